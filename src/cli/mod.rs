@@ -1,0 +1,220 @@
+//! The command line (CONTRACT §2). Parsing lives here; each command's work
+//! lives in its own file and calls into the library. Errors are turned into
+//! one clear message and an exit code at this edge, never a backtrace.
+
+mod audit;
+mod policy;
+mod sandbox;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Exit codes of CONTRACT §2.
+pub mod exit {
+    pub const OK: u8 = 0;
+    /// The task or tool failed.
+    pub const FAILED: u8 = 1;
+    /// Usage or configuration error, unknown server or tool.
+    pub const USAGE: u8 = 2;
+    /// Denied by the pipeline.
+    pub const DENIED: u8 = 3;
+    /// The sandbox a server requires is not available on this kernel.
+    pub const SANDBOX_UNAVAILABLE: u8 = 4;
+}
+
+/// An error that already knows its exit code and message.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CliError {
+    pub code: u8,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn usage(message: impl Into<String>) -> anyhow::Error {
+        CliError {
+            code: exit::USAGE,
+            message: message.into(),
+        }
+        .into()
+    }
+    pub fn new(code: u8, message: impl Into<String>) -> anyhow::Error {
+        CliError {
+            code,
+            message: message.into(),
+        }
+        .into()
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "warden",
+    version,
+    about = "A policy-centred secure host for MCP tool servers and agents",
+    long_about = "warden runs MCP tool servers inside a sandbox and decides every tool call \
+with one permission pipeline (server trust, schema, pinning, annotations, rules, Rego), \
+writing each decision to a tamper-evident audit log.\n\nStart with `warden demo`."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Use only this configuration file (fully trusted; for CI).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Workspace root (default: the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// A Rego policy file or folder (repeatable; added to the configured ones).
+    #[arg(long = "policy", global = true, value_name = "PATH")]
+    pub policies: Vec<PathBuf>,
+    /// Non-interactive: `ask` becomes `deny`.
+    #[arg(long, global = true)]
+    pub ci: bool,
+    /// Audit log file (overrides the configured path).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub audit: Option<PathBuf>,
+    /// Machine-readable output on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Tool pin file (a lock file CI can commit) instead of `$WARDEN_CONFIG_DIR/pins.json`.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub lock: Option<PathBuf>,
+    /// Deny any tool whose definition is missing from or differs from the pin file.
+    #[arg(long, global = true)]
+    pub locked: bool,
+    /// More diagnostics on stderr (repeatable); `RUST_LOG` also works.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Diagnostics format on stderr.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Offline end-to-end demo: real servers in the sandbox, the pipeline, the audit chain.
+    Demo,
+    /// Inspect and check the sandbox.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+    /// Compile, evaluate and test Rego policies.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+    /// Verify and read audit logs.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// What this kernel supports and what warden will enforce.
+    Check {
+        /// Also show the profile a configured server would get.
+        #[arg(long, value_name = "NAME")]
+        server: Option<String>,
+    },
+    /// Run any command under a sandbox profile (like `bwrap`).
+    Exec {
+        /// A JSON file with a server `sandbox` object; default: the strict default profile.
+        #[arg(long, value_name = "FILE")]
+        profile: Option<PathBuf>,
+        /// The command and its arguments.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Compile the configured policies and report errors with file:line:col.
+    Check,
+    /// Evaluate one input document (like `opa eval`).
+    Eval {
+        #[arg(long, value_name = "FILE")]
+        input: PathBuf,
+    },
+    /// Run `test_` rules (like `opa test`).
+    Test { path: Vec<PathBuf> },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check the hash chain.
+    Verify {
+        file: PathBuf,
+        /// HMAC key file (default: `WARDEN_AUDIT_KEY` when set).
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+    },
+    /// Print records as a table, or as JSON with `--json`.
+    Show {
+        file: PathBuf,
+        #[arg(long)]
+        session: Option<String>,
+        /// Only tool calls whose qualified name matches this glob.
+        #[arg(long, value_name = "GLOB")]
+        tool: Option<String>,
+        /// Only tool calls with this effect.
+        #[arg(long)]
+        effect: Option<String>,
+    },
+}
+
+/// Parses the command line, runs the command, and maps errors to exit codes.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli.global);
+    let result = dispatch(cli);
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            let code = error
+                .downcast_ref::<CliError>()
+                .map_or(exit::USAGE, |e| e.code);
+            eprintln!("warden: {error:#}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Demo => Err(CliError::new(exit::FAILED, "the demo is not built yet")),
+        Command::Sandbox(cmd) => sandbox::run(&cli.global, cmd),
+        Command::Policy(cmd) => policy::run(&cli.global, cmd),
+        Command::Audit(cmd) => audit::run(&cli.global, cmd),
+    }
+}
+
+fn init_tracing(global: &GlobalArgs) {
+    use tracing_subscriber::EnvFilter;
+    let default = match global.verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match global.log_format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}

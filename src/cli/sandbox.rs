@@ -1,0 +1,7 @@
+//! `warden sandbox …`
+
+use super::{SandboxCommand, CliError, GlobalArgs};
+
+pub fn run(_global: &GlobalArgs, _cmd: SandboxCommand) -> anyhow::Result<u8> {
+    Err(CliError::usage("`warden sandbox` is not built yet"))
+}

@@ -1,0 +1,1 @@
+//! `warden gateway`: the enforced tools served as an MCP server (later issue).

@@ -1,0 +1,1 @@
+//! The host: config → connections → registry → pipeline → call → audit.

@@ -1,0 +1,18 @@
+//! warden: a policy-centred secure host for MCP tool servers.
+//!
+//! Data flows one way: [`config`] → [`mcp`] connections (launched through
+//! [`sandbox`]) → [`registry`] → [`policy`] pipeline → call → [`audit`].
+//! [`host::Host`] wires these together and owns the single call path;
+//! [`agent`], [`gateway`] and [`cli`] are its callers. See ARCHITECTURE.md.
+
+pub mod agent;
+pub mod audit;
+pub mod cli;
+pub mod config;
+pub mod digest;
+pub mod gateway;
+pub mod host;
+pub mod mcp;
+pub mod policy;
+pub mod registry;
+pub mod sandbox;

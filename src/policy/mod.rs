@@ -1,0 +1,160 @@
+//! The permission pipeline (CONTRACT §5). Every proposed tool call, whoever
+//! proposes it, is decided by [`Pipeline::decide`]; the only way to obtain a
+//! [`Permit`], which is what [`crate::mcp`] requires to send a call, is
+//! [`Pipeline::authorize`] on a decision that allows (or an `ask` a person
+//! approved). Nothing else in the crate can construct a `Permit`.
+
+mod permit;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use permit::Permit;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl Effect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::Allow => "allow",
+            Effect::Ask => "ask",
+            Effect::Deny => "deny",
+        }
+    }
+}
+
+impl fmt::Display for Effect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Pipeline stages, in evaluation order, named as in `stage` fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Trust,
+    Schema,
+    Pinning,
+    Annotations,
+    Rules,
+    Policy,
+    Default,
+}
+
+impl Stage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Trust => "trust",
+            Stage::Schema => "schema",
+            Stage::Pinning => "pinning",
+            Stage::Annotations => "annotations",
+            Stage::Rules => "rules",
+            Stage::Policy => "policy",
+            Stage::Default => "default",
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who is deciding: changes what happens to `ask`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// A person at the terminal answers `ask`.
+    Interactive,
+    /// Nobody can answer: `ask` becomes `deny`.
+    Ci,
+    /// The MCP client is asked by elicitation when it supports it, else deny.
+    Gateway,
+}
+
+/// One stage's verdict: `effect == None` means the stage had no opinion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StageVerdict {
+    pub stage: Stage,
+    pub effect: Option<Effect>,
+    pub reasons: Vec<String>,
+}
+
+/// The pipeline's answer for one call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub effect: Effect,
+    /// The stage that decided (`default` when none did).
+    pub stage: Stage,
+    pub reasons: Vec<String>,
+    /// Every stage's verdict, in order (for `policy eval` and audit).
+    pub stages: Vec<StageVerdict>,
+    /// Digest of the loaded Rego policies, `None` without a Rego stage.
+    pub policy_sha256: Option<String>,
+}
+
+/// Pin state of a tool definition, computed when the tool was listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum PinState {
+    /// The definition matches the pinned digest (or was pinned just now).
+    Pinned,
+    /// The definition changed since it was pinned; `changes` says how.
+    Changed { changes: Vec<String> },
+    /// `--locked` and the lock file has no entry for this tool.
+    Unpinned,
+}
+
+/// What the pipeline knows about one proposed call. Every fact comes from
+/// warden's own state (config, the server's `tools/list`), never from the
+/// caller, except `arguments`.
+#[derive(Debug, Clone)]
+pub struct CallFacts {
+    pub server: ServerFacts,
+    pub tool: ToolFacts,
+    pub arguments: Value,
+    pub context: CallContext,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerFacts {
+    pub name: String,
+    pub trust: crate::config::Trust,
+    pub transport: String,
+    pub scope: crate::config::Scope,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolFacts {
+    /// The server's own name for the tool.
+    pub name: String,
+    /// `mcp__S__T`.
+    pub qualified: String,
+    /// As the server listed them (`null` when absent).
+    pub annotations: Value,
+    pub input_schema: Value,
+    pub pin: PinState,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CallContext {
+    pub mode: Mode,
+    pub session: String,
+    pub workspace: String,
+    pub call_index: u64,
+}
+
+/// Extra facts the Rego `input` carries, keyed by name (kept open so the
+/// contract can grow without breaking callers).
+pub type Extra = BTreeMap<String, Value>;

@@ -1,0 +1,47 @@
+//! The capability that lets a call reach a server.
+
+use super::Decision;
+
+/// Proof that the pipeline allowed one specific call (server, tool and
+/// argument digest). Constructed only inside `crate::policy`; consumed by
+/// [`crate::mcp`] when the call is sent, so it cannot be reused.
+#[derive(Debug)]
+pub struct Permit {
+    server: String,
+    tool: String,
+    args_sha256: String,
+    decision: Decision,
+}
+
+impl Permit {
+    pub(in crate::policy) fn new(
+        server: String,
+        tool: String,
+        args_sha256: String,
+        decision: Decision,
+    ) -> Self {
+        Permit {
+            server,
+            tool,
+            args_sha256,
+            decision,
+        }
+    }
+
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The server's own (remote) tool name.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    pub fn args_sha256(&self) -> &str {
+        &self.args_sha256
+    }
+
+    pub fn decision(&self) -> &Decision {
+        &self.decision
+    }
+}

@@ -1,0 +1,237 @@
+//! The tool registry (CONTRACT §4): every connected server's tools under
+//! their qualified names `mcp__S__T`. Remote names are kept in a table and
+//! never parsed back out of the qualified string. Names that are too long or
+//! collide after sanitising are skipped and reported, never truncated.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::mcp::Tool;
+
+pub const MAX_QUALIFIED_LEN: usize = 64;
+
+/// One registered tool.
+#[derive(Debug, Clone)]
+pub struct ToolEntry {
+    pub server: String,
+    /// The server's own name for the tool, sent back on calls.
+    pub remote: String,
+    pub qualified: String,
+    pub definition: Tool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedTool {
+    pub server: String,
+    pub name: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    tools: BTreeMap<String, ToolEntry>,
+    skipped: Vec<SkippedTool>,
+}
+
+/// Replaces every character outside `[A-Za-z0-9_-]` with `_`.
+pub fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+pub fn qualified_name(server: &str, tool: &str) -> String {
+    format!("mcp__{}__{}", sanitize(server), sanitize(tool))
+}
+
+impl Registry {
+    /// Builds the registry from each server's listed tools.
+    pub fn build<'a>(servers: impl IntoIterator<Item = (&'a str, &'a [Tool])>) -> Self {
+        let mut registry = Registry::default();
+        for (server, tools) in servers {
+            registry.add_server(server, tools);
+        }
+        registry
+    }
+
+    fn add_server(&mut self, server: &str, tools: &[Tool]) {
+        // Group by qualified name first so that collisions drop every party.
+        let mut by_name: HashMap<String, Vec<&Tool>> = HashMap::new();
+        for tool in tools {
+            by_name
+                .entry(qualified_name(server, &tool.name))
+                .or_default()
+                .push(tool);
+        }
+        let mut names: Vec<_> = by_name.into_iter().collect();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        for (qualified, group) in names {
+            if group.len() > 1 {
+                let all: Vec<&str> = group.iter().map(|t| t.name.as_ref()).collect();
+                for tool in &group {
+                    self.skipped.push(SkippedTool {
+                        server: server.to_string(),
+                        name: tool.name.to_string(),
+                        reason: format!(
+                            "ambiguous: {} all become `{qualified}`",
+                            all.join(", ")
+                        ),
+                    });
+                }
+                continue;
+            }
+            let tool = group[0];
+            if qualified.len() > MAX_QUALIFIED_LEN {
+                self.skipped.push(SkippedTool {
+                    server: server.to_string(),
+                    name: tool.name.to_string(),
+                    reason: format!(
+                        "qualified name `{qualified}` is {} characters; the limit is {MAX_QUALIFIED_LEN}",
+                        qualified.len()
+                    ),
+                });
+                continue;
+            }
+            if self.tools.contains_key(&qualified) {
+                // Two servers whose names sanitise alike (config validation
+                // forbids it, but never register a guess).
+                self.skipped.push(SkippedTool {
+                    server: server.to_string(),
+                    name: tool.name.to_string(),
+                    reason: format!("`{qualified}` is already registered by another server"),
+                });
+                continue;
+            }
+            self.tools.insert(
+                qualified.clone(),
+                ToolEntry {
+                    server: server.to_string(),
+                    remote: tool.name.to_string(),
+                    qualified,
+                    definition: tool.clone(),
+                },
+            );
+        }
+    }
+
+    pub fn get(&self, qualified: &str) -> Option<&ToolEntry> {
+        self.tools.get(qualified)
+    }
+
+    /// Finds a tool by server and the server's own tool name.
+    pub fn find(&self, server: &str, remote: &str) -> Option<&ToolEntry> {
+        self.tools
+            .values()
+            .find(|t| t.server == server && t.remote == remote)
+    }
+
+    pub fn tools(&self) -> impl Iterator<Item = &ToolEntry> {
+        self.tools.values()
+    }
+
+    pub fn skipped(&self) -> &[SkippedTool] {
+        &self.skipped
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+/// The input schema as an object schema every provider accepts: a missing
+/// or non-object `type` becomes `{"type": "object", "properties": {}}`.
+pub fn object_schema(tool: &Tool) -> Value {
+    let mut schema: Map<String, Value> = (*tool.input_schema).clone();
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        schema.insert("type".into(), Value::String("object".into()));
+    }
+    schema
+        .entry("properties")
+        .or_insert_with(|| Value::Object(Map::new()));
+    Value::Object(schema)
+}
+
+/// OpenAI Chat Completions `tools[]` entry.
+pub fn openai_tool(entry: &ToolEntry) -> Value {
+    serde_json::json!({
+        "type": "function",
+        "function": {
+            "name": entry.qualified,
+            "description": entry.definition.description.as_deref().unwrap_or(""),
+            "parameters": object_schema(&entry.definition),
+        }
+    })
+}
+
+/// Anthropic Messages `tools[]` entry.
+pub fn anthropic_tool(entry: &ToolEntry) -> Value {
+    serde_json::json!({
+        "name": entry.qualified,
+        "description": entry.definition.description.as_deref().unwrap_or(""),
+        "input_schema": object_schema(&entry.definition),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn tool(name: &str) -> Tool {
+        let schema: Map<String, Value> = serde_json::from_value(serde_json::json!({"type": "object"}))
+            .unwrap_or_default();
+        Tool::new(name.to_string(), "d", Arc::new(schema))
+    }
+
+    #[test]
+    fn names_are_sanitised_and_kept_in_a_table() {
+        let tools = [tool("read.note"), tool("list")];
+        let r = Registry::build([("notes", &tools[..])]);
+        let e = r.get("mcp__notes__read_note").map(|e| e.remote.clone());
+        assert_eq!(e.as_deref(), Some("read.note"));
+        assert!(r.get("mcp__notes__list").is_some());
+    }
+
+    #[test]
+    fn collisions_register_neither() {
+        let tools = [tool("a.b"), tool("a_b"), tool("c")];
+        let r = Registry::build([("s", &tools[..])]);
+        assert!(r.get("mcp__s__a_b").is_none());
+        assert_eq!(r.skipped().len(), 2);
+        assert_eq!(r.len(), 1);
+    }
+
+    #[test]
+    fn overlong_names_are_skipped_not_truncated() {
+        let long = "x".repeat(60);
+        let tools = [tool(&long)];
+        let r = Registry::build([("srv", &tools[..])]);
+        assert!(r.is_empty());
+        assert!(r.skipped()[0].reason.contains("limit is 64"));
+    }
+
+    #[test]
+    fn schema_conversion_forces_object() {
+        let t = tool("x");
+        let e = ToolEntry {
+            server: "s".into(),
+            remote: "x".into(),
+            qualified: "mcp__s__x".into(),
+            definition: t,
+        };
+        assert_eq!(openai_tool(&e)["function"]["parameters"]["properties"], serde_json::json!({}));
+        assert_eq!(anthropic_tool(&e)["input_schema"]["type"], "object");
+    }
+}
