@@ -3,8 +3,13 @@
 //! one clear message and an exit code at this edge, never a backtrace.
 
 mod audit;
+mod call;
+mod mcp;
+mod output;
 mod policy;
+mod run;
 mod sandbox;
+mod session;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -91,6 +96,18 @@ pub struct GlobalArgs {
     /// Deny any tool whose definition is missing from or differs from the pin file.
     #[arg(long, global = true)]
     pub locked: bool,
+    /// Model: `scripted:FILE`, `openai:MODEL` or `anthropic:MODEL`.
+    #[arg(long, global = true, value_name = "SPEC", env = "WARDEN_MODEL")]
+    pub model: Option<String>,
+    /// Most model turns in one task.
+    #[arg(long, global = true, value_name = "N", default_value_t = 20)]
+    pub max_turns: u32,
+    /// Most tool calls in one task.
+    #[arg(long, global = true, value_name = "N", default_value_t = 50)]
+    pub max_tool_calls: u32,
+    /// Overall time limit of one task, in seconds.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 600.0)]
+    pub timeout: f64,
     /// More diagnostics on stderr (repeatable); `RUST_LOG` also works.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -109,6 +126,28 @@ pub enum LogFormat {
 pub enum Command {
     /// Offline end-to-end demo: real servers in the sandbox, the pipeline, the audit chain.
     Demo,
+    /// One tool call through the full pipeline, no model; prints the result.
+    Call {
+        /// The configured server's name.
+        server: String,
+        /// The server's own tool name.
+        tool: String,
+        /// Arguments: a JSON object, or @FILE to read one.
+        #[arg(long, value_name = "JSON|@FILE")]
+        args: Option<String>,
+    },
+    /// Run one agent task non-interactively and print the answer (or JSON with --json).
+    Run {
+        /// The task for the model.
+        #[arg(long)]
+        task: String,
+        /// Exit 3 when any tool call was denied.
+        #[arg(long)]
+        fail_on_deny: bool,
+    },
+    /// Configured MCP servers: list, status, approval.
+    #[command(subcommand)]
+    Mcp(McpCommand),
     /// Inspect and check the sandbox.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
@@ -118,6 +157,23 @@ pub enum Command {
     /// Verify and read audit logs.
     #[command(subcommand)]
     Audit(AuditCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// The configured servers, where each comes from, and whether it is approved.
+    List,
+    /// Connect to every server and show its state, protocol version and tools.
+    Status,
+    /// Approve a project-scope server's exact configuration (shown in full first).
+    Approve {
+        name: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Take back an approval.
+    Revoke { name: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -195,6 +251,23 @@ pub fn main() -> ExitCode {
 fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Demo => Err(CliError::new(exit::FAILED, "the demo is not built yet")),
+        Command::Call { server, tool, args } => {
+            call::run(&cli.global, &server, &tool, args.as_deref())
+        }
+        Command::Run { task, fail_on_deny } => run::run(&cli.global, &task, fail_on_deny),
+        Command::Mcp(McpCommand::Status) => mcp::status(&cli.global),
+        Command::Mcp(McpCommand::List) => {
+            let config = session::load_config(&cli.global)?;
+            mcp_config::list(&config, cli.global.json)
+        }
+        Command::Mcp(McpCommand::Approve { name, yes }) => {
+            let config = session::load_config(&cli.global)?;
+            mcp_config::approve(&config, &session::config_dir()?, &name, yes)
+        }
+        Command::Mcp(McpCommand::Revoke { name }) => {
+            let config = session::load_config(&cli.global)?;
+            mcp_config::revoke(&config, &session::config_dir()?, &name)
+        }
         Command::Sandbox(cmd) => sandbox::run(&cli.global, cmd),
         Command::Policy(cmd) => policy::run(&cli.global, cmd),
         Command::Audit(cmd) => audit::run(&cli.global, cmd),

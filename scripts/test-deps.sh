@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what warden's integration tests run against: pinned third-party
+# MCP servers from npm (tests/npm) and PyPI (tests/python). Idempotent and
+# quiet when everything is already there.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "test-deps: node and npm are required (apt-get install nodejs npm)" >&2
+  exit 1
+fi
+if [ ! -x "$root/tests/npm/node_modules/.bin/mcp-server-everything" ] \
+   || [ "$root/tests/npm/package-lock.json" -nt "$root/tests/npm/node_modules/.package-lock.json" ]; then
+  echo "test-deps: installing npm test servers" >&2
+  npm ci --prefix "$root/tests/npm" --no-audit --no-fund --loglevel=error >&2
+fi
+if [ -x "$root/tests/python/setup.sh" ]; then
+  "$root/tests/python/setup.sh" >&2
+fi

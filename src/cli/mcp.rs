@@ -1,0 +1,101 @@
+//! `warden mcp status`: connect to every configured server and show its
+//! state, protocol version and tools.
+
+use serde_json::{Value, json};
+
+use super::{GlobalArgs, exit, session};
+use crate::host::Host;
+use crate::policy::Mode;
+
+pub fn status(global: &GlobalArgs) -> anyhow::Result<u8> {
+    let options = session::host_options(global, Mode::Interactive)?;
+    let json_out = global.json;
+    session::run_async(|cancel| async move {
+        let host = Host::open(options).map_err(session::host_error)?;
+        tokio::select! {
+            _ = host.connect() => {}
+            _ = cancel.cancelled() => {}
+        }
+        let document = status_document(&host);
+        host.shutdown().await;
+        if json_out {
+            println!("{}", serde_json::to_string_pretty(&document)?);
+        } else {
+            print_status(&document);
+        }
+        Ok(exit::OK)
+    })
+}
+
+/// The `mcp status --json` document of CONTRACT §2.
+pub fn status_document(host: &Host) -> Value {
+    let view = host.tools();
+    let servers: Vec<Value> = host
+        .statuses()
+        .into_iter()
+        .map(|status| {
+            let tools: Vec<Value> = view
+                .visible()
+                .filter(|t| t.server == status.name)
+                .map(|t| {
+                    json!({
+                        "name": t.remote,
+                        "qualified": t.qualified,
+                        "description": t.definition.description,
+                        "annotations": t.definition.annotations,
+                    })
+                })
+                .collect();
+            let skipped: Vec<Value> = view
+                .skipped()
+                .iter()
+                .filter(|s| s.server == status.name)
+                .map(|s| json!({"name": s.name, "reason": s.reason}))
+                .collect();
+            json!({
+                "name": status.name,
+                "state": status.state,
+                "transport": status.transport,
+                "protocol": status.protocol,
+                "error": status.error,
+                "sandbox": status.sandbox,
+                "tools": tools,
+                "skipped_tools": skipped,
+            })
+        })
+        .collect();
+    json!({ "servers": servers })
+}
+
+fn print_status(document: &Value) {
+    let servers = document["servers"].as_array().cloned().unwrap_or_default();
+    if servers.is_empty() {
+        println!("no servers configured");
+    }
+    for server in servers {
+        let state = server["state"].as_str().unwrap_or("?");
+        let protocol = server["protocol"].as_str().unwrap_or("-");
+        let tools = server["tools"].as_array().map_or(0, Vec::len);
+        println!(
+            "{:<16} {:<16} {:<6} protocol {:<11} {} tools",
+            server["name"].as_str().unwrap_or("?"),
+            state,
+            server["transport"].as_str().unwrap_or("?"),
+            protocol,
+            tools
+        );
+        if let Some(error) = server["error"].as_str() {
+            println!("    error: {error}");
+        }
+        for tool in server["tools"].as_array().into_iter().flatten() {
+            println!("    {}", tool["qualified"].as_str().unwrap_or("?"));
+        }
+        for skipped in server["skipped_tools"].as_array().into_iter().flatten() {
+            println!(
+                "    skipped {}: {}",
+                skipped["name"].as_str().unwrap_or("?"),
+                skipped["reason"].as_str().unwrap_or("?")
+            );
+        }
+    }
+}

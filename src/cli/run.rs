@@ -1,0 +1,107 @@
+//! `warden run --task TEXT`: one agent task, non-interactive, with a clear
+//! verdict for CI (exit codes of CONTRACT §2).
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{CliError, GlobalArgs, exit, session};
+use crate::agent::host_executor::HostExecutor;
+use crate::agent::run_loop::{Limits, RunStatus, run_task};
+use crate::agent::model_from_spec;
+use crate::host::Host;
+use crate::mcp::ServerState;
+use crate::policy::{Mode, TerminalAsker};
+
+pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Result<u8> {
+    let spec = global
+        .model
+        .clone()
+        .ok_or_else(|| CliError::usage("`warden run` needs --model SPEC (scripted:FILE, openai:MODEL, anthropic:MODEL)"))?;
+    let model = model_from_spec(&spec, &|name| std::env::var(name).ok())
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    let limits = limits(global)?;
+    let options = session::host_options(global, Mode::Interactive)?;
+    let json_out = global.json;
+    let task = task.to_string();
+    session::run_async(|cancel| async move {
+        let host = Host::open(options).map_err(session::host_error)?;
+        tokio::select! {
+            _ = host.connect() => {}
+            _ = cancel.cancelled() => {
+                host.shutdown().await;
+                return Ok(exit::FAILED);
+            }
+        }
+        if let Some(server) = host
+            .statuses()
+            .iter()
+            .find(|s| s.state == ServerState::Error && s.sandbox_unavailable)
+        {
+            let message = format!(
+                "server `{}` cannot start: {}",
+                server.name,
+                server.error.as_deref().unwrap_or("its sandbox is not available")
+            );
+            host.shutdown().await;
+            return Err(CliError::new(exit::SANDBOX_UNAVAILABLE, message));
+        }
+        for status in host.statuses() {
+            if let Some(error) = &status.error {
+                tracing::warn!(server = %status.name, %error, "server unavailable for this run");
+            }
+        }
+        let asker = TerminalAsker::new();
+        let asker: Option<&dyn crate::policy::Asker> = match host.mode() {
+            Mode::Interactive => Some(&asker),
+            _ => None,
+        };
+        let executor = HostExecutor::new(&host, asker, cancel.clone());
+        let report = run_task(model.as_ref(), &executor, &task, &limits, cancel.clone()).await;
+        let denied = report
+            .calls
+            .iter()
+            .filter(|c| c.get("outcome").and_then(|o| o.as_str()) == Some("denied"))
+            .count();
+        host.shutdown().await;
+        if json_out {
+            let document = json!({
+                "final_text": report.final_text,
+                "status": report.status.as_str(),
+                "error": report.status.error(),
+                "turns": report.turns,
+                "calls": report.calls,
+                "denied": denied,
+                "usage": report.usage,
+                "session": host.session(),
+            });
+            println!("{}", serde_json::to_string_pretty(&document)?);
+        } else {
+            if let Some(text) = &report.final_text {
+                println!("{text}");
+            }
+            if report.status != RunStatus::Completed {
+                eprintln!("warden: run ended: {}", report.status.describe());
+            }
+        }
+        Ok(if report.status != RunStatus::Completed {
+            exit::FAILED
+        } else if fail_on_deny && denied > 0 {
+            exit::DENIED
+        } else {
+            exit::OK
+        })
+    })
+}
+
+pub fn limits(global: &GlobalArgs) -> anyhow::Result<Limits> {
+    if !(global.timeout.is_finite() && global.timeout > 0.0) {
+        return Err(CliError::usage("--timeout must be a positive number of seconds"));
+    }
+    Ok(Limits {
+        max_turns: global.max_turns,
+        max_tool_calls: global.max_tool_calls,
+        timeout: Duration::from_secs_f64(global.timeout),
+        max_result_chars: 20_000,
+    })
+}

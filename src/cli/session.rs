@@ -1,0 +1,93 @@
+//! Shared start-up for commands that run a session: options from the
+//! common flags, the tokio runtime, and signal handling.
+
+use std::future::Future;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use super::{CliError, GlobalArgs};
+use crate::config::{self, LoadOptions};
+use crate::host::{HostError, HostOptions};
+use crate::policy::Mode;
+
+pub fn workspace(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
+    let dir = match &global.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    std::fs::canonicalize(&dir)
+        .map_err(|e| CliError::usage(format!("workspace {}: {e}", dir.display())))
+}
+
+pub fn config_dir() -> anyhow::Result<PathBuf> {
+    config::default_config_dir().ok_or_else(|| {
+        CliError::usage("neither WARDEN_CONFIG_DIR nor HOME is set: cannot find the user configuration")
+    })
+}
+
+pub fn load_options(global: &GlobalArgs) -> anyhow::Result<LoadOptions> {
+    Ok(LoadOptions {
+        config_file: global.config.clone(),
+        workspace: workspace(global)?,
+        config_dir: config_dir()?,
+    })
+}
+
+pub fn load_config(global: &GlobalArgs) -> anyhow::Result<config::Config> {
+    config::load(&load_options(global)?).map_err(|e| CliError::usage(e.to_string()))
+}
+
+pub fn host_options(global: &GlobalArgs, mode: Mode) -> anyhow::Result<HostOptions> {
+    Ok(HostOptions {
+        load: load_options(global)?,
+        extra_policies: global.policies.clone(),
+        mode: if global.ci { Mode::Ci } else { mode },
+        audit_path: global.audit.clone(),
+        lock: global.lock.clone(),
+        locked: global.locked,
+        only_servers: Vec::new(),
+    })
+}
+
+/// Configuration, policy and audit problems are usage errors (exit 2).
+pub fn host_error(error: HostError) -> anyhow::Error {
+    CliError::usage(error.to_string())
+}
+
+/// Runs `body` on a multi-threaded runtime, cancelling its token on SIGINT
+/// or SIGTERM so the command can stop its servers and exit cleanly.
+pub fn run_async<F, Fut>(body: F) -> anyhow::Result<u8>
+where
+    F: FnOnce(CancellationToken) -> Fut,
+    Fut: Future<Output = anyhow::Result<u8>>,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let cancel = CancellationToken::new();
+        spawn_signal_watch(cancel.clone());
+        body(cancel).await
+    })
+}
+
+fn spawn_signal_watch(cancel: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    tokio::spawn(async move {
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            tracing::warn!("cannot install signal handlers");
+            return;
+        };
+        tokio::select! {
+            _ = int.recv() => tracing::info!("interrupted"),
+            _ = term.recv() => tracing::info!("terminated"),
+        }
+        cancel.cancel();
+    });
+}

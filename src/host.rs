@@ -1,1 +1,0 @@
-//! The host: config → connections → registry → pipeline → call → audit.

@@ -1,0 +1,260 @@
+//! The path of one tool call, top to bottom: registry lookup →
+//! `Pipeline::decide` → `authorize` (the only source of a `Permit`) →
+//! connection → result → audit. Every caller goes through [`Host::call`].
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::{DecisionRecord, Event, Outcome, ToolCallRecord};
+use crate::digest::sha256_json;
+use crate::mcp::CallError;
+use crate::policy::{
+    Asker, CallContext, CallFacts, Decision, Effect, ServerFacts, Stage, ToolFacts,
+};
+
+use super::Host;
+
+/// Who proposed a call; recorded in the audit log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Caller {
+    Model,
+    Cli,
+    Gateway,
+}
+
+impl Caller {
+    fn as_str(self) -> &'static str {
+        match self {
+            Caller::Model => "model",
+            Caller::Cli => "cli",
+            Caller::Gateway => "gateway",
+        }
+    }
+}
+
+/// A proposed call, by qualified name (`mcp__S__T`).
+#[derive(Debug, Clone)]
+pub struct CallRequest {
+    pub qualified: String,
+    pub arguments: Value,
+    pub caller: Caller,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DecisionSummary {
+    pub effect: Effect,
+    pub stage: Stage,
+    pub reasons: Vec<String>,
+}
+
+/// What a call came to: `warden call --json` prints exactly this.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallReport {
+    pub server: String,
+    pub tool: String,
+    pub decision: DecisionSummary,
+    pub outcome: Outcome,
+    /// The `CallToolResult` as the server sent it (every content block).
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    pub duration_ms: u64,
+    #[serde(skip)]
+    pub qualified: String,
+}
+
+impl CallReport {
+    /// The text a model sees for this call.
+    pub fn text_for_model(&self) -> String {
+        match self.outcome {
+            Outcome::Denied => format!(
+                "Denied by warden's {} stage: {}",
+                self.decision.stage,
+                self.decision.reasons.join("; ")
+            ),
+            Outcome::Ok | Outcome::ToolError => {
+                let mut out = Vec::new();
+                if let Some(result) = &self.result {
+                    if let Some(blocks) = result.get("content").and_then(Value::as_array) {
+                        for block in blocks {
+                            match block.get("type").and_then(Value::as_str) {
+                                Some("text") => out.push(
+                                    block
+                                        .get("text")
+                                        .and_then(Value::as_str)
+                                        .unwrap_or_default()
+                                        .to_string(),
+                                ),
+                                Some(other) => out.push(format!("[{other} content]")),
+                                None => {}
+                            }
+                        }
+                    }
+                    if out.is_empty()
+                        && let Some(structured) = result.get("structuredContent")
+                    {
+                        out.push(structured.to_string());
+                    }
+                }
+                out.join("\n")
+            }
+            _ => self.error.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// A call the host refused before the pipeline could decide (unknown tool).
+#[derive(Debug, thiserror::Error)]
+pub enum CallRefusal {
+    #[error("unknown tool `{0}`")]
+    UnknownTool(String),
+}
+
+impl Host {
+    /// Decides, performs and audits one tool call.
+    pub async fn call(
+        &self,
+        request: CallRequest,
+        asker: Option<&dyn Asker>,
+        cancel: CancellationToken,
+    ) -> Result<CallReport, CallRefusal> {
+        let started = Instant::now();
+        let view = self.tools();
+        let Some(entry) = view.get(&request.qualified).cloned() else {
+            return Err(CallRefusal::UnknownTool(request.qualified));
+        };
+        let server = self.config.servers.get(&entry.server);
+        let call_index = self.call_index.fetch_add(1, Ordering::Relaxed) + 1;
+        let facts = CallFacts {
+            server: ServerFacts {
+                name: entry.server.clone(),
+                trust: server.map(|s| s.trust).unwrap_or_default(),
+                transport: server
+                    .map(|s| s.transport.kind().to_string())
+                    .unwrap_or_default(),
+                scope: server.map_or(crate::config::Scope::Project, |s| s.scope),
+            },
+            tool: ToolFacts {
+                name: entry.remote.clone(),
+                qualified: entry.qualified.clone(),
+                annotations: entry
+                    .definition
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| serde_json::to_value(a).ok())
+                    .unwrap_or(Value::Null),
+                input_schema: Value::Object((*entry.definition.input_schema).clone()),
+                pin: view.pin(&entry.qualified),
+            },
+            arguments: request.arguments.clone(),
+            context: CallContext {
+                mode: self.mode,
+                session: self.session.clone(),
+                workspace: self.config.workspace.display().to_string(),
+                call_index,
+            },
+        };
+        let decision = self.pipeline.decide(&facts);
+        self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let permit = match self.pipeline.authorize(&facts, decision, asker).await {
+            Ok(permit) => permit,
+            Err(decision) => {
+                self.stats.denied.fetch_add(1, Ordering::Relaxed);
+                let report = report(&entry.server, &entry.remote, &entry.qualified, &decision, started);
+                let report = CallReport {
+                    outcome: Outcome::Denied,
+                    error: Some(format!(
+                        "denied by the {} stage: {}",
+                        decision.stage,
+                        decision.reasons.join("; ")
+                    )),
+                    ..report
+                };
+                self.audit_call(&request, &facts, &decision, &report);
+                return Ok(report);
+            }
+        };
+        let decision = permit.decision().clone();
+        let arguments = match &request.arguments {
+            Value::Object(map) => Some(map.clone()),
+            _ => None,
+        };
+        let result = self.manager.call(permit, arguments, cancel).await;
+        let base = report(&entry.server, &entry.remote, &entry.qualified, &decision, started);
+        let report = match result {
+            Ok(result) => {
+                let is_error = result.is_error.unwrap_or(false);
+                CallReport {
+                    outcome: if is_error { Outcome::ToolError } else { Outcome::Ok },
+                    result: serde_json::to_value(&result).ok(),
+                    ..base
+                }
+            }
+            Err(error) => CallReport {
+                outcome: match error {
+                    CallError::Timeout(_) => Outcome::Timeout,
+                    CallError::Cancelled => Outcome::Cancelled,
+                    _ => Outcome::RpcError,
+                },
+                error: Some(error.to_string()),
+                ..base
+            },
+        };
+        let report = CallReport {
+            duration_ms: elapsed_ms(started),
+            ..report
+        };
+        self.audit_call(&request, &facts, &decision, &report);
+        Ok(report)
+    }
+
+    fn audit_call(&self, request: &CallRequest, facts: &CallFacts, decision: &Decision, report: &CallReport) {
+        let Some(audit) = &self.audit else {
+            return;
+        };
+        let record = ToolCallRecord {
+            server: report.server.clone(),
+            tool: report.tool.clone(),
+            qualified: report.qualified.clone(),
+            caller: request.caller.as_str().to_string(),
+            arguments: audit.redact_arguments(&facts.arguments),
+            args_sha256: sha256_json(&facts.arguments),
+            decision: DecisionRecord {
+                effect: decision.effect,
+                stage: decision.stage,
+                reasons: decision.reasons.clone(),
+                policy_sha256: decision.policy_sha256.clone(),
+            },
+            outcome: report.outcome,
+            duration_ms: report.duration_ms,
+            result_sha256: report.result.as_ref().map(sha256_json),
+            error: report.error.clone(),
+        };
+        self.audit_event(Event::ToolCall(record));
+    }
+}
+
+fn report(server: &str, tool: &str, qualified: &str, decision: &Decision, started: Instant) -> CallReport {
+    CallReport {
+        server: server.to_string(),
+        tool: tool.to_string(),
+        qualified: qualified.to_string(),
+        decision: DecisionSummary {
+            effect: decision.effect,
+            stage: decision.stage,
+            reasons: decision.reasons.clone(),
+        },
+        outcome: Outcome::Ok,
+        result: None,
+        error: None,
+        duration_ms: elapsed_ms(started),
+    }
+}
+
+fn elapsed_ms(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,266 @@
+//! The host wires one session together, in the one direction data flows:
+//! config → connections ([`crate::mcp::Manager`], launched through
+//! [`crate::sandbox`]) → [`crate::registry`] (+ pins) → [`crate::policy::Pipeline`]
+//! → call → [`crate::audit`]. Every caller (the CLI, the agent loop, the
+//! gateway) reaches servers only through [`Host::call`].
+
+mod call;
+mod tools;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::audit::{AuditLog, AuditOptions, Event};
+use crate::config::{self, Config, Scope, Trust};
+use crate::mcp::{Admission, Manager, ServerState, ServerStatus};
+use crate::policy::{Mode, Pipeline, PipelineConfig, PinStore};
+use crate::sandbox::LaunchContext;
+
+pub use call::{CallReport, CallRequest, Caller};
+pub use tools::ToolView;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// How to start a session.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    pub load: config::LoadOptions,
+    /// `--policy` paths (operator scope).
+    pub extra_policies: Vec<PathBuf>,
+    pub mode: Mode,
+    /// `--audit FILE`, overriding the configured path.
+    pub audit_path: Option<PathBuf>,
+    /// `--lock FILE` instead of `$WARDEN_CONFIG_DIR/pins.json`.
+    pub lock: Option<PathBuf>,
+    pub locked: bool,
+    /// Only these servers are started (all when empty): `warden call` needs one.
+    pub only_servers: Vec<String>,
+}
+
+/// Counters for `session_end` and `run --json`.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub calls: AtomicU64,
+    pub denied: AtomicU64,
+}
+
+pub struct Host {
+    config: Config,
+    session: String,
+    mode: Mode,
+    manager: Arc<Manager>,
+    pipeline: Pipeline,
+    audit: Option<Arc<AuditLog>>,
+    pins: Mutex<PinStore>,
+    locked: bool,
+    tools: Mutex<tools::Cache>,
+    call_index: AtomicU64,
+    stats: Stats,
+    // Removed when the host is dropped: private HOME/TMPDIR of every server.
+    _runtime: tempfile::TempDir,
+}
+
+impl Host {
+    /// Loads and validates everything, opens the audit log and creates the
+    /// connection manager. Servers are not contacted yet: call
+    /// [`Host::connect`] (the repl does it in the background).
+    pub fn open(opts: HostOptions) -> Result<Host, HostError> {
+        let config = config::load(&opts.load)?;
+        let pipeline = Pipeline::load(PipelineConfig {
+            rules: config.rules.clone(),
+            policies: config.policies.clone(),
+            extra_policies: opts.extra_policies.clone(),
+            workspace: config.workspace.clone(),
+            mode: opts.mode,
+        })?;
+        let session = uuid::Uuid::new_v4().to_string();
+        let audit = match opts.audit_path.clone().or_else(|| config.audit.path.clone()) {
+            Some(path) => {
+                let key = crate::audit::load_key(None)?;
+                let log = AuditLog::open(
+                    &path,
+                    AuditOptions {
+                        session: session.clone(),
+                        fsync: config.audit.fsync,
+                        key,
+                        redact: config.audit.redact.clone(),
+                        secrets: secret_values(&config),
+                    },
+                )?;
+                Some(Arc::new(log))
+            }
+            None => None,
+        };
+        let pins_path = match &opts.lock {
+            Some(path) => path.clone(),
+            None => opts.load.config_dir.join("pins.json"),
+        };
+        let pins = PinStore::open(&pins_path).map_err(|e| HostError::Setup(e.to_string()))?;
+        let runtime = tempfile::Builder::new()
+            .prefix("warden-session-")
+            .tempdir()
+            .map_err(|e| HostError::Setup(format!("cannot create a runtime folder: {e}")))?;
+        let approvals = config::Approvals::load(&opts.load.config_dir)?;
+        let servers = config
+            .servers
+            .values()
+            .filter(|s| opts.only_servers.is_empty() || opts.only_servers.contains(&s.name))
+            .map(|server| {
+                let admission = if server.trust == Trust::Blocked {
+                    Admission::Blocked
+                } else if server.disabled {
+                    Admission::Disabled
+                } else if server.scope == Scope::Project && !approvals.is_approved(server) {
+                    Admission::PendingApproval
+                } else {
+                    Admission::Start
+                };
+                (server.clone(), admission)
+            })
+            .collect();
+        let manager = Manager::new(
+            servers,
+            LaunchContext {
+                workspace: config.workspace.clone(),
+                runtime_dir: runtime.path().to_path_buf(),
+                helper_exe: None,
+            },
+        );
+        let host = Host {
+            session,
+            mode: opts.mode,
+            manager,
+            pipeline,
+            audit,
+            pins: Mutex::new(pins),
+            locked: opts.locked,
+            tools: Mutex::new(tools::Cache::default()),
+            call_index: AtomicU64::new(0),
+            stats: Stats::default(),
+            _runtime: runtime,
+            config,
+        };
+        host.audit_event(Event::SessionStart {
+            warden_version: env!("CARGO_PKG_VERSION").to_string(),
+            config_sha256: host.config.digest.clone(),
+            policy_sha256: host.pipeline.policy_sha256(),
+            mode: host.mode,
+            workspace: host.config.workspace.display().to_string(),
+        });
+        host.forward_lifecycle_events();
+        Ok(host)
+    }
+
+    /// Connects every admitted server concurrently; returns when every
+    /// attempt has settled.
+    pub async fn connect(&self) {
+        self.manager.connect_all().await;
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    pub fn manager(&self) -> &Arc<Manager> {
+        &self.manager
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    pub fn statuses(&self) -> Vec<ServerStatus> {
+        self.manager.statuses()
+    }
+
+    /// Whether `server` failed to start because its sandbox is unavailable.
+    pub fn sandbox_unavailable(&self, server: &str) -> bool {
+        self.statuses().iter().any(|s| {
+            s.name == server && s.state == ServerState::Error && s.sandbox_unavailable
+        })
+    }
+
+    /// Writes one audit event; a failing audit log is reported, never silent.
+    pub(crate) fn audit_event(&self, event: Event) {
+        if let Some(audit) = &self.audit
+            && let Err(error) = audit.append(event)
+        {
+            tracing::error!(%error, "writing the audit log failed");
+        }
+    }
+
+    fn forward_lifecycle_events(&self) {
+        let Some(audit) = self.audit.clone() else {
+            return;
+        };
+        let mut events = self.manager.take_lifecycle_events();
+        tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                if let Err(error) = audit.append(event.into_audit_event()) {
+                    tracing::error!(%error, "writing the audit log failed");
+                }
+            }
+        });
+    }
+
+    /// Stops every server and closes the audit log with `session_end`.
+    pub async fn shutdown(&self) {
+        self.manager.shutdown().await;
+        self.audit_event(Event::SessionEnd {
+            tool_calls: self.stats.calls.load(Ordering::Relaxed),
+            denied: self.stats.denied.load(Ordering::Relaxed),
+        });
+        if let Some(audit) = &self.audit
+            && let Err(error) = audit.flush()
+        {
+            tracing::error!(%error, "flushing the audit log failed");
+        }
+    }
+}
+
+/// Every secret value the configuration holds, so the audit log can scrub
+/// them wherever they appear.
+fn secret_values(config: &Config) -> Vec<String> {
+    let mut secrets = Vec::new();
+    for server in config.servers.values() {
+        match &server.transport {
+            config::TransportConfig::Stdio(stdio) => {
+                secrets.extend(stdio.env.values().map(|v| v.expose().to_string()));
+                for var in stdio.env_from.iter().chain(&server.sandbox.env) {
+                    if let Ok(value) = std::env::var(var) {
+                        secrets.push(value);
+                    }
+                }
+            }
+            config::TransportConfig::Http(remote) | config::TransportConfig::Sse(remote) => {
+                secrets.extend(remote.headers.values().map(|v| v.expose().to_string()));
+            }
+        }
+    }
+    // Short values would scrub ordinary words; they are not secrets worth the name.
+    secrets.retain(|s| s.len() >= 6);
+    secrets
+}

@@ -1,0 +1,116 @@
+//! The session's view of the tools: the registry built from every connected
+//! server's listing, each tool's pin state, and which tools are hidden
+//! because they can never be called (CONTRACT §4). Rebuilt whenever the
+//! connection manager reports a change (connect, list_changed, reconnect).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use crate::mcp::ServerState;
+use crate::policy::PinState;
+use crate::registry::{Registry, SkippedTool, ToolEntry};
+
+use super::Host;
+
+#[derive(Default)]
+pub(super) struct Cache {
+    version: Option<u64>,
+    view: Arc<ToolView>,
+}
+
+#[derive(Debug, Default)]
+pub struct ToolView {
+    registry: Registry,
+    pins: BTreeMap<String, PinState>,
+    hidden: HashSet<String>,
+}
+
+impl ToolView {
+    /// Every registered tool, hidden ones included (calls to them are still
+    /// decided, and denied, by the pipeline).
+    pub fn get(&self, qualified: &str) -> Option<&ToolEntry> {
+        self.registry.get(qualified)
+    }
+
+    pub fn find(&self, server: &str, remote: &str) -> Option<&ToolEntry> {
+        self.registry.find(server, remote)
+    }
+
+    pub fn pin(&self, qualified: &str) -> PinState {
+        self.pins
+            .get(qualified)
+            .cloned()
+            .unwrap_or(PinState::Unpinned)
+    }
+
+    /// What models and gateway clients are shown.
+    pub fn visible(&self) -> impl Iterator<Item = &ToolEntry> {
+        self.registry
+            .tools()
+            .filter(|t| !self.hidden.contains(&t.qualified))
+    }
+
+    pub fn is_hidden(&self, qualified: &str) -> bool {
+        self.hidden.contains(qualified)
+    }
+
+    pub fn skipped(&self) -> &[SkippedTool] {
+        self.registry.skipped()
+    }
+}
+
+impl Host {
+    /// The current tool view, rebuilt if any server changed since last time.
+    pub fn tools(&self) -> Arc<ToolView> {
+        let version = *self.manager.subscribe().borrow();
+        let mut cache = match self.tools.lock() {
+            Ok(cache) => cache,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if cache.version != Some(version) {
+            cache.view = Arc::new(self.build_view());
+            cache.version = Some(version);
+        }
+        cache.view.clone()
+    }
+
+    fn build_view(&self) -> ToolView {
+        let statuses = self.manager.statuses();
+        let connected: Vec<_> = statuses
+            .iter()
+            .filter(|s| s.state == ServerState::Connected)
+            .collect();
+        let registry = Registry::build(
+            connected
+                .iter()
+                .map(|s| (s.name.as_str(), s.tools.as_slice())),
+        );
+        let mut pins = BTreeMap::new();
+        {
+            let mut store = match self.pins.lock() {
+                Ok(store) => store,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            for entry in registry.tools() {
+                let Some(server) = self.config.servers.get(&entry.server) else {
+                    continue;
+                };
+                let state = store.check(&entry.server, &server.digest, &entry.definition, self.locked);
+                pins.insert(entry.qualified.clone(), state);
+            }
+            if let Err(error) = store.save() {
+                tracing::error!(%error, "saving tool pins failed");
+            }
+        }
+        let hidden = registry
+            .tools()
+            .filter(|t| self.pipeline.hidden(&t.qualified))
+            .map(|t| t.qualified.clone())
+            .collect();
+        ToolView {
+            registry,
+            pins,
+            hidden,
+        }
+    }
+}
