@@ -5,6 +5,20 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod anthropic;
+mod http;
+pub mod openai;
+pub mod run_loop;
+pub mod scripted;
+
+pub use anthropic::AnthropicModel;
+pub use http::HttpSettings;
+pub use openai::OpenAiModel;
+pub use run_loop::{
+    Limits, RunReport, RunStatus, SYSTEM_PROMPT, ToolExecutor, ToolOutcome, run_task,
+};
+pub use scripted::ScriptedModel;
+
 /// A tool as offered to a model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolSpec {
@@ -48,6 +62,14 @@ pub struct Usage {
     pub output_tokens: u64,
 }
 
+impl Usage {
+    /// Adds another turn's usage (saturating).
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+    }
+}
+
 /// One assistant turn.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelTurn {
@@ -75,10 +97,103 @@ pub enum ModelError {
     Malformed(String),
     #[error("scripted model has no turns left")]
     Exhausted,
+    /// The API key variable is unset or empty. Names the variable, never a value.
+    #[error("{provider}: the API key is missing: set {var} in the environment")]
+    MissingKey {
+        provider: &'static str,
+        var: &'static str,
+    },
+    /// HTTP 401/403: the key was refused.
+    #[error("{provider}: the API key was rejected (HTTP {status}): {message}; check {var}")]
+    Unauthorized {
+        provider: &'static str,
+        status: u16,
+        var: &'static str,
+        message: String,
+    },
+    /// HTTP 404: usually an unknown model (or a wrong base URL).
+    #[error(
+        "{provider}: model '{model}' not found (HTTP 404): {message}; check the model name and the base URL"
+    )]
+    UnknownModel {
+        provider: &'static str,
+        model: String,
+        message: String,
+    },
+    /// A scripted model's file is unreadable or malformed.
+    #[error("scripted model {file}: {message}")]
+    Script { file: String, message: String },
+}
+
+/// Builds a model from a `--model` spec: `scripted:FILE`, `openai:MODEL` or
+/// `anthropic:MODEL`. `env` looks up environment variables (API keys, base
+/// URLs); pass `&|k| std::env::var(k).ok()` for the real environment.
+pub fn model_from_spec(
+    spec: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Box<dyn Model>, ModelError> {
+    model_from_spec_with(spec, env, HttpSettings::default())
+}
+
+/// As [`model_from_spec`], with explicit HTTP settings (timeouts, retries).
+pub fn model_from_spec_with(
+    spec: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    http: HttpSettings,
+) -> Result<Box<dyn Model>, ModelError> {
+    let Some((provider, rest)) = spec.split_once(':') else {
+        return Err(ModelError::Config(format!(
+            "model spec '{spec}' has no provider: use scripted:FILE, openai:MODEL or anthropic:MODEL"
+        )));
+    };
+    if rest.trim().is_empty() {
+        return Err(ModelError::Config(format!(
+            "model spec '{spec}' names no {}: use {provider}:{}",
+            if provider == "scripted" {
+                "file"
+            } else {
+                "model"
+            },
+            if provider == "scripted" {
+                "FILE"
+            } else {
+                "MODEL"
+            }
+        )));
+    }
+    match provider {
+        "scripted" => Ok(Box::new(ScriptedModel::from_file(std::path::Path::new(
+            rest,
+        ))?)),
+        "openai" => Ok(Box::new(OpenAiModel::from_env(rest, env, http)?)),
+        "anthropic" => Ok(Box::new(AnthropicModel::from_env(rest, env, http)?)),
+        other => Err(ModelError::Config(format!(
+            "unknown model provider '{other}' in '{spec}': use scripted:FILE, openai:MODEL or anthropic:MODEL"
+        ))),
+    }
 }
 
 /// A model provider. Implementations must never log API keys.
 pub trait Model: Send + Sync {
     fn name(&self) -> String;
-    fn complete<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ModelError>>;
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelTurn, ModelError>>;
+}
+
+/// The tool's input schema as an object schema, as providers require. The
+/// registry already normalises; this only guards against a non-object.
+pub(crate) fn object_schema(schema: &Value) -> Value {
+    match schema {
+        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("object") => {
+            schema.clone()
+        }
+        Value::Object(o) if !o.contains_key("type") => {
+            let mut o = o.clone();
+            o.insert("type".into(), Value::String("object".into()));
+            Value::Object(o)
+        }
+        _ => serde_json::json!({"type": "object", "properties": {}}),
+    }
 }
