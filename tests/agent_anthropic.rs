@@ -64,7 +64,10 @@ fn tool_use_response() -> Value {
 async fn full_run_sends_exact_messages_requests() {
     let server = MockServer::start(vec![
         Canned::json(200, tool_use_response()),
-        Canned::json(200, text_response("Note a: buy milk. The write was denied.")),
+        Canned::json(
+            200,
+            text_response("Note a: buy milk. The write was denied."),
+        ),
     ])
     .await;
     let model = model_for(&server, fast_http());
@@ -82,7 +85,10 @@ async fn full_run_sends_exact_messages_requests() {
         report.final_text.as_deref(),
         Some("Note a: buy milk. The write was denied.")
     );
-    assert_eq!((report.usage.input_tokens, report.usage.output_tokens), (42, 17));
+    assert_eq!(
+        (report.usage.input_tokens, report.usage.output_tokens),
+        (42, 17)
+    );
     assert_eq!(report.turns, 2);
     assert_eq!(report.denied_calls, 1);
 
@@ -94,8 +100,15 @@ async fn full_run_sends_exact_messages_requests() {
         assert_eq!(r.header("x-api-key"), Some(KEY));
         assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
         assert_eq!(r.header("authorization"), None);
-        assert!(r.header("content-type").unwrap().starts_with("application/json"));
-        assert_eq!(keys(&r.body), ["max_tokens", "messages", "model", "system", "tools"]);
+        assert!(
+            r.header("content-type")
+                .unwrap()
+                .starts_with("application/json")
+        );
+        assert_eq!(
+            keys(&r.body),
+            ["max_tokens", "messages", "model", "system", "tools"]
+        );
         assert_eq!(r.body["model"], "claude-test");
         assert_eq!(r.body["max_tokens"], 4096);
         assert_eq!(r.body["system"], SYSTEM_PROMPT);
@@ -115,7 +128,11 @@ async fn full_run_sends_exact_messages_requests() {
     );
 
     let second = reqs[1].body["messages"].as_array().unwrap();
-    assert_eq!(second.len(), 3, "user, assistant, one user message with both results");
+    assert_eq!(
+        second.len(),
+        3,
+        "user, assistant, one user message with both results"
+    );
     assert_eq!(second[0], reqs[0].body["messages"][0]);
     assert_eq!(
         second[1],
@@ -134,11 +151,17 @@ async fn full_run_sends_exact_messages_requests() {
         json!({"type": "tool_result", "tool_use_id": "toolu_a", "is_error": false,
                "content": "<tool_result name=\"mcp__notes__read_note\" status=\"ok\">\nnote a: buy milk\n</tool_result>"})
     );
-    assert_eq!(keys(&results[1]), ["content", "is_error", "tool_use_id", "type"]);
+    assert_eq!(
+        keys(&results[1]),
+        ["content", "is_error", "tool_use_id", "type"]
+    );
     assert_eq!(results[1]["tool_use_id"], "toolu_b");
     assert_eq!(results[1]["is_error"], true);
     let denied = results[1]["content"].as_str().unwrap();
-    assert!(denied.contains("status=\"denied\"") && denied.contains("stage: rules"), "{denied}");
+    assert!(
+        denied.contains("status=\"denied\"") && denied.contains("stage: rules"),
+        "{denied}"
+    );
 }
 
 #[tokio::test]
@@ -243,24 +266,42 @@ async fn exhausted_retries_report_the_api_message() {
 async fn malformed_json_is_a_clear_error() {
     let server = MockServer::start(vec![
         Canned::raw(200, "<html>Bad gateway</html>"),
-        Canned::json(200, json!({"type": "message", "content": [{"type": "tool_use", "name": "x", "input": {}}]})),
+        Canned::json(
+            200,
+            json!({"type": "message", "content": [{"type": "tool_use", "name": "x", "input": {}}]}),
+        ),
     ])
     .await;
     let model = model_for(&server, fast_http());
     let e = model.complete(&simple_request()).await.unwrap_err();
     assert!(matches!(e, ModelError::Malformed(_)), "{e:?}");
     let text = e.to_string();
-    assert!(text.contains("anthropic") && text.contains("not valid JSON"), "{text}");
+    assert!(
+        text.contains("anthropic") && text.contains("not valid JSON"),
+        "{text}"
+    );
     assert!(text.contains("<html>Bad gateway</html>"), "{text}");
-    let e = model.complete(&simple_request()).await.unwrap_err().to_string();
+    let e = model
+        .complete(&simple_request())
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("content[0] (tool_use 'x') has no 'id'"), "{e}");
 }
 
 #[tokio::test]
 async fn missing_key_names_the_variable() {
     let only_url = |k: &str| (k == "ANTHROPIC_BASE_URL").then(|| "http://127.0.0.1:9".to_string());
-    let err = model_from_spec("anthropic:claude-x", &only_url).err().unwrap();
-    assert!(matches!(err, ModelError::MissingKey { var: "ANTHROPIC_API_KEY", .. }));
+    let err = model_from_spec("anthropic:claude-x", &only_url)
+        .err()
+        .unwrap();
+    assert!(matches!(
+        err,
+        ModelError::MissingKey {
+            var: "ANTHROPIC_API_KEY",
+            ..
+        }
+    ));
     assert!(err.to_string().contains("set ANTHROPIC_API_KEY"), "{err}");
 }
 
@@ -274,11 +315,21 @@ async fn unknown_model_and_bad_key() {
     let model = model_for(&server, fast_http());
     let e = model.complete(&simple_request()).await.unwrap_err();
     assert!(matches!(e, ModelError::UnknownModel { .. }), "{e:?}");
-    assert!(e.to_string().contains("not_found_error: model: claude-test"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("not_found_error: model: claude-test"),
+        "{e}"
+    );
     let e = model.complete(&simple_request()).await.unwrap_err();
-    assert!(matches!(e, ModelError::Unauthorized { status: 401, .. }), "{e:?}");
+    assert!(
+        matches!(e, ModelError::Unauthorized { status: 401, .. }),
+        "{e:?}"
+    );
     let text = e.to_string();
-    assert!(text.contains("ANTHROPIC_API_KEY") && !text.contains(KEY), "{text}");
+    assert!(
+        text.contains("ANTHROPIC_API_KEY") && !text.contains(KEY),
+        "{text}"
+    );
     assert_eq!(server.requests().len(), 2);
 }
 

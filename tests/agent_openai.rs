@@ -63,7 +63,10 @@ fn tool_call_response() -> Value {
 async fn full_run_sends_exact_chat_completions_requests() {
     let server = MockServer::start(vec![
         Canned::json(200, tool_call_response()),
-        Canned::json(200, text_response("Note a says: buy milk. Writing was denied.")),
+        Canned::json(
+            200,
+            text_response("Note a says: buy milk. Writing was denied."),
+        ),
     ])
     .await;
     let model = model_for(&server, fast_http());
@@ -81,7 +84,10 @@ async fn full_run_sends_exact_chat_completions_requests() {
         report.final_text.as_deref(),
         Some("Note a says: buy milk. Writing was denied.")
     );
-    assert_eq!((report.usage.input_tokens, report.usage.output_tokens), (31, 10));
+    assert_eq!(
+        (report.usage.input_tokens, report.usage.output_tokens),
+        (31, 10)
+    );
     assert_eq!(report.turns, 2);
     assert_eq!(report.calls.len(), 2);
     assert_eq!(report.denied_calls, 1);
@@ -91,8 +97,15 @@ async fn full_run_sends_exact_chat_completions_requests() {
     for r in &reqs {
         assert_eq!(r.method, "POST");
         assert_eq!(r.path, "/v1/chat/completions");
-        assert_eq!(r.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
-        assert!(r.header("content-type").unwrap().starts_with("application/json"));
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+        assert!(
+            r.header("content-type")
+                .unwrap()
+                .starts_with("application/json")
+        );
         assert_eq!(keys(&r.body), ["messages", "model", "tools"]);
         assert_eq!(r.body["model"], "gpt-test");
         assert_eq!(
@@ -130,7 +143,10 @@ async fn full_run_sends_exact_chat_completions_requests() {
     assert_eq!(calls[0]["function"]["name"], "mcp__notes__read_note");
     // arguments travel as a JSON *string*
     let args = calls[0]["function"]["arguments"].as_str().unwrap();
-    assert_eq!(serde_json::from_str::<Value>(args).unwrap(), json!({"id": "a"}));
+    assert_eq!(
+        serde_json::from_str::<Value>(args).unwrap(),
+        json!({"id": "a"})
+    );
     assert_eq!(calls[1]["id"], "call_b");
 
     assert_eq!(keys(&second[3]), ["content", "role", "tool_call_id"]);
@@ -174,7 +190,8 @@ async fn retry_after_on_429_is_honoured() {
 #[tokio::test]
 async fn retry_after_is_capped() {
     let server = MockServer::start(vec![
-        Canned::json(429, json!({"error": {"message": "slow down"}})).with_header("retry-after", "3600"),
+        Canned::json(429, json!({"error": {"message": "slow down"}}))
+            .with_header("retry-after", "3600"),
         Canned::json(200, text_response("ok")),
     ])
     .await;
@@ -208,7 +225,10 @@ async fn gives_up_after_max_attempts() {
     let server = MockServer::start(vec![
         Canned::raw(500, "boom 1"),
         Canned::raw(502, "boom 2"),
-        Canned::json(500, json!({"error": {"message": "still broken", "type": "server_error"}})),
+        Canned::json(
+            500,
+            json!({"error": {"message": "still broken", "type": "server_error"}}),
+        ),
         Canned::json(200, text_response("too late")),
     ])
     .await;
@@ -250,10 +270,21 @@ async fn wrong_shape_and_bad_arguments_are_named() {
     ])
     .await;
     let model = model_for(&server, fast_http());
-    let e1 = model.complete(&simple_request()).await.unwrap_err().to_string();
+    let e1 = model
+        .complete(&simple_request())
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e1.contains("no 'choices' array"), "{e1}");
-    assert!(e1.contains("chat.completion"), "excerpt of the response: {e1}");
-    let e2 = model.complete(&simple_request()).await.unwrap_err().to_string();
+    assert!(
+        e1.contains("chat.completion"),
+        "excerpt of the response: {e1}"
+    );
+    let e2 = model
+        .complete(&simple_request())
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
         e2.contains("tool_calls[0].function.arguments") && e2.contains("mcp__notes__read_note"),
         "{e2}"
@@ -263,17 +294,28 @@ async fn wrong_shape_and_bad_arguments_are_named() {
 #[tokio::test]
 async fn missing_key_names_the_variable() {
     let err = model_from_spec("openai:gpt-4o", &|_| None).err().unwrap();
-    assert!(matches!(err, ModelError::MissingKey { var: "OPENAI_API_KEY", .. }));
+    assert!(matches!(
+        err,
+        ModelError::MissingKey {
+            var: "OPENAI_API_KEY",
+            ..
+        }
+    ));
     assert!(err.to_string().contains("OPENAI_API_KEY"), "{err}");
     let blank = |k: &str| (k == "OPENAI_API_KEY").then(|| "  ".to_string());
     assert!(matches!(
         model_from_spec("openai:gpt-4o", &blank).err().unwrap(),
         ModelError::MissingKey { .. }
     ));
-    let err = model_from_spec("openai:", &|_| Some("k".into())).err().unwrap();
+    let err = model_from_spec("openai:", &|_| Some("k".into()))
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("openai:MODEL"), "{err}");
     let err = model_from_spec("gemini:x", &|_| None).err().unwrap();
-    assert!(err.to_string().contains("unknown model provider 'gemini'"), "{err}");
+    assert!(
+        err.to_string().contains("unknown model provider 'gemini'"),
+        "{err}"
+    );
     let bad_url = |k: &str| match k {
         "OPENAI_API_KEY" => Some("k".to_string()),
         _ => Some("ftp://nope".to_string()),
@@ -297,9 +339,15 @@ async fn unauthorized_and_unknown_model_are_not_retried() {
     .await;
     let model = model_for(&server, fast_http());
     let e = model.complete(&simple_request()).await.unwrap_err();
-    assert!(matches!(e, ModelError::Unauthorized { status: 401, .. }), "{e:?}");
+    assert!(
+        matches!(e, ModelError::Unauthorized { status: 401, .. }),
+        "{e:?}"
+    );
     let text = e.to_string();
-    assert!(text.contains("OPENAI_API_KEY") && !text.contains(KEY), "{text}");
+    assert!(
+        text.contains("OPENAI_API_KEY") && !text.contains(KEY),
+        "{text}"
+    );
     let e = model.complete(&simple_request()).await.unwrap_err();
     assert!(matches!(e, ModelError::UnknownModel { .. }), "{e:?}");
     assert!(e.to_string().contains("'gpt-test' not found"), "{e}");

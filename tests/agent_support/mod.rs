@@ -210,7 +210,8 @@ pub fn notes_specs() -> Vec<ToolSpec> {
     ]
 }
 
-pub const DENIAL: &str = "denied by warden (stage: rules): matched deny rule \"mcp__fs__write_file\"";
+pub const DENIAL: &str =
+    "denied by warden (stage: rules): matched deny rule \"mcp__fs__write_file\"";
 
 impl ToolExecutor for NotesTools {
     fn tools(&self) -> Vec<ToolSpec> {
@@ -221,7 +222,10 @@ impl ToolExecutor for NotesTools {
             let record = json!({"id": call.id, "tool": call.name, "arguments": call.arguments});
             match call.name.as_str() {
                 "mcp__notes__read_note" => ToolOutcome::ok(
-                    format!("note {}: buy milk", call.arguments["id"].as_str().unwrap_or("?")),
+                    format!(
+                        "note {}: buy milk",
+                        call.arguments["id"].as_str().unwrap_or("?")
+                    ),
                     record,
                 ),
                 "mcp__fs__write_file" => ToolOutcome::denied(DENIAL, record),
