@@ -382,3 +382,26 @@ async fn the_key_never_shows_in_debug() {
     assert!(!dbg.contains(KEY), "{dbg}");
     assert!(dbg.contains("redacted"), "{dbg}");
 }
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_clear_error() {
+    // bind then drop a listener so the port is (very likely) closed
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let env = |k: &str| match k {
+        "OPENAI_API_KEY" => Some(KEY.to_string()),
+        "OPENAI_BASE_URL" => Some(format!("http://127.0.0.1:{port}/v1")),
+        _ => None,
+    };
+    let model = model_from_spec_with("openai:gpt-test", &env, fast_http()).unwrap();
+    let e = model.complete(&simple_request()).await.unwrap_err();
+    assert!(matches!(e, ModelError::Http(_)), "{e:?}");
+    let text = e.to_string();
+    assert!(
+        text.contains("/v1/chat/completions") && text.contains("after 3 attempt(s)"),
+        "{text}"
+    );
+    assert!(!text.contains(KEY));
+}

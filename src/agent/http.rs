@@ -194,6 +194,41 @@ fn retry_after(headers: &HeaderMap, cap: Duration) -> Option<Duration> {
     Some(d.min(cap))
 }
 
+/// A response body larger than this is refused.
+const MAX_RESPONSE_BYTES: usize = 32 << 20;
+
+enum ReadError {
+    TooLarge,
+    Http(reqwest::Error),
+}
+
+/// Reads the body, refusing more than `max` bytes.
+async fn read_capped(mut response: reqwest::Response, max: usize) -> Result<String, ReadError> {
+    if response.content_length().is_some_and(|n| n > max as u64) {
+        return Err(ReadError::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(ReadError::Http)? {
+        if body.len() + chunk.len() > max {
+            return Err(ReadError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The URL without any user name or password in it.
+fn display_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Err(_) => url.to_string(),
+    }
+}
+
 /// A little jitter (75–100 %) so that many clients do not retry in step.
 fn jitter(d: Duration) -> Duration {
     let r = (uuid::Uuid::new_v4().as_u128() % 1000) as u32;
@@ -235,15 +270,22 @@ pub(crate) async fn post_json(
                 }
                 return Err(ModelError::Http(format!(
                     "{provider}: POST {} failed after {attempt} attempt(s): {what}",
-                    target.url
+                    display_url(&target.url)
                 )));
             }
         };
         let status = response.status();
         let headers = response.headers().clone();
-        let text = match response.text().await {
+        let text = match read_capped(response, MAX_RESPONSE_BYTES).await {
             Ok(t) => t,
-            Err(e) => {
+            Err(ReadError::TooLarge) => {
+                return Err(ModelError::Malformed(format!(
+                    "{provider}: the response (HTTP {}) is larger than {} MiB",
+                    status.as_u16(),
+                    MAX_RESPONSE_BYTES >> 20
+                )));
+            }
+            Err(ReadError::Http(e)) => {
                 let what = target.key.scrub(&e.without_url().to_string());
                 if attempt < max_attempts {
                     let delay = jitter(settings.backoff(attempt));
@@ -356,6 +398,14 @@ mod tests {
         assert_eq!(retry_after(&h, cap), None);
         h.insert("retry-after-ms", HeaderValue::from_static("250"));
         assert_eq!(retry_after(&h, cap), Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn urls_lose_their_credentials() {
+        assert_eq!(
+            display_url("https://user:pw@example.com/v1/chat/completions"),
+            "https://example.com/v1/chat/completions"
+        );
     }
 
     #[test]

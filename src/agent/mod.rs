@@ -183,17 +183,93 @@ pub trait Model: Send + Sync {
 }
 
 /// The tool's input schema as an object schema, as providers require. The
-/// registry already normalises; this only guards against a non-object.
+/// registry already normalises ([`crate::registry::object_schema`]); this
+/// guards a hand-made [`ToolSpec`] the same way.
 pub(crate) fn object_schema(schema: &Value) -> Value {
-    match schema {
-        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("object") => {
-            schema.clone()
+    let mut o = match schema {
+        Value::Object(o) => o.clone(),
+        _ => serde_json::Map::new(),
+    };
+    if o.get("type").and_then(Value::as_str) != Some("object") {
+        o.insert("type".into(), Value::String("object".into()));
+    }
+    o.entry("properties")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    Value::Object(o)
+}
+
+impl ToolSpec {
+    /// The spec a model sees for a registered tool: its qualified name, its
+    /// description and its normalised object schema.
+    pub fn from_entry(entry: &crate::registry::ToolEntry) -> Self {
+        Self {
+            name: entry.qualified.clone(),
+            description: entry
+                .definition
+                .description
+                .as_deref()
+                .unwrap_or("")
+                .to_string(),
+            input_schema: crate::registry::object_schema(&entry.definition),
         }
-        Value::Object(o) if !o.contains_key("type") => {
-            let mut o = o.clone();
-            o.insert("type".into(), Value::String("object".into()));
-            Value::Object(o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn schemas_become_object_schemas() {
+        assert_eq!(
+            object_schema(&json!(true)),
+            json!({"type": "object", "properties": {}})
+        );
+        assert_eq!(
+            object_schema(&json!({"properties": {"a": {}}})),
+            json!({"type": "object", "properties": {"a": {}}})
+        );
+    }
+
+    #[test]
+    fn a_registry_entry_becomes_a_spec() {
+        let schema: serde_json::Map<String, Value> =
+            serde_json::from_value(json!({"properties": {"p": {"type": "string"}}}))
+                .unwrap_or_default();
+        let entry = crate::registry::ToolEntry {
+            server: "fs".into(),
+            remote: "read file".into(),
+            qualified: "mcp__fs__read_file".into(),
+            definition: rmcp::model::Tool::new(
+                "read file".to_string(),
+                "Reads",
+                std::sync::Arc::new(schema),
+            ),
+        };
+        let spec = ToolSpec::from_entry(&entry);
+        assert_eq!(spec.name, "mcp__fs__read_file");
+        assert_eq!(spec.description, "Reads");
+        assert_eq!(
+            spec.input_schema,
+            json!({"type": "object", "properties": {"p": {"type": "string"}}})
+        );
+    }
+
+    #[test]
+    fn specs_are_checked() {
+        let env = |_: &str| None;
+        for (spec, want) in [
+            ("gpt-4o", "has no provider"),
+            ("scripted:", "names no file"),
+            ("anthropic: ", "names no model"),
+            ("llama:x", "unknown model provider 'llama'"),
+        ] {
+            let e = model_from_spec(spec, &env)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains(want), "{spec}: {e}");
         }
-        _ => serde_json::json!({"type": "object", "properties": {}}),
     }
 }
