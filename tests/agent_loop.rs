@@ -609,3 +609,37 @@ async fn call_ids_are_made_unique_and_usage_is_summed() {
     let results: Vec<String> = tool_messages(&seen[1]).into_iter().map(|t| t.0).collect();
     assert_eq!(results, ids);
 }
+
+#[tokio::test]
+async fn exit_codes_follow_the_contract() {
+    let denied = script(json!([
+        {"tool_calls": [{"name": "mcp__fs__write_file"}]},
+        {"text": "could not"}
+    ]));
+    let report = run_task(
+        &denied,
+        &TestTools::new(1),
+        "t",
+        &limits(),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(report.status, RunStatus::Completed);
+    assert_eq!(report.exit_code(false), 0);
+    assert_eq!(report.exit_code(true), 3);
+    assert_eq!(serde_json::to_value(&report).unwrap(), report.to_json());
+    let l = Limits {
+        max_turns: 0,
+        ..limits()
+    };
+    let report = run_task(
+        &denied,
+        &TestTools::new(1),
+        "t",
+        &l,
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(report.status, RunStatus::MaxTurns);
+    assert_eq!(report.exit_code(false), 1);
+}

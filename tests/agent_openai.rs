@@ -221,6 +221,27 @@ async fn server_errors_are_retried_then_succeed() {
 }
 
 #[tokio::test]
+async fn request_timeout_and_conflict_answers_are_retried() {
+    let server = MockServer::start(vec![
+        Canned::json(408, json!({"error": {"message": "request timeout"}})),
+        Canned::json(409, json!({"error": {"message": "conflict"}})),
+        Canned::json(200, text_response("ok")),
+    ])
+    .await;
+    let model = model_for(&server, fast_http());
+    assert_eq!(
+        model
+            .complete(&simple_request())
+            .await
+            .unwrap()
+            .text
+            .as_deref(),
+        Some("ok")
+    );
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
 async fn gives_up_after_max_attempts() {
     let server = MockServer::start(vec![
         Canned::raw(500, "boom 1"),

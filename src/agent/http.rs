@@ -32,7 +32,7 @@ pub struct HttpSettings {
 impl Default for HttpSettings {
     fn default() -> Self {
         Self {
-            timeout: Duration::from_secs(120),
+            timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(10),
             max_attempts: 4,
             initial_backoff: Duration::from_millis(500),
@@ -235,7 +235,8 @@ fn jitter(d: Duration) -> Duration {
     d.mul_f64(0.75 + f64::from(r) / 4000.0)
 }
 
-/// POSTs `body` as JSON and returns the parsed JSON response.
+/// POSTs `body` as JSON and returns the parsed JSON response. 408, 409,
+/// 429 and 5xx answers and connection failures or timeouts are retried.
 pub(crate) async fn post_json(
     client: &reqwest::Client,
     settings: &HttpSettings,
@@ -318,7 +319,8 @@ pub(crate) async fn post_json(
             });
         }
         let message = error_message(&text, target.key);
-        if code == 429 || status.is_server_error() {
+        // As the official SDKs do: 408, 409, 429 and 5xx are worth retrying.
+        if matches!(code, 408 | 409 | 429) || status.is_server_error() {
             if attempt < max_attempts {
                 let delay = retry_after(&headers, settings.max_retry_after)
                     .unwrap_or_else(|| jitter(settings.backoff(attempt)));

@@ -1,5 +1,18 @@
 //! The agent: a model that proposes tool calls, and the loop that runs them
 //! through the host. Providers sit behind [`Model`].
+//!
+//! - [`model_from_spec`] builds a provider from `--model`:
+//!   [`scripted`] (`scripted:FILE`), [`openai`] (`openai:MODEL`, Chat
+//!   Completions), [`anthropic`] (`anthropic:MODEL`, Messages API). HTTP,
+//!   retries and error texts live in `http` ([`HttpSettings`]).
+//! - [`run_task`] ([`run_loop`]) is the loop. It knows nothing of servers or
+//!   policies: every call goes through a [`ToolExecutor`], the seam where the
+//!   host plugs in its permission pipeline.
+//!
+//! Invariants: API keys are never logged, never in an error text (errors are
+//! scrubbed of the key) and never in `Debug` output; tool results reach the
+//! model only wrapped as data (`<tool_result …>`), cut to
+//! [`Limits::max_result_chars`].
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};

@@ -183,6 +183,27 @@ impl RunReport {
     }
 }
 
+impl RunReport {
+    /// The exit code of `warden run` (CONTRACT §2): 0 when the model
+    /// finished, 1 when the run failed or stopped at a limit, 3 when
+    /// `fail_on_deny` is set and any call was denied.
+    pub fn exit_code(&self, fail_on_deny: bool) -> u8 {
+        if fail_on_deny && self.denied_calls > 0 {
+            3
+        } else if self.status == RunStatus::Completed {
+            0
+        } else {
+            1
+        }
+    }
+}
+
+impl serde::Serialize for RunReport {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(serializer)
+    }
+}
+
 /// Escapes anything that could open or close a `tool_result` element inside
 /// a result, so the result cannot end its own wrapper (case, `/` and spaces
 /// included: `< / TOOL_RESULT`).
