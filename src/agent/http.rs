@@ -123,6 +123,20 @@ pub(crate) fn base_url(provider: &str, var: &str, url: &str) -> Result<String, M
             "{provider}: {var} must be an http:// or https:// URL, got '{url}'"
         )));
     }
+    if url.starts_with("http://") {
+        let loopback = reqwest::Url::parse(url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            .is_some_and(|h| {
+                h == "localhost"
+                    || h == "[::1]"
+                    || h.parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            });
+        if !loopback {
+            tracing::warn!(provider, url = %display_url(url), "{var} is plain http: the API key travels unencrypted");
+        }
+    }
     Ok(url.to_string())
 }
 
