@@ -1,9 +1,36 @@
 //! The agent: a model that proposes tool calls, and the loop that runs them
 //! through the host. Providers sit behind [`Model`].
+//!
+//! - [`model_from_spec`] builds a provider from `--model`:
+//!   [`scripted`] (`scripted:FILE`), [`openai`] (`openai:MODEL`, Chat
+//!   Completions), [`anthropic`] (`anthropic:MODEL`, Messages API). HTTP,
+//!   retries and error texts live in `http` ([`HttpSettings`]).
+//! - [`run_task`] ([`run_loop`]) is the loop. It knows nothing of servers or
+//!   policies: every call goes through a [`ToolExecutor`], the seam where the
+//!   host plugs in its permission pipeline.
+//!
+//! Invariants: API keys are never logged, never in an error text (errors are
+//! scrubbed of the key) and never in `Debug` output; tool results reach the
+//! model only wrapped as data (`<tool_result …>`), cut to
+//! [`Limits::max_result_chars`].
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub mod anthropic;
+mod http;
+pub mod openai;
+pub mod run_loop;
+pub mod scripted;
+
+pub use anthropic::AnthropicModel;
+pub use http::HttpSettings;
+pub use openai::OpenAiModel;
+pub use run_loop::{
+    Limits, RunReport, RunStatus, SYSTEM_PROMPT, ToolExecutor, ToolOutcome, run_task,
+};
+pub use scripted::ScriptedModel;
 
 /// A tool as offered to a model.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -48,6 +75,14 @@ pub struct Usage {
     pub output_tokens: u64,
 }
 
+impl Usage {
+    /// Adds another turn's usage (saturating).
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+    }
+}
+
 /// One assistant turn.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelTurn {
@@ -75,10 +110,179 @@ pub enum ModelError {
     Malformed(String),
     #[error("scripted model has no turns left")]
     Exhausted,
+    /// The API key variable is unset or empty. Names the variable, never a value.
+    #[error("{provider}: the API key is missing: set {var} in the environment")]
+    MissingKey {
+        provider: &'static str,
+        var: &'static str,
+    },
+    /// HTTP 401/403: the key was refused.
+    #[error("{provider}: the API key was rejected (HTTP {status}): {message}; check {var}")]
+    Unauthorized {
+        provider: &'static str,
+        status: u16,
+        var: &'static str,
+        message: String,
+    },
+    /// HTTP 404: usually an unknown model (or a wrong base URL).
+    #[error(
+        "{provider}: model '{model}' not found (HTTP 404): {message}; check the model name and the base URL"
+    )]
+    UnknownModel {
+        provider: &'static str,
+        model: String,
+        message: String,
+    },
+    /// A scripted model's file is unreadable or malformed.
+    #[error("scripted model {file}: {message}")]
+    Script { file: String, message: String },
+}
+
+/// Builds a model from a `--model` spec: `scripted:FILE`, `openai:MODEL` or
+/// `anthropic:MODEL`. `env` looks up environment variables (API keys, base
+/// URLs); pass `&|k| std::env::var(k).ok()` for the real environment.
+pub fn model_from_spec(
+    spec: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Box<dyn Model>, ModelError> {
+    model_from_spec_with(spec, env, HttpSettings::default())
+}
+
+/// As [`model_from_spec`], with explicit HTTP settings (timeouts, retries).
+pub fn model_from_spec_with(
+    spec: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    http: HttpSettings,
+) -> Result<Box<dyn Model>, ModelError> {
+    let Some((provider, rest)) = spec.split_once(':') else {
+        return Err(ModelError::Config(format!(
+            "model spec '{spec}' has no provider: use scripted:FILE, openai:MODEL or anthropic:MODEL"
+        )));
+    };
+    if rest.trim().is_empty() {
+        return Err(ModelError::Config(format!(
+            "model spec '{spec}' names no {}: use {provider}:{}",
+            if provider == "scripted" {
+                "file"
+            } else {
+                "model"
+            },
+            if provider == "scripted" {
+                "FILE"
+            } else {
+                "MODEL"
+            }
+        )));
+    }
+    match provider {
+        "scripted" => Ok(Box::new(ScriptedModel::from_file(std::path::Path::new(
+            rest,
+        ))?)),
+        "openai" => Ok(Box::new(OpenAiModel::from_env(rest, env, http)?)),
+        "anthropic" => Ok(Box::new(AnthropicModel::from_env(rest, env, http)?)),
+        other => Err(ModelError::Config(format!(
+            "unknown model provider '{other}' in '{spec}': use scripted:FILE, openai:MODEL or anthropic:MODEL"
+        ))),
+    }
 }
 
 /// A model provider. Implementations must never log API keys.
 pub trait Model: Send + Sync {
     fn name(&self) -> String;
-    fn complete<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ModelError>>;
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelTurn, ModelError>>;
+}
+
+/// The tool's input schema as an object schema, as providers require. The
+/// registry already normalises ([`crate::registry::object_schema`]); this
+/// guards a hand-made [`ToolSpec`] the same way.
+pub(crate) fn object_schema(schema: &Value) -> Value {
+    let mut o = match schema {
+        Value::Object(o) => o.clone(),
+        _ => serde_json::Map::new(),
+    };
+    if o.get("type").and_then(Value::as_str) != Some("object") {
+        o.insert("type".into(), Value::String("object".into()));
+    }
+    o.entry("properties")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    Value::Object(o)
+}
+
+impl ToolSpec {
+    /// The spec a model sees for a registered tool: its qualified name, its
+    /// description and its normalised object schema.
+    pub fn from_entry(entry: &crate::registry::ToolEntry) -> Self {
+        Self {
+            name: entry.qualified.clone(),
+            description: entry
+                .definition
+                .description
+                .as_deref()
+                .unwrap_or("")
+                .to_string(),
+            input_schema: crate::registry::object_schema(&entry.definition),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn schemas_become_object_schemas() {
+        assert_eq!(
+            object_schema(&json!(true)),
+            json!({"type": "object", "properties": {}})
+        );
+        assert_eq!(
+            object_schema(&json!({"properties": {"a": {}}})),
+            json!({"type": "object", "properties": {"a": {}}})
+        );
+    }
+
+    #[test]
+    fn a_registry_entry_becomes_a_spec() {
+        let schema: serde_json::Map<String, Value> =
+            serde_json::from_value(json!({"properties": {"p": {"type": "string"}}}))
+                .unwrap_or_default();
+        let entry = crate::registry::ToolEntry {
+            server: "fs".into(),
+            remote: "read file".into(),
+            qualified: "mcp__fs__read_file".into(),
+            definition: rmcp::model::Tool::new(
+                "read file".to_string(),
+                "Reads",
+                std::sync::Arc::new(schema),
+            ),
+        };
+        let spec = ToolSpec::from_entry(&entry);
+        assert_eq!(spec.name, "mcp__fs__read_file");
+        assert_eq!(spec.description, "Reads");
+        assert_eq!(
+            spec.input_schema,
+            json!({"type": "object", "properties": {"p": {"type": "string"}}})
+        );
+    }
+
+    #[test]
+    fn specs_are_checked() {
+        let env = |_: &str| None;
+        for (spec, want) in [
+            ("gpt-4o", "has no provider"),
+            ("scripted:", "names no file"),
+            ("anthropic: ", "names no model"),
+            ("llama:x", "unknown model provider 'llama'"),
+        ] {
+            let e = model_from_spec(spec, &env)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains(want), "{spec}: {e}");
+        }
+    }
 }

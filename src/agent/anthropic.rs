@@ -1,0 +1,297 @@
+//! `anthropic:MODEL`: the Messages API with `tool_use` / `tool_result`
+//! content blocks.
+
+use futures::future::BoxFuture;
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::{Map, Value, json};
+
+use super::http::{self, ApiKey, HttpSettings, Target};
+use super::{Message, Model, ModelError, ModelRequest, ModelTurn, ToolCall, ToolSpec, Usage};
+
+const PROVIDER: &str = "anthropic";
+
+/// A Messages API model.
+#[derive(Debug)]
+pub struct AnthropicModel {
+    model: String,
+    base_url: String,
+    key: ApiKey,
+    max_tokens: u32,
+    client: reqwest::Client,
+    settings: HttpSettings,
+}
+
+impl AnthropicModel {
+    pub const KEY_VAR: &'static str = "ANTHROPIC_API_KEY";
+    pub const BASE_URL_VAR: &'static str = "ANTHROPIC_BASE_URL";
+    pub const DEFAULT_BASE_URL: &'static str = "https://api.anthropic.com";
+    pub const API_VERSION: &'static str = "2023-06-01";
+    pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+    /// Reads the key (`ANTHROPIC_API_KEY`, required) and base URL
+    /// (`ANTHROPIC_BASE_URL`, optional) through `env`.
+    pub fn from_env(
+        model: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+        settings: HttpSettings,
+    ) -> Result<Self, ModelError> {
+        let key = ApiKey::from_env(PROVIDER, Self::KEY_VAR, env)?;
+        let base = env(Self::BASE_URL_VAR)
+            .filter(|u| !u.trim().is_empty())
+            .unwrap_or_else(|| Self::DEFAULT_BASE_URL.to_string());
+        Self::build(model, key, &base, settings)
+    }
+
+    /// With an explicit key and base URL (e.g. `https://api.anthropic.com`).
+    pub fn new(
+        model: &str,
+        api_key: String,
+        base_url: &str,
+        settings: HttpSettings,
+    ) -> Result<Self, ModelError> {
+        if api_key.trim().is_empty() {
+            return Err(ModelError::MissingKey {
+                provider: PROVIDER,
+                var: Self::KEY_VAR,
+            });
+        }
+        Self::build(
+            model,
+            ApiKey::new(api_key.trim().to_string()),
+            base_url,
+            settings,
+        )
+    }
+
+    /// Sets `max_tokens` of each request (default 4096).
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = max_tokens.max(1);
+        self
+    }
+
+    fn build(
+        model: &str,
+        key: ApiKey,
+        base_url: &str,
+        settings: HttpSettings,
+    ) -> Result<Self, ModelError> {
+        let model = model.trim();
+        if model.is_empty() {
+            return Err(ModelError::Config(
+                "anthropic: no model name given (anthropic:MODEL)".into(),
+            ));
+        }
+        let base_url = http::base_url(PROVIDER, Self::BASE_URL_VAR, base_url)?;
+        let client = http::build_client(&settings)?;
+        Ok(Self {
+            model: model.to_string(),
+            base_url,
+            key,
+            max_tokens: Self::DEFAULT_MAX_TOKENS,
+            client,
+            settings,
+        })
+    }
+
+    /// The JSON body of a Messages request. Consecutive tool results (and a
+    /// user text that follows them) share one `user` message, as the API
+    /// requires alternating roles.
+    pub fn request_body(&self, request: &ModelRequest) -> Value {
+        let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
+        let mut push = |role: &'static str, blocks: Vec<Value>| {
+            if blocks.is_empty() {
+                return;
+            }
+            match messages.last_mut() {
+                Some((last, content)) if *last == role => content.extend(blocks),
+                _ => messages.push((role, blocks)),
+            }
+        };
+        for m in &request.messages {
+            match m {
+                Message::User { text } => push("user", vec![json!({"type": "text", "text": text})]),
+                Message::Assistant { text, tool_calls } => {
+                    let mut blocks = Vec::new();
+                    if let Some(t) = text.as_deref().filter(|t| !t.is_empty()) {
+                        blocks.push(json!({"type": "text", "text": t}));
+                    }
+                    for c in tool_calls {
+                        blocks.push(json!({
+                            "type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments,
+                        }));
+                    }
+                    push("assistant", blocks);
+                }
+                Message::Tool {
+                    call_id,
+                    content,
+                    is_error,
+                    ..
+                } => push(
+                    "user",
+                    vec![json!({
+                        "type": "tool_result", "tool_use_id": call_id,
+                        "content": content, "is_error": is_error,
+                    })],
+                ),
+            }
+        }
+        let messages: Vec<Value> = messages
+            .into_iter()
+            .map(|(role, content)| json!({"role": role, "content": content}))
+            .collect();
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert("max_tokens".into(), json!(self.max_tokens));
+        if !request.system.is_empty() {
+            body.insert("system".into(), json!(request.system));
+        }
+        body.insert("messages".into(), Value::Array(messages));
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request.tools.iter().map(tool_json).collect();
+            body.insert("tools".into(), Value::Array(tools));
+        }
+        Value::Object(body)
+    }
+
+    async fn complete_inner(&self, request: &ModelRequest) -> Result<ModelTurn, ModelError> {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-api-key", self.key.header_value("")?);
+        headers.insert(
+            "anthropic-version",
+            HeaderValue::from_static(Self::API_VERSION),
+        );
+        headers.insert("accept", HeaderValue::from_static("application/json"));
+        let target = Target {
+            provider: PROVIDER,
+            key_var: Self::KEY_VAR,
+            model: &self.model,
+            url: format!("{}/v1/messages", self.base_url),
+            key: &self.key,
+            headers,
+        };
+        let body = self.request_body(request);
+        let response = http::post_json(&self.client, &self.settings, &target, &body).await?;
+        parse_response(&response)
+            .map_err(|what| http::malformed(PROVIDER, &what, &response, &self.key))
+    }
+}
+
+impl Model for AnthropicModel {
+    fn name(&self) -> String {
+        format!("anthropic:{}", self.model)
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelTurn, ModelError>> {
+        Box::pin(self.complete_inner(request))
+    }
+}
+
+fn tool_json(t: &ToolSpec) -> Value {
+    json!({
+        "name": t.name,
+        "description": t.description,
+        "input_schema": super::object_schema(&t.input_schema),
+    })
+}
+
+/// Parses a Messages response; the error says what was wrong.
+fn parse_response(v: &Value) -> Result<ModelTurn, String> {
+    if v.get("type").and_then(Value::as_str) == Some("error") {
+        let msg = v
+            .pointer("/error/message")
+            .and_then(Value::as_str)
+            .unwrap_or("(no message)");
+        return Err(format!("the response is an error object: {msg}"));
+    }
+    let content = v
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or("no 'content' array")?;
+    let mut texts = Vec::new();
+    let mut tool_calls = Vec::new();
+    for (i, block) in content.iter().enumerate() {
+        let at = format!("content[{i}]");
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                let t = block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| format!("{at} (text) has no 'text' string"))?;
+                texts.push(t.to_string());
+            }
+            Some("tool_use") => {
+                let name = block
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .filter(|n| !n.is_empty())
+                    .ok_or_else(|| format!("{at} (tool_use) has no 'name'"))?;
+                let id = block
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .ok_or_else(|| format!("{at} (tool_use '{name}') has no 'id'"))?;
+                let input = match block.get("input") {
+                    None | Some(Value::Null) => json!({}),
+                    Some(i @ Value::Object(_)) => i.clone(),
+                    Some(_) => {
+                        return Err(format!(
+                            "{at} (tool_use '{name}'): 'input' is not an object"
+                        ));
+                    }
+                };
+                tool_calls.push(ToolCall {
+                    id: id.to_string(),
+                    name: name.to_string(),
+                    arguments: input,
+                });
+            }
+            // thinking, redacted_thinking and future block types carry no
+            // answer text or calls.
+            Some(_) => {}
+            None => return Err(format!("{at} has no 'type'")),
+        }
+    }
+    let text = Some(texts.join("")).filter(|t| !t.is_empty());
+    let count = |k: &str| {
+        v.get("usage")
+            .and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    Ok(ModelTurn {
+        text,
+        tool_calls,
+        usage: Usage {
+            input_tokens: count("input_tokens"),
+            output_tokens: count("output_tokens"),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_text_and_tool_use() {
+        let v = json!({
+            "id": "msg_1", "type": "message", "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "id": "toolu_1", "name": "mcp__a__b", "input": {"x": 1}}
+            ],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 10, "output_tokens": 5}
+        });
+        let t = parse_response(&v).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(t.text.as_deref(), Some("Let me look."));
+        assert_eq!(t.tool_calls[0].id, "toolu_1");
+        assert_eq!(t.tool_calls[0].arguments, json!({"x": 1}));
+        assert_eq!(t.usage.input_tokens, 10);
+        assert!(parse_response(&json!({"content": [{"type": "tool_use", "name": "x"}]})).is_err());
+    }
+}
