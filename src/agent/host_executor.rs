@@ -11,7 +11,6 @@ use super::{ToolCall, ToolSpec};
 use crate::audit::Outcome;
 use crate::host::{CallRequest, Caller, Host};
 use crate::policy::Asker;
-use crate::registry::object_schema;
 
 pub struct HostExecutor<'a> {
     host: &'a Host,
@@ -27,19 +26,7 @@ impl<'a> HostExecutor<'a> {
 
 /// The host's visible tools as offered to a model.
 pub fn tool_specs(host: &Host) -> Vec<ToolSpec> {
-    host.tools()
-        .visible()
-        .map(|t| ToolSpec {
-            name: t.qualified.clone(),
-            description: t
-                .definition
-                .description
-                .as_deref()
-                .unwrap_or_default()
-                .to_string(),
-            input_schema: object_schema(&t.definition),
-        })
-        .collect()
+    host.tools().visible().map(ToolSpec::from_entry).collect()
 }
 
 impl ToolExecutor for HostExecutor<'_> {
@@ -62,23 +49,21 @@ impl ToolExecutor for HostExecutor<'_> {
                 Ok(report) => {
                     let mut record = serde_json::to_value(&report).unwrap_or_default();
                     record["qualified"] = json!(report.qualified);
-                    ToolOutcome {
-                        content: report.text_for_model(),
-                        is_error: report.outcome != Outcome::Ok,
-                        denied: report.outcome == Outcome::Denied,
-                        record,
+                    let content = report.text_for_model();
+                    match report.outcome {
+                        Outcome::Ok => ToolOutcome::ok(content, record),
+                        Outcome::Denied => ToolOutcome::denied(content, record),
+                        _ => ToolOutcome::error(content, record),
                     }
                 }
-                Err(refusal) => ToolOutcome {
-                    content: format!("{refusal}; call one of the listed tools"),
-                    is_error: true,
-                    denied: false,
-                    record: json!({
+                Err(refusal) => ToolOutcome::error(
+                    format!("{refusal}; call one of the listed tools"),
+                    json!({
                         "qualified": call.name,
                         "outcome": "unknown_tool",
                         "error": refusal.to_string(),
                     }),
-                },
+                ),
             }
         })
     }

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub mod anthropic;
+pub mod host_executor;
 mod http;
 pub mod openai;
 pub mod run_loop;

@@ -58,39 +58,23 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
         };
         let executor = HostExecutor::new(&host, asker, cancel.clone());
         let report = run_task(model.as_ref(), &executor, &task, &limits, cancel.clone()).await;
-        let denied = report
-            .calls
-            .iter()
-            .filter(|c| c.get("outcome").and_then(|o| o.as_str()) == Some("denied"))
-            .count();
         host.shutdown().await;
         if json_out {
-            let document = json!({
-                "final_text": report.final_text,
-                "status": report.status.as_str(),
-                "error": report.status.error(),
-                "turns": report.turns,
-                "calls": report.calls,
-                "denied": denied,
-                "usage": report.usage,
-                "session": host.session(),
-            });
+            let mut document = report.to_json();
+            document["session"] = json!(host.session());
             println!("{}", serde_json::to_string_pretty(&document)?);
         } else {
             if let Some(text) = &report.final_text {
                 println!("{text}");
             }
             if report.status != RunStatus::Completed {
-                eprintln!("warden: run ended: {}", report.status.describe());
+                match &report.status {
+                    RunStatus::ModelError(error) => eprintln!("warden: run ended: model error: {error}"),
+                    other => eprintln!("warden: run ended: {}", other.as_str()),
+                }
             }
         }
-        Ok(if report.status != RunStatus::Completed {
-            exit::FAILED
-        } else if fail_on_deny && denied > 0 {
-            exit::DENIED
-        } else {
-            exit::OK
-        })
+        Ok(report.exit_code(fail_on_deny))
     })
 }
 
