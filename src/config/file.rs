@@ -674,10 +674,14 @@ impl Ctx<'_> {
                     ErrorKind::InvalidUrl,
                     &uk,
                     u.value.pos,
-                    format!(
-                        "invalid URL: scheme `{}` without a host, or not http/https",
-                        parsed.scheme()
-                    ),
+                    if matches!(parsed.scheme(), "http" | "https") {
+                        "invalid URL: no host".to_string()
+                    } else {
+                        format!(
+                            "invalid URL: scheme `{}` is not supported; use http or https",
+                            short(parsed.scheme())
+                        )
+                    },
                     Some("write a full address such as \"https://example.com/mcp\"".into()),
                 ));
             }
