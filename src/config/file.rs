@@ -333,13 +333,21 @@ impl Ctx<'_> {
     /// after resolving symlinks: a repository can ship `link -> /home/me`,
     /// and the sandbox would grant what the link points to.
     fn inside_workspace(&self, path: &Path) -> bool {
-        if !path.starts_with(self.workspace) {
+        self.inside(path, self.workspace)
+    }
+
+    /// Whether `path` is under `root`, lexically and after resolving symlinks.
+    fn inside(&self, path: &Path, root: &Path) -> bool {
+        let Ok(root) = std::fs::canonicalize(root) else {
+            return false;
+        };
+        if !path.starts_with(&root) {
             return false;
         }
         let mut probe = path;
         loop {
             if let Ok(real) = std::fs::canonicalize(probe) {
-                return real.starts_with(self.workspace);
+                return real.starts_with(&root);
             }
             match probe.parent() {
                 Some(parent) => probe = parent,
@@ -972,8 +980,17 @@ impl Ctx<'_> {
                     Some("policy paths are relative to the file that names them".into()),
                 ));
             }
-            if self.scope == Scope::Project && !self.inside_workspace(&path) {
-                return Err(self.boundary(&k, pos, "load a policy from outside the workspace"));
+            // A repository's policies live next to its `.mcp.json` (often the
+            // repository root, above a workspace subfolder) or in the workspace.
+            if self.scope == Scope::Project
+                && !self.inside(&path, &self.dir)
+                && !self.inside(&path, self.workspace)
+            {
+                return Err(self.boundary(
+                    &k,
+                    pos,
+                    "load a policy from outside the repository (the project file's folder or the workspace)",
+                ));
             }
             out.push(PolicySource {
                 path,
