@@ -90,9 +90,31 @@ pub fn load_file(
 
 /// Reads and parses a file into the position-keeping tree.
 pub fn read_tree(path: &Path) -> Result<Node> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    use std::io::Read;
+    let read_err = |source| ConfigError::Read {
         path: path.to_path_buf(),
         source,
+    };
+    // Read at most one byte past the limit, so a huge (or endless, e.g. a
+    // FIFO) file shipped by a repository cannot exhaust memory.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(json::MAX_LEN as u64 + 1).read_to_end(&mut bytes))
+        .map_err(read_err)?;
+    if bytes.len() > json::MAX_LEN {
+        return Err(read_err(std::io::Error::other(format!(
+            "larger than {} MiB; a configuration file is a few KiB",
+            json::MAX_LEN >> 20
+        ))));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        read_err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "not UTF-8 (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        ))
     })?;
     json::parse(&text).map_err(|e| match e {
         json::JsonError::Syntax { pos, message } => ConfigError::at(
@@ -289,7 +311,24 @@ impl Ctx<'_> {
             .collect()
     }
 
+    /// Expands `${…}`; the result may not contain NUL, which no program
+    /// argument, environment value or path can hold. (The value is not
+    /// echoed: it may be an expanded secret.)
     fn expand(&self, text: &str, key: &str, pos: Pos) -> Result<String> {
+        let out = self.expand_raw(text, key, pos)?;
+        if out.contains('\0') {
+            return Err(self.err(
+                ErrorKind::InvalidValue,
+                key,
+                pos,
+                "contains a NUL character (value not shown: it may be secret)",
+                None,
+            ));
+        }
+        Ok(out)
+    }
+
+    fn expand_raw(&self, text: &str, key: &str, pos: Pos) -> Result<String> {
         expand::expand(text, self.workspace, self.env).map_err(|e| match e {
             ExpandError::Unset(name) => self.err(
                 ErrorKind::UnsetVariable,

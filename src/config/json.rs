@@ -8,6 +8,9 @@
 //! Scalars are still decoded by `serde_json`, so string escapes and number
 //! syntax follow it exactly.
 
+use std::cell::Cell;
+use std::collections::HashMap;
+
 use serde_json::{Map, Number, Value};
 
 /// 1-based line and column (in characters) of a value or key.
@@ -90,7 +93,16 @@ pub enum JsonError {
 /// repositories, and unbounded recursion would let one crash warden.
 const MAX_DEPTH: usize = 64;
 
+/// Larger files are refused before parsing: a configuration is a few KiB.
+pub const MAX_LEN: usize = 4 << 20;
+
 pub fn parse(text: &str) -> Result<Node, JsonError> {
+    if text.len() > MAX_LEN {
+        return Err(JsonError::Syntax {
+            pos: Pos { line: 1, column: 1 },
+            message: format!("file is larger than {} MiB", MAX_LEN >> 20),
+        });
+    }
     // Editors on some systems write a byte-order mark; it carries no meaning.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut p = Parser {
@@ -98,6 +110,7 @@ pub fn parse(text: &str) -> Result<Node, JsonError> {
         bytes: text.as_bytes(),
         i: 0,
         path: Vec::new(),
+        cursor: Cell::new((0, 1, 1)),
     };
     p.skip_ws()?;
     let node = p.value(0)?;
@@ -139,6 +152,8 @@ struct Parser<'a> {
     bytes: &'a [u8],
     i: usize,
     path: Vec<Seg>,
+    /// Byte offset, line and column of the last position computed.
+    cursor: Cell<(usize, usize, usize)>,
 }
 
 impl Parser<'_> {
@@ -149,10 +164,22 @@ impl Parser<'_> {
         while !self.src.is_char_boundary(i) {
             i -= 1;
         }
-        let before = &self.src[..i];
-        let line = before.matches('\n').count() + 1;
-        let line_start = before.rfind('\n').map_or(0, |n| n + 1);
-        let column = before[line_start..].chars().count() + 1;
+        // Positions are asked for in increasing order, so counting on from
+        // the last one keeps parsing linear: project files come from
+        // repositories, and a large one must not stall warden.
+        let (mut at, mut line, mut column) = self.cursor.get();
+        if i < at {
+            (at, line, column) = (0, 1, 1);
+        }
+        for c in self.src[at..i].chars() {
+            if c == '\n' {
+                line += 1;
+                column = 1;
+            } else {
+                column += 1;
+            }
+        }
+        self.cursor.set((i, line, column));
         Pos { line, column }
     }
 
@@ -310,6 +337,7 @@ impl Parser<'_> {
     fn object(&mut self, depth: usize) -> Result<Kind, JsonError> {
         self.i += 1;
         let mut members: Vec<Member> = Vec::new();
+        let mut seen: HashMap<String, Pos> = HashMap::new();
         self.skip_ws()?;
         if self.peek() == Some(b'}') {
             self.i += 1;
@@ -324,12 +352,12 @@ impl Parser<'_> {
             }
             let key_pos = self.pos_at(self.i);
             let key = self.string()?;
-            if let Some(first) = members.iter().find(|m| m.key == key) {
+            if let Some(first) = seen.insert(key.clone(), key_pos) {
                 let path = push_key(&self.path_string(), &key);
                 return Err(JsonError::Duplicate {
                     path,
                     pos: key_pos,
-                    first: first.key_pos,
+                    first,
                 });
             }
             self.skip_ws()?;
@@ -417,6 +445,21 @@ mod tests {
     fn deep_nesting_is_refused_not_a_crash() {
         let text = "[".repeat(10_000);
         assert!(parse(&text).is_err());
+    }
+
+    #[test]
+    fn large_files_parse_in_linear_time() {
+        let mut text = String::from("{");
+        for i in 0..100_000 {
+            text.push_str(&format!("\"k{i}\": [1, \"v\"],"));
+        }
+        text.push_str("\"end\": {\"x\": 1, \"x\": 2}}");
+        let start = std::time::Instant::now();
+        match parse(&text) {
+            Err(JsonError::Duplicate { path, .. }) => assert_eq!(path, "end.x"),
+            other => panic!("{other:?}"),
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]
