@@ -437,6 +437,16 @@ fn sandbox_values_are_checked() {
         "mcpServers.s.sandbox.limits.processes",
         Some(3),
     );
+    let (f, r) = fx.server(
+        "{\"command\": \"srv\", \"sandbox\": {\"limits\": {\"memory_mb\": 18446744073709551615}}}",
+    );
+    check(
+        r,
+        ErrorKind::InvalidValue,
+        &f,
+        "mcpServers.s.sandbox.limits.memory_mb",
+        Some(3),
+    );
     let (f, r) = fx.server("{\"command\": \"srv\", \"sandbox\": {\"network\": \"lan\"}}");
     let msg = check(
         r,

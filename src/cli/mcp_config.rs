@@ -204,6 +204,9 @@ fn describe(server: &ServerConfig, raw: &Value) -> String {
             }
         }
     }
+    if let Some(Value::String(url)) = shown.get_mut("url") {
+        *url = redact_userinfo(url);
+    }
     let pretty = serde_json::to_string_pretty(&shown).unwrap_or_default();
     let mut out = format!(
         "Server `{}` from {} (project scope: shipped by the repository)\n\
@@ -260,9 +263,114 @@ fn describe(server: &ServerConfig, raw: &Value) -> String {
     out
 }
 
+/// `https://user:pass@host/…` → `https://[REDACTED]@host/…`, on the text as
+/// written (which may hold `${VAR}`s and so not parse as a URL).
+fn redact_userinfo(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://[REDACTED]{}", &rest[at..]),
+        None => url.to_string(),
+    }
+}
+
 fn indent(text: &str) -> String {
     text.lines()
         .map(|l| format!("    {l}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{LoadOptions, load_with_env};
+
+    fn project_config(text: &str) -> (tempfile::TempDir, Config) {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        let exe = root.join("bin/srv");
+        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(root.join(".mcp.json"), text).unwrap();
+        let opts = LoadOptions {
+            config_file: None,
+            workspace: root.clone(),
+            config_dir: root.join("cfg"),
+        };
+        let path = root.join("bin").to_string_lossy().into_owned();
+        let env = move |k: &str| match k {
+            "PATH" => Some(path.clone()),
+            "TOKEN" => Some("sk-VERYSECRET".to_string()),
+            _ => None,
+        };
+        let cfg = load_with_env(&opts, &env).unwrap();
+        (tmp, cfg)
+    }
+
+    #[test]
+    fn approval_text_shows_everything_but_secret_values() {
+        let (_tmp, cfg) = project_config(
+            r#"{"mcpServers": {
+                "s": {"command": "srv", "args": ["--key", "${TOKEN}"], "env": {"LITERAL": "sk-WRITTEN", "T": "${TOKEN}"},
+                      "env_from": ["AWS_SECRET_ACCESS_KEY"], "sandbox": {"write": ["${WORKSPACE}"]}},
+                "r": {"type": "http", "url": "https://u:sk-VERYSECRET@x.test/mcp?k=${TOKEN}", "headers": {"Authorization": "Bearer ${TOKEN}"}}}}"#,
+        );
+        let s = &cfg.servers["s"];
+        let text = describe(s, &raw_server_entry(s).unwrap());
+        eprintln!("{text}");
+        assert!(
+            !text.contains("sk-VERYSECRET") && !text.contains("sk-WRITTEN"),
+            "{text}"
+        );
+        assert!(text.contains("[REDACTED]"), "{text}");
+        assert!(
+            text.contains("${TOKEN}"),
+            "args are shown as written: {text}"
+        );
+        assert!(text.contains("AWS_SECRET_ACCESS_KEY"), "{text}");
+        assert!(text.contains("expands:     ${TOKEN}"), "{text}");
+        assert!(text.contains(&s.digest), "{text}");
+
+        let r = &cfg.servers["r"];
+        let text = describe(r, &raw_server_entry(r).unwrap());
+        assert!(!text.contains("sk-VERYSECRET"), "{text}");
+        assert_eq!(target(r), "https://x.test/mcp");
+    }
+
+    #[test]
+    fn approval_refuses_a_file_changed_since_loading() {
+        let (tmp, cfg) = project_config(r#"{"mcpServers": {"s": {"command": "srv"}}}"#);
+        let file = std::fs::canonicalize(tmp.path()).unwrap().join(".mcp.json");
+        std::fs::write(
+            &file,
+            r#"{"mcpServers": {"s": {"command": "srv", "args": ["x"]}}}"#,
+        )
+        .unwrap();
+        let err = raw_server_entry(&cfg.servers["s"]).unwrap_err();
+        assert!(err.to_string().contains("changed"), "{err}");
+    }
+
+    #[test]
+    fn approve_with_yes_records_and_revoke_removes() {
+        let (tmp, cfg) = project_config(r#"{"mcpServers": {"s": {"command": "srv"}}}"#);
+        let dir = tmp.path().join("cfg");
+        assert_eq!(approve(&cfg, &dir, "s", true).unwrap(), exit::OK);
+        assert!(
+            Approvals::load(&dir)
+                .unwrap()
+                .is_approved(&cfg.servers["s"])
+        );
+        assert!(approve(&cfg, &dir, "nope", true).is_err());
+        assert_eq!(revoke(&cfg, &dir, "s").unwrap(), exit::OK);
+        assert!(
+            !Approvals::load(&dir)
+                .unwrap()
+                .is_approved(&cfg.servers["s"])
+        );
+    }
 }

@@ -37,6 +37,9 @@ const LIMIT_KEYS: &[&str] = &[
 const PERMISSION_KEYS: &[&str] = &["allow", "ask", "deny"];
 const AUDIT_KEYS: &[&str] = &["path", "redact", "fsync"];
 
+/// Largest value accepted for any sandbox limit.
+pub const MAX_LIMIT: u64 = 1 << 32;
+
 pub const DEFAULT_TIMEOUT_SECS: f64 = 60.0;
 pub const MIN_TIMEOUT_SECS: f64 = 0.05;
 pub const MAX_TIMEOUT_SECS: f64 = 600.0;
@@ -945,12 +948,14 @@ impl Ctx<'_> {
                 Kind::Number(n) => n.as_u64(),
                 _ => return Err(self.wrong_type(&m.value, &k, "a whole number")),
             };
-            let Some(value) = value.filter(|v| *v > 0) else {
+            // The upper cap keeps `memory_mb << 20` and friends from
+            // overflowing where the sandbox turns them into bytes.
+            let Some(value) = value.filter(|v| (1..=MAX_LIMIT).contains(v)) else {
                 return Err(self.err(
                     ErrorKind::InvalidValue,
                     &k,
                     m.value.pos,
-                    "a limit must be a whole number above 0",
+                    format!("a limit must be a whole number from 1 to {MAX_LIMIT}"),
                     Some("remove the key to get the default".into()),
                 ));
             };
