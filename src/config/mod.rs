@@ -4,6 +4,23 @@
 //!
 //! Secrets (values of `env`, `env_from` and `headers`) are held as
 //! [`Secret`], whose `Debug` never prints the value.
+//!
+//! Entry points: [`load`] (or [`load_with_env`] with an explicit
+//! environment), [`Approvals`] for project servers. The pieces:
+//!
+//! - `json`: a strict JSON reader keeping line:column for every value and
+//!   rejecting duplicate keys (serde keeps the last of two silently).
+//! - `file`: one file → validated, resolved servers, rules, policies, audit;
+//!   the project trust boundary is enforced here, at the key that crosses it.
+//! - `load`: finding the files (user, nearest `.mcp.json`, or `--config`)
+//!   and merging them (user definitions win).
+//! - `expand`: `${VAR}`, `${VAR:-default}`, `${WORKSPACE}`; lexical paths.
+//! - `approvals`: `approvals.json`, written atomically with mode 0600.
+//!
+//! Invariants: an error returns nothing partial; error messages never echo a
+//! value that may be secret (env/header values, anything after expansion);
+//! [`ServerConfig::digest`] is computed from the entry as written, so secret
+//! values never enter it and a changed entry never inherits an approval.
 
 mod approvals;
 mod error;
