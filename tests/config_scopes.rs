@@ -439,3 +439,50 @@ fn approvals_are_per_project_file() {
     assert_eq!(a.servers["gh"].digest, b.servers["gh"].digest);
     assert!(!approvals.is_approved(&b.servers["gh"]));
 }
+
+#[test]
+fn an_error_in_either_file_fails_the_whole_load() {
+    let fx = Fx::new();
+    fx.user(r#"{"mcpServers": {"ok": {"command": "srv"}}}"#);
+    let project = fx.project(
+        "{\"mcpServers\": {\n \"p\": {\"command\": \"srv\", \"args\": [\"${UNSET_IN_TEST}\"]}}}",
+    );
+    let err = fx.load().unwrap_err();
+    let msg = err.to_string();
+    assert_eq!(err.kind(), Some(ErrorKind::UnsetVariable), "{msg}");
+    assert!(
+        msg.starts_with(&format!("{}:2:", project.display())),
+        "{msg}"
+    );
+    assert!(msg.contains("`mcpServers.p.args[0]`"), "{msg}");
+
+    fx.project(r#"{"mcpServers": {"p": {"command": "srv", "args": ["${UNSET_IN_TEST:-x}"]}}}"#);
+    let user = fx.user("{\"mcpServers\": {\"ok\": {\"command\": \"srv\", \"timeout\": 0}}}");
+    let msg = fx.load().unwrap_err().to_string();
+    assert!(msg.starts_with(&format!("{}:1:", user.display())), "{msg}");
+}
+
+#[test]
+fn a_relative_explicit_path_is_made_absolute() {
+    let fx = Fx::new();
+    let file = fx.ws.join("ci.json");
+    std::fs::write(
+        &file,
+        r#"{"$schema": "https://example.com/s.json", "mcpServers": {}}"#,
+    )
+    .unwrap();
+    let rel = pathdiff(&file);
+    let cfg = fx.load_explicit(&rel).unwrap();
+    assert_eq!(cfg.sources, vec![file]);
+}
+
+/// `file` relative to the current directory (`../..` up to `/`, then down).
+fn pathdiff(file: &Path) -> PathBuf {
+    let cwd = std::env::current_dir().unwrap();
+    let ups = cwd.components().count() - 1;
+    let mut rel = PathBuf::new();
+    for _ in 0..ups {
+        rel.push("..");
+    }
+    rel.join(file.strip_prefix("/").unwrap())
+}

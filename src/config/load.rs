@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::error::ConfigError;
 use super::expand::{EnvLookup, normalize};
 use super::file::{FileConfig, load_file};
-use super::{AuditConfig, Config, Scope};
+use super::{AuditConfig, Config, PolicySource, RuleSource, Scope, ServerConfig};
 
 /// Where to look. Built by the CLI from `--config`, `--workspace` and
 /// [`default_config_dir`].
@@ -104,7 +104,7 @@ fn merge(
     for (file, scope) in files {
         for server in file.servers {
             if let Some(existing) = servers.get(&server.name) {
-                let existing: &super::ServerConfig = existing;
+                let existing: &ServerConfig = existing;
                 tracing::warn!(
                     server = %server.name,
                     kept = %existing.source.display(),
@@ -134,15 +134,15 @@ fn merge(
     let digest = crate::digest::sha256_json(&json!({
         "workspace": workspace.to_string_lossy(),
         "sources": sources.iter().map(|p| p.to_string_lossy().into_owned()).collect::<Vec<_>>(),
-        "servers": servers.values().map(|s: &super::ServerConfig| (s.name.clone(), json!({
+        "servers": servers.values().map(|s: &ServerConfig| (s.name.clone(), json!({
             "digest": s.digest,
             "scope": s.scope,
             "source": s.source.to_string_lossy(),
         }))).collect::<serde_json::Map<String, Value>>(),
-        "rules": rules.iter().map(|r: &super::RuleSource| json!({
+        "rules": rules.iter().map(|r: &RuleSource| json!({
             "effect": r.effect, "text": r.text, "scope": r.scope,
         })).collect::<Vec<_>>(),
-        "policies": policies.as_ref().map(|list: &Vec<super::PolicySource>| list.iter().map(|p| json!({
+        "policies": policies.as_ref().map(|list: &Vec<PolicySource>| list.iter().map(|p| json!({
             "path": p.path.to_string_lossy(), "scope": p.scope,
         })).collect::<Vec<_>>()),
         "default_policy": default_policy,

@@ -17,8 +17,9 @@
 //! - `expand`: `${VAR}`, `${VAR:-default}`, `${WORKSPACE}`; lexical paths.
 //! - `approvals`: `approvals.json`, written atomically with mode 0600.
 //!
-//! Invariants: an error returns nothing partial; error messages never echo a
-//! value that may be secret (env/header values, anything after expansion);
+//! Invariants: an error returns nothing partial; error messages never echo
+//! `env`/`header` values or URLs (they may carry expanded secrets), only key
+//! paths, JSON types and paths;
 //! [`ServerConfig::digest`] is computed from the entry as written, so secret
 //! values never enter it and a changed entry never inherits an approval.
 
