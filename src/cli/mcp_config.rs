@@ -19,6 +19,10 @@ use crate::config::{
 
 /// `warden mcp list [--json]`: every configured server, one per line.
 pub fn list(cfg: &Config, json: bool) -> anyhow::Result<u8> {
+    list_to(cfg, json, &mut std::io::stdout().lock())
+}
+
+fn list_to(cfg: &Config, json: bool, out: &mut dyn Write) -> anyhow::Result<u8> {
     let approvals = Approvals::load(&cfg.config_dir)?;
     let rows: Vec<Value> = cfg
         .servers
@@ -38,7 +42,6 @@ pub fn list(cfg: &Config, json: bool) -> anyhow::Result<u8> {
             })
         })
         .collect();
-    let mut out = std::io::stdout().lock();
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(exit::OK);
@@ -340,6 +343,30 @@ mod tests {
         let text = describe(r, &raw_server_entry(r).unwrap());
         assert!(!text.contains("sk-VERYSECRET"), "{text}");
         assert_eq!(target(r), "https://x.test/mcp");
+    }
+
+    #[test]
+    fn list_shows_a_table_and_json() {
+        let (_tmp, cfg) = project_config(
+            r#"{"mcpServers": {"s": {"command": "srv"}, "r": {"type": "sse", "url": "https://x.test/sse?k=${TOKEN}"}}}"#,
+        );
+        let mut out = Vec::new();
+        list_to(&cfg, false, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with("NAME  SCOPE    TRANSPORT  TRUST      APPROVED  COMMAND/URL"),
+            "{text}"
+        );
+        assert!(text.contains("https://x.test/sse "), "{text}");
+        assert!(!text.contains("VERYSECRET"), "{text}");
+        let mut out = Vec::new();
+        list_to(&cfg, true, &mut out).unwrap();
+        let rows: Vec<Value> = serde_json::from_slice(&out).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1]["name"], "s");
+        assert_eq!(rows[1]["scope"], "project");
+        assert_eq!(rows[1]["approved"], false);
+        assert_eq!(rows[1]["approval_required"], true);
     }
 
     #[test]
