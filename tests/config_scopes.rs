@@ -361,7 +361,9 @@ fn approvals_persist_and_are_invalidated_by_any_change() {
     use std::os::unix::fs::PermissionsExt;
     let fx = Fx::new();
     fx.user(r#"{"mcpServers": {"mine": {"command": "srv"}}}"#);
-    fx.project(r#"{"mcpServers": {"gh": {"command": "npx", "args": ["-y", "gh-mcp@1"]}}}"#);
+    fx.project(
+        r#"{"mcpServers": {"gh": {"command": "npx", "args": ["-y", "gh-mcp@1"]}, "gh2": {"command": "npx"}}}"#,
+    );
     let cfg = fx.load().unwrap();
     let mut approvals = Approvals::load(&fx.cfg_dir).unwrap();
     // User-scope servers need no approval; project ones do.
@@ -392,6 +394,13 @@ fn approvals_persist_and_are_invalidated_by_any_change() {
     assert!(!reloaded.is_approved(&other_bin.servers["gh"]));
     // Back to the approved text: approved again.
     assert!(reloaded.is_approved(&fx.load().unwrap().servers["gh"]));
+
+    // A stale in-memory copy does not undo approvals recorded meanwhile.
+    let mut stale = Approvals::load(&fx.cfg_dir).unwrap();
+    let mut other = Approvals::load(&fx.cfg_dir).unwrap();
+    other.approve(&cfg.servers["gh2"]).unwrap();
+    stale.approve(&cfg.servers["gh"]).unwrap();
+    assert_eq!(Approvals::load(&fx.cfg_dir).unwrap().entries().len(), 2);
 
     let mut approvals = Approvals::load(&fx.cfg_dir).unwrap();
     assert!(approvals.revoke("gh").unwrap());

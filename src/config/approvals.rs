@@ -98,7 +98,12 @@ impl Approvals {
 
     /// Records approval of `server`'s exact configuration (replacing an older
     /// approval of the same name from the same file) and saves the file.
+    /// A server that needs no approval is not recorded.
     pub fn approve(&mut self, server: &ServerConfig) -> Result<(), ConfigError> {
+        if !server.needs_approval() {
+            return Ok(());
+        }
+        self.refresh()?;
         self.entries
             .retain(|a| !(a.name == server.name && a.source == server.source));
         self.entries.push(Approval {
@@ -115,6 +120,7 @@ impl Approvals {
     /// Removes every approval of `name` (from any file). Returns whether
     /// there was one; saves only when something changed.
     pub fn revoke(&mut self, name: &str) -> Result<bool, ConfigError> {
+        self.refresh()?;
         let before = self.entries.len();
         self.entries.retain(|a| a.name != name);
         if self.entries.len() == before {
@@ -123,6 +129,14 @@ impl Approvals {
         self.save()?;
         tracing::info!(server = %name, "approval revoked");
         Ok(true)
+    }
+
+    /// Re-reads the file before a change, so a long-lived session (repl)
+    /// does not overwrite approvals another warden recorded meanwhile.
+    fn refresh(&mut self) -> Result<(), ConfigError> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        self.entries = Approvals::load(dir)?.entries;
+        Ok(())
     }
 
     /// Atomic replace: a crash mid-write leaves the old file, never half a
