@@ -282,6 +282,12 @@ fn commands_resolve_on_path_or_relative_to_the_config_file() {
     assert!(stdio(&cfg, "b").program.is_absolute());
     // A disabled server may name a program that is not installed.
     assert!(cfg.servers["c"].disabled);
+
+    // Symlinks are kept as found (the sandbox resolves them when granting
+    // the install prefix).
+    std::os::unix::fs::symlink(fx.root.join("bin/srv"), fx.root.join("bin/link")).unwrap();
+    let (_, r) = fx.server("{\"command\": \"link\"}");
+    assert_eq!(stdio(&r.unwrap(), "s").program, fx.root.join("bin/link"));
 }
 
 #[test]
