@@ -5,6 +5,7 @@
 mod audit;
 mod call;
 mod mcp;
+mod mcp_config;
 mod output;
 mod policy;
 mod run;

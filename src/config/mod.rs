@@ -4,6 +4,37 @@
 //!
 //! Secrets (values of `env`, `env_from` and `headers`) are held as
 //! [`Secret`], whose `Debug` never prints the value.
+//!
+//! Entry points: [`load`] (or [`load_with_env`] with an explicit
+//! environment), [`Approvals`] for project servers. The pieces:
+//!
+//! - `json`: a strict JSON reader keeping line:column for every value and
+//!   rejecting duplicate keys (serde keeps the last of two silently).
+//! - `file`: one file → validated, resolved servers, rules, policies, audit;
+//!   the project trust boundary is enforced here, at the key that crosses it.
+//! - `load`: finding the files (user, nearest `.mcp.json`, or `--config`)
+//!   and merging them (user definitions win).
+//! - `expand`: `${VAR}`, `${VAR:-default}`, `${WORKSPACE}`; lexical paths.
+//! - `approvals`: `approvals.json`, written atomically with mode 0600.
+//!
+//! Invariants: an error returns nothing partial; error messages never echo
+//! `env`/`header` values or URLs (they may carry expanded secrets), only key
+//! paths, JSON types and paths;
+//! [`ServerConfig::digest`] is computed from the entry as written, so secret
+//! values never enter it and a changed entry never inherits an approval.
+
+mod approvals;
+mod error;
+mod expand;
+mod file;
+mod json;
+mod load;
+
+pub use approvals::{Approval, Approvals};
+pub use error::{ConfigError, Diagnostic, ErrorKind};
+pub use expand::{EnvLookup, normalize as normalize_path, referenced_vars};
+pub use file::{DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS, invalid_server_name};
+pub use load::{LoadOptions, default_config_dir, find_project_file, load, load_with_env};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -115,7 +146,10 @@ pub enum NetworkSpec {
     #[default]
     None,
     /// Only the listed TCP ports.
-    Ports { connect_tcp: Vec<u16>, bind_tcp: Vec<u16> },
+    Ports {
+        connect_tcp: Vec<u16>,
+        bind_tcp: Vec<u16>,
+    },
     /// No restriction; only for `trusted` servers.
     Host,
 }
@@ -239,7 +273,7 @@ pub struct AuditConfig {
 }
 
 /// The merged, validated configuration a session runs with.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Config {
     pub workspace: PathBuf,
     /// Files read, in order of precedence (user, project) or the one `--config`.
@@ -252,4 +286,43 @@ pub struct Config {
     pub audit: AuditConfig,
     /// SHA-256 over the canonical merged configuration (for `session_start`).
     pub digest: String,
+    /// Whether the shipped `policies/default.rego` applies in addition to
+    /// `policies`: true unless the user's own (or `--config`) file has a
+    /// `policy` key. A project file's `policy` adds to the default and can
+    /// never switch it off (`"policy": []` in a project file changes nothing).
+    pub default_policy: bool,
+    /// The directory holding `config.json`, `approvals.json` and `pins.json`.
+    pub config_dir: PathBuf,
+}
+
+impl ServerConfig {
+    /// Whether this server must be approved before it starts: only servers a
+    /// repository shipped (project scope) do.
+    pub fn needs_approval(&self) -> bool {
+        self.scope == Scope::Project
+    }
+}
+
+/// Returns the exact `mcpServers.NAME` entry of `source` as written (secrets
+/// as written, `${VAR}` unexpanded), after checking that it is still the
+/// configuration `server` was loaded from (same digest). Used to show a
+/// server in full before approving it.
+pub fn raw_server_entry(server: &ServerConfig) -> Result<serde_json::Value, ConfigError> {
+    let root = file::read_tree(&server.source)?;
+    let changed = || ConfigError::Approvals {
+        path: server.source.clone(),
+        message: format!(
+            "server `{}` changed in the file since it was loaded; run the command again",
+            server.name
+        ),
+    };
+    let raw = file::raw_server(&root, &server.name).ok_or_else(changed)?;
+    let program = match &server.transport {
+        TransportConfig::Stdio(s) => Some(s.program.as_path()),
+        _ => None,
+    };
+    if file::server_digest(&server.name, &raw, program) != server.digest {
+        return Err(changed());
+    }
+    Ok(raw)
 }

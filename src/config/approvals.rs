@@ -1,0 +1,220 @@
+//! Approvals of project-scope servers (CONTRACT §3), stored in
+//! `$WARDEN_CONFIG_DIR/approvals.json`.
+//!
+//! An approval names the server, the file that defined it and the digest of
+//! its exact configuration: if the repository changes the entry (or the
+//! command now resolves to another binary), the digest differs and the
+//! server needs approval again. The same text in another repository is a
+//! different source file, so approving `github` in one checkout does not
+//! approve it in all of them.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, ServerConfig};
+
+const FILE_NAME: &str = "approvals.json";
+const VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Approval {
+    pub name: String,
+    /// [`ServerConfig::digest`] at the time of approval.
+    pub digest: String,
+    /// The `.mcp.json` that defined the server.
+    pub source: PathBuf,
+    /// RFC 3339, UTC.
+    pub approved_at: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileFormat {
+    version: u32,
+    approvals: Vec<Approval>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Approvals {
+    path: PathBuf,
+    entries: Vec<Approval>,
+}
+
+impl Approvals {
+    /// Reads `config_dir/approvals.json`; a missing file means no approvals.
+    /// A file that cannot be parsed, or that other users could have written,
+    /// is an error rather than "no approvals" or "all approved".
+    pub fn load(config_dir: &Path) -> Result<Self, ConfigError> {
+        let path = config_dir.join(FILE_NAME);
+        let fail = |message: String| ConfigError::Approvals {
+            path: path.clone(),
+            message,
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Approvals {
+                    path,
+                    entries: Vec::new(),
+                });
+            }
+            Err(e) => return Err(fail(format!("cannot read: {e}"))),
+        };
+        check_not_shared(&path).map_err(fail)?;
+        let parsed: FileFormat = serde_json::from_str(&text)
+            .map_err(|e| fail(format!("not a valid approvals file: {e}; fix or delete it")))?;
+        if parsed.version != VERSION {
+            return Err(fail(format!(
+                "unsupported version {} (this warden writes {VERSION})",
+                parsed.version
+            )));
+        }
+        Ok(Approvals {
+            path,
+            entries: parsed.approvals,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn entries(&self) -> &[Approval] {
+        &self.entries
+    }
+
+    /// True for servers that need no approval (user or `--config` scope),
+    /// and for project servers approved with this exact name, source file
+    /// and digest.
+    pub fn is_approved(&self, server: &ServerConfig) -> bool {
+        !server.needs_approval()
+            || self.entries.iter().any(|a| {
+                a.name == server.name && a.digest == server.digest && a.source == server.source
+            })
+    }
+
+    /// Records approval of `server`'s exact configuration (replacing an older
+    /// approval of the same name from the same file) and saves the file.
+    /// A server that needs no approval is not recorded.
+    pub fn approve(&mut self, server: &ServerConfig) -> Result<(), ConfigError> {
+        if !server.needs_approval() {
+            return Ok(());
+        }
+        self.refresh()?;
+        self.entries
+            .retain(|a| !(a.name == server.name && a.source == server.source));
+        self.entries.push(Approval {
+            name: server.name.clone(),
+            digest: server.digest.clone(),
+            source: server.source.clone(),
+            approved_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        });
+        self.save()?;
+        tracing::info!(server = %server.name, source = %server.source.display(), "server approved");
+        Ok(())
+    }
+
+    /// Removes every approval of `name` (from any file). Returns whether
+    /// there was one; saves only when something changed.
+    pub fn revoke(&mut self, name: &str) -> Result<bool, ConfigError> {
+        self.refresh()?;
+        let before = self.entries.len();
+        self.entries.retain(|a| a.name != name);
+        if self.entries.len() == before {
+            return Ok(false);
+        }
+        self.save()?;
+        tracing::info!(server = %name, "approval revoked");
+        Ok(true)
+    }
+
+    /// Re-reads the file before a change, so a long-lived session (repl)
+    /// does not overwrite approvals another warden recorded meanwhile.
+    fn refresh(&mut self) -> Result<(), ConfigError> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        self.entries = Approvals::load(dir)?.entries;
+        Ok(())
+    }
+
+    /// Atomic replace: a crash mid-write leaves the old file, never half a
+    /// file (which would fail closed but lose every approval).
+    fn save(&self) -> Result<(), ConfigError> {
+        let fail = |what: &str, e: std::io::Error| ConfigError::Approvals {
+            path: self.path.clone(),
+            message: format!("{what}: {e}"),
+        };
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        create_private_dir(dir).map_err(|e| fail("cannot create the directory", e))?;
+        let body = serde_json::to_string_pretty(&FileFormat {
+            version: VERSION,
+            approvals: self.entries.clone(),
+        })
+        .map_err(|e| fail("cannot serialise", std::io::Error::other(e)))?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)
+            .map_err(|e| fail("cannot create a temporary file", e))?;
+        set_mode(tmp.as_file(), 0o600).map_err(|e| fail("cannot set permissions", e))?;
+        tmp.write_all(body.as_bytes())
+            .and_then(|()| tmp.write_all(b"\n"))
+            .and_then(|()| tmp.as_file().sync_all())
+            .map_err(|e| fail("cannot write", e))?;
+        tmp.persist(&self.path)
+            .map_err(|e| fail("cannot replace the file", e.error))?;
+        // Make the rename itself durable; failure here only risks losing
+        // the latest change on power loss, so it is not an error.
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+#[cfg(unix)]
+fn set_mode(file: &std::fs::File, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+}
+
+#[cfg(not(unix))]
+fn set_mode(_file: &std::fs::File, _mode: u32) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// An approvals file others can write lets them approve servers for you.
+#[cfg(unix)]
+fn check_not_shared(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read: {e}"))?
+        .permissions()
+        .mode();
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "writable by other users (mode {:o}); run `chmod 600 {}`",
+            mode & 0o777,
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_not_shared(_path: &Path) -> Result<(), String> {
+    Ok(())
+}

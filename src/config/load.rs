@@ -1,0 +1,190 @@
+//! Finding the configuration files, and merging them (CONTRACT §3).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::error::ConfigError;
+use super::expand::{EnvLookup, normalize};
+use super::file::{FileConfig, load_file};
+use super::{AuditConfig, Config, PolicySource, RuleSource, Scope, ServerConfig};
+
+/// Where to look. Built by the CLI from `--config`, `--workspace` and
+/// [`default_config_dir`].
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// `--config FILE`: this file alone, fully trusted.
+    pub config_file: Option<PathBuf>,
+    /// The workspace root; the project `.mcp.json` is searched from here up.
+    pub workspace: PathBuf,
+    /// Holds `config.json` (user scope), `approvals.json` and `pins.json`.
+    pub config_dir: PathBuf,
+}
+
+impl LoadOptions {
+    /// From the common flags: `--config`, `--workspace` (default: the
+    /// current directory), and [`default_config_dir`].
+    pub fn from_flags(
+        config_file: Option<PathBuf>,
+        workspace: Option<PathBuf>,
+    ) -> Result<Self, ConfigError> {
+        let workspace = match workspace {
+            Some(w) => w,
+            None => std::env::current_dir().map_err(|source| ConfigError::Workspace {
+                path: PathBuf::from("."),
+                source,
+            })?,
+        };
+        let config_dir = default_config_dir().ok_or(ConfigError::NoConfigDir)?;
+        Ok(LoadOptions {
+            config_file,
+            workspace,
+            config_dir,
+        })
+    }
+}
+
+/// `$WARDEN_CONFIG_DIR`, else `$HOME/.config/warden`; `None` when neither is
+/// set (empty counts as unset).
+pub fn default_config_dir() -> Option<PathBuf> {
+    let nonempty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(dir) = nonempty("WARDEN_CONFIG_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    nonempty("HOME").map(|home| PathBuf::from(home).join(".config").join("warden"))
+}
+
+/// Loads, validates and merges the configuration, expanding `${VAR}` from
+/// the host environment. Nothing partial is returned on error.
+pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
+    load_with_env(opts, &|name| std::env::var(name).ok())
+}
+
+/// [`load`] with the environment given explicitly (for `${VAR}` and the
+/// `PATH` that commands are looked up in): tests and embedders use this
+/// instead of changing the process environment.
+pub fn load_with_env(opts: &LoadOptions, env: EnvLookup<'_>) -> Result<Config, ConfigError> {
+    let workspace =
+        std::fs::canonicalize(&opts.workspace).map_err(|source| ConfigError::Workspace {
+            path: opts.workspace.clone(),
+            source,
+        })?;
+    if !workspace.is_dir() {
+        return Err(ConfigError::Workspace {
+            path: opts.workspace.clone(),
+            source: std::io::Error::other("not a directory"),
+        });
+    }
+
+    let mut files: Vec<(PathBuf, Scope)> = Vec::new();
+    if let Some(file) = &opts.config_file {
+        let abs = std::path::absolute(file).map_err(|source| ConfigError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        files.push((normalize(&abs), Scope::Explicit));
+    } else {
+        let user = opts.config_dir.join("config.json");
+        if user.is_file() {
+            files.push((user, Scope::User));
+        }
+        if let Some(project) = find_project_file(&workspace) {
+            files.push((project, Scope::Project));
+        }
+    }
+
+    let mut loaded = Vec::new();
+    for (path, scope) in &files {
+        tracing::debug!(file = %path.display(), scope = ?scope, "loading configuration");
+        loaded.push((load_file(path, *scope, &workspace, env)?, *scope));
+    }
+    let sources = files.into_iter().map(|(p, _)| p).collect();
+    Ok(merge(workspace, opts.config_dir.clone(), sources, loaded))
+}
+
+/// The nearest `.mcp.json` at or above `start`.
+pub fn find_project_file(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .map(|dir| dir.join(".mcp.json"))
+        .find(|candidate| candidate.is_file())
+}
+
+fn merge(
+    workspace: PathBuf,
+    config_dir: PathBuf,
+    sources: Vec<PathBuf>,
+    files: Vec<(FileConfig, Scope)>,
+) -> Config {
+    let mut servers = BTreeMap::new();
+    let mut rules = Vec::new();
+    let mut policies: Option<Vec<_>> = None;
+    let mut own_policy_key = false;
+    let mut audit = AuditConfig::default();
+    // Files arrive in precedence order (user, then project): the first
+    // definition of a name wins.
+    for (file, scope) in files {
+        for server in file.servers {
+            if let Some(existing) = servers.get(&server.name) {
+                let existing: &ServerConfig = existing;
+                tracing::warn!(
+                    server = %server.name,
+                    kept = %existing.source.display(),
+                    ignored = %server.source.display(),
+                    "server defined in both files; the user's definition wins"
+                );
+                continue;
+            }
+            servers.insert(server.name.clone(), server);
+        }
+        rules.extend(file.rules);
+        if let Some(list) = file.policy {
+            if scope != Scope::Project {
+                own_policy_key = true;
+            }
+            policies.get_or_insert_with(Vec::new).extend(list);
+        }
+        if let Some(a) = file.audit {
+            // Project files cannot carry `audit` (rejected when parsed).
+            audit = a;
+        }
+    }
+    // The shipped default stays on unless the user's own file chose
+    // policies: a project file may add policies, never remove the default.
+    let default_policy = !own_policy_key;
+
+    let digest = crate::digest::sha256_json(&json!({
+        "workspace": workspace.to_string_lossy(),
+        "sources": sources.iter().map(|p| p.to_string_lossy().into_owned()).collect::<Vec<_>>(),
+        "servers": servers.values().map(|s: &ServerConfig| (s.name.clone(), json!({
+            "digest": s.digest,
+            "scope": s.scope,
+            "source": s.source.to_string_lossy(),
+        }))).collect::<serde_json::Map<String, Value>>(),
+        "rules": rules.iter().map(|r: &RuleSource| json!({
+            "effect": r.effect, "text": r.text, "scope": r.scope,
+        })).collect::<Vec<_>>(),
+        "policies": policies.as_ref().map(|list: &Vec<PolicySource>| list.iter().map(|p| json!({
+            "path": p.path.to_string_lossy(), "scope": p.scope,
+        })).collect::<Vec<_>>()),
+        "default_policy": default_policy,
+        "audit": {
+            "path": audit.path.as_ref().map(|p| p.to_string_lossy().into_owned()),
+            "redact": audit.redact,
+            "fsync": audit.fsync,
+        },
+    }));
+
+    Config {
+        workspace,
+        sources,
+        servers,
+        rules,
+        policies,
+        audit,
+        digest,
+        default_policy,
+        config_dir,
+    }
+}
