@@ -4,6 +4,7 @@
 
 mod audit;
 mod call;
+mod demo;
 mod mcp;
 mod mcp_config;
 mod output;
@@ -251,7 +252,7 @@ pub fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
-        Command::Demo => Err(CliError::new(exit::FAILED, "the demo is not built yet")),
+        Command::Demo => demo::run(&cli.global),
         Command::Call { server, tool, args } => {
             call::run(&cli.global, &server, &tool, args.as_deref())
         }
