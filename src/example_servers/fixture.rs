@@ -138,11 +138,16 @@ impl FixtureServer {
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
         if modern {
-            let sinks: Vec<SubscriptionSink> = self
-                .sinks
-                .lock()
-                .map(|s| s.clone())
-                .unwrap_or_default();
+            // The client opens its subscription right after connecting; a
+            // change announced before it is registered would be lost.
+            let mut sinks = Vec::new();
+            for _ in 0..40 {
+                sinks = self.sinks.lock().map(|s| s.clone()).unwrap_or_default();
+                if !sinks.is_empty() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
             for sink in sinks {
                 if let Err(error) = sink.notify_tool_list_changed().await {
                     tracing::debug!(%error, "list_changed on a closed subscription");

@@ -65,6 +65,10 @@ pub(super) struct Established {
     pub stop_note: Option<SharedStopNote>,
     pub list_changed: mpsc::UnboundedReceiver<()>,
     pub transport: &'static str,
+    /// Cancelled when warden stops the connection.
+    pub stop_requested: CancellationToken,
+    /// The `subscriptions/listen` task (protocol 2026-07-28), if any.
+    pub listener: Option<tokio::task::JoinHandle<()>>,
 }
 
 pub(super) struct Failure {
@@ -188,17 +192,20 @@ pub(super) async fn establish(
         return Err(stop_with(&stop_note, "the server sent no handshake information"));
     };
     let protocol = info.protocol_version.to_string();
+    let stop_requested = CancellationToken::new();
+    let mut listener = None;
     let tools = if let Some(caps) = &info.capabilities.tools {
         let tools = list_tools(running.peer(), timeout)
             .await
             .map_err(|e| stop_with(&stop_note, format!("listing tools failed: {e}")))?;
         if caps.list_changed == Some(true) && info.protocol_version >= PREFERRED_PROTOCOL {
             // 2026-07-28 delivers list_changed only on a subscription.
-            tokio::spawn(listen_for_changes(
+            listener = Some(tokio::spawn(listen_for_changes(
                 running.peer().clone(),
                 list_changed_tx,
                 config.name.clone(),
-            ));
+                stop_requested.clone(),
+            )));
         }
         tools
     } else {
@@ -215,6 +222,8 @@ pub(super) async fn establish(
         stop_note,
         list_changed,
         transport,
+        stop_requested,
+        listener,
     })
 }
 
@@ -337,17 +346,35 @@ async fn listen_for_changes(
     peer: Peer<RoleClient>,
     changes: mpsc::UnboundedSender<()>,
     server: String,
+    stop: CancellationToken,
 ) {
     let filter = SubscriptionFilter::builder().tools_list_changed().build();
-    let mut subscription = match peer.listen(filter).await {
-        Ok(subscription) => subscription,
-        Err(error) => {
-            tracing::debug!(%server, %error, "subscriptions/listen unavailable");
-            return;
-        }
+    let mut subscription = tokio::select! {
+        () = stop.cancelled() => return,
+        result = peer.listen(filter) => match result {
+            Ok(subscription) => subscription,
+            Err(error) => {
+                tracing::debug!(%server, %error, "subscriptions/listen unavailable");
+                return;
+            }
+        },
     };
+    // Changes made between the first listing and the acknowledgement
+    // would otherwise be missed: list once more.
+    if changes.send(()).is_err() {
+        return;
+    }
     loop {
-        match subscription.next().await {
+        let next = tokio::select! {
+            () = stop.cancelled() => {
+                // Ends the server's listen handler, so it can exit promptly
+                // once its stdin closes.
+                let _ = subscription.cancel().await;
+                return;
+            }
+            next = subscription.next() => next,
+        };
+        match next {
             Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
                 if changes.send(()).is_err() {
                     return;

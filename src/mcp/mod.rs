@@ -246,11 +246,15 @@ pub fn backoff(failures: u32) -> Duration {
 struct Connection {
     generation: u64,
     peer: Peer<RoleClient>,
-    /// Cancels the rmcp service; its loop then closes the transport.
+    /// Cancels the rmcp service; its loop then closes the transport. rmcp
+    /// also cancels it when the service ends on its own.
     ct: CancellationToken,
+    /// Cancelled only when warden asks the connection to stop.
+    stop_requested: CancellationToken,
     /// Set by the monitor once the connection has ended, with the reason.
     dead: watch::Receiver<Option<String>>,
     monitor: Mutex<Option<JoinHandle<()>>>,
+    listener: Mutex<Option<JoinHandle<()>>>,
     pid: Option<u32>,
     exit: Option<watch::Receiver<Option<ExitInfo>>>,
     stop_note: Option<stdio::SharedStopNote>,
@@ -277,6 +281,15 @@ impl Connection {
     async fn stop(&self, reason: &str) {
         if let Some(note) = &self.stop_note {
             stdio::note(note, |n| n.reason = Some(reason.to_string()));
+        }
+        self.stop_requested.cancel();
+        let listener = self
+            .listener
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(listener) = listener {
+            let _ = tokio::time::timeout(Duration::from_millis(500), listener).await;
         }
         self.ct.cancel();
         let monitor = self
@@ -631,6 +644,8 @@ impl Manager {
             stop_note,
             list_changed,
             transport,
+            stop_requested,
+            listener,
         } = established;
         let (dead_tx, dead_rx) = watch::channel(None);
         let peer = running.peer().clone();
@@ -641,8 +656,10 @@ impl Manager {
                 generation: inner.generation,
                 peer: peer.clone(),
                 ct: ct.clone(),
+                stop_requested: stop_requested.clone(),
                 dead: dead_rx,
                 monitor: Mutex::new(None),
+                listener: Mutex::new(listener),
                 pid,
                 exit: exit.clone(),
                 stop_note: stop_note.clone(),
@@ -663,7 +680,7 @@ impl Manager {
             self.shared.clone(),
             conn.generation,
             running,
-            ct,
+            stop_requested,
             dead_tx,
             exit,
             pid,
@@ -717,14 +734,14 @@ async fn monitor(
     shared: Arc<Shared>,
     generation: u64,
     running: connect::Running,
-    ct: CancellationToken,
+    stop_requested: CancellationToken,
     dead: watch::Sender<Option<String>>,
     exit: Option<watch::Receiver<Option<ExitInfo>>>,
     pid: Option<u32>,
     transport: &'static str,
 ) {
     let quit = running.waiting().await;
-    let stopped = ct.is_cancelled();
+    let stopped = stop_requested.is_cancelled();
     let reason = if stopped {
         "stopped by warden".to_string()
     } else if let Some(mut exit) = exit {
@@ -742,11 +759,12 @@ async fn monitor(
             Err(error) => format!("the connection task failed: {error}"),
         }
     };
-    let _ = dead.send(Some(reason.clone()));
+    // The slot first, so whoever learns of the death sees the slot updated.
     if !stopped && slot.connection_lost(generation, &reason) {
         tracing::warn!(server = slot.name(), %reason, "server disconnected");
         shared.bump();
     }
+    let _ = dead.send(Some(reason.clone()));
     if transport != "stdio" {
         // stdio exits are reported by the process reaper, with the status.
         let _ = shared.events.send(LifecycleEvent::Exited {
