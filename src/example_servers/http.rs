@@ -64,10 +64,12 @@ pub async fn serve_http_with_args(
         .with_cancellation_token(cancel.child_token());
     let router = match name {
         "notes" => {
-            let options = NotesOptions::parse(args)?;
+            // One server state shared by every session (HTTP may open a
+            // session, or a stateless exchange, per request).
+            let server = NotesServer::new(&NotesOptions::parse(args)?);
             let service: StreamableHttpService<NotesServer, LocalSessionManager> =
                 StreamableHttpService::new(
-                    move || Ok(NotesServer::new(&options)),
+                    move || Ok(server.clone()),
                     Arc::default(),
                     config,
                 );
@@ -76,9 +78,10 @@ pub async fn serve_http_with_args(
         "fixture" => {
             let options = FixtureOptions::parse(args)?;
             anyhow::ensure!(!options.silent, "--silent is only for stdio");
+            let server = FixtureServer::new(options);
             let service: StreamableHttpService<FixtureServer, LocalSessionManager> =
                 StreamableHttpService::new(
-                    move || Ok(FixtureServer::new(options.clone())),
+                    move || Ok(server.clone()),
                     Arc::default(),
                     config,
                 );

@@ -1,0 +1,122 @@
+//! Streamable HTTP against warden's own example servers served in-process on
+//! 127.0.0.1 (rmcp's streamable HTTP server under axum, Host and Origin
+//! checked).
+
+#[path = "support/mcp.rs"]
+mod support;
+
+use std::time::Duration;
+
+use rmcp::model::ContentBlock;
+use serde_json::json;
+use support::*;
+use warden::example_servers::{serve_http, serve_http_with_args};
+use warden::mcp::{CallError, ServerState};
+
+const T: Duration = Duration::from_secs(20);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamable_http_connects_lists_calls_and_follows_list_changed() {
+    init_logs();
+    let (addr, server) = serve_http_with_args("fixture", &["--pages".into(), "3".into()], "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let (notes_addr, notes) = serve_http("notes", "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let manager = manager(
+        dir.path(),
+        vec![
+            http("fx", &format!("http://{addr}/mcp"), &[("X-Test-Token", "s3cret")], T),
+            http("notes", &format!("http://{notes_addr}/mcp"), &[], T),
+        ],
+    );
+    let mut events = manager.take_lifecycle_events();
+    manager.connect_all().await;
+
+    let st = status(&manager, "fx");
+    assert_eq!(st.state, ServerState::Connected, "{:?}", st.error);
+    assert_eq!(st.transport, "http");
+    assert!(st.protocol.is_some());
+    assert!(st.sandbox.is_none());
+    assert!(tool_names(&st).contains(&"mixed_content".to_string()));
+    assert_eq!(status(&manager, "notes").state, ServerState::Connected);
+
+    let mixed = call(&manager, "fx", "mixed_content", json!({})).await.unwrap();
+    assert_eq!(mixed.content.len(), 5);
+    assert!(matches!(mixed.content[4], ContentBlock::ResourceLink(_)));
+    assert!(mixed.structured_content.is_some());
+    assert!(matches!(
+        call(&manager, "fx", "rpc_error", json!({})).await,
+        Err(CallError::Rpc { code: -32042, .. })
+    ));
+    assert_eq!(
+        call(&manager, "fx", "fail", json!({})).await.unwrap().is_error,
+        Some(true)
+    );
+
+    call(&manager, "fx", "add_tool", json!({})).await.unwrap();
+    let visible = wait_until(&manager, Duration::from_secs(10), |s| {
+        s.iter()
+            .any(|s| s.name == "fx" && s.tools.iter().any(|t| t.name == "added_tool"))
+    })
+    .await;
+    assert!(visible, "added_tool never appeared over HTTP");
+
+    let read = call(&manager, "notes", "read_note", json!({"id": 1})).await.unwrap();
+    assert!(matches!(&read.content[0], ContentBlock::Text(t) if t.text.contains("Welcome")));
+
+    manager.shutdown().await;
+    let mut started = 0;
+    while let Ok(event) = events.try_recv() {
+        if matches!(event, warden::mcp::LifecycleEvent::Started { pid: None, .. }) {
+            started += 1;
+        }
+    }
+    assert_eq!(started, 2);
+    server.shutdown().await;
+    notes.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_http_server_checks_host_and_origin() {
+    let (addr, server) = serve_http("notes", "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let client = reqwest::Client::new();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let post = |origin: Option<&str>, host: Option<&str>| {
+        let mut request = client
+            .post(format!("http://{addr}/mcp"))
+            .header("Accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(origin) = origin {
+            request = request.header("Origin", origin);
+        }
+        if let Some(host) = host {
+            request = request.header("Host", host);
+        }
+        request.send()
+    };
+    let foreign = post(Some("http://evil.example"), None).await.unwrap();
+    assert_eq!(foreign.status().as_u16(), 403);
+    let rebound = post(None, Some("evil.example")).await.unwrap();
+    assert_eq!(rebound.status().as_u16(), 403);
+    let own = post(Some(&format!("http://127.0.0.1:{}", addr.port())), None)
+        .await
+        .unwrap();
+    assert_ne!(own.status().as_u16(), 403);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_http_server_is_an_error_state() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let manager = manager(
+        dir.path(),
+        vec![http("gone", &format!("http://127.0.0.1:{port}/mcp"), &[], Duration::from_secs(3))],
+    );
+    manager.connect_all().await;
+    let st = status(&manager, "gone");
+    assert_eq!(st.state, ServerState::Error);
+    assert!(st.error.is_some());
+    manager.shutdown().await;
+}
