@@ -23,7 +23,10 @@ fn everything() -> Option<PathBuf> {
     if path.exists() && which::which("node").is_ok() {
         Some(path)
     } else {
-        eprintln!("skipping: {} or node is missing (npm ci in tests/npm)", path.display());
+        eprintln!(
+            "skipping: {} or node is missing (npm ci in tests/npm)",
+            path.display()
+        );
         None
     }
 }
@@ -53,7 +56,10 @@ impl NetworkServer {
             .spawn()
             .unwrap();
         for _ in 0..200 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
                 return NetworkServer { child, port };
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -110,7 +116,11 @@ async fn server_everything_over_stdio_sse_and_streamable_http() {
         dir.path(),
         vec![
             stdio("ev_stdio", &bin, &["stdio"], T),
-            sse("ev_sse", &format!("http://127.0.0.1:{}/sse", sse_server.port), T),
+            sse(
+                "ev_sse",
+                &format!("http://127.0.0.1:{}/sse", sse_server.port),
+                T,
+            ),
             http(
                 "ev_http",
                 &format!("http://127.0.0.1:{}/mcp", http_server.port),

@@ -18,15 +18,26 @@ const T: Duration = Duration::from_secs(20);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamable_http_connects_lists_calls_and_follows_list_changed() {
     init_logs();
-    let (addr, server) = serve_http_with_args("fixture", &["--pages".into(), "3".into()], "127.0.0.1:0".parse().unwrap())
+    let (addr, server) = serve_http_with_args(
+        "fixture",
+        &["--pages".into(), "3".into()],
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let (notes_addr, notes) = serve_http("notes", "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
-    let (notes_addr, notes) = serve_http("notes", "127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let manager = manager(
         dir.path(),
         vec![
-            http("fx", &format!("http://{addr}/mcp"), &[("X-Test-Token", "s3cret")], T),
+            http(
+                "fx",
+                &format!("http://{addr}/mcp"),
+                &[("X-Test-Token", "s3cret")],
+                T,
+            ),
             http("notes", &format!("http://{notes_addr}/mcp"), &[], T),
         ],
     );
@@ -41,7 +52,9 @@ async fn streamable_http_connects_lists_calls_and_follows_list_changed() {
     assert!(tool_names(&st).contains(&"mixed_content".to_string()));
     assert_eq!(status(&manager, "notes").state, ServerState::Connected);
 
-    let mixed = call(&manager, "fx", "mixed_content", json!({})).await.unwrap();
+    let mixed = call(&manager, "fx", "mixed_content", json!({}))
+        .await
+        .unwrap();
     assert_eq!(mixed.content.len(), 5);
     assert!(matches!(mixed.content[4], ContentBlock::ResourceLink(_)));
     assert!(mixed.structured_content.is_some());
@@ -50,7 +63,10 @@ async fn streamable_http_connects_lists_calls_and_follows_list_changed() {
         Err(CallError::Rpc { code: -32042, .. })
     ));
     assert_eq!(
-        call(&manager, "fx", "fail", json!({})).await.unwrap().is_error,
+        call(&manager, "fx", "fail", json!({}))
+            .await
+            .unwrap()
+            .is_error,
         Some(true)
     );
 
@@ -62,13 +78,18 @@ async fn streamable_http_connects_lists_calls_and_follows_list_changed() {
     .await;
     assert!(visible, "added_tool never appeared over HTTP");
 
-    let read = call(&manager, "notes", "read_note", json!({"id": 1})).await.unwrap();
+    let read = call(&manager, "notes", "read_note", json!({"id": 1}))
+        .await
+        .unwrap();
     assert!(matches!(&read.content[0], ContentBlock::Text(t) if t.text.contains("Welcome")));
 
     manager.shutdown().await;
     let mut started = 0;
     while let Ok(event) = events.try_recv() {
-        if matches!(event, warden::mcp::LifecycleEvent::Started { pid: None, .. }) {
+        if matches!(
+            event,
+            warden::mcp::LifecycleEvent::Started { pid: None, .. }
+        ) {
             started += 1;
         }
     }
@@ -79,7 +100,9 @@ async fn streamable_http_connects_lists_calls_and_follows_list_changed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_http_server_checks_host_and_origin() {
-    let (addr, server) = serve_http("notes", "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let (addr, server) = serve_http("notes", "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let client = reqwest::Client::new();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
     let post = |origin: Option<&str>, host: Option<&str>| {
@@ -112,7 +135,12 @@ async fn an_unreachable_http_server_is_an_error_state() {
     let dir = tempfile::tempdir().unwrap();
     let manager = manager(
         dir.path(),
-        vec![http("gone", &format!("http://127.0.0.1:{port}/mcp"), &[], Duration::from_secs(3))],
+        vec![http(
+            "gone",
+            &format!("http://127.0.0.1:{port}/mcp"),
+            &[],
+            Duration::from_secs(3),
+        )],
     );
     manager.connect_all().await;
     let st = status(&manager, "gone");

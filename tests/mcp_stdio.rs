@@ -32,13 +32,26 @@ async fn connect_list_and_call_keep_every_block_and_outcome() {
     );
     assert!(st.sandbox.is_some());
     let names = tool_names(&st);
-    for expected in ["echo", "mixed_content", "fail", "rpc_error", "a.b", "a_b", "crash"] {
-        assert!(names.iter().any(|n| n == expected), "{expected} missing from {names:?}");
+    for expected in [
+        "echo",
+        "mixed_content",
+        "fail",
+        "rpc_error",
+        "a.b",
+        "a_b",
+        "crash",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} missing from {names:?}"
+        );
     }
     assert!(!names.iter().any(|n| n == "added_tool"));
 
     // Every content block, in order, and structuredContent.
-    let mixed = call(&manager, "fx", "mixed_content", json!(null)).await.unwrap();
+    let mixed = call(&manager, "fx", "mixed_content", json!(null))
+        .await
+        .unwrap();
     let kinds: Vec<&str> = mixed
         .content
         .iter()
@@ -51,8 +64,14 @@ async fn connect_list_and_call_keep_every_block_and_outcome() {
             _ => "other",
         })
         .collect();
-    assert_eq!(kinds, ["text", "image", "audio", "resource", "resource_link"]);
-    assert_eq!(mixed.structured_content, Some(json!({"kinds": 5, "ok": true})));
+    assert_eq!(
+        kinds,
+        ["text", "image", "audio", "resource", "resource_link"]
+    );
+    assert_eq!(
+        mixed.structured_content,
+        Some(json!({"kinds": 5, "ok": true}))
+    );
 
     // Arguments arrive as given.
     let sent = json!({"path": "/tmp/x", "n": [1, 2, {"deep": true}], "s": "é"});
@@ -78,7 +97,9 @@ async fn connect_list_and_call_keep_every_block_and_outcome() {
     let arguments = args(json!({"a": 1}));
     let wrong = permit("fx", "echo", &args(json!({"a": 2})));
     assert!(matches!(
-        manager.call(wrong, arguments, CancellationToken::new()).await,
+        manager
+            .call(wrong, arguments, CancellationToken::new())
+            .await,
         Err(CallError::PermitMismatch)
     ));
 
@@ -100,8 +121,18 @@ async fn pagination_reads_every_page_and_bad_listings_register_nothing() {
         vec![
             example("one", "fixture", &[], T),
             example("paged", "fixture", &["--pages", "4"], T),
-            example("looping", "fixture", &["--pages", "3", "--repeat-cursor"], T),
-            example("huge", "fixture", &["--pages", "3", "--extra-tools", "1001"], T),
+            example(
+                "looping",
+                "fixture",
+                &["--pages", "3", "--repeat-cursor"],
+                T,
+            ),
+            example(
+                "huge",
+                "fixture",
+                &["--pages", "3", "--extra-tools", "1001"],
+                T,
+            ),
         ],
     );
     let mut events = manager.take_lifecycle_events();
@@ -145,7 +176,11 @@ async fn list_changed_makes_the_new_tool_visible() {
             .any(|s| s.name == "fx" && s.tools.iter().any(|t| t.name == "added_tool"))
     })
     .await;
-    assert!(visible, "added_tool never appeared: {:?}", tool_names(&status(&manager, "fx")));
+    assert!(
+        visible,
+        "added_tool never appeared: {:?}",
+        tool_names(&status(&manager, "fx"))
+    );
     let result = call(&manager, "fx", "added_tool", json!({})).await.unwrap();
     assert_ne!(result.is_error, Some(true));
     manager.shutdown().await;
@@ -167,7 +202,10 @@ async fn a_crash_mid_call_is_reported_and_the_next_call_reconnects() {
     }
     let st = status(&manager, "fx");
     assert_eq!(st.state, ServerState::Error);
-    assert!(!st.tools.is_empty(), "tools stay known so a call can reconnect");
+    assert!(
+        !st.tools.is_empty(),
+        "tools stay known so a call can reconnect"
+    );
 
     // Inside the backoff window: fails fast, saying when it retries.
     let started = Instant::now();
@@ -221,7 +259,10 @@ async fn a_silent_server_times_out_without_holding_up_the_others() {
             (example("good", "fixture", &[], T), Admission::Start),
             (example("off", "fixture", &[], T), Admission::Disabled),
             (example("bad", "fixture", &[], T), Admission::Blocked),
-            (example("new", "fixture", &[], T), Admission::PendingApproval),
+            (
+                example("new", "fixture", &[], T),
+                Admission::PendingApproval,
+            ),
         ],
     );
     let mut events = manager.take_lifecycle_events();
@@ -232,14 +273,18 @@ async fn a_silent_server_times_out_without_holding_up_the_others() {
     };
     // The good server connects while the silent one is still waiting.
     let good_first = wait_until(&manager, Duration::from_secs(4), |s| {
-        s.iter().any(|s| s.name == "good" && s.state == ServerState::Connected)
+        s.iter()
+            .any(|s| s.name == "good" && s.state == ServerState::Connected)
     })
     .await;
     assert!(good_first, "good: {:?}", status(&manager, "good"));
     assert_eq!(status(&manager, "silent").state, ServerState::Connecting);
     connecting.await.unwrap();
     let elapsed = started.elapsed();
-    assert!(elapsed < Duration::from_secs(8), "connect_all took {elapsed:?}");
+    assert!(
+        elapsed < Duration::from_secs(8),
+        "connect_all took {elapsed:?}"
+    );
 
     let silent = status(&manager, "silent");
     assert_eq!(silent.state, ServerState::Error);
@@ -291,7 +336,9 @@ async fn timeouts_and_cancellation_are_distinct_and_leave_the_server_usable() {
     ));
     assert!(started.elapsed() < Duration::from_millis(900));
 
-    let ok = call(&manager, "fx", "sleep", json!({"ms": 10})).await.unwrap();
+    let ok = call(&manager, "fx", "sleep", json!({"ms": 10}))
+        .await
+        .unwrap();
     assert_ne!(ok.is_error, Some(true));
     manager.shutdown().await;
 }
@@ -299,7 +346,10 @@ async fn timeouts_and_cancellation_are_distinct_and_leave_the_server_usable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnect_replaces_the_process() {
     let dir = tempfile::tempdir().unwrap();
-    let manager = manager(dir.path(), vec![example("notes", "notes", &["--name", "work"], T)]);
+    let manager = manager(
+        dir.path(),
+        vec![example("notes", "notes", &["--name", "work"], T)],
+    );
     let mut events = manager.take_lifecycle_events();
     manager.connect_all().await;
     let st = status(&manager, "notes");
@@ -313,8 +363,16 @@ async fn reconnect_replaces_the_process() {
     assert_eq!(read_only, ["list_notes", "read_note"]);
 
     manager.reconnect("notes").await.unwrap();
-    let listed = call(&manager, "notes", "list_notes", json!({})).await.unwrap();
-    assert_eq!(listed.structured_content.unwrap()["notes"].as_array().unwrap().len(), 2);
+    let listed = call(&manager, "notes", "list_notes", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.structured_content.unwrap()["notes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
     manager.shutdown().await;
     let pids = started_pids(&mut events);
     assert_eq!(pids.len(), 2);

@@ -22,10 +22,9 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-    ErrorCode, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, Resource, ResourceContents, ResultType, ServerCapabilities, ServerConfig,
-    SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion, Resource,
+    ResourceContents, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{RequestContext, SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, schemars, tool, tool_router};
@@ -121,8 +120,8 @@ impl FixtureServer {
             .filter(|t| added || t.name != ADDED_TOOL)
             .collect();
         for i in 0..self.options.extra_tools {
-            let schema: JsonObject = serde_json::from_value(json!({"type": "object"}))
-                .unwrap_or_default();
+            let schema: JsonObject =
+                serde_json::from_value(json!({"type": "object"})).unwrap_or_default();
             tools.push(Tool::new(
                 format!("extra_{i:05}"),
                 "A generated tool (not callable).",

@@ -68,11 +68,7 @@ pub async fn serve_http_with_args(
             // session, or a stateless exchange, per request).
             let server = NotesServer::new(&NotesOptions::parse(args)?);
             let service: StreamableHttpService<NotesServer, LocalSessionManager> =
-                StreamableHttpService::new(
-                    move || Ok(server.clone()),
-                    Arc::default(),
-                    config,
-                );
+                StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
             axum::Router::new().nest_service("/mcp", service)
         }
         "fixture" => {
@@ -80,11 +76,7 @@ pub async fn serve_http_with_args(
             anyhow::ensure!(!options.silent, "--silent is only for stdio");
             let server = FixtureServer::new(options);
             let service: StreamableHttpService<FixtureServer, LocalSessionManager> =
-                StreamableHttpService::new(
-                    move || Ok(server.clone()),
-                    Arc::default(),
-                    config,
-                );
+                StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
             axum::Router::new().nest_service("/mcp", service)
         }
         other => anyhow::bail!(

@@ -7,9 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{
-    CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig,
-};
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use serde_json::json;
@@ -142,12 +140,10 @@ impl NotesServer {
     )]
     fn read_note(&self, Parameters(NoteId { id }): Parameters<NoteId>) -> CallToolResult {
         match self.with_notes(|notes| notes.get(&id).cloned()) {
-            Some(note) => {
-                CallToolResult::success(vec![ContentBlock::text(format!(
-                    "# {}\n\n{}",
-                    note.title, note.body
-                ))])
-            }
+            Some(note) => CallToolResult::success(vec![ContentBlock::text(format!(
+                "# {}\n\n{}",
+                note.title, note.body
+            ))]),
             None => not_found(id),
         }
     }

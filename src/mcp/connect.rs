@@ -154,13 +154,12 @@ pub(super) async fn establish(
             ensure_crypto_provider();
             let headers = header_map(remote)?;
             let http = StreamableHttpClientTransport::from_config(
-                StreamableHttpClientTransportConfig::with_uri(remote.url.clone())
-                    .custom_headers(
-                        headers
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect::<HashMap<_, _>>(),
-                    ),
+                StreamableHttpClientTransportConfig::with_uri(remote.url.clone()).custom_headers(
+                    headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect::<HashMap<_, _>>(),
+                ),
             );
             let running = handshake(client, http, timeout, ct.clone())
                 .await
@@ -189,7 +188,10 @@ pub(super) async fn establish(
     }
 
     let Some(info) = running.peer().peer_info() else {
-        return Err(stop_with(&stop_note, "the server sent no handshake information"));
+        return Err(stop_with(
+            &stop_note,
+            "the server sent no handshake information",
+        ));
     };
     let protocol = info.protocol_version.to_string();
     let stop_requested = CancellationToken::new();
@@ -293,7 +295,10 @@ fn describe_init_error(error: &ClientInitializeError) -> String {
             format!("the server closed the connection while warden waited for the {waiting_for}")
         }
         ClientInitializeError::JsonRpcError(data) => {
-            format!("the server refused the handshake: JSON-RPC error {}: {}", data.code.0, data.message)
+            format!(
+                "the server refused the handshake: JSON-RPC error {}: {}",
+                data.code.0, data.message
+            )
         }
         other => format!("the handshake failed: {other}"),
     }
@@ -306,7 +311,10 @@ pub(super) fn human(duration: Duration) -> String {
 /// Reads every `tools/list` page, each within `timeout`. A repeated cursor,
 /// more than [`MAX_TOOL_PAGES`] pages or more than [`MAX_TOOLS`] tools is an
 /// error and nothing is returned.
-pub(super) async fn list_tools(peer: &Peer<RoleClient>, timeout: Duration) -> Result<Vec<Tool>, String> {
+pub(super) async fn list_tools(
+    peer: &Peer<RoleClient>,
+    timeout: Duration,
+) -> Result<Vec<Tool>, String> {
     let mut tools: Vec<Tool> = Vec::new();
     let mut seen = HashSet::new();
     let mut cursor: Option<String> = None;
@@ -316,7 +324,12 @@ pub(super) async fn list_tools(peer: &Peer<RoleClient>, timeout: Duration) -> Re
             .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
         let result = tokio::time::timeout(timeout, peer.list_tools(params))
             .await
-            .map_err(|_| format!("tools/list page {page} got no answer within {}", human(timeout)))?
+            .map_err(|_| {
+                format!(
+                    "tools/list page {page} got no answer within {}",
+                    human(timeout)
+                )
+            })?
             .map_err(|e| format!("tools/list page {page} failed: {e}"))?;
         tools.extend(result.tools);
         if tools.len() > MAX_TOOLS {

@@ -26,8 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
-    ServerResult,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use rmcp::{Peer, RoleClient, ServiceError};
@@ -218,10 +217,10 @@ impl Slot {
     /// The connection of `generation` ended on its own.
     fn connection_lost(&self, generation: u64, reason: &str) -> bool {
         let mut inner = self.lock();
-        if !inner
+        if inner
             .conn
             .as_ref()
-            .is_some_and(|c| c.generation == generation)
+            .is_none_or(|c| c.generation != generation)
         {
             return false;
         }
@@ -237,9 +236,7 @@ impl Slot {
 /// The delay before reconnect attempt number `failures` (1-based).
 pub fn backoff(failures: u32) -> Duration {
     let exp = failures.saturating_sub(1).min(16);
-    BACKOFF_START
-        .saturating_mul(1u32 << exp)
-        .min(BACKOFF_MAX)
+    BACKOFF_START.saturating_mul(1u32 << exp).min(BACKOFF_MAX)
 }
 
 /// One live client session with a server.
@@ -268,12 +265,11 @@ impl Connection {
     /// Waits up to `wait` for the monitor to say why the connection ended.
     async fn death_reason(&self, wait: Duration) -> Option<String> {
         let mut dead = self.dead.clone();
-        let reason = tokio::time::timeout(wait, dead.wait_for(Option::is_some))
+        tokio::time::timeout(wait, dead.wait_for(Option::is_some))
             .await
             .ok()?
             .ok()?
-            .clone();
-        reason
+            .clone()
     }
 
     /// Graceful stop: cancel the service (which closes stdin, waits,
@@ -303,7 +299,10 @@ impl Connection {
                 .is_err()
             && let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok())
         {
-            tracing::warn!(pid, "server did not stop in time; killing its process group");
+            tracing::warn!(
+                pid,
+                "server did not stop in time; killing its process group"
+            );
             let _ = nix::sys::signal::killpg(
                 nix::unistd::Pid::from_raw(pid),
                 nix::sys::signal::Signal::SIGKILL,
@@ -311,8 +310,8 @@ impl Connection {
         }
         if let Some(exit) = &self.exit {
             let mut exit = exit.clone();
-            let _ = tokio::time::timeout(Duration::from_secs(3), exit.wait_for(Option::is_some))
-                .await;
+            let _ =
+                tokio::time::timeout(Duration::from_secs(3), exit.wait_for(Option::is_some)).await;
         }
     }
 }
@@ -790,16 +789,20 @@ async fn relist(
         let result = connect::list_tools(&peer, slot.config.timeout).await;
         let stale = {
             let mut inner = slot.lock();
-            if !inner
+            if inner
                 .conn
                 .as_ref()
-                .is_some_and(|c| c.generation == generation)
+                .is_none_or(|c| c.generation != generation)
             {
                 return;
             }
             match result {
                 Ok(tools) => {
-                    tracing::info!(server = slot.name(), tools = tools.len(), "tool list changed");
+                    tracing::info!(
+                        server = slot.name(),
+                        tools = tools.len(),
+                        "tool list changed"
+                    );
                     inner.tools = tools;
                     None
                 }

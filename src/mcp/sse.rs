@@ -64,7 +64,11 @@ impl Drop for SseTransport {
 impl SseTransport {
     /// Opens the stream and waits (up to `timeout`) for the `endpoint` event.
     /// `headers` are sent with the GET and every POST; they are never logged.
-    pub async fn connect(url: &str, headers: HeaderMap, timeout: Duration) -> Result<Self, SseError> {
+    pub async fn connect(
+        url: &str,
+        headers: HeaderMap,
+        timeout: Duration,
+    ) -> Result<Self, SseError> {
         let base = Url::parse(url).map_err(|e| SseError::Url {
             url: url.to_string(),
             reason: e.to_string(),

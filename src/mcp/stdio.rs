@@ -96,7 +96,11 @@ pub(crate) fn spawn(
     let prepared = sandbox::prepare(config, ctx)?;
     let mut command = prepared.command;
     let mut guard = prepared.guard;
-    let program = command.as_std().get_program().to_string_lossy().into_owned();
+    let program = command
+        .as_std()
+        .get_program()
+        .to_string_lossy()
+        .into_owned();
     let mut child = command
         .spawn()
         .map_err(|source| SpawnError::Spawn { program, source })?;

@@ -78,7 +78,10 @@ fn remote(url: &str, headers: &[(&str, &str)]) -> RemoteConfig {
 
 /// A manager whose private folders live in `dir`.
 pub fn manager(dir: &Path, servers: Vec<ServerConfig>) -> Arc<Manager> {
-    manager_with(dir, servers.into_iter().map(|s| (s, Admission::Start)).collect())
+    manager_with(
+        dir,
+        servers.into_iter().map(|s| (s, Admission::Start)).collect(),
+    )
 }
 
 pub fn manager_with(dir: &Path, servers: Vec<(ServerConfig, Admission)>) -> Arc<Manager> {
@@ -113,7 +116,11 @@ pub async fn call(
     let arguments = args(arguments);
     let permit = permit(server, tool, &arguments);
     manager
-        .call(permit, arguments, tokio_util::sync::CancellationToken::new())
+        .call(
+            permit,
+            arguments,
+            tokio_util::sync::CancellationToken::new(),
+        )
         .await
 }
 
@@ -168,7 +175,11 @@ pub fn live_group_members(pgid: u32) -> Vec<u32> {
         return members;
     };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
