@@ -378,3 +378,37 @@ async fn reconnect_replaces_the_process() {
     assert_eq!(pids.len(), 2);
     assert_no_process_left(&pids).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_ignoring_discover_falls_back_within_its_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = manager(
+        dir.path(),
+        vec![example(
+            "old",
+            "fixture",
+            &["--ignore-discover"],
+            Duration::from_secs(3),
+        )],
+    );
+    let started = Instant::now();
+    manager.connect_all().await;
+    let st = status(&manager, "old");
+    assert_eq!(st.state, ServerState::Connected, "{:?}", st.error);
+    assert_eq!(st.protocol.as_deref(), Some("2025-11-25"));
+    // Probe budget: half the timeout, well under rmcp's own 10 s.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    call(
+        &manager,
+        "old",
+        "echo",
+        json!({"late": "answers are dropped"}),
+    )
+    .await
+    .unwrap();
+    manager.shutdown().await;
+}

@@ -26,7 +26,12 @@ use rmcp::model::{
     Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion, Resource,
     ResourceContents, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{RequestContext, SubscriptionContext, SubscriptionSink};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use rmcp::service::{
+    RequestContext, RxJsonRpcMessage, SubscriptionContext, SubscriptionSink, TxJsonRpcMessage,
+};
+use rmcp::transport::Transport;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, schemars, tool, tool_router};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -48,6 +53,9 @@ pub struct FixtureOptions {
     pub repeat_cursor: bool,
     pub extra_tools: usize,
     pub silent: bool,
+    /// Drop `server/discover` requests unanswered (a legacy server that
+    /// ignores unknown methods).
+    pub ignore_discover: bool,
 }
 
 impl Default for FixtureOptions {
@@ -58,6 +66,7 @@ impl Default for FixtureOptions {
             repeat_cursor: false,
             extra_tools: 0,
             silent: false,
+            ignore_discover: false,
         }
     }
 }
@@ -76,9 +85,10 @@ impl FixtureOptions {
                 "--extra-tools" => options.extra_tools = flag_value(arg, &mut iter)?.parse()?,
                 "--repeat-cursor" => options.repeat_cursor = true,
                 "--silent" => options.silent = true,
+                "--ignore-discover" => options.ignore_discover = true,
                 other => anyhow::bail!(
                     "fixture: unknown argument `{other}` (known: --name NAME, --pages N, \
-                     --extra-tools N, --repeat-cursor, --silent)"
+                     --extra-tools N, --repeat-cursor, --silent, --ignore-discover)"
                 ),
             }
         }
@@ -360,9 +370,47 @@ pub async fn run_stdio(options: FixtureOptions) -> anyhow::Result<()> {
         tokio::io::copy(&mut stdin, &mut tokio::io::sink()).await?;
         return Ok(());
     }
-    let running = FixtureServer::new(options)
-        .serve(rmcp::transport::stdio())
-        .await?;
+    let transport = AsyncRwTransport::new_server(tokio::io::stdin(), tokio::io::stdout());
+    let running = if options.ignore_discover {
+        FixtureServer::new(options)
+            .serve(IgnoreDiscover(transport))
+            .await?
+    } else {
+        FixtureServer::new(options).serve(transport).await?
+    };
     running.waiting().await?;
     Ok(())
+}
+
+/// Drops incoming `server/discover` requests without an answer.
+struct IgnoreDiscover<T>(T);
+
+impl<T: Transport<RoleServer>> Transport<RoleServer> for IgnoreDiscover<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.0.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
+        async move {
+            loop {
+                let message = self.0.receive().await?;
+                if let ClientJsonRpcMessage::Request(request) = &message
+                    && matches!(request.request, ClientRequest::DiscoverRequest(_))
+                {
+                    tracing::info!("ignoring server/discover");
+                    continue;
+                }
+                return Some(message);
+            }
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.0.close()
+    }
 }

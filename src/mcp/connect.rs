@@ -20,6 +20,7 @@ use rmcp::{ClientHandler, Peer, RoleClient};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::probe::{DiscoverBudget, probe_budget};
 use super::sse::SseTransport;
 use super::stdio::{self, ExitInfo, SharedStopNote, SpawnError};
 use super::{LifecycleEvent, MAX_TOOL_PAGES, MAX_TOOLS, Tool};
@@ -253,9 +254,10 @@ fn header_map(remote: &RemoteConfig) -> Result<HeaderMap, Failure> {
 }
 
 /// Negotiates the protocol: `server/discover` for 2026-07-28, falling back
-/// to `initialize` with 2025-11-25. rmcp's Auto mode waits up to 10 s for a
-/// server that ignores `server/discover`; the whole handshake is bounded by
-/// the server's `timeout`.
+/// to `initialize` with 2025-11-25. rmcp's Auto mode would wait 10 s for a
+/// server that ignores `server/discover`; [`DiscoverBudget`] cuts that to
+/// half the server's `timeout`, and the whole handshake is bounded by the
+/// `timeout`.
 async fn handshake<T>(
     client: WardenClient,
     transport: T,
@@ -269,6 +271,7 @@ where
         preferred_versions: vec![PREFERRED_PROTOCOL],
         legacy_version: Some(LEGACY_PROTOCOL),
     };
+    let transport = DiscoverBudget::new(transport, probe_budget(timeout));
     match tokio::time::timeout(
         timeout,
         serve_client_with_lifecycle_and_ct(client, transport, lifecycle, ct),

@@ -18,6 +18,7 @@
 //! - a tool list is published whole or not at all.
 
 mod connect;
+pub mod probe;
 pub mod sse;
 mod stdio;
 
