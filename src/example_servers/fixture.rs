@@ -395,18 +395,16 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for IgnoreDiscover<T> {
         self.0.send(item)
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
-        async move {
-            loop {
-                let message = self.0.receive().await?;
-                if let ClientJsonRpcMessage::Request(request) = &message
-                    && matches!(request.request, ClientRequest::DiscoverRequest(_))
-                {
-                    tracing::info!("ignoring server/discover");
-                    continue;
-                }
-                return Some(message);
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            let message = self.0.receive().await?;
+            if let ClientJsonRpcMessage::Request(request) = &message
+                && matches!(request.request, ClientRequest::DiscoverRequest(_))
+            {
+                tracing::info!("ignoring server/discover");
+                continue;
             }
+            return Some(message);
         }
     }
 

@@ -73,39 +73,37 @@ where
         self.inner.send(item)
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        async move {
-            loop {
-                let message = match self.pending.clone() {
-                    Some((id, deadline)) => tokio::select! {
-                        message = self.inner.receive() => message,
-                        () = tokio::time::sleep_until(deadline) => {
-                            self.pending = None;
-                            self.abandoned.push(id.clone());
-                            tracing::debug!("server/discover unanswered; falling back to initialize");
-                            return Some(ServerJsonRpcMessage::error(
-                                ErrorData::new(
-                                    ErrorCode::METHOD_NOT_FOUND,
-                                    "server/discover was not answered in time",
-                                    None,
-                                ),
-                                Some(id),
-                            ));
-                        }
-                    },
-                    None => self.inner.receive().await,
-                };
-                let message = message?;
-                if let Some(id) = response_id(&message) {
-                    if self.pending.as_ref().is_some_and(|(p, _)| p == id) {
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            let message = match self.pending.clone() {
+                Some((id, deadline)) => tokio::select! {
+                    message = self.inner.receive() => message,
+                    () = tokio::time::sleep_until(deadline) => {
                         self.pending = None;
-                    } else if let Some(i) = self.abandoned.iter().position(|a| a == id) {
-                        self.abandoned.swap_remove(i);
-                        continue;
+                        self.abandoned.push(id.clone());
+                        tracing::debug!("server/discover unanswered; falling back to initialize");
+                        return Some(ServerJsonRpcMessage::error(
+                            ErrorData::new(
+                                ErrorCode::METHOD_NOT_FOUND,
+                                "server/discover was not answered in time",
+                                None,
+                            ),
+                            Some(id),
+                        ));
                     }
+                },
+                None => self.inner.receive().await,
+            };
+            let message = message?;
+            if let Some(id) = response_id(&message) {
+                if self.pending.as_ref().is_some_and(|(p, _)| p == id) {
+                    self.pending = None;
+                } else if let Some(i) = self.abandoned.iter().position(|a| a == id) {
+                    self.abandoned.swap_remove(i);
+                    continue;
                 }
-                return Some(message);
             }
+            return Some(message);
         }
     }
 
