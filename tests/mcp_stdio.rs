@@ -412,3 +412,51 @@ async fn a_server_ignoring_discover_falls_back_within_its_timeout() {
     .unwrap();
     manager.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_kills_the_whole_group_and_abandons_connects_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = warden_bin();
+    let bin = bin.to_str().unwrap();
+    let manager = manager(
+        dir.path(),
+        vec![
+            // A server that leaves a grandchild in its process group.
+            stdio(
+                "forks",
+                std::path::Path::new("/bin/sh"),
+                &["-c", "sleep 300 & exec \"$0\" example-server fixture", bin],
+                T,
+            ),
+            example("silent", "fixture", &["--silent"], Duration::from_secs(60)),
+        ],
+    );
+    let mut events = manager.take_lifecycle_events();
+    let connecting = {
+        let manager = manager.clone();
+        tokio::spawn(async move { manager.connect_all().await })
+    };
+    assert!(
+        wait_until(&manager, Duration::from_secs(10), |s| {
+            s.iter()
+                .any(|s| s.name == "forks" && s.state == ServerState::Connected)
+        })
+        .await
+    );
+    let pids = started_pids(&mut events);
+    assert_eq!(pids.len(), 2);
+    let forks_group = live_group_members(pids[0])
+        .len()
+        .max(live_group_members(pids[1]).len());
+    assert!(forks_group >= 2, "the grandchild should be running");
+
+    let started = Instant::now();
+    manager.shutdown().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    connecting.await.unwrap();
+    assert_no_process_left(&pids).await;
+}

@@ -165,6 +165,8 @@ struct Shared {
     changed: watch::Sender<u64>,
     events: mpsc::UnboundedSender<LifecycleEvent>,
     shutting_down: AtomicBool,
+    /// Cancelled by `shutdown`: abandons connects still in flight.
+    shutdown: CancellationToken,
 }
 
 impl Shared {
@@ -359,6 +361,7 @@ impl Manager {
                 changed,
                 events,
                 shutting_down: AtomicBool::new(false),
+                shutdown: CancellationToken::new(),
             }),
             events_rx: Mutex::new(Some(events_rx)),
         })
@@ -591,7 +594,9 @@ impl Manager {
     /// group) and waits until their processes are gone. Later calls fail.
     pub async fn shutdown(&self) {
         self.shared.shutting_down.store(true, Ordering::SeqCst);
-        // Wait for connects in flight, so none survives the shutdown.
+        self.shared.shutdown.cancel();
+        // Connects in flight give up (dropping a half-made connection kills
+        // its process group); wait for them, so none survives the shutdown.
         let conns: Vec<Arc<Connection>> = {
             let mut conns = Vec::new();
             for slot in &self.slots {
@@ -618,7 +623,13 @@ impl Manager {
             inner.state = ServerState::Connecting;
         }
         self.shared.bump();
-        let result = connect::establish(&slot.config, &self.launch, &self.shared.events).await;
+        let result = tokio::select! {
+            result = connect::establish(&slot.config, &self.launch, &self.shared.events) => result,
+            () = self.shared.shutdown.cancelled() => Err(connect::Failure {
+                message: "warden shut down while connecting".into(),
+                sandbox_unavailable: false,
+            }),
+        };
         let established = match result {
             Ok(established) => established,
             Err(failure) => {
