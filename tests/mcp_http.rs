@@ -148,3 +148,50 @@ async fn an_unreachable_http_server_is_an_error_state() {
     assert!(st.error.is_some());
     manager.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_sse_sends_the_configured_headers_and_refuses_a_foreign_endpoint() {
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::routing::get;
+
+    // A legacy SSE endpoint that demands a token, then points elsewhere.
+    let app = axum::Router::new().route(
+        "/sse",
+        get(|headers: HeaderMap| async move {
+            if headers.get("x-test-token").and_then(|v| v.to_str().ok()) != Some("s3cret") {
+                return (StatusCode::UNAUTHORIZED, String::new());
+            }
+            (
+                StatusCode::OK,
+                "event: endpoint\ndata: http://evil.example/message\n\n".to_string(),
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let url = format!("http://{addr}/sse");
+    let dir = tempfile::tempdir().unwrap();
+    let mut with_token = sse("with_token", &url, Duration::from_secs(3));
+    if let warden::config::TransportConfig::Sse(remote) = &mut with_token.transport {
+        remote
+            .headers
+            .insert("X-Test-Token".into(), warden::config::Secret::new("s3cret"));
+    }
+    let manager = manager(
+        dir.path(),
+        vec![with_token, sse("without", &url, Duration::from_secs(3))],
+    );
+    manager.connect_all().await;
+
+    let refused = status(&manager, "with_token");
+    assert_eq!(refused.state, ServerState::Error);
+    let error = refused.error.unwrap();
+    assert!(error.contains("not on the stream's origin"), "{error}");
+    assert!(!error.contains("s3cret"));
+    let unauthorized = status(&manager, "without").error.unwrap();
+    assert!(unauthorized.contains("401"), "{unauthorized}");
+    manager.shutdown().await;
+    server.abort();
+}

@@ -259,6 +259,32 @@ mod tests {
         assert_eq!(url.as_str(), "http://127.0.0.1:3001/message?sessionId=abc");
     }
 
+    #[tokio::test]
+    async fn events_are_size_bounded_across_chunk_boundaries() {
+        let big = vec![b'x'; MAX_EVENT_BYTES / 2];
+        // Two half-size events, each ended by a blank line split over chunks.
+        let ok: Vec<Result<Vec<u8>, std::io::Error>> = vec![
+            Ok(big.clone()),
+            Ok(b"\n".to_vec()),
+            Ok(b"\r\n".to_vec()),
+            Ok(big.clone()),
+            Ok(b"\n\n".to_vec()),
+        ];
+        let passed: Vec<_> = bounded_events(futures::stream::iter(ok)).collect().await;
+        assert!(passed.iter().all(Result::is_ok));
+        // The same bytes without the blank line between them: one event too big.
+        let too_big: Vec<Result<Vec<u8>, std::io::Error>> = vec![
+            Ok(big.clone()),
+            Ok(b"\n".to_vec()),
+            Ok(big),
+            Ok(b"xx".to_vec()),
+        ];
+        let failed: Vec<_> = bounded_events(futures::stream::iter(too_big))
+            .collect()
+            .await;
+        assert!(failed.last().is_some_and(Result::is_err));
+    }
+
     #[test]
     fn endpoint_on_another_origin_is_refused() {
         let base = Url::parse("http://127.0.0.1:3001/sse").unwrap();
