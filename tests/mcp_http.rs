@@ -195,3 +195,51 @@ async fn legacy_sse_sends_the_configured_headers_and_refuses_a_foreign_endpoint(
     manager.shutdown().await;
     server.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_server_that_goes_away_is_reconnected_on_a_later_call() {
+    init_logs();
+    let (addr, server) = serve_http("fixture", "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let manager = manager(
+        dir.path(),
+        vec![http(
+            "fx",
+            &format!("http://{addr}/mcp"),
+            &[],
+            Duration::from_secs(5),
+        )],
+    );
+    manager.connect_all().await;
+    call(&manager, "fx", "echo", json!({"n": 1})).await.unwrap();
+
+    server.shutdown().await;
+    let outcome = call(&manager, "fx", "echo", json!({"n": 2})).await;
+    assert!(
+        matches!(
+            outcome,
+            Err(CallError::Disconnected { .. }) | Err(CallError::Timeout(_))
+        ),
+        "{outcome:?}"
+    );
+
+    // The server comes back on the same address.
+    let (_, server) = serve_http("fixture", addr).await.unwrap();
+    let mut answered = None;
+    for _ in 0..40 {
+        match call(&manager, "fx", "echo", json!({"n": 3})).await {
+            Ok(result) => {
+                answered = Some(result);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    let answered = answered.expect("no reconnect after the server came back");
+    assert_eq!(answered.structured_content, Some(json!({"n": 3})));
+    assert_eq!(status(&manager, "fx").state, ServerState::Connected);
+    manager.shutdown().await;
+    server.shutdown().await;
+}

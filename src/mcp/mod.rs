@@ -479,7 +479,7 @@ impl Manager {
             .await
         {
             Ok(handle) => handle,
-            Err(error) => return Err(map_service_error(slot, &conn, error).await),
+            Err(error) => return Err(map_service_error(&self.shared, slot, &conn, error).await),
         };
         let id = handle.id.clone();
         let peer = handle.peer.clone();
@@ -505,7 +505,7 @@ impl Manager {
                 server: server.to_string(),
                 message: "the answer to tools/call is not a tool result".into(),
             }),
-            Err(error) => Err(map_service_error(slot, &conn, error).await),
+            Err(error) => Err(map_service_error(&self.shared, slot, &conn, error).await),
         }
     }
 
@@ -715,7 +715,12 @@ impl Manager {
 }
 
 /// Turns an rmcp error for a call into a [`CallError`].
-async fn map_service_error(slot: &Slot, conn: &Connection, error: ServiceError) -> CallError {
+async fn map_service_error(
+    shared: &Shared,
+    slot: &Slot,
+    conn: &Connection,
+    error: ServiceError,
+) -> CallError {
     let server = slot.name().to_string();
     match error {
         ServiceError::McpError(data) => CallError::Rpc {
@@ -725,10 +730,21 @@ async fn map_service_error(slot: &Slot, conn: &Connection, error: ServiceError) 
         ServiceError::Timeout { timeout } => CallError::Timeout(timeout),
         ServiceError::Cancelled { .. } => CallError::Cancelled,
         ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
-            let reason = conn
-                .death_reason(Duration::from_secs(2))
-                .await
-                .unwrap_or_else(|| "the connection closed".to_string());
+            let reason = match conn.death_reason(Duration::from_secs(2)).await {
+                Some(reason) => reason,
+                None => {
+                    // The session is still up but cannot carry requests
+                    // (e.g. an HTTP server that went away): drop it, so
+                    // the next call reconnects.
+                    let reason = format!("the transport failed: {error}");
+                    if slot.connection_lost(conn.generation, &reason) {
+                        shared.bump();
+                    }
+                    conn.stop_requested.cancel();
+                    conn.ct.cancel();
+                    reason
+                }
+            };
             CallError::Disconnected { server, reason }
         }
         other => CallError::Protocol {
