@@ -36,6 +36,7 @@ fn everything() -> Option<PathBuf> {
 struct NetworkServer {
     child: tokio::process::Child,
     port: u16,
+    _home: tempfile::TempDir,
 }
 
 impl NetworkServer {
@@ -60,7 +61,11 @@ impl NetworkServer {
                 .await
                 .is_ok()
             {
-                return NetworkServer { child, port };
+                return NetworkServer {
+                    child,
+                    port,
+                    _home: home,
+                };
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

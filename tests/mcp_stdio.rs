@@ -460,3 +460,34 @@ async fn shutdown_kills_the_whole_group_and_abandons_connects_in_flight() {
     connecting.await.unwrap();
     assert_no_process_left(&pids).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_start_or_exits_at_once_is_an_error_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = manager(
+        dir.path(),
+        vec![
+            stdio(
+                "missing",
+                std::path::Path::new("/nonexistent/server"),
+                &[],
+                T,
+            ),
+            stdio(
+                "exits",
+                std::path::Path::new("/bin/sh"),
+                &["-c", "echo boom >&2; exit 7"],
+                T,
+            ),
+        ],
+    );
+    manager.connect_all().await;
+    let missing = status(&manager, "missing");
+    assert_eq!(missing.state, ServerState::Error);
+    assert!(missing.error.unwrap().contains("/nonexistent/server"));
+    let exits = status(&manager, "exits");
+    assert_eq!(exits.state, ServerState::Error);
+    let error = exits.error.unwrap();
+    assert!(error.contains("exit status 7"), "{error}");
+    manager.shutdown().await;
+}
