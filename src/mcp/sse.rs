@@ -50,6 +50,8 @@ pub struct SseTransport {
     client: reqwest::Client,
     endpoint: Url,
     headers: HeaderMap,
+    /// Bound on each POST (the stream itself is unbounded).
+    timeout: Duration,
     rx: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
     /// Stops the stream reader.
     stop: CancellationToken,
@@ -155,6 +157,7 @@ impl SseTransport {
             client,
             endpoint,
             headers,
+            timeout,
             rx,
             stop,
         })
@@ -220,10 +223,12 @@ impl Transport<RoleClient> for SseTransport {
         let client = self.client.clone();
         let endpoint = self.endpoint.clone();
         let headers = self.headers.clone();
+        let timeout = self.timeout;
         async move {
             let body = serde_json::to_vec(&item).map_err(|e| SseError::Encode(e.to_string()))?;
             let response = client
                 .post(endpoint)
+                .timeout(timeout)
                 .headers(headers)
                 .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
                 .body(body)
