@@ -253,7 +253,7 @@ async fn a_silent_server_times_out_without_holding_up_the_others() {
         dir.path(),
         vec![
             (
-                example("silent", "fixture", &["--silent"], Duration::from_secs(4)),
+                example("silent", "fixture", &["--silent"], Duration::from_secs(6)),
                 Admission::Start,
             ),
             (example("good", "fixture", &[], T), Admission::Start),
@@ -272,7 +272,7 @@ async fn a_silent_server_times_out_without_holding_up_the_others() {
         tokio::spawn(async move { manager.connect_all().await })
     };
     // The good server connects while the silent one is still waiting.
-    let good_first = wait_until(&manager, Duration::from_secs(4), |s| {
+    let good_first = wait_until(&manager, Duration::from_secs(6), |s| {
         s.iter()
             .any(|s| s.name == "good" && s.state == ServerState::Connected)
     })
@@ -282,14 +282,14 @@ async fn a_silent_server_times_out_without_holding_up_the_others() {
     connecting.await.unwrap();
     let elapsed = started.elapsed();
     assert!(
-        elapsed < Duration::from_secs(8),
+        elapsed < Duration::from_secs(12),
         "connect_all took {elapsed:?}"
     );
 
     let silent = status(&manager, "silent");
     assert_eq!(silent.state, ServerState::Error);
     let error = silent.error.unwrap();
-    assert!(error.contains("within 4.00 s"), "{error}");
+    assert!(error.contains("within 6.00 s"), "{error}");
     assert_eq!(status(&manager, "off").state, ServerState::Disabled);
     assert_eq!(status(&manager, "bad").state, ServerState::Blocked);
     assert_eq!(status(&manager, "new").state, ServerState::PendingApproval);
@@ -319,7 +319,7 @@ async fn timeouts_and_cancellation_are_distinct_and_leave_the_server_usable() {
         Err(CallError::Timeout(limit)) => assert_eq!(limit, Duration::from_secs(1)),
         other => panic!("expected Timeout, got {other:?}"),
     }
-    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(started.elapsed() < Duration::from_secs(5));
 
     let cancel = CancellationToken::new();
     let arguments = args(json!({"ms": 10_000}));
@@ -334,7 +334,7 @@ async fn timeouts_and_cancellation_are_distinct_and_leave_the_server_usable() {
         manager.call(permit, arguments, cancel).await,
         Err(CallError::Cancelled)
     ));
-    assert!(started.elapsed() < Duration::from_millis(900));
+    assert!(started.elapsed() < Duration::from_secs(2));
 
     let ok = call(&manager, "fx", "sleep", json!({"ms": 10}))
         .await
@@ -388,7 +388,7 @@ async fn a_server_ignoring_discover_falls_back_within_its_timeout() {
             "old",
             "fixture",
             &["--ignore-discover"],
-            Duration::from_secs(3),
+            Duration::from_secs(6),
         )],
     );
     let started = Instant::now();
@@ -398,7 +398,7 @@ async fn a_server_ignoring_discover_falls_back_within_its_timeout() {
     assert_eq!(st.protocol.as_deref(), Some("2025-11-25"));
     // Probe budget: half the timeout, well under rmcp's own 10 s.
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(6),
         "{:?}",
         started.elapsed()
     );

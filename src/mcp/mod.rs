@@ -42,6 +42,7 @@ use crate::config::ServerConfig;
 use crate::policy::Permit;
 use crate::sandbox::{LaunchContext, SandboxSummary};
 
+pub use connect::{LEGACY_PROTOCOL, PREFERRED_PROTOCOL};
 pub use rmcp::model::{CallToolResult, Tool};
 pub use stdio::ExitInfo;
 
