@@ -75,13 +75,18 @@ pub(super) struct Established {
 pub(super) struct Failure {
     pub message: String,
     pub sandbox_unavailable: bool,
+    /// The server answered but its tool list was rejected: forget the
+    /// tools it listed before. (Other failures keep the last good list,
+    /// so that a later call can still try to reconnect.)
+    pub tools_rejected: bool,
 }
 
 impl Failure {
-    fn new(message: impl Into<String>) -> Self {
+    pub(super) fn new(message: impl Into<String>) -> Self {
         Failure {
             message: message.into(),
             sandbox_unavailable: false,
+            tools_rejected: false,
         }
     }
 }
@@ -115,6 +120,7 @@ pub(super) async fn establish(
                     SpawnError::Sandbox(SandboxError::Unsupported { .. })
                 ),
                 message: e.to_string(),
+                tools_rejected: false,
             })?;
             stdio::note(&spawned.stop, |n| {
                 n.reason = Some("the connection could not be set up".into());
@@ -200,7 +206,10 @@ pub(super) async fn establish(
     let tools = if let Some(caps) = &info.capabilities.tools {
         let tools = list_tools(running.peer(), timeout)
             .await
-            .map_err(|e| stop_with(&stop_note, format!("listing tools failed: {e}")))?;
+            .map_err(|e| Failure {
+                tools_rejected: true,
+                ..stop_with(&stop_note, format!("listing tools failed: {e}"))
+            })?;
         if caps.list_changed == Some(true) && info.protocol_version >= PREFERRED_PROTOCOL {
             // 2026-07-28 delivers list_changed only on a subscription.
             listener = Some(tokio::spawn(listen_for_changes(

@@ -80,9 +80,10 @@ pub struct ServerStatus {
     /// sandbox requires (exit code 4 for `call`/`run`).
     #[serde(skip)]
     pub sandbox_unavailable: bool,
-    /// Tools as the server last listed them. Kept after the server went
-    /// away (state `error`), so that the next call can reconnect; empty when
-    /// the server never connected or its list was rejected.
+    /// Tools as the server last listed them. Kept while the server is away
+    /// (state `error` after a disconnect or a failed reconnect), so that a
+    /// call can still reach it and reconnect; empty when the server never
+    /// connected or its latest list was rejected (nothing half-registered).
     #[serde(skip)]
     pub tools: Vec<Tool>,
 }
@@ -626,10 +627,9 @@ impl Manager {
         self.shared.bump();
         let result = tokio::select! {
             result = connect::establish(&slot.config, &self.launch, &self.shared.events) => result,
-            () = self.shared.shutdown.cancelled() => Err(connect::Failure {
-                message: "warden shut down while connecting".into(),
-                sandbox_unavailable: false,
-            }),
+            () = self.shared.shutdown.cancelled() => {
+                Err(connect::Failure::new("warden shut down while connecting"))
+            }
         };
         let established = match result {
             Ok(established) => established,
@@ -638,7 +638,9 @@ impl Manager {
                 {
                     let mut inner = slot.lock();
                     inner.sandbox_unavailable = failure.sandbox_unavailable;
-                    inner.tools.clear();
+                    if failure.tools_rejected {
+                        inner.tools.clear();
+                    }
                     Slot::fail(&mut inner, failure.message.clone());
                 }
                 self.shared.bump();
