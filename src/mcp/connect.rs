@@ -104,6 +104,37 @@ pub(super) async fn establish(
     launch: &LaunchContext,
     events: &mpsc::UnboundedSender<LifecycleEvent>,
 ) -> Result<Established, Failure> {
+    establish_inner(config, launch, events)
+        .await
+        .map_err(|failure| Failure {
+            message: redact_url(&failure.message, config),
+            ..failure
+        })
+}
+
+/// Replaces the configured URL (which may carry an expanded secret, e.g. a
+/// token in its query) in a message meant for status, logs or audit.
+pub(super) fn redact_url(text: &str, config: &ServerConfig) -> String {
+    let (TransportConfig::Http(remote) | TransportConfig::Sse(remote)) = &config.transport else {
+        return text.to_string();
+    };
+    let mut out = text.to_string();
+    let mut forms = vec![remote.url.clone()];
+    if let Ok(parsed) = reqwest::Url::parse(&remote.url) {
+        forms.push(parsed.to_string());
+    }
+    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    for form in forms.iter().filter(|f| !f.is_empty()) {
+        out = out.replace(form.as_str(), "<configured URL>");
+    }
+    out
+}
+
+async fn establish_inner(
+    config: &ServerConfig,
+    launch: &LaunchContext,
+    events: &mpsc::UnboundedSender<LifecycleEvent>,
+) -> Result<Established, Failure> {
     let (list_changed_tx, list_changed) = mpsc::unbounded_channel();
     let client = WardenClient {
         server: config.name.clone(),

@@ -739,7 +739,10 @@ async fn map_service_error(
                     // The session is still up but cannot carry requests
                     // (e.g. an HTTP server that went away): drop it, so
                     // the next call reconnects.
-                    let reason = format!("the transport failed: {error}");
+                    let reason = connect::redact_url(
+                        &format!("the transport failed: {error}"),
+                        &slot.config,
+                    );
                     if slot.connection_lost(conn.generation, &reason) {
                         shared.bump();
                     }
@@ -752,7 +755,7 @@ async fn map_service_error(
         }
         other => CallError::Protocol {
             server,
-            message: other.to_string(),
+            message: connect::redact_url(&other.to_string(), &slot.config),
         },
     }
 }
