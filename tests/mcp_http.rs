@@ -100,6 +100,7 @@ async fn streamable_http_connects_lists_calls_and_follows_list_changed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_http_server_checks_host_and_origin() {
+    init_logs();
     let (addr, server) = serve_http("notes", "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
@@ -131,6 +132,7 @@ async fn the_example_http_server_checks_host_and_origin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_http_server_is_an_error_state() {
+    init_logs();
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let manager = manager(
@@ -151,6 +153,7 @@ async fn an_unreachable_http_server_is_an_error_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_sse_sends_the_configured_headers_and_refuses_a_foreign_endpoint() {
+    init_logs();
     use axum::http::{HeaderMap, StatusCode};
     use axum::routing::get;
 

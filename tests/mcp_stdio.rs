@@ -17,6 +17,7 @@ const T: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_list_and_call_keep_every_block_and_outcome() {
+    init_logs();
     let dir = tempfile::tempdir().unwrap();
     let manager = manager(dir.path(), vec![example("fx", "fixture", &[], T)]);
     let mut events = manager.take_lifecycle_events();
@@ -115,6 +116,7 @@ async fn connect_list_and_call_keep_every_block_and_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pagination_reads_every_page_and_bad_listings_register_nothing() {
+    init_logs();
     let dir = tempfile::tempdir().unwrap();
     let manager = manager(
         dir.path(),
@@ -188,6 +190,7 @@ async fn list_changed_makes_the_new_tool_visible() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_mid_call_is_reported_and_the_next_call_reconnects() {
+    init_logs();
     let dir = tempfile::tempdir().unwrap();
     let manager = manager(dir.path(), vec![example("fx", "fixture", &[], T)]);
     let mut events = manager.take_lifecycle_events();
@@ -248,6 +251,7 @@ async fn a_crash_mid_call_is_reported_and_the_next_call_reconnects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_server_times_out_without_holding_up_the_others() {
+    init_logs();
     let dir = tempfile::tempdir().unwrap();
     let manager = manager_with(
         dir.path(),
@@ -307,6 +311,7 @@ async fn a_silent_server_times_out_without_holding_up_the_others() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts_and_cancellation_are_distinct_and_leave_the_server_usable() {
+    init_logs();
     let dir = tempfile::tempdir().unwrap();
     let manager = manager(
         dir.path(),
@@ -345,6 +350,7 @@ async fn timeouts_and_cancellation_are_distinct_and_leave_the_server_usable() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnect_replaces_the_process() {
+    init_logs();
     let dir = tempfile::tempdir().unwrap();
     let manager = manager(
         dir.path(),
@@ -381,6 +387,7 @@ async fn reconnect_replaces_the_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_ignoring_discover_falls_back_within_its_timeout() {
+    init_logs();
     let dir = tempfile::tempdir().unwrap();
     let manager = manager(
         dir.path(),
@@ -415,6 +422,7 @@ async fn a_server_ignoring_discover_falls_back_within_its_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_kills_the_whole_group_and_abandons_connects_in_flight() {
+    init_logs();
     let dir = tempfile::tempdir().unwrap();
     let bin = warden_bin();
     let bin = bin.to_str().unwrap();
@@ -463,6 +471,7 @@ async fn shutdown_kills_the_whole_group_and_abandons_connects_in_flight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_cannot_start_or_exits_at_once_is_an_error_with_the_reason() {
+    init_logs();
     let dir = tempfile::tempdir().unwrap();
     let manager = manager(
         dir.path(),

@@ -343,8 +343,27 @@ fn describe_init_error(error: &ClientInitializeError) -> String {
                 data.code.0, data.message
             )
         }
+        ClientInitializeError::TransportError { error, context } => {
+            format!("{context} failed: {}", error_chain(error.error.as_ref()))
+        }
         other => format!("the handshake failed: {other}"),
     }
+}
+
+/// An error and its sources, `a: b: c`, without repeating a source that a
+/// message already quotes.
+pub(super) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        let part = inner.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = inner.source();
+    }
+    text
 }
 
 pub(super) fn human(duration: Duration) -> String {

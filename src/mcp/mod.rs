@@ -739,8 +739,12 @@ async fn map_service_error(
                     // The session is still up but cannot carry requests
                     // (e.g. an HTTP server that went away): drop it, so
                     // the next call reconnects.
+                    let detail = match &error {
+                        ServiceError::TransportSend(e) => connect::error_chain(e.error.as_ref()),
+                        other => other.to_string(),
+                    };
                     let reason = connect::redact_url(
-                        &format!("the transport failed: {error}"),
+                        &format!("sending the request failed: {detail}"),
                         &slot.config,
                     );
                     if slot.connection_lost(conn.generation, &reason) {
