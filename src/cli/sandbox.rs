@@ -1,6 +1,6 @@
 //! `warden sandbox …`
 
-use super::{CliError, GlobalArgs, SandboxCommand};
+use super::{SandboxCommand, CliError, GlobalArgs};
 
 pub fn run(_global: &GlobalArgs, _cmd: SandboxCommand) -> anyhow::Result<u8> {
     Err(CliError::usage("`warden sandbox` is not built yet"))
