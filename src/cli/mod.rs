@@ -159,6 +159,16 @@ pub enum Command {
     /// Verify and read audit logs.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Serve one of the MCP servers shipped inside warden over stdio
+    /// (`notes`, `fixture`); used by the demo and the tests.
+    #[command(name = "example-server", hide = true)]
+    ExampleServer {
+        /// `notes` or `fixture`.
+        name: String,
+        /// The server's own flags (e.g. `--name work`, `--pages 3`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -273,7 +283,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Sandbox(cmd) => sandbox::run(&cli.global, cmd),
         Command::Policy(cmd) => policy::run(&cli.global, cmd),
         Command::Audit(cmd) => audit::run(&cli.global, cmd),
+        Command::ExampleServer { name, args } => run_example_server(&name, &args),
     }
+}
+
+/// `warden example-server NAME [ARGS]`: stdout is the MCP protocol only.
+fn run_example_server(name: &str, args: &[String]) -> anyhow::Result<u8> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(crate::example_servers::run(name, args))?;
+    Ok(exit::OK)
 }
 
 fn init_tracing(global: &GlobalArgs) {

@@ -44,4 +44,24 @@ impl Permit {
     pub fn decision(&self) -> &Decision {
         &self.decision
     }
+
+    /// A permit that no pipeline issued, for tests of the connection layer
+    /// only. Exists only with the `test-permit` feature, which release
+    /// builds never enable.
+    #[cfg(feature = "test-permit")]
+    #[doc(hidden)]
+    pub fn for_tests(server: &str, tool: &str, args_sha256: &str) -> Self {
+        Permit::new(
+            server.to_string(),
+            tool.to_string(),
+            args_sha256.to_string(),
+            Decision {
+                effect: super::Effect::Allow,
+                stage: super::Stage::Default,
+                reasons: vec!["test permit (feature `test-permit`)".to_string()],
+                stages: Vec::new(),
+                policy_sha256: None,
+            },
+        )
+    }
 }

@@ -1,0 +1,414 @@
+//! `fixture`: a server for tests that misbehaves on request.
+//!
+//! Tools: `echo` (returns its arguments as text and `structuredContent`),
+//! `sleep {ms}`, `crash` (the process exits mid-call), `mixed_content`
+//! (text, image, audio, embedded resource, resource link and
+//! `structuredContent`), `fail` (`isError: true`), `rpc_error` (a JSON-RPC
+//! error -32042), `add_tool` (makes `added_tool` visible and sends
+//! `notifications/tools/list_changed`), `a.b` and `a_b` (collide once
+//! sanitised), and one tool whose qualified name is over 64 characters.
+//!
+//! Flags: `--pages N` spreads `tools/list` over N pages; `--repeat-cursor`
+//! returns the same cursor forever; `--extra-tools N` lists N more
+//! (uncallable) tools; `--silent` reads stdin and never answers anything;
+//! `--name NAME` sets the advertised server name.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion, Resource,
+    ResourceContents, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use rmcp::service::{
+    RequestContext, RxJsonRpcMessage, SubscriptionContext, SubscriptionSink, TxJsonRpcMessage,
+};
+use rmcp::transport::Transport;
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, schemars, tool, tool_router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::flag_value;
+
+/// A tool name whose qualified form `mcp__fixture__…` exceeds 64 characters.
+pub const LONG_TOOL_NAME: &str = "a_tool_name_that_is_long_enough_to_overflow_the_qualified_limit";
+/// The tool `add_tool` makes visible.
+pub const ADDED_TOOL: &str = "added_tool";
+/// The JSON-RPC error code `rpc_error` answers with.
+pub const RPC_ERROR_CODE: i32 = -32042;
+
+#[derive(Debug, Clone)]
+pub struct FixtureOptions {
+    pub name: String,
+    pub pages: usize,
+    pub repeat_cursor: bool,
+    pub extra_tools: usize,
+    pub silent: bool,
+    /// Drop `server/discover` requests unanswered (a legacy server that
+    /// ignores unknown methods).
+    pub ignore_discover: bool,
+}
+
+impl Default for FixtureOptions {
+    fn default() -> Self {
+        FixtureOptions {
+            name: "fixture".into(),
+            pages: 1,
+            repeat_cursor: false,
+            extra_tools: 0,
+            silent: false,
+            ignore_discover: false,
+        }
+    }
+}
+
+impl FixtureOptions {
+    pub fn parse(args: &[String]) -> anyhow::Result<Self> {
+        let mut options = FixtureOptions::default();
+        let mut iter = args.iter();
+        while let Some(arg) = iter.next() {
+            match arg.as_str() {
+                "--name" => options.name = flag_value(arg, &mut iter)?.clone(),
+                "--pages" => {
+                    options.pages = flag_value(arg, &mut iter)?.parse()?;
+                    anyhow::ensure!(options.pages >= 1, "--pages must be at least 1");
+                }
+                "--extra-tools" => options.extra_tools = flag_value(arg, &mut iter)?.parse()?,
+                "--repeat-cursor" => options.repeat_cursor = true,
+                "--silent" => options.silent = true,
+                "--ignore-discover" => options.ignore_discover = true,
+                other => anyhow::bail!(
+                    "fixture: unknown argument `{other}` (known: --name NAME, --pages N, \
+                     --extra-tools N, --repeat-cursor, --silent, --ignore-discover)"
+                ),
+            }
+        }
+        Ok(options)
+    }
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SleepArgs {
+    /// How long to sleep, in milliseconds.
+    pub ms: u64,
+}
+
+#[derive(Clone)]
+pub struct FixtureServer {
+    options: FixtureOptions,
+    added: Arc<AtomicBool>,
+    /// Open `subscriptions/listen` streams (protocol 2026-07-28).
+    sinks: Arc<Mutex<Vec<SubscriptionSink>>>,
+    tool_router: ToolRouter<Self>,
+}
+
+impl FixtureServer {
+    pub fn new(options: FixtureOptions) -> Self {
+        FixtureServer {
+            options,
+            added: Arc::new(AtomicBool::new(false)),
+            sinks: Arc::new(Mutex::new(Vec::new())),
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    fn visible_tools(&self) -> Vec<Tool> {
+        let added = self.added.load(Ordering::SeqCst);
+        let mut tools: Vec<Tool> = self
+            .tool_router
+            .list_all()
+            .into_iter()
+            .filter(|t| added || t.name != ADDED_TOOL)
+            .collect();
+        for i in 0..self.options.extra_tools {
+            let schema: JsonObject =
+                serde_json::from_value(json!({"type": "object"})).unwrap_or_default();
+            tools.push(Tool::new(
+                format!("extra_{i:05}"),
+                "A generated tool (not callable).",
+                Arc::new(schema),
+            ));
+        }
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        tools
+    }
+
+    async fn notify_list_changed(&self, context: &RequestContext<RoleServer>) {
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        if modern {
+            // The client opens its subscription right after connecting; a
+            // change announced before it is registered would be lost.
+            let mut sinks = Vec::new();
+            for _ in 0..40 {
+                sinks = self.sinks.lock().map(|s| s.clone()).unwrap_or_default();
+                if !sinks.is_empty() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            for sink in sinks {
+                if let Err(error) = sink.notify_tool_list_changed().await {
+                    tracing::debug!(%error, "list_changed on a closed subscription");
+                }
+            }
+        } else if let Err(error) = context.peer.notify_tool_list_changed().await {
+            tracing::warn!(%error, "sending tools/list_changed failed");
+        }
+    }
+}
+
+#[tool_router]
+impl FixtureServer {
+    #[tool(description = "Returns its arguments, as text and as structuredContent.")]
+    fn echo(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        let value = Value::Object(args);
+        let mut result = CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
+        result.structured_content = Some(value);
+        result
+    }
+
+    #[tool(
+        description = "Sleeps for `ms` milliseconds, then answers.",
+        annotations(read_only_hint = true)
+    )]
+    async fn sleep(
+        &self,
+        Parameters(SleepArgs { ms }): Parameters<SleepArgs>,
+        ct: CancellationToken,
+    ) -> CallToolResult {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(ms)) => {
+                CallToolResult::success(vec![ContentBlock::text(format!("slept {ms} ms"))])
+            }
+            () = ct.cancelled() => {
+                tracing::info!("sleep cancelled by the client");
+                CallToolResult::error(vec![ContentBlock::text("cancelled")])
+            }
+        }
+    }
+
+    #[tool(description = "Exits the server process in the middle of the call.")]
+    fn crash(&self) -> CallToolResult {
+        tracing::warn!("crash tool called: exiting with status 3");
+        std::process::exit(3)
+    }
+
+    #[tool(description = "Returns one block of every content type plus structuredContent.")]
+    fn mixed_content(&self) -> CallToolResult {
+        let mut link = Resource::new("fixture://docs/readme", "readme");
+        link.description = Some("A linked resource".into());
+        link.mime_type = Some("text/markdown".into());
+        let mut result = CallToolResult::success(vec![
+            ContentBlock::text("plain text"),
+            // A 1×1 transparent PNG.
+            ContentBlock::image(
+                "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=",
+                "image/png",
+            ),
+            ContentBlock::audio("UklGRiQAAABXQVZFZm10IBAAAAABAAEA", "audio/wav"),
+            ContentBlock::resource(ResourceContents::TextResourceContents {
+                uri: "fixture://notes/1".into(),
+                mime_type: Some("text/plain".into()),
+                text: "embedded text".into(),
+                meta: None,
+            }),
+            ContentBlock::resource_link(link),
+        ]);
+        result.structured_content = Some(json!({"kinds": 5, "ok": true}));
+        result
+    }
+
+    #[tool(description = "Always fails as a tool error (isError: true).")]
+    fn fail(&self) -> CallToolResult {
+        CallToolResult::error(vec![ContentBlock::text("this tool always fails")])
+    }
+
+    #[tool(description = "Always answers with a JSON-RPC error.")]
+    fn rpc_error(&self) -> Result<CallToolResult, ErrorData> {
+        Err(ErrorData::new(
+            ErrorCode(RPC_ERROR_CODE),
+            "deliberate JSON-RPC error",
+            None,
+        ))
+    }
+
+    #[tool(description = "Makes `added_tool` visible and announces the change.")]
+    async fn add_tool(&self, context: RequestContext<RoleServer>) -> CallToolResult {
+        self.added.store(true, Ordering::SeqCst);
+        self.notify_list_changed(&context).await;
+        CallToolResult::success(vec![ContentBlock::text("added_tool is now listed")])
+    }
+
+    #[tool(description = "Exists only after add_tool was called.")]
+    fn added_tool(&self) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text("hello from the added tool")])
+    }
+
+    #[tool(name = "a.b", description = "Collides with a_b once sanitised.")]
+    fn a_dot_b(&self) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text("a.b")])
+    }
+
+    #[tool(name = "a_b", description = "Collides with a.b once sanitised.")]
+    fn a_underscore_b(&self) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text("a_b")])
+    }
+
+    #[tool(
+        name = "a_tool_name_that_is_long_enough_to_overflow_the_qualified_limit",
+        description = "Its qualified name is over 64 characters."
+    )]
+    fn long_name(&self) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text("long")])
+    }
+}
+
+impl ServerHandler for FixtureServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            self.options.name.clone(),
+            env!("CARGO_PKG_VERSION"),
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.visible_tools();
+        let pages = self.options.pages.max(1);
+        let per_page = tools.len().div_ceil(pages).max(1);
+        let page: usize = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .strip_prefix("page-")
+                .and_then(|n| n.parse().ok())
+                .or(self.options.repeat_cursor.then_some(1))
+                .ok_or_else(|| ErrorData::invalid_params("unknown cursor", None))?,
+        };
+        let chunk: Vec<Tool> = tools
+            .iter()
+            .skip(page * per_page)
+            .take(per_page)
+            .cloned()
+            .collect();
+        let next_cursor = if self.options.repeat_cursor {
+            Some("the-same-cursor".to_string())
+        } else if (page + 1) * per_page < tools.len() {
+            Some(format!("page-{}", page + 1))
+        } else {
+            None
+        };
+        Ok(ListToolsResult {
+            result_type: Some(ResultType::COMPLETE),
+            meta: None,
+            next_cursor,
+            ttl_ms: None,
+            cache_scope: None,
+            tools: chunk,
+        })
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if request.name == ADDED_TOOL && !self.added.load(Ordering::SeqCst) {
+            return Err(ErrorData::invalid_params(
+                Cow::Owned(format!("tool `{}` not found", request.name)),
+                None,
+            ));
+        }
+        let tcc = ToolCallContext::new(self, request, context);
+        self.tool_router.call(tcc).await
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.visible_tools().into_iter().find(|t| t.name == name)
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        if let Ok(mut sinks) = self.sinks.lock() {
+            sinks.push(context.sink().clone());
+        }
+        context.cancelled().await;
+        Ok(())
+    }
+}
+
+/// Serves the fixture over stdio until stdin closes.
+pub async fn run_stdio(options: FixtureOptions) -> anyhow::Result<()> {
+    if options.silent {
+        // Read (and ignore) everything, answer nothing, exit at EOF.
+        let mut stdin = tokio::io::stdin();
+        tokio::io::copy(&mut stdin, &mut tokio::io::sink()).await?;
+        return Ok(());
+    }
+    let transport = AsyncRwTransport::new_server(tokio::io::stdin(), tokio::io::stdout());
+    let running = if options.ignore_discover {
+        FixtureServer::new(options)
+            .serve(IgnoreDiscover(transport))
+            .await?
+    } else {
+        FixtureServer::new(options).serve(transport).await?
+    };
+    running.waiting().await?;
+    Ok(())
+}
+
+/// Drops incoming `server/discover` requests without an answer.
+struct IgnoreDiscover<T>(T);
+
+impl<T: Transport<RoleServer>> Transport<RoleServer> for IgnoreDiscover<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.0.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            let message = self.0.receive().await?;
+            if let ClientJsonRpcMessage::Request(request) = &message
+                && matches!(request.request, ClientRequest::DiscoverRequest(_))
+            {
+                tracing::info!("ignoring server/discover");
+                continue;
+            }
+            return Some(message);
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.0.close()
+    }
+}
