@@ -74,13 +74,19 @@ test_ordinary_text_not_credential if {
 }
 
 test_untrusted_writer_asks if {
-	inp := object.union(base, {"tool": {"name": "write_file", "qualified": "mcp__fs__write_file", "annotations": {}, "pinned": true}})
+	inp := object.union(base, {"tool": {"name": "write_file", "qualified": "mcp__fs__write_file", "annotations": {"readOnlyHint": false}}})
+	count(warden.ask) == 1 with input as inp
+}
+
+test_untrusted_tool_without_hints_asks if {
+	tool := {"name": "write_file", "qualified": "mcp__fs__write_file", "annotations": {}, "pinned": true}
+	inp := object.union(object.remove(base, ["tool"]), {"tool": tool})
 	count(warden.ask) == 1 with input as inp
 }
 
 test_untrusted_writer_allowed_by_rule_does_not_ask if {
 	inp := object.union(base, {
-		"tool": {"name": "write_file", "qualified": "mcp__fs__write_file", "annotations": {}, "pinned": true},
+		"tool": {"name": "write_file", "qualified": "mcp__fs__write_file", "annotations": {"readOnlyHint": false}},
 		"stages": {"rules": "allow"},
 	})
 	count(warden.ask) == 0 with input as inp

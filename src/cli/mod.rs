@@ -3,6 +3,7 @@
 //! one clear message and an exit code at this edge, never a backtrace.
 
 mod audit;
+pub mod pin;
 mod policy;
 mod sandbox;
 
