@@ -12,7 +12,7 @@ pub enum PolicyError {
     Rule(#[from] RuleError),
     /// A Rego syntax or compile error; regorus's message carries
     /// `file:line:col` and a caret.
-    #[error("policy {file}: {message}")]
+    #[error("invalid policy {file}:\n{}", message.trim())]
     Rego { file: String, message: String },
     /// A policy compiled but fails when evaluated (e.g. an unknown function).
     #[error("policy {files} fails to evaluate: {message}")]
