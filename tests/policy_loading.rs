@@ -67,13 +67,20 @@ fn malformed_rules_name_file_key_text_and_column() {
 fn project_allow_rules_are_refused_here_too() {
     let src = rule_in(RuleEffect::Allow, "mcp__fs__*", Scope::Project);
     let err = load_rules(vec![src]).unwrap_err().to_string();
-    assert!(err.contains(".mcp.json") && err.contains("may not add `allow`"), "{err}");
+    assert!(
+        err.contains(".mcp.json") && err.contains("may not add `allow`"),
+        "{err}"
+    );
 }
 
 #[test]
 fn rego_syntax_error_has_file_line_col() {
     let dir = tempfile::tempdir().unwrap();
-    let file = policy_file(dir.path(), "bad.rego", "package warden\nimport rego.v1\n\ndeny contains msg if {\n  msg := \n}\n");
+    let file = policy_file(
+        dir.path(),
+        "bad.rego",
+        "package warden\nimport rego.v1\n\ndeny contains msg if {\n  msg := \n}\n",
+    );
     let err = Pipeline::load(PipelineConfig {
         policies: Some(vec![source(&file, Scope::User)]),
         ..PipelineConfig::default()
@@ -105,7 +112,11 @@ fn unknown_function_is_a_load_error() {
 #[test]
 fn policy_outside_package_warden_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let file = policy_file(dir.path(), "p.rego", "package other\nimport rego.v1\nallow := true\n");
+    let file = policy_file(
+        dir.path(),
+        "p.rego",
+        "package other\nimport rego.v1\nallow := true\n",
+    );
     let err = Pipeline::load(PipelineConfig {
         policies: Some(vec![source(&file, Scope::User)]),
         ..PipelineConfig::default()
@@ -117,27 +128,44 @@ fn policy_outside_package_warden_is_refused() {
 #[test]
 fn data_documents_beside_policies_are_loaded() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("blocked.json"), r#"{"blocked_tools": ["delete_file"]}"#).unwrap();
+    std::fs::write(
+        dir.path().join("blocked.json"),
+        r#"{"blocked_tools": ["delete_file"]}"#,
+    )
+    .unwrap();
     policy_file(
         dir.path(),
         "p.rego",
         "package warden\nimport rego.v1\ndeny contains \"tool is on the block list\" if input.tool.name in data.blocked_tools\n",
     );
-    policy_file(dir.path(), "p_test.rego", "package warden_test\nimport rego.v1\ntest_x if true\n");
+    policy_file(
+        dir.path(),
+        "p_test.rego",
+        "package warden_test\nimport rego.v1\ntest_x if true\n",
+    );
     let p = Pipeline::load(PipelineConfig {
         policies: Some(vec![source(dir.path(), Scope::User)]),
         workspace: WS.into(),
         ..PipelineConfig::default()
     })
     .unwrap();
-    let d = p.decide(&facts(Trust::Untrusted, "delete_file", json!({}), json!({})));
+    let d = p.decide(&facts(
+        Trust::Untrusted,
+        "delete_file",
+        json!({}),
+        json!({}),
+    ));
     assert_eq!((d.effect, d.stage), (Effect::Deny, Stage::Policy), "{d:?}");
     let loaded = p.loaded_policies();
     let names: Vec<String> = loaded
         .iter()
         .map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, ["p.rego", "blocked.json"], "test files are not loaded");
+    assert_eq!(
+        names,
+        ["p.rego", "blocked.json"],
+        "test files are not loaded"
+    );
 }
 
 #[test]
@@ -176,7 +204,11 @@ fn policies_none_means_shipped_default_and_empty_means_none() {
 #[test]
 fn extra_policies_add_to_the_default() {
     let dir = tempfile::tempdir().unwrap();
-    let file = policy_file(dir.path(), "extra.rego", "package warden\nimport rego.v1\nask contains \"extra\" if false\n");
+    let file = policy_file(
+        dir.path(),
+        "extra.rego",
+        "package warden\nimport rego.v1\nask contains \"extra\" if false\n",
+    );
     let p = Pipeline::load(PipelineConfig {
         extra_policies: vec![file],
         ..PipelineConfig::default()
@@ -209,7 +241,12 @@ fn remote_ref_is_never_fetched() {
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let p = load_rules(vec![allow("mcp__fs__*")]).unwrap();
-    let mut f = facts(Trust::Untrusted, "read_text_file", json!({}), json!({"path": "x"}));
+    let mut f = facts(
+        Trust::Untrusted,
+        "read_text_file",
+        json!({}),
+        json!({"path": "x"}),
+    );
     for url in [
         format!("http://127.0.0.1:{port}/schema.json"),
         format!("file://{}/Cargo.toml", env!("CARGO_MANIFEST_DIR")),
@@ -266,7 +303,10 @@ fn warden(args: &[&str]) -> (i32, String, String) {
 fn cli_policy_test_runs_the_shipped_tests() {
     let (code, out, err) = warden(&["policy", "test"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("PASS") && out.contains(" passed, 0 failed"), "{out}");
+    assert!(
+        out.contains("PASS") && out.contains(" passed, 0 failed"),
+        "{out}"
+    );
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("policies");
     let (code, out, err) = warden(&["policy", "test", dir.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
@@ -276,7 +316,11 @@ fn cli_policy_test_runs_the_shipped_tests() {
 #[test]
 fn cli_policy_test_reports_failures() {
     let dir = tempfile::tempdir().unwrap();
-    policy_file(dir.path(), "p.rego", "package warden\nimport rego.v1\ndeny contains \"x\" if input.a == 1\n");
+    policy_file(
+        dir.path(),
+        "p.rego",
+        "package warden\nimport rego.v1\ndeny contains \"x\" if input.a == 1\n",
+    );
     policy_file(
         dir.path(),
         "p_test.rego",
@@ -284,14 +328,21 @@ fn cli_policy_test_reports_failures() {
     );
     let (code, out, _) = warden(&["policy", "test", dir.path().to_str().unwrap()]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("test_ok: PASS") && out.contains("test_bad: FAIL"), "{out}");
+    assert!(
+        out.contains("test_ok: PASS") && out.contains("test_bad: FAIL"),
+        "{out}"
+    );
     assert!(out.contains("1 passed, 1 failed"), "{out}");
 }
 
 #[test]
 fn cli_policy_check_and_eval() {
     let dir = tempfile::tempdir().unwrap();
-    let bad = policy_file(dir.path(), "bad.rego", "package warden\n\ndeny contains x if {\n");
+    let bad = policy_file(
+        dir.path(),
+        "bad.rego",
+        "package warden\n\ndeny contains x if {\n",
+    );
     let (code, _, err) = warden(&["policy", "check", "--policy", bad.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("bad.rego:"), "{err}");
@@ -313,14 +364,23 @@ fn cli_policy_check_and_eval() {
         .to_string(),
     )
     .unwrap();
-    let (code, out, err) = warden(&["policy", "eval", "--input", input.to_str().unwrap(), "--json"]);
+    let (code, out, err) = warden(&[
+        "policy",
+        "eval",
+        "--input",
+        input.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["effect"], "deny");
     assert_eq!(v["stage"], "policy");
     assert_eq!(v["stages"].as_array().unwrap().len(), 6);
     let (_, text, _) = warden(&["policy", "eval", "--input", input.to_str().unwrap()]);
-    assert!(text.contains("decision: deny") && text.contains("rules        allow"), "{text}");
+    assert!(
+        text.contains("decision: deny") && text.contains("rules        allow"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -334,7 +394,11 @@ fn mode_is_part_of_rego_input() {
     let p = pipeline(vec![], Some(vec![source(&file, Scope::User)]), Mode::Ci);
     let d = p.decide(&facts(Trust::Untrusted, "x", json!({}), json!({})));
     assert_eq!((d.effect, d.stage), (Effect::Deny, Stage::Policy));
-    let p = pipeline(vec![], Some(vec![source(&file, Scope::User)]), Mode::Interactive);
+    let p = pipeline(
+        vec![],
+        Some(vec![source(&file, Scope::User)]),
+        Mode::Interactive,
+    );
     let d = p.decide(&facts(Trust::Untrusted, "x", json!({}), json!({})));
     assert_eq!((d.effect, d.stage), (Effect::Allow, Stage::Policy));
 }

@@ -10,12 +10,25 @@ use warden::config::{RuleEffect, RuleSource, Trust};
 use warden::policy::{Effect, Mode};
 
 const TOOLS: &[&str] = &[
-    "mcp__fs__*", "mcp__*__read*", "mcp__fs__read_text_file", "mcp__git__*", "mcp__*", "mcp__fs",
-    "mcp__fs__write_file", "mcp__*__*",
+    "mcp__fs__*",
+    "mcp__*__read*",
+    "mcp__fs__read_text_file",
+    "mcp__git__*",
+    "mcp__*",
+    "mcp__fs",
+    "mcp__fs__write_file",
+    "mcp__*__*",
 ];
 const CONDS: &[&str] = &[
-    "", "(path: ${WORKSPACE}/**)", "(path: **/.ssh/**)", "(path: /etc/**)", "(path: **/*.rs)",
-    "(path: ${WORKSPACE}/src/*)", "(path: *)", "(/opt/mode: w*)", "(path: ${WORKSPACE}/**, /opt/mode: r)",
+    "",
+    "(path: ${WORKSPACE}/**)",
+    "(path: **/.ssh/**)",
+    "(path: /etc/**)",
+    "(path: **/*.rs)",
+    "(path: ${WORKSPACE}/src/*)",
+    "(path: *)",
+    "(/opt/mode: w*)",
+    "(path: ${WORKSPACE}/**, /opt/mode: r)",
 ];
 const TOOL_NAMES: &[&str] = &["read_text_file", "write_file", "delete", "log"];
 

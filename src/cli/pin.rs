@@ -17,7 +17,10 @@ pub fn list(store: &PinStore, json: bool) -> anyhow::Result<u8> {
         println!("no pinned tools in {}", store.path().display());
         return Ok(exit::OK);
     }
-    println!("{:<16} {:<32} {:<14} {:<14} PINNED AT", "SERVER", "TOOL", "SHA256", "CONFIG");
+    println!(
+        "{:<16} {:<32} {:<14} {:<14} PINNED AT",
+        "SERVER", "TOOL", "SHA256", "CONFIG"
+    );
     for e in &entries {
         println!(
             "{:<16} {:<32} {:<14} {:<14} {}",

@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 
 use super::{CliError, GlobalArgs, PolicyCommand, exit};
 use crate::config::Config;
-use crate::policy::testing::{TestOutcome, TestReport, groups_for_paths, run_groups, shipped_groups};
+use crate::policy::testing::{
+    TestOutcome, TestReport, groups_for_paths, run_groups, shipped_groups,
+};
 use crate::policy::{Decision, Effect, Mode, Pipeline, PipelineConfig, Stage, StageVerdict};
 
 pub fn run(global: &GlobalArgs, cmd: PolicyCommand) -> anyhow::Result<u8> {
@@ -26,7 +28,10 @@ pub fn run(global: &GlobalArgs, cmd: PolicyCommand) -> anyhow::Result<u8> {
 /// The pipeline configuration for the policy commands: the configured
 /// rules and policies when `config` is given, else the shipped default;
 /// plus `--policy` paths, `--ci`, `--locked` and `--workspace`.
-pub fn pipeline_config(global: &GlobalArgs, config: Option<&Config>) -> anyhow::Result<PipelineConfig> {
+pub fn pipeline_config(
+    global: &GlobalArgs,
+    config: Option<&Config>,
+) -> anyhow::Result<PipelineConfig> {
     let workspace = match (&global.workspace, config) {
         (_, Some(c)) => c.workspace.clone(),
         (Some(w), None) => w.clone(),
@@ -38,7 +43,11 @@ pub fn pipeline_config(global: &GlobalArgs, config: Option<&Config>) -> anyhow::
         policies: config.and_then(|c| c.policies.clone()),
         extra_policies: global.policies.clone(),
         workspace,
-        mode: if global.ci { Mode::Ci } else { Mode::Interactive },
+        mode: if global.ci {
+            Mode::Ci
+        } else {
+            Mode::Interactive
+        },
         locked: global.locked,
     })
 }
@@ -103,7 +112,13 @@ pub fn eval(config: PipelineConfig, input: &Path, json: bool) -> anyhow::Result<
         || doc.pointer("/context/mode").and_then(Value::as_str) == Some("ci");
     let pipeline = load(config)?;
     let mut stages = Vec::new();
-    for stage in [Stage::Trust, Stage::Schema, Stage::Pinning, Stage::Annotations, Stage::Rules] {
+    for stage in [
+        Stage::Trust,
+        Stage::Schema,
+        Stage::Pinning,
+        Stage::Annotations,
+        Stage::Rules,
+    ] {
         let given = doc.pointer(&format!("/stages/{}", stage.as_str()));
         let effect = given.and_then(parse_effect);
         stages.push(StageVerdict {

@@ -113,7 +113,13 @@ pub fn parse_answer(line: &str) -> AskAnswer {
 /// came from a server or a model before it reaches a terminal.
 pub fn sanitize_for_terminal(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_control() && c != '\n' { '�' } else { c })
+        .map(|c| {
+            if c.is_control() && c != '\n' {
+                '�'
+            } else {
+                c
+            }
+        })
         .collect()
 }
 
@@ -121,7 +127,10 @@ fn render_prompt(p: &AskPrompt) -> String {
     let mut args = serde_json::to_string_pretty(&p.arguments).unwrap_or_default();
     const MAX: usize = 2000;
     if args.len() > MAX {
-        let cut = (0..=MAX).rev().find(|i| args.is_char_boundary(*i)).unwrap_or(0);
+        let cut = (0..=MAX)
+            .rev()
+            .find(|i| args.is_char_boundary(*i))
+            .unwrap_or(0);
         args.truncate(cut);
         args.push_str("\n… (truncated)");
     }
@@ -154,7 +163,10 @@ mod tests {
         assert_eq!(prompt_on(&b"maybe\n"[..], &mut out, "?"), AskAnswer::Deny);
         assert_eq!(prompt_on(&b"\n"[..], &mut out, "?"), AskAnswer::Deny);
         assert_eq!(prompt_on(&b"o\n"[..], &mut out, "?"), AskAnswer::AllowOnce);
-        assert_eq!(prompt_on(&b"S\n"[..], &mut out, "?"), AskAnswer::AllowSession);
+        assert_eq!(
+            prompt_on(&b"S\n"[..], &mut out, "?"),
+            AskAnswer::AllowSession
+        );
     }
 
     #[test]

@@ -7,8 +7,8 @@
 pub mod ask;
 pub mod error;
 mod permit;
-mod pipeline;
 pub mod pins;
+mod pipeline;
 pub mod rego;
 pub mod rules;
 pub mod testing;

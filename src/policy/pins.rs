@@ -103,11 +103,10 @@ impl PinStore {
         let path = path.into();
         let file = match std::fs::read_to_string(&path) {
             Ok(text) => {
-                let file: PinFile =
-                    serde_json::from_str(&text).map_err(|e| PinError::Format {
-                        path: path.clone(),
-                        message: e.to_string(),
-                    })?;
+                let file: PinFile = serde_json::from_str(&text).map_err(|e| PinError::Format {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
                 if file.version != 1 {
                     return Err(PinError::Format {
                         path,
@@ -142,7 +141,13 @@ impl PinStore {
     /// (or `Unpinned` when `locked`). Known and different: `Changed` with a
     /// human diff; the pin is *not* updated (use [`PinStore::accept`] once
     /// a person approved the change).
-    pub fn check(&mut self, server: &str, config_digest: &str, tool: &Tool, locked: bool) -> PinState {
+    pub fn check(
+        &mut self,
+        server: &str,
+        config_digest: &str,
+        tool: &Tool,
+        locked: bool,
+    ) -> PinState {
         let definition = pinned_definition(tool);
         let sha = sha256_json(&definition);
         let existing = self
@@ -200,7 +205,8 @@ impl PinStore {
                 PinRecord {
                     sha256: sha,
                     definition,
-                    pinned_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    pinned_at: chrono::Utc::now()
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                 },
             );
         self.dirty = true;
@@ -318,7 +324,11 @@ pub fn diff_definitions(old: &Value, new: &Value) -> Vec<String> {
                         .collect();
                     out.push(format!("annotations changed: {}", parts.join(", ")));
                 }
-                _ => out.push(format!("{field} changed: {} → {}", show(a, 120), show(b, 120))),
+                _ => out.push(format!(
+                    "{field} changed: {} → {}",
+                    show(a, 120),
+                    show(b, 120)
+                )),
             },
             (None, None) => {}
         }
@@ -330,7 +340,12 @@ pub fn diff_definitions(old: &Value, new: &Value) -> Vec<String> {
 }
 
 fn schema_diff(field: &str, a: &Value, b: &Value) -> String {
-    let props = |v: &Value| v.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+    let props = |v: &Value| {
+        v.get("properties")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
     let (pa, pb) = (props(a), props(b));
     let mut parts = Vec::new();
     for k in pb.keys().filter(|k| !pa.contains_key(*k)) {

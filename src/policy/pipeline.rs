@@ -10,7 +10,7 @@ use super::ask::{AskAnswer, AskPrompt, Asker};
 use super::error::PolicyError;
 use super::rego::{DEFAULT_REGO, DEFAULT_REGO_NAME, PolicyInput, RegoSet};
 use super::rules::{Rule, RuleMatch};
-use super::{CallFacts, Decision, Effect, Mode, PinState, Permit, Stage, StageVerdict};
+use super::{CallFacts, Decision, Effect, Mode, Permit, PinState, Stage, StageVerdict};
 use crate::config::{PolicySource, RuleEffect, RuleSource, Scope, Trust};
 use crate::digest::{sha256_hex, sha256_json};
 
@@ -143,7 +143,11 @@ impl Pipeline {
             }
             sha256_hex(text.as_bytes())
         });
-        tracing::debug!(rules = rules.len(), policies = loaded.len(), "pipeline loaded");
+        tracing::debug!(
+            rules = rules.len(),
+            policies = loaded.len(),
+            "pipeline loaded"
+        );
         Ok(Pipeline {
             rules,
             rego,
@@ -219,10 +223,7 @@ impl Pipeline {
             Value::Null => &empty,
             Value::Object(_) => &facts.arguments,
             _ => {
-                return v(
-                    Some(Effect::Deny),
-                    "arguments must be a JSON object".into(),
-                );
+                return v(Some(Effect::Deny), "arguments must be a JSON object".into());
             }
         };
         let compiled = self.compiled_schema(&facts.tool.qualified, schema);
@@ -249,7 +250,10 @@ impl Pipeline {
                 } else {
                     v(
                         Some(Effect::Deny),
-                        format!("arguments do not match the tool's inputSchema: {}", errors.join("; ")),
+                        format!(
+                            "arguments do not match the tool's inputSchema: {}",
+                            errors.join("; ")
+                        ),
                     )
                 }
             }
@@ -454,7 +458,10 @@ impl Pipeline {
                     return Ok(self.permit(facts, d));
                 }
                 let Some(asker) = asker else {
-                    return Err(denied(decision, "no one could be asked, so `ask` is a deny"));
+                    return Err(denied(
+                        decision,
+                        "no one could be asked, so `ask` is a deny",
+                    ));
                 };
                 let prompt = AskPrompt {
                     server: facts.server.name.clone(),
@@ -527,7 +534,10 @@ fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
-    let cut = (0..=max).rev().find(|i| s.is_char_boundary(*i)).unwrap_or(0);
+    let cut = (0..=max)
+        .rev()
+        .find(|i| s.is_char_boundary(*i))
+        .unwrap_or(0);
     format!("{}…", &s[..cut])
 }
 
@@ -554,21 +564,33 @@ fn stage_annotations(facts: &CallFacts) -> StageVerdict {
         reasons: vec![reason.to_string()],
     };
     if facts.server.trust != Trust::Trusted {
-        return v(None, "annotations of a server that is not trusted are not believed");
+        return v(
+            None,
+            "annotations of a server that is not trusted are not believed",
+        );
     }
     let ann = &facts.tool.annotations;
     let hint = |k: &str| ann.get(k).and_then(Value::as_bool);
     if hint("readOnlyHint") == Some(true) {
-        return v(Some(Effect::Allow), "trusted server marks the tool read-only");
+        return v(
+            Some(Effect::Allow),
+            "trusted server marks the tool read-only",
+        );
     }
     match hint("destructiveHint") {
-        Some(true) => v(Some(Effect::Ask), "trusted server marks the tool destructive"),
+        Some(true) => v(
+            Some(Effect::Ask),
+            "trusted server marks the tool destructive",
+        ),
         None => v(
             Some(Effect::Ask),
             "trusted server gives no readOnlyHint/destructiveHint: by MCP default the tool \
              may write and be destructive",
         ),
-        Some(false) => v(None, "trusted server marks the tool as writing but not destructive"),
+        Some(false) => v(
+            None,
+            "trusted server marks the tool as writing but not destructive",
+        ),
     }
 }
 

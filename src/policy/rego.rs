@@ -90,7 +90,11 @@ pub fn collect(path: &Path, with_tests: bool) -> Result<(Vec<PathBuf>, Vec<PathB
     } else {
         rego.push(path.to_path_buf());
         if let Some(dir) = path.parent() {
-            let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
             let entries = read_dir_sorted(dir)?;
             json.extend(entries.into_iter().filter(|p| is_data_file(p)));
         }
@@ -159,12 +163,15 @@ fn read(path: &Path) -> Result<String, PolicyError> {
     })
 }
 
+/// An engine, the files it loaded and the `(name, text)` of each module.
+pub type BuiltEngine = (Engine, Vec<LoadedFile>, Vec<(String, String)>);
+
 /// Builds an engine from policy inputs. Returns the engine (not yet
 /// evaluated), the files loaded (policies then data) and the source texts.
 pub fn build_engine(
     inputs: &[PolicyInput],
     with_tests: bool,
-) -> Result<(Engine, Vec<LoadedFile>, Vec<(String, String)>), PolicyError> {
+) -> Result<BuiltEngine, PolicyError> {
     let mut engine = Engine::new();
     let mut files = Vec::new();
     let mut sources = Vec::new();
@@ -250,7 +257,11 @@ impl RegoSet {
     /// Compiles one group of policies and evaluates it once against
     /// `probe` so that unknown functions and evaluation errors are
     /// startup errors.
-    pub fn load(inputs: &[PolicyInput], scope: Scope, probe: &Value) -> Result<RegoSet, PolicyError> {
+    pub fn load(
+        inputs: &[PolicyInput],
+        scope: Scope,
+        probe: &Value,
+    ) -> Result<RegoSet, PolicyError> {
         let (mut engine, files, sources) = build_engine(inputs, false)?;
         if !sources
             .iter()
@@ -322,7 +333,11 @@ impl RegoSet {
         let obj = out
             .as_object()
             .map_err(|_| format!("policy produced no decision ({out})"))?;
-        let get = |k: &str| obj.get(&RegoValue::from(k)).cloned().unwrap_or(RegoValue::Undefined);
+        let get = |k: &str| {
+            obj.get(&RegoValue::from(k))
+                .cloned()
+                .unwrap_or(RegoValue::Undefined)
+        };
         let deny = reasons(&get("deny"), "deny")?;
         let ask = reasons(&get("ask"), "ask")?;
         let allow = match get("allow") {
@@ -345,7 +360,11 @@ fn reasons(v: &RegoValue, name: &str) -> Result<Vec<String>, String> {
         RegoValue::Undefined | RegoValue::Null => Vec::new(),
         RegoValue::Bool(true) => vec![RegoValue::from(format!("policy `{name}` is true"))],
         RegoValue::Bool(false) => Vec::new(),
-        other => return Err(format!("`{name}` must be a set of reason strings, found {other}")),
+        other => {
+            return Err(format!(
+                "`{name}` must be a set of reason strings, found {other}"
+            ));
+        }
     };
     Ok(items
         .into_iter()

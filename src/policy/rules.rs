@@ -265,7 +265,9 @@ pub fn normalize_path(value: &str, workspace: &str) -> String {
         ("/", stripped.to_string())
     } else if value.starts_with('~') {
         let (head, tail) = value.split_once('/').unwrap_or((value, ""));
-        return format!("{head}/{}", normalize_segments(tail)).trim_end_matches('/').to_string();
+        return format!("{head}/{}", normalize_segments(tail))
+            .trim_end_matches('/')
+            .to_string();
     } else {
         ("/", format!("{workspace}/{value}"))
     };
@@ -356,7 +358,10 @@ fn parse(text: &str) -> Result<Parsed<'_>, (usize, String)> {
             '[' => depth_bracket += 1,
             ']' => depth_bracket -= 1,
             '(' | ')' if depth_bracket == 0 => {
-                return Err((col(text, at), format!("unexpected `{c}` in the argument list")));
+                return Err((
+                    col(text, at),
+                    format!("unexpected `{c}` in the argument list"),
+                ));
             }
             ',' if depth_brace == 0 && depth_bracket == 0 => {
                 parts.push((start, at));
@@ -472,13 +477,19 @@ fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (usize, String
             if c == '~' && !matches!(chars.peek(), Some('0' | '1')) {
                 return Err((
                     raw.arg_at,
-                    format!("invalid JSON pointer `{}`: `~` must be followed by 0 or 1", raw.arg),
+                    format!(
+                        "invalid JSON pointer `{}`: `~` must be followed by 0 or 1",
+                        raw.arg
+                    ),
                 ));
             }
         }
         ArgRef::Pointer(raw.arg.to_string())
     } else if let Some(bad) = raw.arg.find([':', ',', '(', ')']) {
-        return Err((raw.arg_at + bad, format!("invalid argument name `{}`", raw.arg)));
+        return Err((
+            raw.arg_at + bad,
+            format!("invalid argument name `{}`", raw.arg),
+        ));
     } else {
         ArgRef::Name(raw.arg.to_string())
     };
@@ -524,7 +535,12 @@ fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (usize, String
             .literal_separator(path_like)
             .backslash_escape(true)
             .build()
-            .map_err(|e| (raw.glob_at, format!("invalid pattern `{}`: {}", raw.glob, e.kind())))?;
+            .map_err(|e| {
+                (
+                    raw.glob_at,
+                    format!("invalid pattern `{}`: {}", raw.glob, e.kind()),
+                )
+            })?;
         set.add(glob);
     }
     let matcher = set
@@ -588,8 +604,15 @@ mod tests {
 
     #[test]
     fn braces_keep_commas() {
-        let r = rule(RuleEffect::Deny, "mcp__*__*(path: **/{.env,.ssh/**}, mode: w)").unwrap();
+        let r = rule(
+            RuleEffect::Deny,
+            "mcp__*__*(path: **/{.env,.ssh/**}, mode: w)",
+        )
+        .unwrap();
         let args = json!({"path": "/w/.env", "mode": "w"});
-        assert!(matches!(r.matches("mcp__a__b", &args, "/w"), RuleMatch::Yes(_)));
+        assert!(matches!(
+            r.matches("mcp__a__b", &args, "/w"),
+            RuleMatch::Yes(_)
+        ));
     }
 }

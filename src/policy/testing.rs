@@ -46,7 +46,10 @@ pub struct TestReport {
 
 impl TestReport {
     pub fn passed(&self) -> usize {
-        self.results.iter().filter(|r| r.outcome == TestOutcome::Pass).count()
+        self.results
+            .iter()
+            .filter(|r| r.outcome == TestOutcome::Pass)
+            .count()
     }
     pub fn failed(&self) -> usize {
         self.results.len() - self.passed()
@@ -60,7 +63,10 @@ pub fn shipped_groups() -> Vec<Vec<PolicyInput>> {
         text: text.to_string(),
     };
     vec![
-        vec![e("default.rego", DEFAULT_REGO), e("default_test.rego", DEFAULT_TEST_REGO)],
+        vec![
+            e("default.rego", DEFAULT_REGO),
+            e("default_test.rego", DEFAULT_TEST_REGO),
+        ],
         vec![e("ci.rego", CI_REGO), e("ci_test.rego", CI_TEST_REGO)],
     ]
 }

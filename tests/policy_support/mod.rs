@@ -53,7 +53,11 @@ pub fn source(path: &Path, scope: Scope) -> PolicySource {
     }
 }
 
-pub fn pipeline(rules: Vec<RuleSource>, policies: Option<Vec<PolicySource>>, mode: Mode) -> Pipeline {
+pub fn pipeline(
+    rules: Vec<RuleSource>,
+    policies: Option<Vec<PolicySource>>,
+    mode: Mode,
+) -> Pipeline {
     Pipeline::load(PipelineConfig {
         rules,
         policies,
