@@ -37,7 +37,10 @@ fn typical_rules() -> Vec<RuleSource> {
         "mcp__git__git_status",
         "mcp__git__git_log",
     ];
-    let ask = ["mcp__fs__write_file(path: ${WORKSPACE}/**)", "mcp__git__git_commit"];
+    let ask = [
+        "mcp__fs__write_file(path: ${WORKSPACE}/**)",
+        "mcp__git__git_commit",
+    ];
     let deny = [
         "mcp__*__*(path: **/.ssh/**)",
         "mcp__*__*(path: **/.env)",
@@ -64,9 +67,17 @@ fn fifty_rules() -> Vec<RuleSource> {
     while out.len() < 50 {
         let server = format!("srv{}", i % 10);
         out.push(match i % 3 {
-            0 => rule(RuleEffect::Allow, &format!("mcp__{server}__get_*(id: item-*)"), i),
+            0 => rule(
+                RuleEffect::Allow,
+                &format!("mcp__{server}__get_*(id: item-*)"),
+                i,
+            ),
             1 => rule(RuleEffect::Ask, &format!("mcp__{server}__update_{i}"), i),
-            _ => rule(RuleEffect::Deny, &format!("mcp__{server}__*(path: **/secret{i}/**)"), i),
+            _ => rule(
+                RuleEffect::Deny,
+                &format!("mcp__{server}__*(path: **/secret{i}/**)"),
+                i,
+            ),
         });
         i += 1;
     }

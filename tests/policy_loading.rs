@@ -402,3 +402,28 @@ fn mode_is_part_of_rego_input() {
     let d = p.decide(&facts(Trust::Untrusted, "x", json!({}), json!({})));
     assert_eq!((d.effect, d.stage), (Effect::Allow, Stage::Policy));
 }
+
+#[test]
+fn runaway_policy_is_stopped_and_denies() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = policy_file(
+        dir.path(),
+        "slow.rego",
+        "package warden\nimport rego.v1\nallow if {\n  input.arguments.slow\n  count([1 | some x in numbers.range(1, 5000); some y in numbers.range(1, 5000); x != y]) > 0\n}\n",
+    );
+    let p = pipeline(
+        vec![],
+        Some(vec![source(&file, Scope::User)]),
+        Mode::Interactive,
+    );
+    let start = std::time::Instant::now();
+    let d = p.decide(&facts(
+        Trust::Untrusted,
+        "x",
+        json!({}),
+        json!({"slow": true}),
+    ));
+    assert_eq!((d.effect, d.stage), (Effect::Deny, Stage::Policy), "{d:?}");
+    assert!(d.reasons[0].contains("fail closed"), "{d:?}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
+}

@@ -384,34 +384,30 @@ impl Pipeline {
 
     fn stage_policy(&self, facts: &CallFacts, mode: Mode, stages: &[StageVerdict]) -> StageVerdict {
         let input = self.rego_input(facts, mode, stages);
-        self.policy_verdict_for_input(&input)
+        self.policy_verdict(regorus::Value::from(input))
     }
 
     /// Evaluates the Rego stage for a ready `input` document (used by
     /// `warden policy eval`).
     pub fn policy_verdict_for_input(&self, input: &Value) -> StageVerdict {
+        self.policy_verdict(regorus::Value::from(input.clone()))
+    }
+
+    fn policy_verdict(&self, input: regorus::Value) -> StageVerdict {
         let mut deny = Vec::new();
         let mut ask = Vec::new();
-        let mut allow = !self.rego.is_empty();
-        let mut any_allow = false;
+        let mut allow = false;
         for set in &self.rego {
-            match set.eval(input) {
+            match set.eval_value(input.clone()) {
                 Ok(v) => {
                     deny.extend(v.deny);
                     ask.extend(v.ask);
-                    // The operator's policies decide `allow`; a project set
-                    // never allows (its `allow` is ignored).
-                    if v.allow {
-                        any_allow = true;
-                    }
+                    // A project set never reports `allow` (it is ignored).
+                    allow |= v.allow;
                 }
-                Err(e) => {
-                    allow = false;
-                    deny.push(format!("policy failed to evaluate (fail closed): {e}"));
-                }
+                Err(e) => deny.push(format!("policy failed to evaluate (fail closed): {e}")),
             }
         }
-        allow = allow && any_allow;
         let (effect, reasons) = if !deny.is_empty() {
             (Some(Effect::Deny), deny)
         } else if !ask.is_empty() {

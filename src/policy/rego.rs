@@ -36,6 +36,10 @@ decision := {"deny": deny, "ask": ask, "allow": allow}
 "#;
 const GATHER_RULE: &str = "data.warden__internal.decision";
 
+/// Wall-clock budget of one policy evaluation; beyond it the evaluation
+/// fails (and the call is denied).
+pub const EVAL_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// One policy or data file that was loaded, with its digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadedFile {
@@ -168,11 +172,13 @@ pub type BuiltEngine = (Engine, Vec<LoadedFile>, Vec<(String, String)>);
 
 /// Builds an engine from policy inputs. Returns the engine (not yet
 /// evaluated), the files loaded (policies then data) and the source texts.
-pub fn build_engine(
-    inputs: &[PolicyInput],
-    with_tests: bool,
-) -> Result<BuiltEngine, PolicyError> {
+pub fn build_engine(inputs: &[PolicyInput], with_tests: bool) -> Result<BuiltEngine, PolicyError> {
     let mut engine = Engine::new();
+    // A policy that loops or explodes is stopped and becomes a deny.
+    engine.set_execution_timer_config(regorus::utils::limits::ExecutionTimerConfig {
+        limit: EVAL_TIME_LIMIT,
+        check_interval: std::num::NonZeroU32::MIN.saturating_add(255),
+    });
     let mut files = Vec::new();
     let mut sources = Vec::new();
     let mut data_seen = BTreeSet::new();
