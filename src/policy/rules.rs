@@ -234,7 +234,9 @@ impl Rule {
             }
             Value::Number(_) | Value::Bool(_) => {
                 let text = value.to_string();
-                cond.matcher.is_match(&text).then_some(text)
+                cond.matcher
+                    .is_match(&text)
+                    .then(|| format!("<value matching `{}`>", cond.pattern))
             }
             Value::Null => Some("null (not a string: fails closed)".into()),
             Value::Array(_) => Some("a nested array (not a string: fails closed)".into()),
@@ -250,7 +252,9 @@ impl Condition {
             let norm = normalize_path(value, workspace);
             (self.matcher.is_match(&norm), norm)
         } else {
-            (self.matcher.is_match(value), value.to_string())
+            // Not echoed: a non-path value may be a secret, and reasons
+            // reach the audit log and the model unredacted.
+            (self.matcher.is_match(value), format!("<value matching `{}`>", self.pattern))
         }
     }
 }
@@ -554,12 +558,6 @@ fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (usize, String
     })
 }
 
-impl Condition {
-    #[allow(dead_code)]
-    fn describe(&self) -> String {
-        format!("{}: {}", self.arg.as_str(), self.pattern)
-    }
-}
 
 #[cfg(test)]
 mod tests {
