@@ -17,6 +17,17 @@ use warden::policy::{
 
 const WS: &str = "/srv/repo";
 
+const GATHER: &str = r#"package warden__internal
+import rego.v1
+default deny := set()
+deny := data.warden.deny
+default ask := set()
+ask := data.warden.ask
+default allow := false
+allow := data.warden.allow
+decision := {"deny": deny, "ask": ask, "allow": allow}
+"#;
+
 fn rule(effect: RuleEffect, text: &str, index: usize) -> RuleSource {
     RuleSource {
         effect,
@@ -212,6 +223,48 @@ fn main() {
         for (name, p) in &setups {
             group.bench_function(*name, |b| b.iter(|| black_box(p.decide(black_box(&f)))));
         }
+        group.finish();
+    }
+    {
+        // How to run regorus: clone the prepared engine and eval_rule, or
+        // a CompiledPolicy with eval_with_input (same policy and input).
+        let p = &setups[2].1;
+        let d = p.decide(&f);
+        let input = regorus::Value::from(p.rego_input(&f, Mode::Interactive, &d.stages[..5]));
+        let mut engine = regorus::Engine::new();
+        engine
+            .add_policy(
+                "default.rego".into(),
+                warden::policy::rego::DEFAULT_REGO.into(),
+            )
+            .expect("default.rego");
+        engine
+            .add_policy("gather.rego".into(), GATHER.into())
+            .expect("gather");
+        let compiled = engine
+            .clone()
+            .compile_with_entrypoint(&"data.warden__internal.decision".into())
+            .expect("compile");
+        let mut group = c.benchmark_group("regorus");
+        group.bench_function("engine_clone_eval_rule", |b| {
+            b.iter(|| {
+                let mut e = engine.clone();
+                e.set_input(input.clone());
+                black_box(e.eval_rule("data.warden__internal.decision".into()))
+            })
+        });
+        group.bench_function("compiled_eval_with_input", |b| {
+            b.iter(|| black_box(compiled.eval_with_input(input.clone())))
+        });
+        group.bench_function("json_to_rego_input", |b| {
+            b.iter(|| {
+                black_box(regorus::Value::from(p.rego_input(
+                    &f,
+                    Mode::Interactive,
+                    &d.stages[..5],
+                )))
+            })
+        });
         group.finish();
     }
     c.final_summary();
