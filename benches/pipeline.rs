@@ -253,6 +253,18 @@ fn main() {
                 black_box(e.eval_rule("data.warden__internal.decision".into()))
             })
         });
+        let mut prepared = engine.clone();
+        prepared.set_input(input.clone());
+        prepared
+            .eval_rule("data.warden__internal.decision".into())
+            .expect("prepare");
+        group.bench_function("prepared_engine_clone_eval_rule", |b| {
+            b.iter(|| {
+                let mut e = prepared.clone();
+                e.set_input(input.clone());
+                black_box(e.eval_rule("data.warden__internal.decision".into()))
+            })
+        });
         group.bench_function("compiled_eval_with_input", |b| {
             b.iter(|| black_box(compiled.eval_with_input(input.clone())))
         });

@@ -291,11 +291,6 @@ impl RegoSet {
                 file: "<warden internal>".into(),
                 message: e.to_string(),
             })?;
-        let set = RegoSet {
-            engine,
-            restrict_only: scope == Scope::Project,
-            files,
-        };
         let names = || {
             sources
                 .iter()
@@ -303,13 +298,27 @@ impl RegoSet {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let mut probe_engine = set.engine.clone();
-        probe_engine
+        // Prepare the stored engine itself (analysis, scheduling), so the
+        // per-decision clones start prepared; compiling the entry point
+        // surfaces unknown functions anywhere in the policy.
+        engine
             .compile_with_entrypoint(&GATHER_RULE.into())
             .map_err(|e| PolicyError::RegoEval {
                 files: names(),
                 message: e.to_string(),
             })?;
+        engine.set_input(RegoValue::from(probe.clone()));
+        engine
+            .eval_rule(GATHER_RULE.into())
+            .map_err(|e| PolicyError::RegoEval {
+                files: names(),
+                message: e.to_string(),
+            })?;
+        let set = RegoSet {
+            engine,
+            restrict_only: scope == Scope::Project,
+            files,
+        };
         set.eval(probe).map_err(|message| PolicyError::RegoEval {
             files: names(),
             message,
