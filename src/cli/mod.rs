@@ -8,6 +8,7 @@ mod demo;
 mod mcp;
 mod mcp_config;
 mod output;
+pub mod pin;
 mod policy;
 mod run;
 mod sandbox;

@@ -1,7 +1,207 @@
-//! `warden policy …`
+//! `warden policy check | eval --input FILE | test [PATH…]`, shaped like
+//! `opa check`, `opa eval` (with an explanation of every stage) and
+//! `opa test`.
 
-use super::{PolicyCommand, CliError, GlobalArgs};
+use std::path::Path;
 
-pub fn run(_global: &GlobalArgs, _cmd: PolicyCommand) -> anyhow::Result<u8> {
-    Err(CliError::usage("`warden policy` is not built yet"))
+use serde_json::{Value, json};
+
+use super::{CliError, GlobalArgs, PolicyCommand, exit};
+use crate::config::Config;
+use crate::policy::testing::{
+    TestOutcome, TestReport, groups_for_paths, run_groups, shipped_groups,
+};
+use crate::policy::{Decision, Effect, Mode, Pipeline, PipelineConfig, Stage, StageVerdict};
+
+pub fn run(global: &GlobalArgs, cmd: PolicyCommand) -> anyhow::Result<u8> {
+    // Hook for the lead: once the config loader exists, load `Config` here
+    // and pass `Some(&config)` so configured rules and policies are used.
+    let config: Option<&Config> = None;
+    let pipeline_config = pipeline_config(global, config)?;
+    match cmd {
+        PolicyCommand::Check => check(pipeline_config, global.json),
+        PolicyCommand::Eval { input } => eval(pipeline_config, &input, global.json),
+        PolicyCommand::Test { path } => test(&path, global.json),
+    }
+}
+
+/// The pipeline configuration for the policy commands: the configured
+/// rules and policies when `config` is given, else the shipped default;
+/// plus `--policy` paths, `--ci`, `--locked` and `--workspace`.
+pub fn pipeline_config(
+    global: &GlobalArgs,
+    config: Option<&Config>,
+) -> anyhow::Result<PipelineConfig> {
+    let workspace = match (&global.workspace, config) {
+        (_, Some(c)) => c.workspace.clone(),
+        (Some(w), None) => w.clone(),
+        (None, None) => std::env::current_dir()
+            .map_err(|e| CliError::usage(format!("cannot read the current directory: {e}")))?,
+    };
+    Ok(PipelineConfig {
+        rules: config.map(|c| c.rules.clone()).unwrap_or_default(),
+        policies: config.and_then(|c| c.policies.clone()),
+        extra_policies: global.policies.clone(),
+        workspace,
+        mode: if global.ci {
+            Mode::Ci
+        } else {
+            Mode::Interactive
+        },
+        locked: global.locked,
+    })
+}
+
+fn load(config: PipelineConfig) -> anyhow::Result<Pipeline> {
+    Pipeline::load(config).map_err(|e| CliError::usage(e.to_string()))
+}
+
+/// `warden policy check`: compiles rules and policies; prints what was
+/// loaded with digests.
+pub fn check(config: PipelineConfig, json: bool) -> anyhow::Result<u8> {
+    let rules = config.rules.len();
+    let pipeline = load(config)?;
+    let files = pipeline.loaded_policies();
+    if json {
+        let out = json!({
+            "ok": true,
+            "rules": rules,
+            "policies": files.iter().map(|(p, h)| json!({"path": p, "sha256": h})).collect::<Vec<_>>(),
+            "policy_sha256": pipeline.policy_sha256(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        for (path, sha) in &files {
+            println!("{}  {}", &sha[..12.min(sha.len())], path.display());
+        }
+        match pipeline.policy_sha256() {
+            Some(d) => println!(
+                "ok: {} policy/data file(s), {rules} rule(s); policy_sha256 {d}",
+                files.len()
+            ),
+            None => println!("ok: no Rego stage, {rules} rule(s)"),
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn parse_effect(v: &Value) -> Option<Effect> {
+    match v.as_str()? {
+        "allow" => Some(Effect::Allow),
+        "ask" => Some(Effect::Ask),
+        "deny" => Some(Effect::Deny),
+        _ => None,
+    }
+}
+
+/// `warden policy eval --input FILE`: evaluates the Rego stage for a
+/// CONTRACT §5 input document, combines it with the stages the input
+/// reports, and explains every stage.
+pub fn eval(config: PipelineConfig, input: &Path, json: bool) -> anyhow::Result<u8> {
+    let text = std::fs::read_to_string(input)
+        .map_err(|e| CliError::usage(format!("{}: {e}", input.display())))?;
+    let doc: Value = serde_json::from_str(&text)
+        .map_err(|e| CliError::usage(format!("{}: not valid JSON: {e}", input.display())))?;
+    if !doc.is_object() {
+        return Err(CliError::usage(format!(
+            "{}: the input must be a JSON object (CONTRACT §5 `input`)",
+            input.display()
+        )));
+    }
+    let ci = config.mode == Mode::Ci
+        || doc.pointer("/context/mode").and_then(Value::as_str) == Some("ci");
+    let pipeline = load(config)?;
+    let mut stages = Vec::new();
+    for stage in [
+        Stage::Trust,
+        Stage::Schema,
+        Stage::Pinning,
+        Stage::Annotations,
+        Stage::Rules,
+    ] {
+        let given = doc.pointer(&format!("/stages/{}", stage.as_str()));
+        let effect = given.and_then(parse_effect);
+        stages.push(StageVerdict {
+            stage,
+            effect,
+            reasons: if given.is_some_and(|v| !v.is_null()) {
+                vec!["from input.stages".into()]
+            } else {
+                vec![]
+            },
+        });
+    }
+    if pipeline.policy_sha256().is_some() {
+        stages.push(pipeline.policy_verdict_for_input(&doc));
+    }
+    let decision = pipeline.combine(stages, if ci { Mode::Ci } else { Mode::Interactive });
+    if json {
+        println!("{}", serde_json::to_string_pretty(&decision)?);
+    } else {
+        print_decision(&decision);
+    }
+    Ok(exit::OK)
+}
+
+fn print_decision(d: &Decision) {
+    println!("decision: {} (stage `{}`)", d.effect, d.stage);
+    for r in &d.reasons {
+        println!("  - {r}");
+    }
+    println!("stages:");
+    for s in &d.stages {
+        let effect = s.effect.map_or("-", |e| e.as_str());
+        println!("  {:<12} {effect}", s.stage.as_str());
+        for r in &s.reasons {
+            println!("      {r}");
+        }
+    }
+    if let Some(sha) = &d.policy_sha256 {
+        println!("policy_sha256: {sha}");
+    }
+}
+
+/// `warden policy test [PATH…]`: runs `test_` rules; without a path, the
+/// shipped policies' own tests. Exit 1 when any test fails.
+pub fn test(paths: &[std::path::PathBuf], json: bool) -> anyhow::Result<u8> {
+    let groups = if paths.is_empty() {
+        shipped_groups()
+    } else {
+        groups_for_paths(paths).map_err(|e| CliError::usage(e.to_string()))?
+    };
+    let report = run_groups(&groups).map_err(|e| CliError::usage(e.to_string()))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(if report.failed() == 0 && !report.results.is_empty() {
+        exit::OK
+    } else {
+        exit::FAILED
+    })
+}
+
+fn print_report(report: &TestReport) {
+    let mut file = "";
+    for r in &report.results {
+        if r.file != file {
+            file = &r.file;
+            println!("{file}:");
+        }
+        let status = match r.outcome {
+            TestOutcome::Pass => "PASS",
+            TestOutcome::Fail => "FAIL",
+            TestOutcome::Error => "ERROR",
+        };
+        println!("  {}: {status} ({:.1?})", r.name, r.duration);
+        if let Some(m) = &r.message {
+            println!("    {m}");
+        }
+    }
+    println!("{}", "-".repeat(60));
+    if report.results.is_empty() {
+        println!("no tests found");
+    }
+    println!("{} passed, {} failed", report.passed(), report.failed());
 }

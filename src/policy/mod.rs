@@ -4,7 +4,14 @@
 //! [`Pipeline::authorize`] on a decision that allows (or an `ask` a person
 //! approved). Nothing else in the crate can construct a `Permit`.
 
+pub mod ask;
+pub mod error;
 mod permit;
+pub mod pins;
+mod pipeline;
+pub mod rego;
+pub mod rules;
+pub mod testing;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,7 +19,11 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use ask::{AskAnswer, AskPrompt, Asker, TerminalAsker};
+pub use error::PolicyError;
 pub use permit::Permit;
+pub use pins::{PinEntry, PinError, PinStore};
+pub use pipeline::{Pipeline, PipelineConfig};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -5,6 +5,35 @@ use super::Decision;
 /// Proof that the pipeline allowed one specific call (server, tool and
 /// argument digest). Constructed only inside `crate::policy`; consumed by
 /// [`crate::mcp`] when the call is sent, so it cannot be reused.
+///
+/// Nothing outside `crate::policy` can make one, not even with the fields
+/// at hand:
+///
+/// ```compile_fail,E0624
+/// use warden::policy::{Decision, Effect, Permit, Stage};
+/// let decision = Decision {
+///     effect: Effect::Allow,
+///     stage: Stage::Rules,
+///     reasons: vec![],
+///     stages: vec![],
+///     policy_sha256: None,
+/// };
+/// let _ = Permit::new("fs".into(), "write_file".into(), String::new(), decision);
+/// ```
+///
+/// ```compile_fail,E0451
+/// use warden::policy::{Decision, Effect, Permit, Stage};
+/// let decision = Decision {
+///     effect: Effect::Allow,
+///     stage: Stage::Rules,
+///     reasons: vec![],
+///     stages: vec![],
+///     policy_sha256: None,
+/// };
+/// let _ = Permit { server: "fs".into(), tool: "t".into(), args_sha256: String::new(), decision };
+/// ```
+///
+/// It is not `Clone` either, so one permit is one call.
 #[derive(Debug)]
 pub struct Permit {
     server: String,

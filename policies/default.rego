@@ -1,0 +1,80 @@
+# warden's shipped policy: what a user gets without writing Rego.
+#
+# Input and outputs: CONTRACT §5. `deny` and `ask` are sets of reasons,
+# `allow` a boolean. The earlier stages' verdicts are in `input.stages`.
+#
+# Sensible for a world of untrusted servers:
+#   - deny arguments that point at well-known secret files (SSH, cloud and
+#     GPG keys, .env files, /etc/shadow, …), whatever the server;
+#   - deny arguments that carry credential-looking values (private keys,
+#     cloud and forge tokens): they must never leave through a tool;
+#   - ask before a tool of a server that is not trusted runs, unless it
+#     claims to be read-only or the user's own rules allowed the call;
+#     a read-only claim of such a server is not believed either: it only
+#     means this policy has no opinion, and the default (ask, or deny in
+#     CI) applies;
+#   - allow read-only tools of trusted servers.
+package warden
+
+import rego.v1
+
+# Secret paths, matched against every string argument (lower-cased).
+secret_path_re := concat("|", [
+	`(^|/)\.(ssh|aws|gnupg|gpg|azure|kube)(/|$)`,
+	`(^|/)\.config/(gcloud|gh)(/|$)`,
+	`(^|/)\.env(\.(local|prod|production|dev|development|staging|test))?$`,
+	`(^|/)id_(rsa|dsa|ecdsa|ed25519)(\.pub)?$`,
+	`(^|/)\.(netrc|git-credentials|pgpass|npmrc|pypirc)$`,
+	`(^|/)\.docker/config\.json$`,
+	`^/etc/(shadow|gshadow|sudoers)`,
+	`^/proc/[^/]+/environ$`,
+])
+
+# Credential-looking values (never echoed in reasons).
+credential_res := {
+	"a private key": `-----BEGIN ([A-Z]+ )?PRIVATE KEY-----`,
+	"an AWS access key id": `\b(AKIA|ASIA)[0-9A-Z]{16}\b`,
+	"a GitHub token": `\b(gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{22,})\b`,
+	"an API secret key": `\bsk-(ant-|proj-)?[A-Za-z0-9_-]{20,}`,
+	"a Slack token": `\bxox[abprs]-[A-Za-z0-9-]{10,}`,
+	"a Google API key": `\bAIza[0-9A-Za-z_-]{35}\b`,
+}
+
+string_args contains [path, value] if {
+	walk(input.arguments, [path, value])
+	is_string(value)
+}
+
+deny contains msg if {
+	some [path, value] in string_args
+	regex.match(secret_path_re, lower(value))
+	msg := sprintf("argument %v points at a secret file (%v)", [arg_name(path), value])
+}
+
+deny contains msg if {
+	some [path, value] in string_args
+	some what, re in credential_res
+	regex.match(re, value)
+	msg := sprintf("argument %v looks like %v; credentials are never sent to tools", [arg_name(path), what])
+}
+
+read_only_claimed if input.tool.annotations.readOnlyHint == true
+
+ask contains msg if {
+	input.server.trust != "trusted"
+	not read_only_claimed
+	input.stages.rules != "allow"
+	msg := sprintf("server %q is not trusted and tool %q may change things", [input.server.name, input.tool.name])
+}
+
+allow if {
+	input.server.trust == "trusted"
+	read_only_claimed
+}
+
+arg_name(path) := name if {
+	count(path) > 0
+	name := concat("", [sprintf("/%v", [p]) | some p in path])
+}
+
+arg_name(path) := "(arguments)" if count(path) == 0

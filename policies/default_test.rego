@@ -1,0 +1,109 @@
+# Tests of default.rego: `warden policy test policies/`.
+package warden_test
+
+import rego.v1
+
+import data.warden
+
+base := {
+	"server": {"name": "fs", "trust": "untrusted", "transport": "stdio", "scope": "user"},
+	"tool": {"name": "read_text_file", "qualified": "mcp__fs__read_text_file", "annotations": {"readOnlyHint": true}, "pinned": true},
+	"arguments": {"path": "/srv/repo/README.md"},
+	"context": {"mode": "interactive", "session": "s", "workspace": "/srv/repo", "call_index": 1},
+	"stages": {"trust": null, "schema": null, "pinning": null, "annotations": null, "rules": null},
+}
+
+with_args(args) := object.union(base, {"arguments": args})
+
+test_plain_read_has_no_opinion if {
+	count(warden.deny) == 0 with input as base
+	count(warden.ask) == 0 with input as base
+	not warden.allow with input as base
+}
+
+test_ssh_key_denied if {
+	some msg in warden.deny with input as with_args({"path": "/home/u/.ssh/id_ed25519"})
+	contains(msg, "/path")
+}
+
+test_traversal_to_ssh_denied if {
+	count(warden.deny) > 0 with input as with_args({"path": "/srv/repo/../../home/u/.ssh/config"})
+}
+
+test_aws_dir_denied if {
+	count(warden.deny) > 0 with input as with_args({"path": "~/.aws/credentials"})
+}
+
+test_env_file_denied if {
+	count(warden.deny) > 0 with input as with_args({"path": "/srv/repo/.env"})
+	count(warden.deny) > 0 with input as with_args({"path": ".env.local"})
+}
+
+test_env_example_allowed if {
+	count(warden.deny) == 0 with input as with_args({"path": "/srv/repo/.env.example"})
+}
+
+test_environment_dir_not_secret if {
+	count(warden.deny) == 0 with input as with_args({"path": "/srv/repo/.envrc.d/readme"})
+}
+
+test_shadow_denied if {
+	count(warden.deny) > 0 with input as with_args({"path": "/etc/shadow"})
+}
+
+test_nested_array_secret_denied if {
+	count(warden.deny) > 0 with input as with_args({"paths": ["/srv/repo/a", "/root/.gnupg/secring.gpg"]})
+}
+
+test_private_key_value_denied if {
+	some msg in warden.deny with input as with_args({"content": "-----BEGIN OPENSSH PRIVATE KEY-----\nabc"})
+	contains(msg, "private key")
+	not contains(msg, "abc")
+}
+
+test_aws_key_value_denied if {
+	count(warden.deny) > 0 with input as with_args({"body": {"note": "key AKIAABCDEFGHIJKLMNOP here"}})
+}
+
+test_github_token_denied if {
+	count(warden.deny) > 0 with input as with_args({"token": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"})
+}
+
+test_ordinary_text_not_credential if {
+	count(warden.deny) == 0 with input as with_args({"content": "ask a skeptic: sk-8 is not a key"})
+}
+
+test_untrusted_writer_asks if {
+	inp := object.union(base, {"tool": {"name": "write_file", "qualified": "mcp__fs__write_file", "annotations": {"readOnlyHint": false}}})
+	count(warden.ask) == 1 with input as inp
+}
+
+test_untrusted_tool_without_hints_asks if {
+	tool := {"name": "write_file", "qualified": "mcp__fs__write_file", "annotations": {}, "pinned": true}
+	inp := object.union(object.remove(base, ["tool"]), {"tool": tool})
+	count(warden.ask) == 1 with input as inp
+}
+
+test_untrusted_writer_allowed_by_rule_does_not_ask if {
+	inp := object.union(base, {
+		"tool": {"name": "write_file", "qualified": "mcp__fs__write_file", "annotations": {"readOnlyHint": false}},
+		"stages": {"rules": "allow"},
+	})
+	count(warden.ask) == 0 with input as inp
+}
+
+test_untrusted_read_only_claim_not_allowed if {
+	not warden.allow with input as base
+}
+
+test_trusted_read_only_allowed if {
+	warden.allow with input as object.union(base, {"server": {"trust": "trusted"}})
+}
+
+test_trusted_writer_not_allowed if {
+	inp := object.union(base, {
+		"server": {"trust": "trusted"},
+		"tool": {"annotations": {"readOnlyHint": false}},
+	})
+	not warden.allow with input as inp
+}

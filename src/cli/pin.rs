@@ -1,0 +1,47 @@
+//! `warden pin list` / `warden pin reset [SERVER]` (the lead wires clap).
+
+use serde_json::json;
+
+use super::exit;
+use crate::policy::PinStore;
+
+/// Prints the pinned tool definitions, as a table or JSON.
+pub fn list(store: &PinStore, json: bool) -> anyhow::Result<u8> {
+    let entries = store.list();
+    if json {
+        let out = json!({"file": store.path(), "pins": entries});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(exit::OK);
+    }
+    if entries.is_empty() {
+        println!("no pinned tools in {}", store.path().display());
+        return Ok(exit::OK);
+    }
+    println!(
+        "{:<16} {:<32} {:<14} {:<14} PINNED AT",
+        "SERVER", "TOOL", "SHA256", "CONFIG"
+    );
+    for e in &entries {
+        println!(
+            "{:<16} {:<32} {:<14} {:<14} {}",
+            e.server,
+            e.tool,
+            &e.sha256[..12.min(e.sha256.len())],
+            &e.config_digest[..12.min(e.config_digest.len())],
+            e.pinned_at
+        );
+    }
+    println!("{} pin(s) in {}", entries.len(), store.path().display());
+    Ok(exit::OK)
+}
+
+/// Forgets the pins of one server (or all) and saves the file.
+pub fn reset(store: &mut PinStore, server: Option<&str>) -> anyhow::Result<u8> {
+    let removed = store.reset(server);
+    store.save()?;
+    match server {
+        Some(s) => eprintln!("forgot {removed} pin(s) of server `{s}`"),
+        None => eprintln!("forgot all {removed} pin(s)"),
+    }
+    Ok(exit::OK)
+}

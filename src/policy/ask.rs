@@ -1,0 +1,176 @@
+//! Asking a person (or an MCP client) about an `ask` decision.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{Effect, Stage};
+
+/// What is put to the person deciding.
+#[derive(Debug, Clone, Serialize)]
+pub struct AskPrompt {
+    pub server: String,
+    /// The server's own tool name.
+    pub tool: String,
+    pub qualified: String,
+    pub arguments: Value,
+    /// The stage that asked.
+    pub stage: Stage,
+    pub reasons: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AskAnswer {
+    AllowOnce,
+    /// Allow this tool for the rest of the session (for the same kind of ask).
+    AllowSession,
+    Deny,
+}
+
+/// Answers `ask` decisions. Implementations: [`TerminalAsker`] (the person
+/// at `/dev/tty`), the gateway's elicitation asker, test doubles.
+pub trait Asker: Send + Sync {
+    fn ask<'a>(&'a self, prompt: &'a AskPrompt) -> BoxFuture<'a, AskAnswer>;
+}
+
+/// Prompts on the controlling terminal (`/dev/tty`, not stdin/stdout, which
+/// may carry protocol). Any error, EOF or unrecognised answer is a deny.
+#[derive(Debug, Clone)]
+pub struct TerminalAsker {
+    tty: PathBuf,
+}
+
+impl Default for TerminalAsker {
+    fn default() -> Self {
+        TerminalAsker {
+            tty: PathBuf::from("/dev/tty"),
+        }
+    }
+}
+
+impl TerminalAsker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A terminal asker on another device (tests use a pseudo-terminal or file).
+    pub fn with_device(tty: impl Into<PathBuf>) -> Self {
+        TerminalAsker { tty: tty.into() }
+    }
+}
+
+impl Asker for TerminalAsker {
+    fn ask<'a>(&'a self, prompt: &'a AskPrompt) -> BoxFuture<'a, AskAnswer> {
+        let tty = self.tty.clone();
+        let text = render_prompt(prompt);
+        Box::pin(async move {
+            let answer = tokio::task::spawn_blocking(move || {
+                let file = match std::fs::OpenOptions::new().read(true).write(true).open(&tty) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::warn!(tty = %tty.display(), error = %e, "cannot open the terminal to ask; denying");
+                        return AskAnswer::Deny;
+                    }
+                };
+                let reader = match file.try_clone() {
+                    Ok(r) => std::io::BufReader::new(r),
+                    Err(_) => return AskAnswer::Deny,
+                };
+                prompt_on(reader, file, &text)
+            })
+            .await;
+            answer.unwrap_or(AskAnswer::Deny)
+        })
+    }
+}
+
+/// Writes the prompt, reads one answer. EOF, errors and anything not
+/// understood are `Deny`.
+pub fn prompt_on(mut reader: impl BufRead, mut writer: impl Write, text: &str) -> AskAnswer {
+    if writer.write_all(text.as_bytes()).is_err() || writer.flush().is_err() {
+        return AskAnswer::Deny;
+    }
+    let mut line = String::new();
+    match reader.read_line(&mut line) {
+        Ok(0) | Err(_) => AskAnswer::Deny,
+        Ok(_) => parse_answer(&line),
+    }
+}
+
+pub fn parse_answer(line: &str) -> AskAnswer {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" | "o" | "once" | "a" | "allow" => AskAnswer::AllowOnce,
+        "s" | "session" | "always" => AskAnswer::AllowSession,
+        _ => AskAnswer::Deny,
+    }
+}
+
+/// Removes control characters (terminal escape sequences) from text that
+/// came from a server or a model before it reaches a terminal.
+pub fn sanitize_for_terminal(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' {
+                '�'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+fn render_prompt(p: &AskPrompt) -> String {
+    let mut args = serde_json::to_string_pretty(&p.arguments).unwrap_or_default();
+    const MAX: usize = 2000;
+    if args.len() > MAX {
+        let cut = (0..=MAX)
+            .rev()
+            .find(|i| args.is_char_boundary(*i))
+            .unwrap_or(0);
+        args.truncate(cut);
+        args.push_str("\n… (truncated)");
+    }
+    let reasons = p
+        .reasons
+        .iter()
+        .map(|r| format!("  - {r}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    sanitize_for_terminal(&format!(
+        "\nwarden: tool call needs your approval ({effect} from stage `{stage}`)\n  \
+         server: {server}\n  tool:   {tool} ({qualified})\n  arguments:\n{args}\n  why:\n{reasons}\n\
+         Allow? [o]nce / [s]ession / [N]o: ",
+        effect = Effect::Ask,
+        stage = p.stage,
+        server = p.server,
+        tool = p.tool,
+        qualified = p.qualified,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eof_and_garbage_deny() {
+        let mut out = Vec::new();
+        assert_eq!(prompt_on(&b""[..], &mut out, "?"), AskAnswer::Deny);
+        assert_eq!(prompt_on(&b"maybe\n"[..], &mut out, "?"), AskAnswer::Deny);
+        assert_eq!(prompt_on(&b"\n"[..], &mut out, "?"), AskAnswer::Deny);
+        assert_eq!(prompt_on(&b"o\n"[..], &mut out, "?"), AskAnswer::AllowOnce);
+        assert_eq!(
+            prompt_on(&b"S\n"[..], &mut out, "?"),
+            AskAnswer::AllowSession
+        );
+    }
+
+    #[test]
+    fn escapes_are_neutralised() {
+        assert_eq!(sanitize_for_terminal("a\x1b[2Jb"), "a�[2Jb");
+    }
+}

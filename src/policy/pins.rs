@@ -1,0 +1,375 @@
+//! Tool pinning (CONTRACT §5, stage 3): the first listing of a server's
+//! tools under a given server configuration records a digest of each
+//! tool's whole definition (name, title, description, input and output
+//! schema, annotations); a later listing that differs is a "rug pull" and
+//! is reported with what changed.
+//!
+//! File format (`$WARDEN_CONFIG_DIR/pins.json` or `--lock FILE`):
+//! `{"version": 1, "servers": {SERVER: {CONFIG_DIGEST: {TOOL: {"sha256",
+//! "definition", "pinned_at"}}}}}`. Saved atomically (temp file + rename).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::PinState;
+use crate::digest::sha256_json;
+use crate::mcp::Tool;
+
+/// Fields of a tool definition that are pinned.
+pub const PINNED_FIELDS: &[&str] = &[
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "outputSchema",
+    "annotations",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum PinError {
+    #[error("pin file {path}: {message}")]
+    Io { path: PathBuf, message: String },
+    #[error("pin file {path} is not valid: {message}")]
+    Format { path: PathBuf, message: String },
+    #[error("cannot find the pin file: set WARDEN_CONFIG_DIR or HOME, or pass --lock FILE")]
+    NoLocation,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PinRecord {
+    pub sha256: String,
+    /// The pinned fields, kept to explain what changed.
+    pub definition: Value,
+    pub pinned_at: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct PinFile {
+    version: u32,
+    /// server → server config digest → tool name → record.
+    servers: BTreeMap<String, BTreeMap<String, BTreeMap<String, PinRecord>>>,
+}
+
+/// One row of `warden pin list`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PinEntry {
+    pub server: String,
+    pub config_digest: String,
+    pub tool: String,
+    pub sha256: String,
+    pub pinned_at: String,
+}
+
+#[derive(Debug)]
+pub struct PinStore {
+    path: PathBuf,
+    file: PinFile,
+    dirty: bool,
+}
+
+/// The pinned part of a tool definition.
+pub fn pinned_definition(tool: &Tool) -> Value {
+    let full = serde_json::to_value(tool).unwrap_or(Value::Null);
+    let mut out = Map::new();
+    for field in PINNED_FIELDS {
+        if let Some(v) = full.get(*field)
+            && !v.is_null()
+        {
+            out.insert((*field).to_string(), v.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+impl PinStore {
+    /// `$WARDEN_CONFIG_DIR/pins.json`, else `~/.config/warden/pins.json`.
+    pub fn default_path() -> Result<PathBuf, PinError> {
+        if let Some(dir) = std::env::var_os("WARDEN_CONFIG_DIR").filter(|d| !d.is_empty()) {
+            return Ok(PathBuf::from(dir).join("pins.json"));
+        }
+        std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(|h| PathBuf::from(h).join(".config/warden/pins.json"))
+            .ok_or(PinError::NoLocation)
+    }
+
+    /// Opens a pin file; a missing file is an empty store.
+    pub fn open(path: impl Into<PathBuf>) -> Result<PinStore, PinError> {
+        let path = path.into();
+        let file = match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let file: PinFile = serde_json::from_str(&text).map_err(|e| PinError::Format {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+                if file.version != 1 {
+                    return Err(PinError::Format {
+                        path,
+                        message: format!("unsupported version {}", file.version),
+                    });
+                }
+                file
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => PinFile {
+                version: 1,
+                servers: BTreeMap::new(),
+            },
+            Err(e) => {
+                return Err(PinError::Io {
+                    path,
+                    message: e.to_string(),
+                });
+            }
+        };
+        Ok(PinStore {
+            path,
+            file,
+            dirty: false,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Checks one listed tool. Unknown under this server config: pinned now
+    /// (or `Unpinned` when `locked`). Known and different: `Changed` with a
+    /// human diff; the pin is *not* updated (use [`PinStore::accept`] once
+    /// a person approved the change).
+    pub fn check(
+        &mut self,
+        server: &str,
+        config_digest: &str,
+        tool: &Tool,
+        locked: bool,
+    ) -> PinState {
+        let definition = pinned_definition(tool);
+        let sha = sha256_json(&definition);
+        let existing = self
+            .file
+            .servers
+            .get(server)
+            .and_then(|c| c.get(config_digest))
+            .and_then(|t| t.get(tool.name.as_ref()));
+        match existing {
+            Some(rec) if rec.sha256 == sha => PinState::Pinned,
+            Some(rec) => PinState::Changed {
+                changes: diff_definitions(&rec.definition, &definition),
+            },
+            None if locked => PinState::Unpinned,
+            None => {
+                self.insert(server, config_digest, tool.name.as_ref(), definition, sha);
+                PinState::Pinned
+            }
+        }
+    }
+
+    /// Checks every tool of one listing and saves once if anything was pinned.
+    pub fn check_all(
+        &mut self,
+        server: &str,
+        config_digest: &str,
+        tools: &[Tool],
+        locked: bool,
+    ) -> Result<Vec<PinState>, PinError> {
+        let states = tools
+            .iter()
+            .map(|t| self.check(server, config_digest, t, locked))
+            .collect();
+        self.save()?;
+        Ok(states)
+    }
+
+    /// Records the current definition as approved (after a person allowed
+    /// a changed tool).
+    pub fn accept(&mut self, server: &str, config_digest: &str, tool: &Tool) {
+        let definition = pinned_definition(tool);
+        let sha = sha256_json(&definition);
+        self.insert(server, config_digest, tool.name.as_ref(), definition, sha);
+    }
+
+    fn insert(&mut self, server: &str, digest: &str, tool: &str, definition: Value, sha: String) {
+        self.file
+            .servers
+            .entry(server.to_string())
+            .or_default()
+            .entry(digest.to_string())
+            .or_default()
+            .insert(
+                tool.to_string(),
+                PinRecord {
+                    sha256: sha,
+                    definition,
+                    pinned_at: chrono::Utc::now()
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                },
+            );
+        self.dirty = true;
+    }
+
+    pub fn list(&self) -> Vec<PinEntry> {
+        let mut out = Vec::new();
+        for (server, configs) in &self.file.servers {
+            for (digest, tools) in configs {
+                for (tool, rec) in tools {
+                    out.push(PinEntry {
+                        server: server.clone(),
+                        config_digest: digest.clone(),
+                        tool: tool.clone(),
+                        sha256: rec.sha256.clone(),
+                        pinned_at: rec.pinned_at.clone(),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Forgets the pins of one server, or all; returns how many tool pins
+    /// were removed. Call [`PinStore::save`] after.
+    pub fn reset(&mut self, server: Option<&str>) -> usize {
+        let count = |c: &BTreeMap<String, BTreeMap<String, PinRecord>>| {
+            c.values().map(BTreeMap::len).sum::<usize>()
+        };
+        let removed = match server {
+            Some(s) => self.file.servers.remove(s).map_or(0, |c| count(&c)),
+            None => {
+                let n = self.file.servers.values().map(count).sum();
+                self.file.servers.clear();
+                n
+            }
+        };
+        if removed > 0 {
+            self.dirty = true;
+        }
+        removed
+    }
+
+    /// Writes the file atomically (temp file in the same folder, fsync,
+    /// rename) when something changed.
+    pub fn save(&mut self) -> Result<(), PinError> {
+        if !self.dirty {
+            return Ok(());
+        }
+        let io = |e: std::io::Error| PinError::Io {
+            path: self.path.clone(),
+            message: e.to_string(),
+        };
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let mut text = serde_json::to_string_pretty(&self.file).map_err(|e| PinError::Format {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })?;
+        text.push('\n');
+        let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(io)?;
+        tmp.write_all(text.as_bytes()).map_err(io)?;
+        tmp.as_file().sync_all().map_err(io)?;
+        tmp.persist(&self.path).map_err(|e| io(e.error))?;
+        self.dirty = false;
+        Ok(())
+    }
+}
+
+fn show(v: &Value, max: usize) -> String {
+    let s = match v {
+        Value::String(s) => format!("{s:?}"),
+        other => crate::digest::canonical_json(other),
+    };
+    if s.chars().count() > max {
+        format!("{}…", s.chars().take(max).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// Which pinned fields changed, readably: descriptions old → new, schema
+/// properties added/removed/changed, annotation hints.
+pub fn diff_definitions(old: &Value, new: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for field in PINNED_FIELDS {
+        let (a, b) = (old.get(*field), new.get(*field));
+        if a == b {
+            continue;
+        }
+        match (a, b) {
+            (None, Some(v)) => out.push(format!("{field} added: {}", show(v, 120))),
+            (Some(_), None) => out.push(format!("{field} removed")),
+            (Some(a), Some(b)) => match *field {
+                "inputSchema" | "outputSchema" => out.push(schema_diff(field, a, b)),
+                "annotations" => {
+                    let mut keys: Vec<&String> = a
+                        .as_object()
+                        .into_iter()
+                        .chain(b.as_object())
+                        .flat_map(|m| m.keys())
+                        .collect();
+                    keys.sort();
+                    keys.dedup();
+                    let parts: Vec<String> = keys
+                        .into_iter()
+                        .filter(|k| a.get(k.as_str()) != b.get(k.as_str()))
+                        .map(|k| {
+                            let s = |v: Option<&Value>| v.map_or("unset".into(), |v| show(v, 40));
+                            format!("{k} {} → {}", s(a.get(k.as_str())), s(b.get(k.as_str())))
+                        })
+                        .collect();
+                    out.push(format!("annotations changed: {}", parts.join(", ")));
+                }
+                _ => out.push(format!(
+                    "{field} changed: {} → {}",
+                    show(a, 120),
+                    show(b, 120)
+                )),
+            },
+            (None, None) => {}
+        }
+    }
+    if out.is_empty() {
+        out.push("definition changed".into());
+    }
+    out
+}
+
+fn schema_diff(field: &str, a: &Value, b: &Value) -> String {
+    let props = |v: &Value| {
+        v.get("properties")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (pa, pb) = (props(a), props(b));
+    let mut parts = Vec::new();
+    for k in pb.keys().filter(|k| !pa.contains_key(*k)) {
+        parts.push(format!("property `{k}` added"));
+    }
+    for k in pa.keys().filter(|k| !pb.contains_key(*k)) {
+        parts.push(format!("property `{k}` removed"));
+    }
+    for (k, v) in &pa {
+        if let Some(w) = pb.get(k)
+            && v != w
+        {
+            parts.push(format!("property `{k}` changed"));
+        }
+    }
+    if a.get("required") != b.get("required") {
+        parts.push(format!(
+            "required {} → {}",
+            a.get("required").map_or("unset".into(), |v| show(v, 80)),
+            b.get("required").map_or("unset".into(), |v| show(v, 80))
+        ));
+    }
+    if parts.is_empty() {
+        parts.push("other keywords changed".into());
+    }
+    format!("{field} changed: {}", parts.join(", "))
+}

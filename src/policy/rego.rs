@@ -1,0 +1,391 @@
+//! The Rego stage (CONTRACT §5): policies in package `warden`, evaluated
+//! with regorus. Policies are parsed, compiled and evaluated once at load
+//! (so a syntax error or an unknown function is a startup error); each
+//! decision clones the prepared engine (an `Rc`/`Arc` copy) and evaluates
+//! one internal rule that gathers `deny`, `ask` and `allow` in one pass.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use regorus::{Engine, Value as RegoValue};
+use serde_json::Value;
+
+use super::error::PolicyError;
+use crate::config::Scope;
+use crate::digest::sha256_hex;
+
+/// The shipped policies, embedded so the binary works anywhere.
+pub const DEFAULT_REGO: &str = include_str!("../../policies/default.rego");
+pub const DEFAULT_TEST_REGO: &str = include_str!("../../policies/default_test.rego");
+pub const CI_REGO: &str = include_str!("../../policies/ci.rego");
+pub const CI_TEST_REGO: &str = include_str!("../../policies/ci_test.rego");
+/// Name under which the embedded default is reported.
+pub const DEFAULT_REGO_NAME: &str = "<builtin>/policies/default.rego";
+
+/// Gathers the three outputs of package `warden` in one evaluation. Rules
+/// the user's policy does not define fall back to the defaults.
+const GATHER: &str = r#"package warden__internal
+import rego.v1
+default deny := set()
+deny := data.warden.deny
+default ask := set()
+ask := data.warden.ask
+default allow := false
+allow := data.warden.allow
+decision := {"deny": deny, "ask": ask, "allow": allow}
+"#;
+const GATHER_RULE: &str = "data.warden__internal.decision";
+
+/// Wall-clock budget of one policy evaluation; beyond it the evaluation
+/// fails (and the call is denied).
+pub const EVAL_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// One policy or data file that was loaded, with its digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedFile {
+    pub path: PathBuf,
+    pub sha256: String,
+}
+
+/// What the Rego stage said.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RegoVerdict {
+    pub deny: Vec<String>,
+    pub ask: Vec<String>,
+    pub allow: bool,
+}
+
+/// A compiled group of policies sharing one scope class.
+#[derive(Clone)]
+pub struct RegoSet {
+    engine: Engine,
+    /// Project-scope policies may only restrict: their `allow` is ignored.
+    restrict_only: bool,
+    pub files: Vec<LoadedFile>,
+}
+
+impl std::fmt::Debug for RegoSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegoSet")
+            .field("restrict_only", &self.restrict_only)
+            .field("files", &self.files)
+            .finish()
+    }
+}
+
+/// Where a policy comes from: a path, or embedded text.
+#[derive(Debug, Clone)]
+pub enum PolicyInput {
+    Path(PathBuf),
+    Embedded { name: String, text: String },
+}
+
+/// Expands files and folders into `.rego` files (tests excluded unless
+/// `with_tests`) and the `*.json` data documents beside them.
+pub fn collect(path: &Path, with_tests: bool) -> Result<(Vec<PathBuf>, Vec<PathBuf>), PolicyError> {
+    let meta = std::fs::metadata(path).map_err(|e| PolicyError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let mut rego = Vec::new();
+    let mut json = Vec::new();
+    if meta.is_dir() {
+        walk(path, with_tests, &mut rego, &mut json)?;
+    } else {
+        rego.push(path.to_path_buf());
+        if let Some(dir) = path.parent() {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            let entries = read_dir_sorted(dir)?;
+            json.extend(entries.into_iter().filter(|p| is_data_file(p)));
+        }
+    }
+    rego.sort();
+    json.sort();
+    Ok((rego, json))
+}
+
+fn hidden(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.'))
+}
+
+fn is_data_file(p: &Path) -> bool {
+    p.is_file() && !hidden(p) && p.extension().is_some_and(|e| e == "json")
+}
+
+fn is_test_file(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with("_test.rego"))
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, PolicyError> {
+    let io = |e: std::io::Error| PolicyError::Io {
+        path: dir.to_path_buf(),
+        message: e.to_string(),
+    };
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        out.push(entry.map_err(io)?.path());
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn walk(
+    dir: &Path,
+    with_tests: bool,
+    rego: &mut Vec<PathBuf>,
+    json: &mut Vec<PathBuf>,
+) -> Result<(), PolicyError> {
+    for p in read_dir_sorted(dir)? {
+        if hidden(&p) {
+            continue;
+        }
+        if p.is_dir() {
+            walk(&p, with_tests, rego, json)?;
+        } else if p.extension().is_some_and(|e| e == "rego") {
+            if with_tests || !is_test_file(&p) {
+                rego.push(p);
+            }
+        } else if is_data_file(&p) {
+            json.push(p);
+        }
+    }
+    Ok(())
+}
+
+fn read(path: &Path) -> Result<String, PolicyError> {
+    std::fs::read_to_string(path).map_err(|e| PolicyError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// An engine, the files it loaded and the `(name, text)` of each module.
+pub type BuiltEngine = (Engine, Vec<LoadedFile>, Vec<(String, String)>);
+
+/// Builds an engine from policy inputs. Returns the engine (not yet
+/// evaluated), the files loaded (policies then data) and the source texts.
+pub fn build_engine(inputs: &[PolicyInput], with_tests: bool) -> Result<BuiltEngine, PolicyError> {
+    let mut engine = Engine::new();
+    // A policy that loops or explodes is stopped and becomes a deny.
+    engine.set_execution_timer_config(regorus::utils::limits::ExecutionTimerConfig {
+        limit: EVAL_TIME_LIMIT,
+        check_interval: std::num::NonZeroU32::MIN.saturating_add(255),
+    });
+    let mut files = Vec::new();
+    let mut sources = Vec::new();
+    let mut data_seen = BTreeSet::new();
+    for input in inputs {
+        match input {
+            PolicyInput::Embedded { name, text } => {
+                add_policy(&mut engine, name, text)?;
+                files.push(LoadedFile {
+                    path: PathBuf::from(name),
+                    sha256: sha256_hex(text.as_bytes()),
+                });
+                sources.push((name.clone(), text.clone()));
+            }
+            PolicyInput::Path(path) => {
+                let (rego, json) = collect(path, with_tests)?;
+                if rego.is_empty() {
+                    return Err(PolicyError::Io {
+                        path: path.clone(),
+                        message: "no .rego files found".into(),
+                    });
+                }
+                for file in rego {
+                    let text = read(&file)?;
+                    let name = file.display().to_string();
+                    add_policy(&mut engine, &name, &text)?;
+                    files.push(LoadedFile {
+                        path: file.clone(),
+                        sha256: sha256_hex(text.as_bytes()),
+                    });
+                    sources.push((name, text));
+                }
+                for file in json {
+                    if !data_seen.insert(file.clone()) {
+                        continue;
+                    }
+                    let text = read(&file)?;
+                    let value = RegoValue::from_json_str(&text).map_err(|e| PolicyError::Data {
+                        path: file.clone(),
+                        message: e.to_string(),
+                    })?;
+                    if value.as_object().is_err() {
+                        return Err(PolicyError::Data {
+                            path: file.clone(),
+                            message: "a data document must be a JSON object".into(),
+                        });
+                    }
+                    engine.add_data(value).map_err(|e| PolicyError::Data {
+                        path: file.clone(),
+                        message: format!("{e} (conflicts with data loaded before)"),
+                    })?;
+                    files.push(LoadedFile {
+                        path: file,
+                        sha256: sha256_hex(text.as_bytes()),
+                    });
+                }
+            }
+        }
+    }
+    Ok((engine, files, sources))
+}
+
+fn add_policy(engine: &mut Engine, name: &str, text: &str) -> Result<(), PolicyError> {
+    engine
+        .add_policy(name.to_string(), text.to_string())
+        .map(|_| ())
+        .map_err(|e| PolicyError::Rego {
+            file: name.to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// The package a module declares (first `package` line).
+pub fn package_of(text: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let l = l.trim();
+        l.strip_prefix("package ")
+            .map(|p| p.trim().trim_end_matches(';').to_string())
+    })
+}
+
+impl RegoSet {
+    /// Compiles one group of policies and evaluates it once against
+    /// `probe` so that unknown functions and evaluation errors are
+    /// startup errors.
+    pub fn load(
+        inputs: &[PolicyInput],
+        scope: Scope,
+        probe: &Value,
+    ) -> Result<RegoSet, PolicyError> {
+        let (mut engine, files, sources) = build_engine(inputs, false)?;
+        if !sources
+            .iter()
+            .any(|(_, text)| package_of(text).as_deref() == Some("warden"))
+        {
+            let (file, text) = sources.first().cloned().unwrap_or_default();
+            return Err(PolicyError::Package {
+                file,
+                package: package_of(&text).unwrap_or_default(),
+            });
+        }
+        for (file, text) in &sources {
+            let package = package_of(text).unwrap_or_default();
+            if package != "warden" && !package.starts_with("warden.") {
+                tracing::warn!(%file, %package, "policy is not in package `warden`; only `data.warden` is consulted");
+            }
+        }
+        engine
+            .add_policy("<warden internal>".into(), GATHER.into())
+            .map_err(|e| PolicyError::Rego {
+                file: "<warden internal>".into(),
+                message: e.to_string(),
+            })?;
+        let names = || {
+            sources
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        // Prepare the stored engine itself (analysis, scheduling), so the
+        // per-decision clones start prepared; compiling the entry point
+        // surfaces unknown functions anywhere in the policy.
+        engine
+            .compile_with_entrypoint(&GATHER_RULE.into())
+            .map_err(|e| PolicyError::RegoEval {
+                files: names(),
+                message: e.to_string(),
+            })?;
+        engine.set_input(RegoValue::from(probe.clone()));
+        engine
+            .eval_rule(GATHER_RULE.into())
+            .map_err(|e| PolicyError::RegoEval {
+                files: names(),
+                message: e.to_string(),
+            })?;
+        let set = RegoSet {
+            engine,
+            restrict_only: scope == Scope::Project,
+            files,
+        };
+        set.eval(probe).map_err(|message| PolicyError::RegoEval {
+            files: names(),
+            message,
+        })?;
+        if set.restrict_only {
+            let mut e = set.engine.clone();
+            e.set_input(RegoValue::from(probe.clone()));
+            if let Ok(RegoValue::Bool(true)) = e.eval_rule("data.warden__internal.allow".into()) {
+                tracing::warn!(files = %names(), "project-scope policy defines `allow`; it is ignored");
+            }
+        }
+        Ok(set)
+    }
+
+    /// Evaluates against one input. Errors are returned as text; the
+    /// pipeline turns them into a deny.
+    pub fn eval(&self, input: &Value) -> Result<RegoVerdict, String> {
+        self.eval_value(RegoValue::from(input.clone()))
+    }
+
+    pub fn eval_value(&self, input: RegoValue) -> Result<RegoVerdict, String> {
+        let mut engine = self.engine.clone();
+        engine.set_input(input);
+        let out = engine
+            .eval_rule(GATHER_RULE.into())
+            .map_err(|e| e.to_string())?;
+        let obj = out
+            .as_object()
+            .map_err(|_| format!("policy produced no decision ({out})"))?;
+        let get = |k: &str| {
+            obj.get(&RegoValue::from(k))
+                .cloned()
+                .unwrap_or(RegoValue::Undefined)
+        };
+        let deny = reasons(&get("deny"), "deny")?;
+        let ask = reasons(&get("ask"), "ask")?;
+        let allow = match get("allow") {
+            RegoValue::Bool(b) => b,
+            RegoValue::Undefined | RegoValue::Null => false,
+            other => return Err(format!("`allow` must be a boolean, found {other}")),
+        };
+        Ok(RegoVerdict {
+            deny,
+            ask,
+            allow: allow && !self.restrict_only,
+        })
+    }
+}
+
+fn reasons(v: &RegoValue, name: &str) -> Result<Vec<String>, String> {
+    let items: Vec<RegoValue> = match v {
+        RegoValue::Set(s) => s.iter().cloned().collect(),
+        RegoValue::Array(a) => a.iter().cloned().collect(),
+        RegoValue::Undefined | RegoValue::Null => Vec::new(),
+        RegoValue::Bool(true) => vec![RegoValue::from(format!("policy `{name}` is true"))],
+        RegoValue::Bool(false) => Vec::new(),
+        other => {
+            return Err(format!(
+                "`{name}` must be a set of reason strings, found {other}"
+            ));
+        }
+    };
+    Ok(items
+        .into_iter()
+        .map(|r| match r.as_string() {
+            Ok(s) => s.to_string(),
+            Err(_) => r.to_json_str().unwrap_or_else(|_| format!("{r}")),
+        })
+        .collect())
+}
