@@ -37,7 +37,11 @@ fn call(tool: &str, effect: Effect, outcome: Outcome, ms: u64) -> Event {
         args_sha256: "00".repeat(32),
         decision: DecisionRecord {
             effect,
-            stage: if effect == Effect::Deny { Stage::Rules } else { Stage::Default },
+            stage: if effect == Effect::Deny {
+                Stage::Rules
+            } else {
+                Stage::Default
+            },
             reasons: vec![],
             policy_sha256: None,
         },
@@ -105,7 +109,11 @@ fn verify_exit_codes_and_messages() {
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let out = stdout(&o);
     assert!(out.contains("7 records") && out.contains("sha256"), "{out}");
-    let last_hash = out.lines().last().unwrap().trim_start_matches("last hash: ");
+    let last_hash = out
+        .lines()
+        .last()
+        .unwrap()
+        .trim_start_matches("last hash: ");
     assert_eq!(last_hash.len(), 64, "{out}");
 
     let o = warden(home, &["--json", "audit", "verify", file], None);
@@ -122,10 +130,20 @@ fn verify_exit_codes_and_messages() {
     let o = warden(home, &["audit", "verify", tampered.to_str().unwrap()], None);
     assert_eq!(o.status.code(), Some(1));
     let out = stdout(&o);
-    assert!(out.contains("seq 4") && out.contains("hash mismatch"), "{out}");
-    let o = warden(home, &["--json", "audit", "verify", tampered.to_str().unwrap()], None);
+    assert!(
+        out.contains("seq 4") && out.contains("hash mismatch"),
+        "{out}"
+    );
+    let o = warden(
+        home,
+        &["--json", "audit", "verify", tampered.to_str().unwrap()],
+        None,
+    );
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((v["seq"].as_u64(), v["problem"].as_str()), (Some(4), Some("hash_mismatch")));
+    assert_eq!(
+        (v["seq"].as_u64(), v["problem"].as_str()),
+        (Some(4), Some("hash_mismatch"))
+    );
 
     // Torn: exit 1, reported as torn.
     let torn = home.join("torn.jsonl");
@@ -154,7 +172,11 @@ fn verify_with_keys() {
     let wrong = home.join("wrong");
     std::fs::write(&wrong, "not the key").unwrap();
 
-    let o = warden(home, &["audit", "verify", file, "--key", key_file.to_str().unwrap()], None);
+    let o = warden(
+        home,
+        &["audit", "verify", file, "--key", key_file.to_str().unwrap()],
+        None,
+    );
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     assert!(stdout(&o).contains("hmac-sha256"));
     let o = warden(home, &["audit", "verify", file], Some(KEY));
@@ -163,9 +185,16 @@ fn verify_with_keys() {
     let o = warden(home, &["audit", "verify", file], None);
     assert_eq!(o.status.code(), Some(2));
     let out = stdout(&o);
-    assert!(out.contains("hmac-sha256") && out.contains("--key"), "{out}");
+    assert!(
+        out.contains("hmac-sha256") && out.contains("--key"),
+        "{out}"
+    );
     // Wrong key: fails at seq 1.
-    let o = warden(home, &["audit", "verify", file, "--key", wrong.to_str().unwrap()], None);
+    let o = warden(
+        home,
+        &["audit", "verify", file, "--key", wrong.to_str().unwrap()],
+        None,
+    );
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains("seq 1"));
     // The key never appears in any output.
@@ -189,20 +218,39 @@ fn show_prints_a_table_json_lines_and_filters() {
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 15, "{out}");
-    for h in ["SEQ", "TIME", "SESSION", "EVENT", "TOOL", "DECISION", "OUTCOME", "DURATION"] {
+    for h in [
+        "SEQ", "TIME", "SESSION", "EVENT", "TOOL", "DECISION", "OUTCOME", "DURATION",
+    ] {
         assert!(lines[0].contains(h), "{}", lines[0]);
     }
     // Aligned: every column starts where its header starts.
     let col = lines[0].find("EVENT").unwrap();
     for l in &lines[1..] {
-        assert_eq!(l[col..].split(' ').next().unwrap().chars().next().map(|c| c.is_ascii_lowercase()), Some(true), "{l}");
+        assert_eq!(
+            l[col..]
+                .split(' ')
+                .next()
+                .unwrap()
+                .chars()
+                .next()
+                .map(|c| c.is_ascii_lowercase()),
+            Some(true),
+            "{l}"
+        );
     }
-    assert!(out.contains("mcp__fs__write_file") && out.contains("deny/rules"), "{out}");
+    assert!(
+        out.contains("mcp__fs__write_file") && out.contains("deny/rules"),
+        "{out}"
+    );
     assert!(out.contains("30000 ms") && out.contains("aaaaaaaa") && !out.contains("aaaaaaaa-1111"));
     // A hostile escape sequence is shown escaped.
     assert!(!out.contains('\u{1b}') && out.contains("exit 0"), "{out}");
 
-    let o = warden(home, &["--json", "audit", "show", file, "--effect", "deny"], None);
+    let o = warden(
+        home,
+        &["--json", "audit", "show", file, "--effect", "deny"],
+        None,
+    );
     let recs: Vec<Value> = stdout(&o)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -212,7 +260,16 @@ fn show_prints_a_table_json_lines_and_filters() {
 
     let o = warden(
         home,
-        &["--json", "audit", "show", file, "--tool", "mcp__fs__read_*", "--session", "bbbb"],
+        &[
+            "--json",
+            "audit",
+            "show",
+            file,
+            "--tool",
+            "mcp__fs__read_*",
+            "--session",
+            "bbbb",
+        ],
         None,
     );
     let recs: Vec<Value> = stdout(&o)
@@ -220,7 +277,10 @@ fn show_prints_a_table_json_lines_and_filters() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(recs.len(), 2);
-    assert!(recs.iter().all(|r| r["session"] == "bbbbbbbb-2222" && r["tool"] == "read_text_file"));
+    assert!(
+        recs.iter()
+            .all(|r| r["session"] == "bbbbbbbb-2222" && r["tool"] == "read_text_file")
+    );
     assert_eq!(recs[0]["seq"], 10);
 
     let o = warden(home, &["audit", "show", file, "--effect", "maybe"], None);

@@ -52,8 +52,13 @@ fn verify(global: &GlobalArgs, file: &Path, key_file: Option<&Path>) -> anyhow::
             (
                 exit::FAILED,
                 format!(
-                    "FAILED: {name}: seq {} (line {}): {}\n{} records before it verified ({mode}); last good hash: {}",
-                    f.seq, f.line, f.problem, f.verified, if f.verified == 1 { "" } else { "s" }, f.last_good_hash
+                    "FAILED: {name}: seq {} (line {}): {}\n{} record{} before it verified ({mode}); last good hash: {}",
+                    f.seq,
+                    f.line,
+                    f.problem,
+                    f.verified,
+                    if f.verified == 1 { "" } else { "s" },
+                    f.last_good_hash
                 ),
                 json!({
                     "ok": false, "file": file, "seq": f.seq, "line": f.line,
