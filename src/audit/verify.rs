@@ -193,10 +193,7 @@ pub fn verify_reader<R: BufRead>(mut reader: R, key: Option<&[u8]>) -> VerifyRep
         };
     }
 
-    loop {
-        let Some(line) = read_next!() else {
-            break;
-        };
+    while let Some(line) = read_next!() {
         line_no += 1;
         let expected = count + 1;
         let fail = |problem: Problem, mode: Option<HashMode>, last_hash: &str| {
