@@ -215,13 +215,7 @@ impl AuditLog {
         body.insert("session".into(), inner.session.clone().into());
         body.insert("alg".into(), inner.hasher.mode().as_str().into());
         body.insert("prev".into(), st.prev.clone().into());
-        let mut record = Value::Object(body);
-        let hash = inner.hasher.hash(canonical_json(&record).as_bytes());
-        if let Value::Object(map) = &mut record {
-            map.insert("hash".into(), hash.clone().into());
-        }
-        let mut line = canonical_json(&record);
-        line.push('\n');
+        let (hash, line) = chain_line(&body, &inner.hasher);
 
         if let Err(e) = (&inner.file).write_all(line.as_bytes()) {
             // Never leave a partial line behind: cut back to where it began.
@@ -329,6 +323,57 @@ impl Inner {
             source,
         }
     }
+}
+
+/// The record's `hash` and its line: the canonical JSON of `body` plus
+/// `hash`, and `\n`. Each member is canonicalised once and the two
+/// serialisations (without `hash`, to hash it; with it, to write it) are
+/// joined from the same pieces, keys in canonical (bytewise) order.
+fn chain_line(body: &Map<String, Value>, hasher: &Hasher) -> (String, String) {
+    let mut members: Vec<(&String, String)> =
+        body.iter().map(|(k, v)| (k, canonical_json(v))).collect();
+    members.sort_by(|a, b| a.0.cmp(b.0));
+    let join = |extra: Option<&str>| {
+        let mut out = String::with_capacity(
+            members
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 4)
+                .sum::<usize>()
+                + 80,
+        );
+        out.push('{');
+        let mut first = true;
+        let mut push = |out: &mut String, key: &str, value: &str| {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            // Serialising a string cannot fail; keys are escaped as
+            // `canonical_json` escapes them.
+            out.push_str(&serde_json::to_string(key).unwrap_or_default());
+            out.push(':');
+            out.push_str(value);
+        };
+        let mut pending = extra;
+        for (k, v) in &members {
+            if let Some(hash) = pending
+                && k.as_str() > "hash"
+            {
+                push(&mut out, "hash", hash);
+                pending = None;
+            }
+            push(&mut out, k, v);
+        }
+        if let Some(hash) = pending {
+            push(&mut out, "hash", hash);
+        }
+        out.push('}');
+        out
+    };
+    let hash = hasher.hash(join(None).as_bytes());
+    let mut line = join(Some(&format!("\"{hash}\"")));
+    line.push('\n');
+    (hash, line)
 }
 
 /// `batch` mode: `fdatasync` at most [`BATCH_INTERVAL`] after the first
