@@ -787,3 +787,82 @@ fn key_files_are_read_raw_with_the_trailing_newline_removed() {
     assert!(err.to_string().contains("empty"), "{err}");
     assert!(audit::load_key(Some(&dir.path().join("none"))).is_err());
 }
+
+#[test]
+fn secrets_of_a_config_cover_env_env_from_and_headers() {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+    use warden::config::{
+        Config, RemoteConfig, SandboxSpec, Scope, Secret, ServerConfig, StdioConfig,
+        TransportConfig, Trust,
+    };
+    let server = |name: &str, transport| ServerConfig {
+        name: name.into(),
+        transport,
+        timeout: Duration::from_secs(30),
+        disabled: false,
+        trust: Trust::Untrusted,
+        sandbox: SandboxSpec::default(),
+        scope: Scope::Explicit,
+        source: "/cfg.json".into(),
+        digest: "00".repeat(32),
+    };
+    let stdio = TransportConfig::Stdio(StdioConfig {
+        command: "node".into(),
+        program: "/usr/bin/node".into(),
+        args: vec![],
+        env: BTreeMap::from([("API_KEY".into(), Secret::new("env-canary-123"))]),
+        env_from: vec!["PATH".into(), "WARDEN_TEST_SURELY_UNSET_VAR".into()],
+        cwd: None,
+    });
+    let http = TransportConfig::Http(RemoteConfig {
+        url: "https://example.com/mcp".into(),
+        headers: BTreeMap::from([("Authorization".into(), Secret::new("Bearer hdr-canary-456"))]),
+    });
+    let config = Config {
+        workspace: "/srv".into(),
+        sources: vec![],
+        servers: BTreeMap::from([
+            ("a".into(), server("a", stdio)),
+            ("b".into(), server("b", http)),
+        ]),
+        rules: vec![],
+        policies: None,
+        audit: Default::default(),
+        digest: "00".repeat(32),
+    };
+    let secrets = audit::secrets_of(&config);
+    let path_value = std::env::var("PATH").unwrap();
+    for s in [
+        "env-canary-123",
+        "Bearer hdr-canary-456",
+        "hdr-canary-456",
+        path_value.as_str(),
+    ] {
+        assert!(secrets.iter().any(|x| x == s), "{s} missing");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(
+        &log_path,
+        AuditOptions {
+            secrets,
+            ..opts("s")
+        },
+    )
+    .unwrap();
+    log.append(call(
+        1,
+        Effect::Allow,
+        Outcome::Ok,
+        json!({"q": "hdr-canary-456 and env-canary-123", "p": path_value}),
+    ))
+    .unwrap();
+    log.close().unwrap();
+    let text = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        !text.contains("canary") && !text.contains(&path_value),
+        "{text}"
+    );
+}

@@ -46,10 +46,12 @@
 //!
 //! `tool_call.arguments` have the `redact` JSON pointers (RFC 6901; a `*`
 //! segment matches every member or element) replaced by `"[REDACTED]"`.
-//! Independently, every secret value (`env`, `env_from`, `headers`) is
-//! replaced by `"[REDACTED]"` inside every string and object key of every
-//! record, and a number whose decimal form contains a secret becomes
-//! `"[REDACTED]"`, whatever the pointers say. `args_sha256` /
+//! Independently, every secret value (`env`, `env_from`, `headers`; see
+//! [`secrets_of`]) is replaced by `"[REDACTED]"` inside every string and
+//! object key of every record, and a number whose decimal form contains a
+//! secret becomes `"[REDACTED]"`, whatever the pointers say. Values shorter
+//! than 4 bytes (`1`, `on`) are replaced only where a whole string or key
+//! equals them. Only the fixed `event` tag and the chain fields are exempt. `args_sha256` /
 //! `result_sha256` are SHA-256 of the canonical JSON of the arguments as sent
 //! (before redaction) and of the result as received ([`args_digest`],
 //! [`result_digest`]).
@@ -353,4 +355,38 @@ pub fn args_digest(args: &Value) -> String {
 /// `result_sha256`: SHA-256 of the canonical JSON of the result as received.
 pub fn result_digest(result: &Value) -> String {
     crate::digest::sha256_json(result)
+}
+
+/// The values the audit log must never contain, from a configuration: every
+/// server's `env` values, the host values of its `env_from` variables, and
+/// its `headers` values (for `Scheme credential` headers also the
+/// credential alone). Feed them to [`AuditOptions::secrets`].
+pub fn secrets_of(config: &crate::config::Config) -> Vec<String> {
+    use crate::config::TransportConfig;
+    let mut out = Vec::new();
+    for server in config.servers.values() {
+        match &server.transport {
+            TransportConfig::Stdio(stdio) => {
+                out.extend(stdio.env.values().map(|s| s.expose().to_string()));
+                for name in &stdio.env_from {
+                    if let Some(value) = std::env::var_os(name) {
+                        out.push(value.to_string_lossy().into_owned());
+                    }
+                }
+            }
+            TransportConfig::Http(remote) | TransportConfig::Sse(remote) => {
+                for value in remote.headers.values() {
+                    let value = value.expose();
+                    out.push(value.to_string());
+                    if let Some((_, credential)) = value.trim().split_once(' ') {
+                        out.push(credential.trim().to_string());
+                    }
+                }
+            }
+        }
+    }
+    out.retain(|s| !s.is_empty());
+    out.sort();
+    out.dedup();
+    out
 }

@@ -9,10 +9,18 @@ use super::{AuditError, REDACTED};
 pub(crate) struct Scrubber {
     /// Unescaped pointer segments; `*` matches every member or element.
     pointers: Vec<Vec<String>>,
-    /// Non-empty secret values, longest first (so a secret that contains
-    /// another is removed whole).
+    /// Secret values of at least [`MIN_SUBSTRING_SECRET`] bytes, longest
+    /// first (so a secret that contains another is removed whole): removed
+    /// wherever they occur.
     secrets: Vec<String>,
+    /// Shorter, non-empty values (`1`, `on`; too short to be secrets in
+    /// any real sense): replaced only where a whole string or key equals
+    /// them, never inside text or numbers, or every `1` in the log would go.
+    exact: Vec<String>,
 }
+
+/// Secrets at least this long are scrubbed as substrings.
+pub(crate) const MIN_SUBSTRING_SECRET: usize = 4;
 
 impl Scrubber {
     pub(crate) fn new(redact: &[String], secrets: &[String]) -> Result<Self, AuditError> {
@@ -33,10 +41,20 @@ impl Scrubber {
                     .collect(),
             );
         }
-        let mut secrets: Vec<String> = secrets.iter().filter(|s| !s.is_empty()).cloned().collect();
+        let (mut secrets, mut exact): (Vec<String>, Vec<String>) = secrets
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .partition(|s| s.len() >= MIN_SUBSTRING_SECRET);
         secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         secrets.dedup();
-        Ok(Scrubber { pointers, secrets })
+        exact.sort();
+        exact.dedup();
+        Ok(Scrubber {
+            pointers,
+            secrets,
+            exact,
+        })
     }
 
     /// Replaces every value a `redact` pointer selects by `"[REDACTED]"`.
@@ -48,7 +66,7 @@ impl Scrubber {
 
     /// Removes every secret from every string, object key and number.
     pub(crate) fn scrub(&self, value: &mut Value) {
-        if self.secrets.is_empty() {
+        if self.secrets.is_empty() && self.exact.is_empty() {
             return;
         }
         match value {
@@ -76,7 +94,7 @@ impl Scrubber {
     /// As [`Scrubber::scrub`] for an object, leaving the value of `keep`
     /// (the fixed `event` tag) alone.
     pub(crate) fn scrub_map(&self, map: &mut Map<String, Value>, keep: Option<&str>) {
-        if self.secrets.is_empty() {
+        if self.secrets.is_empty() && self.exact.is_empty() {
             return;
         }
         let dirty_keys: Vec<String> = map
@@ -99,6 +117,9 @@ impl Scrubber {
 
     /// `Some(cleaned)` when `s` contains a secret.
     pub(crate) fn scrub_str(&self, s: &str) -> Option<String> {
+        if self.exact.iter().any(|e| e == s) {
+            return Some(REDACTED.into());
+        }
         let mut out: Option<String> = None;
         for secret in &self.secrets {
             let current = out.as_deref().unwrap_or(s);
@@ -186,20 +207,36 @@ mod tests {
     }
 
     #[test]
+    fn short_secrets_are_only_replaced_where_they_are_the_whole_value() {
+        let s = Scrubber::new(&[], &["1".into(), "on".into()]).unwrap();
+        let mut v = json!({"a": "1", "b": "x1on", "c": 1, "d": 11, "on": "on"});
+        s.scrub(&mut v);
+        assert_eq!(
+            v,
+            json!({"a": "[REDACTED]", "b": "x1on", "c": 1, "d": 11, "[REDACTED]": "[REDACTED]"})
+        );
+    }
+
+    #[test]
     fn secrets_are_scrubbed_from_strings_keys_and_numbers() {
         let s = Scrubber::new(
             &[],
-            &["abc".into(), "abcdef".into(), "4242".into(), String::new()],
+            &[
+                "abcd".into(),
+                "abcdefgh".into(),
+                "4242".into(),
+                String::new(),
+            ],
         )
         .unwrap();
-        let mut v = json!({"xabcdefx": ["abc-abc", 14242, 7, "ok"], "event": "abc"});
+        let mut v = json!({"xabcdefghx": ["abcd-abcd", 14242, 7, "ok"], "event": "abcd"});
         let Value::Object(map) = &mut v else {
             unreachable!()
         };
         s.scrub_map(map, Some("event"));
         assert_eq!(
             v,
-            json!({"x[REDACTED]x": ["[REDACTED]-[REDACTED]", "[REDACTED]", 7, "ok"], "event": "abc"})
+            json!({"x[REDACTED]x": ["[REDACTED]-[REDACTED]", "[REDACTED]", 7, "ok"], "event": "abcd"})
         );
     }
 }
