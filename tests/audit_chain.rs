@@ -866,3 +866,43 @@ fn secrets_of_a_config_cover_env_env_from_and_headers() {
         "{text}"
     );
 }
+
+#[test]
+fn batch_mode_writes_promptly_and_drop_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(
+        &path,
+        AuditOptions {
+            fsync: FsyncMode::Batch,
+            ..opts("batch")
+        },
+    )
+    .unwrap();
+    log.append(call(1, Effect::Allow, Outcome::Ok, json!({})))
+        .unwrap();
+    // The writer thread drains the queue without waiting for a sync or close.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::fs::read_to_string(&path).unwrap().lines().count() < 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "batch record never written"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(log.last().0, 1);
+    for i in 2..=500 {
+        log.append(call(i, Effect::Allow, Outcome::Ok, json!({"i": i})))
+            .unwrap();
+    }
+    drop(log); // no close: drop still writes and syncs the rest
+    assert!(matches!(
+        verify(&path, None),
+        VerifyReport::Ok { count: 500, .. }
+    ));
+    let seqs: Vec<u64> = records(&path)
+        .iter()
+        .map(|r| r["duration_ms"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=500).collect::<Vec<_>>(), "queue order kept");
+}

@@ -20,8 +20,11 @@ use crate::digest::canonical_json;
 
 /// `batch`: the longest a written record waits for its `fdatasync`.
 pub const BATCH_INTERVAL: Duration = Duration::from_millis(50);
-/// `batch`: this many unsynced records trigger an `fdatasync` at once.
+/// `batch`: this many written, unsynced records trigger an `fdatasync`.
 pub const BATCH_MAX_RECORDS: usize = 256;
+/// `batch`: appends wait when this many records are queued (a stalled disk
+/// slows callers down instead of growing memory without bound).
+pub const BATCH_QUEUE_CAP: usize = 16_384;
 
 /// How a session writes its log.
 #[derive(Debug, Clone, Default)]
@@ -33,17 +36,29 @@ pub struct AuditOptions {
     pub key: Option<Vec<u8>>,
     /// JSON pointers into tool arguments replaced by `"[REDACTED]"`.
     pub redact: Vec<String>,
-    /// Values of `env`, `env_from` and `headers`: scrubbed from every string
-    /// of every record, whatever the pointers say.
+    /// Values of `env`, `env_from` and `headers` ([`super::secrets_of`]):
+    /// scrubbed from every string of every record, whatever the pointers say.
     pub secrets: Vec<String>,
 }
 
-/// An open audit log. `append` takes `&self` and is safe to call from many
-/// threads or tokio tasks (it blocks briefly on a mutex and the file lock,
-/// and for the `fdatasync` in `every_record` mode).
+/// An open audit log. `append` takes `&self` and may be called from many
+/// threads or tokio tasks at once.
+///
+/// * `every_record`: `append` writes the record and `fdatasync`s before it
+///   returns (blocking for the sync: from async code prefer
+///   `spawn_blocking`, or `batch`).
+/// * `never`: `append` writes the record before it returns; no sync.
+/// * `batch` (group commit): `append` stamps and queues the record and
+///   returns at once; a writer thread chains and writes everything queued
+///   with one `write(2)` under one file lock, and `fdatasync`s at most
+///   [`BATCH_INTERVAL`] after the first unsynced record or at
+///   [`BATCH_MAX_RECORDS`]. Close/drop writes and syncs what is left. A
+///   write or sync failure is returned by the next `append` and by
+///   `close`. `kill -9` can lose the records queued in the last moments
+///   (the writer drains the queue as soon as it is woken).
 pub struct AuditLog {
     inner: Arc<Inner>,
-    flusher: Option<JoinHandle<()>>,
+    writer: Option<JoinHandle<()>>,
 }
 
 struct Inner {
@@ -54,23 +69,36 @@ struct Inner {
     hasher: Hasher,
     scrubber: Scrubber,
     state: Mutex<State>,
-    /// Wakes the batch flusher.
+    /// Wakes the batch writer.
     wake: Condvar,
+    /// Wakes appends waiting for queue space.
+    space: Condvar,
 }
 
-struct State {
-    /// `seq` and `hash` of the last record in the file, as far as we know.
+/// The chain head: the last record in the file, as far as this log knows.
+#[derive(Clone)]
+struct Head {
     seq: u64,
     prev: String,
     /// File size right after our last write (or read of the tail): a
     /// different size under the lock means another process appended.
     end: u64,
-    /// `batch`: records written since the flusher's last `fdatasync` began.
-    pending: usize,
-    pending_since: Option<Instant>,
+}
+
+struct State {
+    /// Only the batch writer thread changes it in `batch` mode.
+    head: Head,
+    /// `batch`: stamped records waiting for the writer.
+    queue: Vec<Map<String, Value>>,
+    /// `batch`: the writer is waiting for work (so an append must wake it).
+    writer_idle: bool,
+    /// `batch`: records written since the last `fdatasync`, and since when.
+    unsynced: usize,
+    unsynced_since: Option<Instant>,
     shutdown: bool,
-    /// A failed `fdatasync` makes the log unusable (the kernel may have
-    /// dropped the dirty pages; retrying would claim durability falsely).
+    /// A failed `fdatasync` (or a write that could not be undone) makes
+    /// the log unusable: the kernel may have dropped the dirty pages, and
+    /// retrying would claim durability falsely.
     failed: Option<String>,
 }
 
@@ -110,15 +138,23 @@ impl AuditLog {
             .map_err(|e| io_err("open", e))?;
         let session = scrubber.scrub_str(&opts.session).unwrap_or(opts.session);
 
-        let (seq, prev, end) = {
+        let head = {
             let _lock = FileLock::exclusive(&file, path)?;
             let size = file.metadata().map_err(|e| io_err("stat", e))?.len();
             match read_tail(&file, path, size, &hasher)? {
-                Tail::Empty => (0, ZERO_HASH.to_string(), size),
-                Tail::Last { seq, hash } => (seq, hash, size),
+                Tail::Empty => Head {
+                    seq: 0,
+                    prev: ZERO_HASH.to_string(),
+                    end: size,
+                },
+                Tail::Last { seq, hash } => Head {
+                    seq,
+                    prev: hash,
+                    end: size,
+                },
             }
         };
-        tracing::debug!(path = %path.display(), next_seq = seq + 1, mode = %hasher.mode(), "audit log opened");
+        tracing::debug!(path = %path.display(), next_seq = head.seq + 1, mode = %hasher.mode(), "audit log opened");
 
         let inner = Arc::new(Inner {
             path: path.to_path_buf(),
@@ -128,32 +164,34 @@ impl AuditLog {
             hasher,
             scrubber,
             state: Mutex::new(State {
-                seq,
-                prev,
-                end,
-                pending: 0,
-                pending_since: None,
+                head,
+                queue: Vec::new(),
+                writer_idle: false,
+                unsynced: 0,
+                unsynced_since: None,
                 shutdown: false,
                 failed: None,
             }),
             wake: Condvar::new(),
+            space: Condvar::new(),
         });
-        let flusher = if opts.fsync == FsyncMode::Batch {
+        let writer = if opts.fsync == FsyncMode::Batch {
             let inner = Arc::clone(&inner);
             Some(
                 std::thread::Builder::new()
-                    .name("audit-fsync".into())
-                    .spawn(move || flusher(&inner))
-                    .map_err(|e| io_err("start the batch fsync thread", e))?,
+                    .name("audit-writer".into())
+                    .spawn(move || batch_writer(&inner))
+                    .map_err(|e| io_err("start the batch writer thread", e))?,
             )
         } else {
             None
         };
-        Ok(AuditLog { inner, flusher })
+        Ok(AuditLog { inner, writer })
     }
 
-    /// Appends one record: scrubs and redacts it, chains it, writes it in
-    /// one `write(2)` under the file lock, and syncs as `fsync` says.
+    /// Appends one record: redacts and scrubs it, then (see [`AuditLog`])
+    /// chains and writes it in one `write(2)` under the file lock, or
+    /// queues it for the batch writer.
     pub fn append(&self, event: Event) -> Result<(), AuditError> {
         let inner = &*self.inner;
         let is_call = matches!(event, Event::ToolCall(_));
@@ -170,81 +208,48 @@ impl AuditLog {
             inner.scrubber.redact_pointers(args);
         }
         inner.scrubber.scrub_map(&mut body, Some("event"));
+        debug_assert!(!body.contains_key("hash"));
 
         let mut st = inner.lock_state();
+        if inner.fsync == FsyncMode::Batch {
+            while st.queue.len() >= BATCH_QUEUE_CAP && st.failed.is_none() && !st.shutdown {
+                st = inner.space.wait(st).unwrap_or_else(PoisonError::into_inner);
+            }
+        }
         if let Some(detail) = &st.failed {
             return Err(AuditError::Failed {
                 path: inner.path.clone(),
                 detail: detail.clone(),
             });
         }
-        let _lock = FileLock::exclusive(&inner.file, &inner.path)?;
-        let size = inner
-            .file
-            .metadata()
-            .map_err(|e| inner.io_err("stat", e))?
-            .len();
-        if size != st.end {
-            // Another writer appended (or the file was cut): continue from
-            // whatever its last record is now.
-            match read_tail(&inner.file, &inner.path, size, &inner.hasher)? {
-                Tail::Empty => {
-                    st.seq = 0;
-                    st.prev = ZERO_HASH.to_string();
-                }
-                Tail::Last { seq, hash } => {
-                    st.seq = seq;
-                    st.prev = hash;
-                }
-            }
-            if size < st.end {
-                tracing::warn!(path = %inner.path.display(), "audit log shrank since this session's last write");
-            }
-            st.end = size;
-        }
-
-        let seq = st.seq + 1;
-        body.insert("v".into(), RECORD_VERSION.into());
-        body.insert("seq".into(), seq.into());
         body.insert(
             "ts".into(),
             Utc::now()
                 .to_rfc3339_opts(SecondsFormat::Micros, true)
                 .into(),
         );
-        body.insert("session".into(), inner.session.clone().into());
-        body.insert("alg".into(), inner.hasher.mode().as_str().into());
-        body.insert("prev".into(), st.prev.clone().into());
-        let (hash, line) = chain_line(&body, &inner.hasher);
-
-        if let Err(e) = (&inner.file).write_all(line.as_bytes()) {
-            // Never leave a partial line behind: cut back to where it began.
-            if let Err(cut) = inner.file.set_len(size) {
-                st.failed = Some(format!("a failed write could not be undone: {cut}"));
+        if inner.fsync == FsyncMode::Batch {
+            st.queue.push(body);
+            if st.writer_idle {
+                st.writer_idle = false;
+                inner.wake.notify_one();
             }
-            return Err(inner.io_err("write", e));
+            return Ok(());
         }
-        st.seq = seq;
-        st.prev = hash;
-        st.end = size + line.len() as u64;
-
-        match inner.fsync {
-            FsyncMode::EveryRecord => {
-                if let Err(e) = inner.file.sync_data() {
-                    st.failed = Some(format!("fdatasync failed: {e}"));
-                    return Err(inner.io_err("fdatasync", e));
-                }
+        let mut head = st.head.clone();
+        let result = inner.write_records(&mut head, std::iter::once(body));
+        st.head = head;
+        if let Err(e) = result {
+            if let AuditError::Failed { detail, .. } = &e {
+                st.failed = Some(detail.clone());
             }
-            FsyncMode::Batch => {
-                st.pending += 1;
-                if st.pending == 1 {
-                    st.pending_since = Some(Instant::now());
-                    inner.wake.notify_one();
-                } else if st.pending == BATCH_MAX_RECORDS {
-                    inner.wake.notify_one();
-                }
-            }
-            FsyncMode::Never => {}
+            return Err(e);
+        }
+        if inner.fsync == FsyncMode::EveryRecord
+            && let Err(e) = inner.file.sync_data()
+        {
+            st.failed = Some(format!("fdatasync failed: {e}"));
+            return Err(inner.io_err("fdatasync", e));
         }
         Ok(())
     }
@@ -259,10 +264,11 @@ impl AuditLog {
     }
 
     /// `seq` and `hash` of the last record this log knows of (its own last
-    /// write, or the tail it read).
+    /// write, or the tail it read); in `batch` mode, of the last record
+    /// written so far.
     pub fn last(&self) -> (u64, String) {
         let st = self.inner.lock_state();
-        (st.seq, st.prev.clone())
+        (st.head.seq, st.head.prev.clone())
     }
 
     pub fn path(&self) -> &Path {
@@ -273,23 +279,25 @@ impl AuditLog {
         self.inner.hasher.mode()
     }
 
-    /// Flushes (`batch`: a final `fdatasync`) and closes the log. Dropping
-    /// does the same but can only log a failure.
+    /// Writes and syncs what is queued (`batch`) and closes the log,
+    /// returning any write or sync failure. Dropping does the same but can
+    /// only log a failure.
     pub fn close(mut self) -> Result<(), AuditError> {
         self.shutdown()
     }
 
     fn shutdown(&mut self) -> Result<(), AuditError> {
-        if let Some(handle) = self.flusher.take() {
+        if let Some(handle) = self.writer.take() {
             {
                 let mut st = self.inner.lock_state();
                 st.shutdown = true;
                 self.inner.wake.notify_one();
+                self.inner.space.notify_all();
             }
             if handle.join().is_err() {
                 return Err(AuditError::Failed {
                     path: self.inner.path.clone(),
-                    detail: "the batch fsync thread panicked".into(),
+                    detail: "the batch writer thread panicked".into(),
                 });
             }
         }
@@ -321,6 +329,140 @@ impl Inner {
             path: self.path.clone(),
             action,
             source,
+        }
+    }
+
+    /// Chains `bodies` (stamped, scrubbed events) onto `head` and writes
+    /// them with one `write(2)` under the exclusive file lock, first
+    /// re-reading the tail if another process appended since `head`.
+    /// Returns [`AuditError::Failed`] only when the file may now hold a
+    /// partial line.
+    fn write_records(
+        &self,
+        head: &mut Head,
+        bodies: impl IntoIterator<Item = Map<String, Value>>,
+    ) -> Result<usize, AuditError> {
+        let _lock = FileLock::exclusive(&self.file, &self.path)?;
+        let size = self
+            .file
+            .metadata()
+            .map_err(|e| self.io_err("stat", e))?
+            .len();
+        if size != head.end {
+            // Another writer appended (or the file was cut): continue from
+            // whatever its last record is now.
+            match read_tail(&self.file, &self.path, size, &self.hasher)? {
+                Tail::Empty => {
+                    head.seq = 0;
+                    head.prev = ZERO_HASH.to_string();
+                }
+                Tail::Last { seq, hash } => {
+                    head.seq = seq;
+                    head.prev = hash;
+                }
+            }
+            if size < head.end {
+                tracing::warn!(path = %self.path.display(), "audit log shrank since this session's last write");
+            }
+            head.end = size;
+        }
+        let mut seq = head.seq;
+        let mut prev = head.prev.clone();
+        let mut buf = String::new();
+        let mut count = 0;
+        for mut body in bodies {
+            seq += 1;
+            body.insert("v".into(), RECORD_VERSION.into());
+            body.insert("seq".into(), seq.into());
+            body.insert("session".into(), self.session.clone().into());
+            body.insert("alg".into(), self.hasher.mode().as_str().into());
+            body.insert("prev".into(), prev.into());
+            let (hash, line) = chain_line(&body, &self.hasher);
+            buf.push_str(&line);
+            prev = hash;
+            count += 1;
+        }
+        if let Err(e) = (&self.file).write_all(buf.as_bytes()) {
+            // Never leave a partial line behind: cut back to where it began.
+            return Err(match self.file.set_len(size) {
+                Ok(()) => self.io_err("write", e),
+                Err(cut) => AuditError::Failed {
+                    path: self.path.clone(),
+                    detail: format!("a failed write ({e}) could not be undone: {cut}"),
+                },
+            });
+        }
+        head.seq = seq;
+        head.prev = prev;
+        head.end = size + buf.len() as u64;
+        Ok(count)
+    }
+}
+
+/// `batch` mode: drains the queue as soon as there is work, writing each
+/// batch with one `write(2)`; `fdatasync`s at most [`BATCH_INTERVAL`] after
+/// the first unsynced record or once [`BATCH_MAX_RECORDS`] are unsynced,
+/// and a last time on shutdown.
+fn batch_writer(inner: &Inner) {
+    let mut st = inner.lock_state();
+    loop {
+        // Wait for records, a due sync, or shutdown.
+        while st.queue.is_empty() && !st.shutdown {
+            let due = st
+                .unsynced_since
+                .map(|since| BATCH_INTERVAL.saturating_sub(since.elapsed()));
+            st.writer_idle = true;
+            st = match due {
+                Some(left) if left.is_zero() => break,
+                Some(left) => {
+                    inner
+                        .wake
+                        .wait_timeout(st, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+                None => inner.wake.wait(st).unwrap_or_else(PoisonError::into_inner),
+            };
+        }
+        st.writer_idle = false;
+        let batch = std::mem::take(&mut st.queue);
+        inner.space.notify_all();
+        if !batch.is_empty() && st.failed.is_none() {
+            let mut head = st.head.clone();
+            drop(st);
+            let result = inner.write_records(&mut head, batch);
+            st = inner.lock_state();
+            st.head = head;
+            match result {
+                Ok(n) => {
+                    if st.unsynced == 0 {
+                        st.unsynced_since = Some(Instant::now());
+                    }
+                    st.unsynced += n;
+                }
+                Err(e) => {
+                    tracing::error!("{e}");
+                    st.failed = Some(e.to_string());
+                }
+            }
+        }
+        let finishing = st.shutdown && st.queue.is_empty();
+        let due = st
+            .unsynced_since
+            .is_some_and(|since| since.elapsed() >= BATCH_INTERVAL);
+        if st.unsynced > 0 && (finishing || due || st.unsynced >= BATCH_MAX_RECORDS) {
+            st.unsynced = 0;
+            st.unsynced_since = None;
+            drop(st);
+            let result = inner.file.sync_data();
+            st = inner.lock_state();
+            if let Err(e) = result {
+                tracing::error!(path = %inner.path.display(), error = %e, "audit log fdatasync failed");
+                st.failed = Some(format!("fdatasync failed: {e}"));
+            }
+        }
+        if finishing && st.unsynced == 0 {
+            break;
         }
     }
 }
@@ -374,41 +516,6 @@ fn chain_line(body: &Map<String, Value>, hasher: &Hasher) -> (String, String) {
     let mut line = join(Some(&format!("\"{hash}\"")));
     line.push('\n');
     (hash, line)
-}
-
-/// `batch` mode: `fdatasync` at most [`BATCH_INTERVAL`] after the first
-/// unsynced record, at once when [`BATCH_MAX_RECORDS`] are pending, and a
-/// last time on shutdown. Appends go on while it syncs.
-fn flusher(inner: &Inner) {
-    let mut st = inner.lock_state();
-    loop {
-        while st.pending == 0 && !st.shutdown {
-            st = inner.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
-        }
-        if st.pending == 0 {
-            break; // shutdown with nothing left to sync
-        }
-        let since = st.pending_since.unwrap_or_else(Instant::now);
-        while !st.shutdown && st.pending < BATCH_MAX_RECORDS {
-            let Some(left) = BATCH_INTERVAL.checked_sub(since.elapsed()) else {
-                break;
-            };
-            st = inner
-                .wake
-                .wait_timeout(st, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-        st.pending = 0;
-        st.pending_since = None;
-        drop(st);
-        let result = inner.file.sync_data();
-        st = inner.lock_state();
-        if let Err(e) = result {
-            tracing::error!(path = %inner.path.display(), error = %e, "audit log fdatasync failed");
-            st.failed = Some(format!("fdatasync failed: {e}"));
-        }
-    }
 }
 
 /// An exclusive `flock(2)` on the log, released on drop.

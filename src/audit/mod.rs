@@ -97,7 +97,7 @@ mod verify;
 
 use std::path::Path;
 
-pub use log::{AuditLog, AuditOptions, BATCH_INTERVAL, BATCH_MAX_RECORDS};
+pub use log::{AuditLog, AuditOptions, BATCH_INTERVAL, BATCH_MAX_RECORDS, BATCH_QUEUE_CAP};
 pub use verify::{Problem, VerifyFailure, VerifyReport, verify, verify_reader};
 
 use serde::Serialize;
