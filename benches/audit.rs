@@ -5,7 +5,7 @@
 //! (default: the system temp folder); put it on the disk you will use.
 
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
@@ -89,6 +89,56 @@ fn append(c: &mut Criterion) {
     group.finish();
 }
 
+/// The latency a tool call sees: `append` timed alone, with a simulated
+/// call (100 µs asleep, as a call waits on its server) between appends, so
+/// the batch writer is not saturated as in the back-to-back group above.
+fn call_latency(c: &mut Criterion) {
+    let mut group = c.benchmark_group("audit_call_latency");
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(4));
+    let template = event();
+    for (name, fsync) in [
+        ("never", FsyncMode::Never),
+        ("batch", FsyncMode::Batch),
+        ("every_record", FsyncMode::EveryRecord),
+    ] {
+        let dir = bench_dir();
+        let log = AuditLog::open(&dir.path().join("audit.jsonl"), options(fsync, false))
+            .expect("open bench log");
+        if fsync == FsyncMode::EveryRecord {
+            group.sample_size(10);
+        }
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    std::thread::sleep(Duration::from_micros(100));
+                    let event = template.clone();
+                    let start = Instant::now();
+                    log.append(event).expect("append");
+                    total += start.elapsed();
+                }
+                total
+            });
+        });
+        log.close().expect("close");
+    }
+    group.finish();
+}
+
+/// The CPU core of a record: serialise, canonicalise, SHA-256.
+fn record_cpu(c: &mut Criterion) {
+    let template = event();
+    c.bench_function("audit_record_cpu/serialize_canonical_sha256", |b| {
+        b.iter(|| {
+            let v = serde_json::to_value(black_box(&template)).expect("serialise");
+            black_box(warden::digest::sha256_hex(
+                warden::digest::canonical_json(&v).as_bytes(),
+            ))
+        });
+    });
+}
+
 fn verify_throughput(c: &mut Criterion) {
     const N: u64 = 10_000;
     let dir = bench_dir();
@@ -107,5 +157,5 @@ fn verify_throughput(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, append, verify_throughput);
+criterion_group!(benches, record_cpu, call_latency, append, verify_throughput);
 criterion_main!(benches);

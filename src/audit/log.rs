@@ -9,7 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use chrono::{SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 
 use super::chain::{Hasher, Tail, read_tail};
@@ -88,8 +88,8 @@ struct Head {
 struct State {
     /// Only the batch writer thread changes it in `batch` mode.
     head: Head,
-    /// `batch`: stamped records waiting for the writer.
-    queue: Vec<Map<String, Value>>,
+    /// `batch`: events and their time stamps, waiting for the writer.
+    queue: Vec<(DateTime<Utc>, Event)>,
     /// `batch`: the writer is waiting for work (so an append must wake it).
     writer_idle: bool,
     /// `batch`: records written since the last `fdatasync`, and since when.
@@ -194,48 +194,36 @@ impl AuditLog {
     /// queues it for the batch writer.
     pub fn append(&self, event: Event) -> Result<(), AuditError> {
         let inner = &*self.inner;
-        let is_call = matches!(event, Event::ToolCall(_));
-        let mut body = match serde_json::to_value(&event)? {
-            Value::Object(map) => map,
-            other => {
-                let mut map = Map::new();
-                map.insert("event".into(), other);
-                map
-            }
-        };
-        drop(event);
-        if is_call && let Some(args) = body.get_mut("arguments") {
-            inner.scrubber.redact_pointers(args);
-        }
-        inner.scrubber.scrub_map(&mut body, Some("event"));
-        debug_assert!(!body.contains_key("hash"));
-
-        let mut st = inner.lock_state();
         if inner.fsync == FsyncMode::Batch {
+            // Cheap on purpose: stamp and queue; the writer thread does the
+            // serialising, scrubbing, hashing and writing.
+            let mut st = inner.lock_state();
             while st.queue.len() >= BATCH_QUEUE_CAP && st.failed.is_none() && !st.shutdown {
                 st = inner.space.wait(st).unwrap_or_else(PoisonError::into_inner);
             }
+            if let Some(detail) = &st.failed {
+                return Err(AuditError::Failed {
+                    path: inner.path.clone(),
+                    detail: detail.clone(),
+                });
+            }
+            st.queue.push((Utc::now(), event));
+            let wake = std::mem::take(&mut st.writer_idle);
+            drop(st);
+            if wake {
+                inner.wake.notify_one();
+            }
+            return Ok(());
         }
+
+        let mut st = inner.lock_state();
         if let Some(detail) = &st.failed {
             return Err(AuditError::Failed {
                 path: inner.path.clone(),
                 detail: detail.clone(),
             });
         }
-        body.insert(
-            "ts".into(),
-            Utc::now()
-                .to_rfc3339_opts(SecondsFormat::Micros, true)
-                .into(),
-        );
-        if inner.fsync == FsyncMode::Batch {
-            st.queue.push(body);
-            if st.writer_idle {
-                st.writer_idle = false;
-                inner.wake.notify_one();
-            }
-            return Ok(());
-        }
+        let body = inner.prepare(Utc::now(), event)?;
         let mut head = st.head.clone();
         let result = inner.write_records(&mut head, std::iter::once(body));
         st.head = head;
@@ -322,6 +310,31 @@ impl Drop for AuditLog {
 impl Inner {
     fn lock_state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The event as a record body: serialised, `redact` pointers applied to
+    /// tool-call arguments, secrets scrubbed, time-stamped.
+    fn prepare(&self, ts: DateTime<Utc>, event: Event) -> Result<Map<String, Value>, AuditError> {
+        let is_call = matches!(event, Event::ToolCall(_));
+        let mut body = match serde_json::to_value(&event)? {
+            Value::Object(map) => map,
+            other => {
+                let mut map = Map::new();
+                map.insert("event".into(), other);
+                map
+            }
+        };
+        drop(event);
+        if is_call && let Some(args) = body.get_mut("arguments") {
+            self.scrubber.redact_pointers(args);
+        }
+        self.scrubber.scrub_map(&mut body, Some("event"));
+        debug_assert!(!body.contains_key("hash"));
+        body.insert(
+            "ts".into(),
+            ts.to_rfc3339_opts(SecondsFormat::Micros, true).into(),
+        );
+        Ok(body)
     }
 
     fn io_err(&self, action: &'static str, source: std::io::Error) -> AuditError {
@@ -430,7 +443,11 @@ fn batch_writer(inner: &Inner) {
         if !batch.is_empty() && st.failed.is_none() {
             let mut head = st.head.clone();
             drop(st);
-            let result = inner.write_records(&mut head, batch);
+            let result = batch
+                .into_iter()
+                .map(|(ts, event)| inner.prepare(ts, event))
+                .collect::<Result<Vec<_>, _>>()
+                .and_then(|bodies| inner.write_records(&mut head, bodies));
             st = inner.lock_state();
             st.head = head;
             match result {
