@@ -58,16 +58,26 @@
 //!
 //! # Durability
 //!
-//! Every [`AuditLog::append`] writes its whole line to the file (the page
-//! cache) before it returns, so a crash of warden, `kill -9` included, never
-//! loses an acknowledged record. `fsync` decides what survives a power loss:
-//! `every_record` (default) `fdatasync`s before `append` returns; `batch`
-//! leaves it to a background thread that `fdatasync`s at most
-//! [`BATCH_INTERVAL`] after the first unsynced record or as soon as
-//! [`BATCH_MAX_RECORDS`] are pending, and on close/drop; `never` leaves it to
-//! the kernel. A crash mid-write leaves at worst one torn final line (no
-//! `\n`), which [`verify`] reports as [`Problem::TornTail`], distinct from
-//! tampering.
+//! `fsync` (CONTRACT §3 `audit.fsync`) decides when `append` returns and
+//! what survives:
+//!
+//! | mode | `append` returns after | `kill -9` of warden loses | power loss loses |
+//! | --- | --- | --- | --- |
+//! | `every_record` (default) | the line is written and `fdatasync`ed | nothing acknowledged | nothing acknowledged |
+//! | `batch` (group commit) | the event is time-stamped and queued | the records queued in the last moments | up to [`BATCH_INTERVAL`] of records |
+//! | `never` | the line is written | nothing acknowledged | what the kernel had not flushed |
+//!
+//! In `batch` a writer thread drains the queue as soon as it is woken,
+//! serialising, chaining and writing the whole batch with one `write(2)`
+//! under one file lock, and `fdatasync`s at most [`BATCH_INTERVAL`] after the
+//! first unsynced record or once [`BATCH_MAX_RECORDS`] are unsynced, and on
+//! close/drop; a write or sync failure is returned by the next `append` and
+//! by `close`. A sync failure makes the log refuse further appends (the
+//! kernel may have dropped the pages; retrying would claim durability
+//! falsely). Lines are written whole with `O_APPEND`, so a crash mid-write
+//! leaves at worst one torn final line (no `\n`), which [`verify`] reports
+//! as [`Problem::TornTail`], distinct from tampering; a failed write is cut
+//! back off the file.
 //!
 //! **Torn tail on open:** [`AuditLog::open`] refuses a log that ends with a
 //! torn line, naming the file, the byte offset and the fix (verify, then
@@ -83,6 +93,20 @@
 //! number of warden processes (and threads: [`AuditLog`] is `Send + Sync`)
 //! can share one log and still produce one chain with no gaps. Writers that
 //! do not take the lock, and a log file replaced by rename, are not covered.
+//!
+//! # Verification
+//!
+//! [`verify`] (`warden audit verify FILE [--key FILE]`) reads the file once,
+//! line by line, and stops at the first problem ([`Problem`]): a torn final
+//! line; an unparseable line (with its number); a line that is not the
+//! canonical form of its record; a malformed record (missing chain field,
+//! `v` ≠ 1); a record in the other mode (`alg`; with a key every record
+//! must be `hmac-sha256`); a hash mismatch; a `seq` gap, reordering or
+//! duplicate; a `prev` that does not name the previous record. It reports the
+//! `seq` the bad line should have had, its line number, and how many records
+//! before it verified. The CLI exits 0 (count, last hash, mode), 1 (first
+//! bad `seq` and why), or 2 (file unreadable, or an `hmac-sha256` log and
+//! no key: only structure and links could be checked).
 //!
 //! # What the chain cannot show
 //!
