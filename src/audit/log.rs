@@ -5,7 +5,7 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -381,7 +381,7 @@ impl Inner {
         }
         let mut seq = head.seq;
         let mut prev = head.prev.clone();
-        let mut buf = String::new();
+        let mut buf: Vec<u8> = Vec::new();
         let mut count = 0;
         for mut body in bodies {
             seq += 1;
@@ -391,11 +391,11 @@ impl Inner {
             body.insert("alg".into(), self.hasher.mode().as_str().into());
             body.insert("prev".into(), prev.into());
             let (hash, line) = chain_line(&body, &self.hasher);
-            buf.push_str(&line);
+            buf.extend_from_slice(&line);
             prev = hash;
             count += 1;
         }
-        if let Err(e) = (&self.file).write_all(buf.as_bytes()) {
+        if let Err(e) = (&self.file).write_all(&buf) {
             // Never leave a partial line behind: cut back to where it began.
             return Err(match self.file.set_len(size) {
                 Ok(()) => self.io_err("write", e),
@@ -484,54 +484,73 @@ fn batch_writer(inner: &Inner) {
     }
 }
 
-/// The record's `hash` and its line: the canonical JSON of `body` plus
-/// `hash`, and `\n`. Each member is canonicalised once and the two
-/// serialisations (without `hash`, to hash it; with it, to write it) are
-/// joined from the same pieces, keys in canonical (bytewise) order.
-fn chain_line(body: &Map<String, Value>, hasher: &Hasher) -> (String, String) {
-    let mut members: Vec<(&String, String)> =
-        body.iter().map(|(k, v)| (k, canonical_json(v))).collect();
-    members.sort_by(|a, b| a.0.cmp(b.0));
-    let join = |extra: Option<&str>| {
-        let mut out = String::with_capacity(
-            members
-                .iter()
-                .map(|(k, v)| k.len() + v.len() + 4)
-                .sum::<usize>()
-                + 80,
-        );
-        out.push('{');
-        let mut first = true;
-        let mut push = |out: &mut String, key: &str, value: &str| {
-            if !first {
-                out.push(',');
-            }
-            first = false;
-            // Serialising a string cannot fail; keys are escaped as
-            // `canonical_json` escapes them.
-            out.push_str(&serde_json::to_string(key).unwrap_or_default());
-            out.push(':');
-            out.push_str(value);
-        };
-        let mut pending = extra;
-        for (k, v) in &members {
-            if let Some(hash) = pending
-                && k.as_str() > "hash"
-            {
-                push(&mut out, "hash", hash);
-                pending = None;
-            }
-            push(&mut out, k, v);
+/// Whether `serde_json::Map` iterates in sorted key order, as it does
+/// unless some crate in the build enables serde_json's `preserve_order`.
+/// Then `serde_json::to_writer` already writes canonical JSON (compact,
+/// keys sorted bytewise, the same escapes and numbers), in one pass; else
+/// [`canonical_json`] sorts explicitly. `verify` always uses
+/// [`canonical_json`], so the two are checked against each other.
+fn maps_are_sorted() -> bool {
+    static SORTED: OnceLock<bool> = OnceLock::new();
+    *SORTED.get_or_init(|| {
+        let mut map = Map::new();
+        map.insert("b".into(), Value::Null);
+        map.insert("a".into(), Value::Null);
+        map.insert("B".into(), Value::Null);
+        map.keys().map(String::as_str).eq(["B", "a", "b"])
+    })
+}
+
+fn write_canonical(out: &mut Vec<u8>, value: &Value) {
+    if maps_are_sorted() && serde_json::to_writer(&mut *out, value).is_ok() {
+        return;
+    }
+    out.extend_from_slice(canonical_json(value).as_bytes());
+}
+
+/// The record's `hash` and its line: the canonical JSON of `body` (which
+/// has no `hash`) is hashed, then `"hash":"…"` is spliced in at its sorted
+/// place and `\n` added, so the record is serialised once.
+fn chain_line(body: &Map<String, Value>, hasher: &Hasher) -> (String, Vec<u8>) {
+    let mut keys: Vec<&String> = body.keys().collect();
+    if !maps_are_sorted() {
+        keys.sort();
+    }
+    let mut buf = Vec::with_capacity(1024);
+    buf.push(b'{');
+    // Where `"hash":…` goes, and whether a comma goes before (it follows a
+    // member) or after it (it precedes one).
+    let mut splice: Option<(usize, bool, bool)> = None;
+    for (i, key) in keys.iter().enumerate() {
+        if splice.is_none() && key.as_str() > "hash" {
+            splice = Some((buf.len(), i > 0, i == 0));
         }
-        if let Some(hash) = pending {
-            push(&mut out, "hash", hash);
+        if i > 0 {
+            buf.push(b',');
         }
-        out.push('}');
-        out
-    };
-    let hash = hasher.hash(join(None).as_bytes());
-    let mut line = join(Some(&format!("\"{hash}\"")));
-    line.push('\n');
+        if serde_json::to_writer(&mut buf, key.as_str()).is_err() {
+            buf.extend_from_slice(canonical_json(&Value::String((*key).clone())).as_bytes());
+        }
+        buf.push(b':');
+        write_canonical(&mut buf, &body[key.as_str()]);
+    }
+    buf.push(b'}');
+    let hash = hasher.hash(&buf);
+
+    let (at, comma_before, comma_after) =
+        splice.unwrap_or((buf.len() - 1, !keys.is_empty(), false));
+    let member = format!("\"hash\":\"{hash}\"");
+    let mut line = Vec::with_capacity(buf.len() + member.len() + 2);
+    line.extend_from_slice(&buf[..at]);
+    if comma_before {
+        line.push(b',');
+    }
+    line.extend_from_slice(member.as_bytes());
+    if comma_after {
+        line.push(b',');
+    }
+    line.extend_from_slice(&buf[at..]);
+    line.push(b'\n');
     (hash, line)
 }
 
@@ -565,5 +584,37 @@ impl Drop for FileLock<'_> {
     fn drop(&mut self) {
         // SAFETY: as above; unlocking a lock we hold.
         let _ = unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn chain_line_is_the_canonical_record_with_its_hash() {
+        for key in [None, Some(b"k".as_slice())] {
+            let hasher = Hasher::new(key).unwrap();
+            for body in [
+                json!({}),
+                json!({"a": 1}),
+                json!({"z": "\u{1}é\"", "hasg": null, "hasi": [1.5, -0.0, 1e300]}),
+                json!({"b": {"y": 1, "x": [{"d": 1, "c": 2}]}, "a": "x", "seq": 7, "v": 1}),
+            ] {
+                let Value::Object(map) = body else {
+                    unreachable!()
+                };
+                let (hash, line) = chain_line(&map, &hasher);
+                assert_eq!(
+                    hash,
+                    hasher.hash(canonical_json(&Value::Object(map.clone())).as_bytes())
+                );
+                let mut with = map.clone();
+                with.insert("hash".into(), hash.into());
+                let expected = canonical_json(&Value::Object(with)) + "\n";
+                assert_eq!(String::from_utf8(line).unwrap(), expected);
+            }
+        }
     }
 }
