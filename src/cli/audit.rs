@@ -1,7 +1,312 @@
-//! `warden audit …`
+//! `warden audit …`: `verify` checks a log's chain, `show` prints it.
 
-use super::{AuditCommand, CliError, GlobalArgs};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 
-pub fn run(_global: &GlobalArgs, _cmd: AuditCommand) -> anyhow::Result<u8> {
-    Err(CliError::usage("`warden audit` is not built yet"))
+use serde_json::{Value, json};
+
+use super::{AuditCommand, CliError, GlobalArgs, exit};
+use crate::audit::{self, VerifyReport};
+
+pub fn run(global: &GlobalArgs, cmd: AuditCommand) -> anyhow::Result<u8> {
+    match cmd {
+        AuditCommand::Verify { file, key } => verify(global, &file, key.as_deref()),
+        AuditCommand::Show {
+            file,
+            session,
+            tool,
+            effect,
+        } => {
+            let filter = Filter::new(session, tool.as_deref(), effect.as_deref())?;
+            show(global.json, &file, &filter)
+        }
+    }
+}
+
+fn verify(global: &GlobalArgs, file: &Path, key_file: Option<&Path>) -> anyhow::Result<u8> {
+    let key = audit::load_key(key_file).map_err(|e| CliError::usage(e.to_string()))?;
+    let report = audit::verify(file, key.as_deref());
+    let name = file.display();
+    let (code, text, value) = match &report {
+        VerifyReport::Ok {
+            count,
+            last_hash,
+            mode,
+        } => (
+            exit::OK,
+            format!("ok: {name}: {count} records, chain intact ({mode})\nlast hash: {last_hash}"),
+            json!({"ok": true, "file": file, "count": count, "last_hash": last_hash, "mode": mode.as_str()}),
+        ),
+        VerifyReport::KeyRequired { count, last_hash } => (
+            exit::USAGE,
+            format!(
+                "{name}: the log is keyed (hmac-sha256); give the key with --key FILE or {}. \
+                 Without it only the structure and links of {count} records were checked (last hash {last_hash}).",
+                audit::KEY_ENV
+            ),
+            json!({"ok": false, "file": file, "mode": "hmac-sha256", "error": "key_required", "count": count, "last_hash": last_hash}),
+        ),
+        VerifyReport::Bad(f) => {
+            let mode = f.mode.map_or("unknown", audit::HashMode::as_str);
+            (
+                exit::FAILED,
+                format!(
+                    "FAILED: {name}: seq {} (line {}): {}\n{} record{} before it verified ({mode}); last good hash: {}",
+                    f.seq,
+                    f.line,
+                    f.problem,
+                    f.verified,
+                    if f.verified == 1 { "" } else { "s" },
+                    f.last_good_hash
+                ),
+                json!({
+                    "ok": false, "file": file, "seq": f.seq, "line": f.line,
+                    "problem": f.problem.kind(), "message": f.problem.to_string(),
+                    "verified": f.verified, "last_good_hash": f.last_good_hash, "mode": mode,
+                }),
+            )
+        }
+        VerifyReport::Unreadable { message } => {
+            return Err(CliError::usage(format!("cannot read audit log {message}")));
+        }
+    };
+    let out = if global.json { value.to_string() } else { text };
+    write_stdout(&format!("{out}\n"))?;
+    Ok(code)
+}
+
+/// `show` filters.
+struct Filter {
+    session: Option<String>,
+    tool: Option<globset::GlobMatcher>,
+    effect: Option<String>,
+}
+
+impl Filter {
+    fn new(
+        session: Option<String>,
+        tool: Option<&str>,
+        effect: Option<&str>,
+    ) -> anyhow::Result<Filter> {
+        let tool = tool
+            .map(|g| {
+                globset::Glob::new(g)
+                    .map(|g| g.compile_matcher())
+                    .map_err(|e| CliError::usage(format!("--tool {g:?}: {e}")))
+            })
+            .transpose()?;
+        if let Some(e) = effect
+            && !matches!(e, "allow" | "ask" | "deny")
+        {
+            return Err(CliError::usage(format!(
+                "--effect {e:?}: expected allow, ask or deny"
+            )));
+        }
+        Ok(Filter {
+            session,
+            tool,
+            effect: effect.map(str::to_string),
+        })
+    }
+
+    fn accepts(&self, r: &Value) -> bool {
+        if let Some(s) = &self.session
+            && !r["session"]
+                .as_str()
+                .is_some_and(|v| v.starts_with(s.as_str()))
+        {
+            return false;
+        }
+        if let Some(m) = &self.tool
+            && !r["qualified"].as_str().is_some_and(|q| m.is_match(q))
+        {
+            return false;
+        }
+        if let Some(e) = &self.effect
+            && r["decision"]["effect"].as_str() != Some(e.as_str())
+        {
+            return false;
+        }
+        true
+    }
+}
+
+fn show(json_out: bool, file: &Path, filter: &Filter) -> anyhow::Result<u8> {
+    let f = File::open(file)
+        .map_err(|e| CliError::usage(format!("cannot read audit log {}: {e}", file.display())))?;
+    let mut reader = BufReader::new(f);
+    let mut rows: Vec<[String; 8]> = Vec::new();
+    let mut out = String::new();
+    let mut line_no = 0u64;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| CliError::new(exit::FAILED, format!("{}: {e}", file.display())))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        if buf.last() != Some(&b'\n') {
+            tracing::warn!(
+                "{}: line {line_no} is a torn tail, not shown",
+                file.display()
+            );
+            break;
+        }
+        let record: Value = match serde_json::from_slice(&buf) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                tracing::warn!(
+                    "{}: line {line_no} is not a record, not shown",
+                    file.display()
+                );
+                continue;
+            }
+        };
+        if !filter.accepts(&record) {
+            continue;
+        }
+        if json_out {
+            out.push_str(&crate::digest::canonical_json(&record));
+            out.push('\n');
+        } else {
+            rows.push(row(&record));
+        }
+    }
+    if !json_out {
+        out = table(&rows);
+    }
+    write_stdout(&out)?;
+    Ok(exit::OK)
+}
+
+const HEADER: [&str; 8] = [
+    "SEQ", "TIME", "SESSION", "EVENT", "TOOL", "DECISION", "OUTCOME", "DURATION",
+];
+
+fn row(r: &Value) -> [String; 8] {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    let seq = r["seq"]
+        .as_u64()
+        .map_or_else(String::new, |n| n.to_string());
+    let ts = r["ts"].as_str().unwrap_or("");
+    let time = chrono::DateTime::parse_from_rfc3339(ts)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_else(|_| ts.to_string());
+    let session: String = s(&r["session"]).chars().take(8).collect();
+    let event = s(&r["event"]);
+    let (mut tool, mut decision, mut outcome, mut duration) =
+        (String::new(), String::new(), String::new(), String::new());
+    match event.as_str() {
+        "tool_call" => {
+            tool = s(&r["qualified"]);
+            decision = format!(
+                "{}/{}",
+                s(&r["decision"]["effect"]),
+                s(&r["decision"]["stage"])
+            );
+            outcome = s(&r["outcome"]);
+            if let Some(ms) = r["duration_ms"].as_u64() {
+                duration = format!("{ms} ms");
+            }
+        }
+        "server_start" => {
+            tool = s(&r["server"]);
+            outcome = r["pid"]
+                .as_u64()
+                .map_or_else(|| s(&r["transport"]), |p| format!("pid {p}"));
+        }
+        "server_exit" => {
+            tool = s(&r["server"]);
+            outcome = match (r["status"].as_i64(), r["signal"].as_i64()) {
+                (_, Some(sig)) => format!("signal {sig}"),
+                (Some(code), None) => format!("exit {code}"),
+                (None, None) => s(&r["reason"]),
+            };
+        }
+        "approval" => {
+            tool = s(&r["server"]);
+            outcome = s(&r["action"]);
+        }
+        "session_start" => {
+            outcome = format!("warden {}", s(&r["warden_version"]));
+            decision = s(&r["mode"]);
+        }
+        "session_end" => {
+            outcome = format!(
+                "{} calls, {} denied",
+                r["tool_calls"].as_u64().unwrap_or(0),
+                r["denied"].as_u64().unwrap_or(0)
+            );
+        }
+        _ => {}
+    }
+    [seq, time, session, event, tool, decision, outcome, duration].map(|c| printable(&c))
+}
+
+/// Control characters (terminal escapes from a hostile server's strings)
+/// are shown escaped, never sent to the terminal.
+fn printable(s: &str) -> String {
+    if s.chars().any(char::is_control) {
+        s.chars()
+            .flat_map(|c| {
+                if c.is_control() {
+                    c.escape_default().collect::<Vec<_>>()
+                } else {
+                    vec![c]
+                }
+            })
+            .collect()
+    } else {
+        s.to_string()
+    }
+}
+
+fn table(rows: &[[String; 8]]) -> String {
+    let mut widths = HEADER.map(|h| h.chars().count());
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header = HEADER.map(str::to_string);
+    for r in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (i, (cell, w)) in r.iter().zip(widths).enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            let pad = w - cell.chars().count();
+            // Numbers right-aligned, text left-aligned.
+            if i == 0 || i == 7 {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::new(
+            exit::FAILED,
+            format!("writing to stdout: {e}"),
+        )),
+        _ => Ok(()),
+    }
 }

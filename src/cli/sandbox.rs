@@ -1,6 +1,6 @@
 //! `warden sandbox …`
 
-use super::{SandboxCommand, CliError, GlobalArgs};
+use super::{CliError, GlobalArgs, SandboxCommand};
 
 pub fn run(_global: &GlobalArgs, _cmd: SandboxCommand) -> anyhow::Result<u8> {
     Err(CliError::usage("`warden sandbox` is not built yet"))

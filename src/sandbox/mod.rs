@@ -72,12 +72,11 @@ pub fn prepare(server: &ServerConfig, ctx: &LaunchContext) -> Result<Prepared, S
             server: server.name.clone(),
         });
     };
-    let guard = ProcessGuard::new(&server.name, &ctx.runtime_dir).map_err(|e| {
-        SandboxError::Setup {
+    let guard =
+        ProcessGuard::new(&server.name, &ctx.runtime_dir).map_err(|e| SandboxError::Setup {
             server: server.name.clone(),
             detail: e.to_string(),
-        }
-    })?;
+        })?;
     let env = filtered_env(server, stdio, guard.home(), guard.tmp())?;
     let mut command = tokio::process::Command::new(&stdio.program);
     command

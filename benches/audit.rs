@@ -1,0 +1,161 @@
+//! Audit log cost: time per `append` (= latency added to a tool call, and
+//! records per second) for each fsync mode, and `verify` throughput.
+//!
+//! `cargo bench --bench audit`. Logs are written under `AUDIT_BENCH_DIR`
+//! (default: the system temp folder); put it on the disk you will use.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use serde_json::json;
+use warden::audit::{
+    AuditLog, AuditOptions, DecisionRecord, Event, Outcome, ToolCallRecord, verify,
+};
+use warden::config::FsyncMode;
+use warden::policy::{Effect, Stage};
+
+/// A typical allowed call: a few short arguments, one reason.
+fn event() -> Event {
+    let args = json!({"path": "/srv/repo/src/main.rs", "head": 40, "encoding": "utf-8"});
+    Event::ToolCall(ToolCallRecord {
+        server: "fs".into(),
+        tool: "read_text_file".into(),
+        qualified: "mcp__fs__read_text_file".into(),
+        caller: "model".into(),
+        args_sha256: warden::audit::args_digest(&args),
+        arguments: args,
+        decision: DecisionRecord {
+            effect: Effect::Allow,
+            stage: Stage::Rules,
+            reasons: vec!["allow: mcp__fs__read_text_file(path: /srv/repo/**)".into()],
+            policy_sha256: Some("ab".repeat(32)),
+        },
+        outcome: Outcome::Ok,
+        duration_ms: 3,
+        result_sha256: Some("cd".repeat(32)),
+        error: None,
+    })
+}
+
+fn options(fsync: FsyncMode, key: bool) -> AuditOptions {
+    AuditOptions {
+        session: "2b1f4c3e-9a8d-4e5f-8a7b-6c5d4e3f2a1b".into(),
+        fsync,
+        key: key.then(|| b"bench key, thirty-two bytes long".to_vec()),
+        redact: vec!["/password".into(), "/token".into()],
+        secrets: vec![
+            "ghp_000000000000000000000000000000000000".into(),
+            "sk-bench-secret".into(),
+        ],
+    }
+}
+
+fn bench_dir() -> tempfile::TempDir {
+    match std::env::var_os("AUDIT_BENCH_DIR") {
+        Some(dir) => tempfile::tempdir_in(dir),
+        None => tempfile::tempdir(),
+    }
+    .expect("bench temp dir")
+}
+
+fn append(c: &mut Criterion) {
+    let mut group = c.benchmark_group("audit_append");
+    group.throughput(Throughput::Elements(1));
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(3));
+    let template = event();
+
+    group.bench_function("event_clone_only", |b| {
+        b.iter(|| black_box(template.clone()));
+    });
+    for (name, fsync, key) in [
+        ("never", FsyncMode::Never, false),
+        ("batch", FsyncMode::Batch, false),
+        ("batch_hmac", FsyncMode::Batch, true),
+        ("every_record", FsyncMode::EveryRecord, false),
+    ] {
+        let dir = bench_dir();
+        let log = AuditLog::open(&dir.path().join("audit.jsonl"), options(fsync, key))
+            .expect("open bench log");
+        if fsync == FsyncMode::EveryRecord {
+            group.sample_size(10);
+        }
+        group.bench_function(name, |b| {
+            b.iter(|| log.append(template.clone()).expect("append"));
+        });
+        log.close().expect("close");
+    }
+    group.finish();
+}
+
+/// The latency a tool call sees: `append` timed alone, with a simulated
+/// call (100 µs asleep, as a call waits on its server) between appends, so
+/// the batch writer is not saturated as in the back-to-back group above.
+fn call_latency(c: &mut Criterion) {
+    let mut group = c.benchmark_group("audit_call_latency");
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(4));
+    let template = event();
+    for (name, fsync) in [
+        ("never", FsyncMode::Never),
+        ("batch", FsyncMode::Batch),
+        ("every_record", FsyncMode::EveryRecord),
+    ] {
+        let dir = bench_dir();
+        let log = AuditLog::open(&dir.path().join("audit.jsonl"), options(fsync, false))
+            .expect("open bench log");
+        if fsync == FsyncMode::EveryRecord {
+            group.sample_size(10);
+        }
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    std::thread::sleep(Duration::from_micros(100));
+                    let event = template.clone();
+                    let start = Instant::now();
+                    log.append(event).expect("append");
+                    total += start.elapsed();
+                }
+                total
+            });
+        });
+        log.close().expect("close");
+    }
+    group.finish();
+}
+
+/// The CPU core of a record: serialise, canonicalise, SHA-256.
+fn record_cpu(c: &mut Criterion) {
+    let template = event();
+    c.bench_function("audit_record_cpu/serialize_canonical_sha256", |b| {
+        b.iter(|| {
+            let v = serde_json::to_value(black_box(&template)).expect("serialise");
+            black_box(warden::digest::sha256_hex(
+                warden::digest::canonical_json(&v).as_bytes(),
+            ))
+        });
+    });
+}
+
+fn verify_throughput(c: &mut Criterion) {
+    const N: u64 = 10_000;
+    let dir = bench_dir();
+    let path = dir.path().join("audit.jsonl");
+    let log = AuditLog::open(&path, options(FsyncMode::Never, false)).expect("open");
+    for _ in 0..N {
+        log.append(event()).expect("append");
+    }
+    log.close().expect("close");
+    let mut group = c.benchmark_group("audit_verify");
+    group.throughput(Throughput::Elements(N));
+    group.sample_size(10);
+    group.bench_function("10k_records", |b| {
+        b.iter(|| assert!(verify(&path, None).is_ok()));
+    });
+    group.finish();
+}
+
+criterion_group!(benches, record_cpu, call_latency, append, verify_throughput);
+criterion_main!(benches);

@@ -1,0 +1,163 @@
+//! Hashing of records and reading the last record of a log file.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use hmac::{Hmac, Mac};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::{AuditError, HashMode};
+use crate::digest::canonical_json;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Computes `hash` fields: plain SHA-256, or HMAC-SHA-256 under a key
+/// (the keyed state is prepared once and cloned per record).
+#[derive(Clone)]
+pub(crate) enum Hasher {
+    Plain,
+    Keyed(Box<HmacSha256>),
+}
+
+impl Hasher {
+    pub(crate) fn new(key: Option<&[u8]>) -> Result<Self, AuditError> {
+        match key {
+            None => Ok(Hasher::Plain),
+            Some(key) => HmacSha256::new_from_slice(key)
+                .map(|mac| Hasher::Keyed(Box::new(mac)))
+                .map_err(|e| AuditError::Key {
+                    origin: "the given key".into(),
+                    detail: e.to_string(),
+                }),
+        }
+    }
+
+    pub(crate) fn mode(&self) -> HashMode {
+        match self {
+            Hasher::Plain => HashMode::Sha256,
+            Hasher::Keyed(_) => HashMode::HmacSha256,
+        }
+    }
+
+    pub(crate) fn hash(&self, canonical: &[u8]) -> String {
+        match self {
+            Hasher::Plain => hex::encode(Sha256::digest(canonical)),
+            Hasher::Keyed(mac) => {
+                let mut mac = (**mac).clone();
+                mac.update(canonical);
+                hex::encode(mac.finalize().into_bytes())
+            }
+        }
+    }
+
+    /// The hash a parsed record should carry: over the canonical JSON of
+    /// the record without its `hash` field.
+    pub(crate) fn hash_record(&self, mut record: Map<String, Value>) -> String {
+        record.remove("hash");
+        self.hash(canonical_json(&Value::Object(record)).as_bytes())
+    }
+}
+
+/// What the end of a log file holds.
+#[derive(Debug)]
+pub(crate) enum Tail {
+    Empty,
+    Last { seq: u64, hash: String },
+}
+
+/// Reads the last whole record of `file` (size `size`) and checks that it
+/// verifies under `hasher`, so that a session never extends a chain it
+/// could not itself verify (wrong key, other mode, altered tail).
+pub(crate) fn read_tail(
+    file: &File,
+    path: &Path,
+    size: u64,
+    hasher: &Hasher,
+) -> Result<Tail, AuditError> {
+    let io_err = |source| AuditError::Io {
+        path: path.to_path_buf(),
+        action: "read the last record",
+        source,
+    };
+    if size == 0 {
+        return Ok(Tail::Empty);
+    }
+    let mut last = [0u8; 1];
+    file.read_exact_at(&mut last, size - 1).map_err(io_err)?;
+    if last[0] != b'\n' {
+        let start = prev_newline(file, size)
+            .map_err(io_err)?
+            .map_or(0, |p| p + 1);
+        return Err(AuditError::TornTail {
+            path: path.to_path_buf(),
+            offset: start,
+            len: size - start,
+        });
+    }
+    let start = prev_newline(file, size - 1)
+        .map_err(io_err)?
+        .map_or(0, |p| p + 1);
+    let len = usize::try_from(size - 1 - start).map_err(|_| AuditError::CorruptTail {
+        path: path.to_path_buf(),
+        offset: start,
+        detail: "the line is too long".into(),
+    })?;
+    let mut line = vec![0u8; len];
+    file.read_exact_at(&mut line, start).map_err(io_err)?;
+    let corrupt = |detail: String| AuditError::CorruptTail {
+        path: path.to_path_buf(),
+        offset: start,
+        detail,
+    };
+    let record: Map<String, Value> =
+        serde_json::from_slice(&line).map_err(|e| corrupt(format!("not a JSON object: {e}")))?;
+    let seq = record
+        .get("seq")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| corrupt("no integer `seq`".into()))?;
+    let hash = record
+        .get("hash")
+        .and_then(Value::as_str)
+        .ok_or_else(|| corrupt("no `hash`".into()))?
+        .to_string();
+    let alg = record
+        .get("alg")
+        .and_then(Value::as_str)
+        .ok_or_else(|| corrupt("no `alg`".into()))?;
+    if HashMode::from_alg(alg) != Some(hasher.mode()) {
+        return Err(AuditError::ModeMismatch {
+            path: path.to_path_buf(),
+            log_mode: alg.to_string(),
+            ours: hasher.mode(),
+        });
+    }
+    if hasher.hash_record(record) != hash {
+        return Err(AuditError::TailMismatch {
+            path: path.to_path_buf(),
+            seq,
+            mode: hasher.mode(),
+        });
+    }
+    Ok(Tail::Last { seq, hash })
+}
+
+/// Offset of the last `\n` strictly before `before`, scanning backwards.
+fn prev_newline(file: &File, before: u64) -> io::Result<Option<u64>> {
+    const CHUNK: u64 = 8192;
+    let mut end = before;
+    let mut buf = vec![0u8; CHUNK as usize];
+    while end > 0 {
+        let start = end.saturating_sub(CHUNK);
+        // The chunk is at most CHUNK bytes, so the cast cannot truncate.
+        let chunk = &mut buf[..(end - start) as usize];
+        file.read_exact_at(chunk, start)?;
+        if let Some(pos) = chunk.iter().rposition(|&b| b == b'\n') {
+            return Ok(Some(start + pos as u64));
+        }
+        end = start;
+    }
+    Ok(None)
+}

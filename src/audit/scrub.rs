@@ -1,0 +1,242 @@
+//! Redaction pointers and secret scrubbing.
+
+use serde_json::{Map, Value};
+
+use super::{AuditError, REDACTED};
+
+/// Compiled `redact` pointers and the secret values to scrub.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scrubber {
+    /// Unescaped pointer segments; `*` matches every member or element.
+    pointers: Vec<Vec<String>>,
+    /// Secret values of at least [`MIN_SUBSTRING_SECRET`] bytes, longest
+    /// first (so a secret that contains another is removed whole): removed
+    /// wherever they occur.
+    secrets: Vec<String>,
+    /// Shorter, non-empty values (`1`, `on`; too short to be secrets in
+    /// any real sense): replaced only where a whole string or key equals
+    /// them, never inside text or numbers, or every `1` in the log would go.
+    exact: Vec<String>,
+}
+
+/// Secrets at least this long are scrubbed as substrings.
+pub(crate) const MIN_SUBSTRING_SECRET: usize = 4;
+
+impl Scrubber {
+    pub(crate) fn new(redact: &[String], secrets: &[String]) -> Result<Self, AuditError> {
+        let mut pointers = Vec::with_capacity(redact.len());
+        for pointer in redact {
+            if pointer.is_empty() {
+                pointers.push(Vec::new());
+                continue;
+            }
+            let Some(rest) = pointer.strip_prefix('/') else {
+                return Err(AuditError::BadPointer {
+                    pointer: pointer.clone(),
+                });
+            };
+            pointers.push(
+                rest.split('/')
+                    .map(|seg| seg.replace("~1", "/").replace("~0", "~"))
+                    .collect(),
+            );
+        }
+        let (mut secrets, mut exact): (Vec<String>, Vec<String>) = secrets
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .partition(|s| s.len() >= MIN_SUBSTRING_SECRET);
+        secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        secrets.dedup();
+        exact.sort();
+        exact.dedup();
+        Ok(Scrubber {
+            pointers,
+            secrets,
+            exact,
+        })
+    }
+
+    /// Replaces every value a `redact` pointer selects by `"[REDACTED]"`.
+    pub(crate) fn redact_pointers(&self, args: &mut Value) {
+        for pointer in &self.pointers {
+            redact_at(args, pointer);
+        }
+    }
+
+    /// Removes every secret from every string, object key and number.
+    pub(crate) fn scrub(&self, value: &mut Value) {
+        if self.secrets.is_empty() && self.exact.is_empty() {
+            return;
+        }
+        match value {
+            Value::String(s) => {
+                if let Some(clean) = self.scrub_str(s) {
+                    *s = clean;
+                }
+            }
+            Value::Number(n) => {
+                let text = n.to_string();
+                if self
+                    .secrets
+                    .iter()
+                    .any(|secret| text.contains(secret.as_str()))
+                {
+                    *value = Value::String(REDACTED.into());
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.scrub(v)),
+            Value::Object(map) => self.scrub_map(map, None),
+            Value::Null | Value::Bool(_) => {}
+        }
+    }
+
+    /// As [`Scrubber::scrub`] for an object, leaving the value of `keep`
+    /// (the fixed `event` tag) alone.
+    pub(crate) fn scrub_map(&self, map: &mut Map<String, Value>, keep: Option<&str>) {
+        if self.secrets.is_empty() && self.exact.is_empty() {
+            return;
+        }
+        let dirty_keys: Vec<String> = map
+            .keys()
+            .filter(|k| self.scrub_str(k).is_some())
+            .cloned()
+            .collect();
+        for key in dirty_keys {
+            if let Some(v) = map.remove(&key) {
+                let clean = self.scrub_str(&key).unwrap_or_else(|| REDACTED.into());
+                map.insert(clean, v);
+            }
+        }
+        for (key, v) in map.iter_mut() {
+            if keep != Some(key.as_str()) {
+                self.scrub(v);
+            }
+        }
+    }
+
+    /// `Some(cleaned)` when `s` contains a secret.
+    pub(crate) fn scrub_str(&self, s: &str) -> Option<String> {
+        if self.exact.iter().any(|e| e == s) {
+            return Some(REDACTED.into());
+        }
+        let mut out: Option<String> = None;
+        for secret in &self.secrets {
+            let current = out.as_deref().unwrap_or(s);
+            if current.contains(secret.as_str()) {
+                out = Some(current.replace(secret.as_str(), REDACTED));
+            }
+        }
+        out
+    }
+}
+
+fn redact_at(value: &mut Value, segments: &[String]) {
+    let Some((segment, rest)) = segments.split_first() else {
+        *value = Value::String(REDACTED.into());
+        return;
+    };
+    match value {
+        Value::Object(map) => {
+            if segment == "*" {
+                map.values_mut().for_each(|v| redact_at(v, rest));
+            } else if let Some(v) = map.get_mut(segment) {
+                redact_at(v, rest);
+            }
+        }
+        Value::Array(items) => {
+            if segment == "*" {
+                items.iter_mut().for_each(|v| redact_at(v, rest));
+            } else if let Some(v) = segment
+                .parse::<usize>()
+                .ok()
+                .filter(|_| segment.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|i| items.get_mut(i))
+            {
+                redact_at(v, rest);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pointers_redact_nested_escaped_and_wildcard_paths() {
+        let s = Scrubber::new(
+            &[
+                "/password".into(),
+                "/a~1b".into(),
+                "/items/*/token".into(),
+                "/list/1".into(),
+                "/missing/deep".into(),
+            ],
+            &[],
+        )
+        .unwrap();
+        let mut v = json!({
+            "password": {"nested": 1}, "a/b": "x", "keep": "y",
+            "items": [{"token": "t1", "id": 1}, {"token": "t2"}],
+            "list": [0, 1, 2]
+        });
+        s.redact_pointers(&mut v);
+        assert_eq!(
+            v,
+            json!({
+                "password": "[REDACTED]", "a/b": "[REDACTED]", "keep": "y",
+                "items": [{"token": "[REDACTED]", "id": 1}, {"token": "[REDACTED]"}],
+                "list": [0, "[REDACTED]", 2]
+            })
+        );
+    }
+
+    #[test]
+    fn empty_pointer_redacts_everything_and_bad_pointer_is_refused() {
+        let s = Scrubber::new(&[String::new()], &[]).unwrap();
+        let mut v = json!({"a": 1});
+        s.redact_pointers(&mut v);
+        assert_eq!(v, json!("[REDACTED]"));
+        assert!(matches!(
+            Scrubber::new(&["password".into()], &[]),
+            Err(AuditError::BadPointer { .. })
+        ));
+    }
+
+    #[test]
+    fn short_secrets_are_only_replaced_where_they_are_the_whole_value() {
+        let s = Scrubber::new(&[], &["1".into(), "on".into()]).unwrap();
+        let mut v = json!({"a": "1", "b": "x1on", "c": 1, "d": 11, "on": "on"});
+        s.scrub(&mut v);
+        assert_eq!(
+            v,
+            json!({"a": "[REDACTED]", "b": "x1on", "c": 1, "d": 11, "[REDACTED]": "[REDACTED]"})
+        );
+    }
+
+    #[test]
+    fn secrets_are_scrubbed_from_strings_keys_and_numbers() {
+        let s = Scrubber::new(
+            &[],
+            &[
+                "abcd".into(),
+                "abcdefgh".into(),
+                "4242".into(),
+                String::new(),
+            ],
+        )
+        .unwrap();
+        let mut v = json!({"xabcdefghx": ["abcd-abcd", 14242, 7, "ok"], "event": "abcd"});
+        let Value::Object(map) = &mut v else {
+            unreachable!()
+        };
+        s.scrub_map(map, Some("event"));
+        assert_eq!(
+            v,
+            json!({"x[REDACTED]x": ["[REDACTED]-[REDACTED]", "[REDACTED]", 7, "ok"], "event": "abcd"})
+        );
+    }
+}

@@ -1,0 +1,289 @@
+//! `warden audit verify` and `warden audit show`, run as the real binary.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use warden::audit::{AuditLog, AuditOptions, DecisionRecord, Event, Outcome, ToolCallRecord};
+use warden::config::FsyncMode;
+use warden::policy::{Effect, Mode, Stage};
+
+const KEY: &str = "0123456789abcdef0123456789abcdef";
+
+fn warden(home: &Path, args: &[&str], key_env: Option<&str>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+    cmd.args(args)
+        .env("HOME", home)
+        .env("WARDEN_CONFIG_DIR", home.join("config"))
+        .env_remove("WARDEN_AUDIT_KEY")
+        .env_remove("RUST_LOG");
+    if let Some(k) = key_env {
+        cmd.env("WARDEN_AUDIT_KEY", k);
+    }
+    cmd.output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn call(tool: &str, effect: Effect, outcome: Outcome, ms: u64) -> Event {
+    Event::ToolCall(ToolCallRecord {
+        server: "fs".into(),
+        tool: tool.into(),
+        qualified: format!("mcp__fs__{tool}"),
+        caller: "cli".into(),
+        arguments: json!({"path": "/srv/x"}),
+        args_sha256: "00".repeat(32),
+        decision: DecisionRecord {
+            effect,
+            stage: if effect == Effect::Deny {
+                Stage::Rules
+            } else {
+                Stage::Default
+            },
+            reasons: vec![],
+            policy_sha256: None,
+        },
+        outcome,
+        duration_ms: ms,
+        result_sha256: None,
+        error: None,
+    })
+}
+
+fn write_sample(path: &Path, session: &str, key: Option<&str>) {
+    let log = AuditLog::open(
+        path,
+        AuditOptions {
+            session: session.into(),
+            fsync: FsyncMode::Never,
+            key: key.map(|k| k.as_bytes().to_vec()),
+            ..AuditOptions::default()
+        },
+    )
+    .unwrap();
+    for e in [
+        Event::SessionStart {
+            warden_version: "0.1.0".into(),
+            config_sha256: "aa".repeat(32),
+            policy_sha256: None,
+            mode: Mode::Interactive,
+            workspace: "/srv".into(),
+        },
+        Event::ServerStart {
+            server: "fs".into(),
+            transport: "stdio".into(),
+            pid: Some(77),
+            sandbox: json!({}),
+        },
+        call("read_text_file", Effect::Allow, Outcome::Ok, 12),
+        call("write_file", Effect::Deny, Outcome::Denied, 0),
+        call("read_text_file", Effect::Allow, Outcome::Timeout, 30000),
+        Event::ServerExit {
+            server: "fs".into(),
+            pid: Some(77),
+            status: Some(0),
+            signal: None,
+            reason: "stopped\u{1b}[31m".into(),
+        },
+        Event::SessionEnd {
+            tool_calls: 3,
+            denied: 1,
+        },
+    ] {
+        log.append(e).unwrap();
+    }
+    log.close().unwrap();
+}
+
+#[test]
+fn verify_exit_codes_and_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let log = home.join("audit.jsonl");
+    let file = log.to_str().unwrap();
+    write_sample(&log, "3f2a9b1c-0000-4000-8000-000000000001", None);
+
+    let o = warden(home, &["audit", "verify", file], None);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let out = stdout(&o);
+    assert!(out.contains("7 records") && out.contains("sha256"), "{out}");
+    let last_hash = out
+        .lines()
+        .last()
+        .unwrap()
+        .trim_start_matches("last hash: ");
+    assert_eq!(last_hash.len(), 64, "{out}");
+
+    let o = warden(home, &["--json", "audit", "verify", file], None);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["count"], 7);
+    assert_eq!(v["last_hash"], last_hash);
+    assert_eq!(v["mode"], "sha256");
+
+    // Tampered: exit 1 naming the seq.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let tampered = home.join("tampered.jsonl");
+    std::fs::write(&tampered, text.replacen("\"deny\"", "\"allow\"", 1)).unwrap();
+    let o = warden(home, &["audit", "verify", tampered.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(
+        out.contains("seq 4") && out.contains("hash mismatch"),
+        "{out}"
+    );
+    let o = warden(
+        home,
+        &["--json", "audit", "verify", tampered.to_str().unwrap()],
+        None,
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["seq"].as_u64(), v["problem"].as_str()),
+        (Some(4), Some("hash_mismatch"))
+    );
+
+    // Torn: exit 1, reported as torn.
+    let torn = home.join("torn.jsonl");
+    std::fs::write(&torn, &text[..text.len() - 20]).unwrap();
+    let o = warden(home, &["audit", "verify", torn.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(out.contains("seq 7") && out.contains("torn tail"), "{out}");
+    assert!(out.contains("6 records before it verified"), "{out}");
+
+    // Missing file: usage error.
+    let o = warden(home, &["audit", "verify", "/nonexistent/audit.jsonl"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/audit.jsonl"));
+}
+
+#[test]
+fn verify_with_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let log = home.join("keyed.jsonl");
+    let file = log.to_str().unwrap();
+    write_sample(&log, "s", Some(KEY));
+    let key_file = home.join("key");
+    std::fs::write(&key_file, format!("{KEY}\n")).unwrap();
+    let wrong = home.join("wrong");
+    std::fs::write(&wrong, "not the key").unwrap();
+
+    let o = warden(
+        home,
+        &["audit", "verify", file, "--key", key_file.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(stdout(&o).contains("hmac-sha256"));
+    let o = warden(home, &["audit", "verify", file], Some(KEY));
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    // No key: says the log is keyed; not a pass.
+    let o = warden(home, &["audit", "verify", file], None);
+    assert_eq!(o.status.code(), Some(2));
+    let out = stdout(&o);
+    assert!(
+        out.contains("hmac-sha256") && out.contains("--key"),
+        "{out}"
+    );
+    // Wrong key: fails at seq 1.
+    let o = warden(
+        home,
+        &["audit", "verify", file, "--key", wrong.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("seq 1"));
+    // The key never appears in any output.
+    for o in [&o, &warden(home, &["audit", "verify", file], Some(KEY))] {
+        assert!(!stdout(o).contains(KEY));
+        assert!(!String::from_utf8_lossy(&o.stderr).contains(KEY));
+    }
+}
+
+#[test]
+fn show_prints_a_table_json_lines_and_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let log = home.join("audit.jsonl");
+    let file = log.to_str().unwrap();
+    write_sample(&log, "aaaaaaaa-1111", None);
+    write_sample(&log, "bbbbbbbb-2222", None);
+
+    let o = warden(home, &["audit", "show", file], None);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 15, "{out}");
+    for h in [
+        "SEQ", "TIME", "SESSION", "EVENT", "TOOL", "DECISION", "OUTCOME", "DURATION",
+    ] {
+        assert!(lines[0].contains(h), "{}", lines[0]);
+    }
+    // Aligned: every column starts where its header starts.
+    let col = lines[0].find("EVENT").unwrap();
+    for l in &lines[1..] {
+        assert_eq!(
+            l[col..]
+                .split(' ')
+                .next()
+                .unwrap()
+                .chars()
+                .next()
+                .map(|c| c.is_ascii_lowercase()),
+            Some(true),
+            "{l}"
+        );
+    }
+    assert!(
+        out.contains("mcp__fs__write_file") && out.contains("deny/rules"),
+        "{out}"
+    );
+    assert!(out.contains("30000 ms") && out.contains("aaaaaaaa") && !out.contains("aaaaaaaa-1111"));
+    // A hostile escape sequence is shown escaped.
+    assert!(!out.contains('\u{1b}') && out.contains("exit 0"), "{out}");
+
+    let o = warden(
+        home,
+        &["--json", "audit", "show", file, "--effect", "deny"],
+        None,
+    );
+    let recs: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs.len(), 2);
+    assert!(recs.iter().all(|r| r["decision"]["effect"] == "deny"));
+
+    let o = warden(
+        home,
+        &[
+            "--json",
+            "audit",
+            "show",
+            file,
+            "--tool",
+            "mcp__fs__read_*",
+            "--session",
+            "bbbb",
+        ],
+        None,
+    );
+    let recs: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs.len(), 2);
+    assert!(
+        recs.iter()
+            .all(|r| r["session"] == "bbbbbbbb-2222" && r["tool"] == "read_text_file")
+    );
+    assert_eq!(recs[0]["seq"], 10);
+
+    let o = warden(home, &["audit", "show", file, "--effect", "maybe"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("allow, ask or deny"));
+}
