@@ -10,6 +10,7 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod digest;
+pub mod example_servers;
 pub mod gateway;
 pub mod host;
 pub mod mcp;

@@ -12,6 +12,7 @@ pub struct ProcessGuard {
     home: PathBuf,
     tmp: PathBuf,
     pgid: Option<i32>,
+    cgroup: Option<PathBuf>,
 }
 
 impl ProcessGuard {
@@ -29,6 +30,7 @@ impl ProcessGuard {
             home,
             tmp,
             pgid: None,
+            cgroup: None,
         })
     }
 
@@ -49,7 +51,19 @@ impl ProcessGuard {
         self.pgid = i32::try_from(pid).ok();
     }
 
-    /// Kills every process in the server's group.
+    /// The per-server pids cgroup the helper creates (removed on drop).
+    pub fn set_cgroup(&mut self, cgroup: Option<PathBuf>) {
+        self.cgroup = cgroup;
+    }
+
+    /// The pid of the spawned leader (the sandbox helper), if attached.
+    pub fn pid(&self) -> Option<i32> {
+        self.pgid
+    }
+
+    /// Kills every process in the server's group. With the sandbox the
+    /// leader is the helper; killing it ends the pid namespace, so a
+    /// process that left the group with `setsid()` dies too.
     pub fn kill_group(&self) {
         if let Some(pgid) = self.pgid {
             let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
@@ -60,5 +74,17 @@ impl ProcessGuard {
 impl Drop for ProcessGuard {
     fn drop(&mut self) {
         self.kill_group();
+        if let Some(cg) = &self.cgroup {
+            // Normally the helper removes it; after a SIGKILL it cannot.
+            // The namespace's processes need a moment to be reaped.
+            for _ in 0..50 {
+                match std::fs::remove_dir(cg) {
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                    _ => break,
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,3 @@
+//! Example MCP servers shipped with warden.
+
+pub mod hostile;

@@ -1,0 +1,52 @@
+//! The fully resolved sandbox of one launch, handed from `prepare` to the
+//! `__sandbox-exec` helper as one JSON argument. Everything is decided
+//! before the helper runs: it only applies.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanNetwork {
+    None,
+    Ports { connect_tcp: Vec<u16>, bind_tcp: Vec<u16> },
+    Host,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanLimits {
+    pub memory_mb: u64,
+    pub processes: u64,
+    pub open_files: u64,
+    pub cpu_seconds: u64,
+    pub file_size_mb: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Plan {
+    /// Absolute executable to run.
+    pub program: PathBuf,
+    /// argv, including argv[0].
+    pub argv: Vec<String>,
+    /// Read + execute.
+    pub read_exec: Vec<PathBuf>,
+    /// Read only.
+    pub read: Vec<PathBuf>,
+    /// Read + write (no execute).
+    pub write: Vec<PathBuf>,
+    pub network: PlanNetwork,
+    pub limits: PlanLimits,
+    /// Landlock ABI to request (0 = no Landlock).
+    pub landlock_abi: u8,
+    pub seccomp: bool,
+    pub user_ns: bool,
+    pub net_ns: bool,
+    pub pid_ns: bool,
+    /// A cgroup folder to create and join (pids cap).
+    pub cgroup: Option<PathBuf>,
+    /// warden's pid: the helper dies with it.
+    pub parent_pid: i32,
+    /// Start even if Landlock reports partial enforcement.
+    pub best_effort: bool,
+}
