@@ -69,10 +69,7 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
         println!("  pid namespaces:               {}", yn(k.pid_namespaces));
         println!("  network namespaces:           {}", yn(k.net_namespaces));
         println!("  seccomp filters:              {}", yn(k.seccomp));
-        println!(
-            "  pids cgroup:                  {}",
-            k.pids_cgroup.as_ref().map_or("none".into(), |p| p.display().to_string())
-        );
+        println!("  per-namespace pid_max:        {}", yn(k.pid_max_per_namespace));
         println!("  running as uid:               {}", k.euid);
         println!();
         match (&summary, &unsupported) {

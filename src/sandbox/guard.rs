@@ -12,7 +12,6 @@ pub struct ProcessGuard {
     home: PathBuf,
     tmp: PathBuf,
     pgid: Option<i32>,
-    cgroup: Option<PathBuf>,
 }
 
 impl ProcessGuard {
@@ -30,7 +29,6 @@ impl ProcessGuard {
             home,
             tmp,
             pgid: None,
-            cgroup: None,
         })
     }
 
@@ -51,11 +49,6 @@ impl ProcessGuard {
         self.pgid = i32::try_from(pid).ok();
     }
 
-    /// The per-server pids cgroup the helper creates (removed on drop).
-    pub fn set_cgroup(&mut self, cgroup: Option<PathBuf>) {
-        self.cgroup = cgroup;
-    }
-
     /// The pid of the spawned leader (the sandbox helper), if attached.
     pub fn pid(&self) -> Option<i32> {
         self.pgid
@@ -74,17 +67,5 @@ impl ProcessGuard {
 impl Drop for ProcessGuard {
     fn drop(&mut self) {
         self.kill_group();
-        if let Some(cg) = &self.cgroup {
-            // Normally the helper removes it; after a SIGKILL it cannot.
-            // The namespace's processes need a moment to be reaped.
-            for _ in 0..50 {
-                match std::fs::remove_dir(cg) {
-                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                        std::thread::sleep(std::time::Duration::from_millis(2));
-                    }
-                    _ => break,
-                }
-            }
-        }
     }
 }

@@ -18,7 +18,6 @@
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
@@ -94,14 +93,7 @@ fn run(plan: &Plan) -> Result<i32, HelperError> {
         libc::setsid();
     }
     close_inherited();
-    if let Some(cg) = &plan.cgroup {
-        join_cgroup(cg, plan.limits.processes.saturating_add(2))?;
-    }
-    let result = run_namespaced(plan, pidfd);
-    if let Some(cg) = &plan.cgroup {
-        leave_cgroup(cg);
-    }
-    result
+    run_namespaced(plan, pidfd)
 }
 
 fn run_namespaced(plan: &Plan, pidfd: libc::c_int) -> Result<i32, HelperError> {
@@ -198,6 +190,12 @@ fn init_main(plan: &Plan, sigfd: libc::c_int, death_r: libc::c_int) -> Result<i3
         if !plan.pid_ns {
             libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         }
+    }
+    if plan.pid_ns && plan.pid_max > 0 {
+        // Per pid namespace since Linux 6.14 (prepare checked): caps the
+        // number of processes in the namespace, also for root.
+        std::fs::write("/proc/sys/kernel/pid_max", plan.pid_max.to_string())
+            .map_err(sys("pid_max"))?;
     }
     // SAFETY: single-threaded fork.
     let server = check(unsafe { libc::fork() }.into(), "fork")? as libc::pid_t;
@@ -477,22 +475,4 @@ fn pipe() -> Result<(libc::c_int, libc::c_int), HelperError> {
     // SAFETY: fds has room for two descriptors.
     check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }.into(), "pipe2")?;
     Ok((fds[0], fds[1]))
-}
-
-fn join_cgroup(cg: &Path, max: u64) -> Result<(), HelperError> {
-    match std::fs::create_dir(cg) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(HelperError::Sys { what: "cgroup mkdir", err: e }),
-    }
-    std::fs::write(cg.join("pids.max"), max.to_string()).map_err(sys("cgroup pids.max"))?;
-    std::fs::write(cg.join("cgroup.procs"), "0").map_err(sys("cgroup.procs"))?;
-    Ok(())
-}
-
-fn leave_cgroup(cg: &Path) {
-    if let Some(parent) = cg.parent() {
-        let _ = std::fs::write(parent.join("cgroup.procs"), "0");
-    }
-    let _ = std::fs::remove_dir(cg);
 }

@@ -4,7 +4,6 @@
 //! `landlock_create_ruleset` version query), never guesses from version
 //! strings: a kernel can have a feature compiled out or disabled by policy.
 
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use serde::Serialize;
@@ -28,19 +27,19 @@ pub struct Support {
     pub net_namespaces: bool,
     /// seccomp filters (`SECCOMP_MODE_FILTER`).
     pub seccomp: bool,
-    /// A writable pids cgroup under which a per-server cgroup can be made
-    /// (needed for a process cap when running as root, where
-    /// `RLIMIT_NPROC` is not enforced).
-    pub pids_cgroup: Option<PathBuf>,
+    /// `kernel.pid_max` can be set per pid namespace (Linux ≥ 6.14): a
+    /// process cap that also holds for root, for whom the kernel ignores
+    /// `RLIMIT_NPROC`.
+    pub pid_max_per_namespace: bool,
     /// Effective uid of warden.
     pub euid: u32,
 }
 
 impl Support {
     /// `RLIMIT_NPROC` is ignored by the kernel for uid 0, so a process cap
-    /// for root needs a pids cgroup.
+    /// for root needs a pid namespace with its own `pid_max`.
     pub fn process_cap(&self) -> bool {
-        self.euid != 0 || self.pids_cgroup.is_some()
+        self.euid != 0 || (self.pid_namespaces && self.pid_max_per_namespace)
     }
 }
 
@@ -67,7 +66,7 @@ fn probe() -> Support {
         pid_namespaces: others,
         net_namespaces: others,
         seccomp: seccomp_available(),
-        pids_cgroup: pids_cgroup_parent(),
+        pid_max_per_namespace: pid_max_per_namespace(),
         euid,
     }
 }
@@ -117,50 +116,14 @@ fn try_unshare(flags: libc::c_int) -> bool {
     rc == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }
 
-/// The cgroup (v1 `pids` hierarchy, or v2 with `pids` delegated) that this
-/// process is in, if warden may create child cgroups there.
-fn pids_cgroup_parent() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    for line in mounts.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let (Some(mnt), Some(fstype), Some(opts)) = (fields.get(1), fields.get(2), fields.get(3))
-        else {
-            continue;
-        };
-        let parent = match *fstype {
-            "cgroup" if opts.split(',').any(|o| o == "pids") => {
-                let rel = own.lines().find_map(|l| {
-                    let mut parts = l.splitn(3, ':');
-                    let _id = parts.next()?;
-                    let ctrls = parts.next()?;
-                    let path = parts.next()?;
-                    ctrls.split(',').any(|c| c == "pids").then_some(path)
-                })?;
-                Path::new(mnt).join(rel.trim_start_matches('/'))
-            }
-            "cgroup2" => {
-                let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-                let dir = Path::new(mnt).join(rel.trim_start_matches('/'));
-                let ctl = std::fs::read_to_string(dir.join("cgroup.subtree_control")).ok()?;
-                if !ctl.split_whitespace().any(|c| c == "pids") {
-                    continue;
-                }
-                dir
-            }
-            _ => continue,
-        };
-        if writable_dir(&parent) {
-            return Some(parent);
-        }
-    }
-    None
-}
-
-fn writable_dir(dir: &Path) -> bool {
-    let probe = dir.join(format!("warden-probe-{}", std::process::id()));
-    match std::fs::create_dir(&probe) {
-        Ok(()) => std::fs::remove_dir(&probe).is_ok(),
-        Err(_) => false,
-    }
+/// `kernel.pid_max` is per pid namespace from Linux 6.14 on; before that
+/// it is global and must never be written.
+fn pid_max_per_namespace() -> bool {
+    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
+        return false;
+    };
+    let mut parts = release.trim().split(['.', '-']);
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    (major, minor) >= (6, 14)
 }

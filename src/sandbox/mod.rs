@@ -212,8 +212,6 @@ pub fn prepare(server: &ServerConfig, ctx: &LaunchContext) -> Result<Prepared, S
         tracing::warn!(server = %server.name, gap = %gap, "sandbox protection not enforced (best_effort)");
     }
     tracing::debug!(server = %server.name, mechanisms = ?summary.mechanisms, "sandbox prepared");
-    let mut guard = guard;
-    guard.set_cgroup(plan.cgroup.clone());
     Ok(Prepared {
         command,
         guard,
@@ -289,30 +287,21 @@ fn build_plan(
     // capabilities; use it whenever it works.
     let user_ns = k.user_namespaces;
     let net_ns = spec.network == NetworkSpec::None && k.net_namespaces;
-    let cgroup = if k.euid == 0 {
-        match &k.pids_cgroup {
-            Some(parent) => {
-                let name = guard
-                    .root()
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| format!("x{}", std::process::id()));
-                Some(parent.join(format!("warden-{name}")))
-            }
-            None => {
-                need(
-                    false,
-                    "process limit",
-                    "running as root (RLIMIT_NPROC is not enforced) without a writable pids cgroup"
-                        .into(),
-                )?;
-                None
-            }
-        }
+    // Process cap: RLIMIT_NPROC (per uid; ignored for root) and, inside
+    // the pid namespace, a pid_max (kernel minimum 301) that holds for root.
+    let pid_max = if pid_ns && k.pid_max_per_namespace {
+        spec.limits.processes.saturating_add(3).max(301)
     } else {
-        None
+        0
     };
-
+    if k.euid == 0 && pid_max == 0 {
+        need(
+            false,
+            "process limit",
+            "running as root (RLIMIT_NPROC is not enforced) and no per-namespace pid_max (Linux >= 6.14)"
+                .into(),
+        )?;
+    }
     // Paths.
     let mut read_exec: Vec<PathBuf> = paths::SYSTEM_RX.iter().map(PathBuf::from).collect();
     let install_prefix: Vec<PathBuf> =
@@ -372,7 +361,7 @@ fn build_plan(
         user_ns,
         net_ns,
         pid_ns,
-        cgroup: cgroup.clone(),
+        pid_max,
         parent_pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
         best_effort: spec.best_effort,
     };
@@ -397,8 +386,11 @@ fn build_plan(
         mechanisms.push(format!("{} namespaces", ns.join("+")));
     }
     mechanisms.push("rlimits".into());
-    if cgroup.is_some() {
-        mechanisms.push("pids cgroup".into());
+    if k.euid != 0 {
+        mechanisms.push(format!("process cap {} (RLIMIT_NPROC, per uid)", limits.processes));
+    }
+    if pid_max > 0 {
+        mechanisms.push(format!("process cap {} (pid namespace pid_max)", pid_max - 3));
     }
     mechanisms.push("no_new_privs".into());
     mechanisms.push("own session".into());

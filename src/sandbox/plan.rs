@@ -43,8 +43,8 @@ pub struct Plan {
     pub user_ns: bool,
     pub net_ns: bool,
     pub pid_ns: bool,
-    /// A cgroup folder to create and join (pids cap).
-    pub cgroup: Option<PathBuf>,
+    /// Write this `kernel.pid_max` inside the new pid namespace (0 = no).
+    pub pid_max: u64,
     /// warden's pid: the helper dies with it.
     pub parent_pid: i32,
     /// Start even if Landlock reports partial enforcement.
