@@ -80,10 +80,7 @@ impl Registry {
                     self.skipped.push(SkippedTool {
                         server: server.to_string(),
                         name: tool.name.to_string(),
-                        reason: format!(
-                            "ambiguous: {} all become `{qualified}`",
-                            all.join(", ")
-                        ),
+                        reason: format!("ambiguous: {} all become `{qualified}`", all.join(", ")),
                     });
                 }
                 continue;
@@ -190,8 +187,8 @@ mod tests {
     use std::sync::Arc;
 
     fn tool(name: &str) -> Tool {
-        let schema: Map<String, Value> = serde_json::from_value(serde_json::json!({"type": "object"}))
-            .unwrap_or_default();
+        let schema: Map<String, Value> =
+            serde_json::from_value(serde_json::json!({"type": "object"})).unwrap_or_default();
         Tool::new(name.to_string(), "d", Arc::new(schema))
     }
 
@@ -231,7 +228,10 @@ mod tests {
             qualified: "mcp__s__x".into(),
             definition: t,
         };
-        assert_eq!(openai_tool(&e)["function"]["parameters"]["properties"], serde_json::json!({}));
+        assert_eq!(
+            openai_tool(&e)["function"]["parameters"]["properties"],
+            serde_json::json!({})
+        );
         assert_eq!(anthropic_tool(&e)["input_schema"]["type"], "object");
     }
 }

@@ -28,7 +28,10 @@ async fn env_canary_in_warden_env_never_reaches_the_server() {
                 assert!(!leaked, "env canary leaked");
                 let keys: Vec<&String> = j["detail"].as_object().expect("env").keys().collect();
                 for k in &keys {
-                    assert!(["PATH", "LANG", "HOME", "TMPDIR"].contains(&k.as_str()), "unexpected var {k}");
+                    assert!(
+                        ["PATH", "LANG", "HOME", "TMPDIR"].contains(&k.as_str()),
+                        "unexpected var {k}"
+                    );
                 }
             }
         }
@@ -39,18 +42,31 @@ async fn env_canary_in_warden_env_never_reaches_the_server() {
 async fn signals_to_processes_outside_the_sandbox_fail() {
     let fx = Fixture::new();
     for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
-        let mut victim = std::process::Command::new("/bin/sleep").arg("30").spawn().expect("victim");
+        let mut victim = std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .spawn()
+            .expect("victim");
         let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
         let (out, _) = call(&s, "kill_pid", json!({"pid": victim.id(), "signal": 9})).await;
         // warden itself (this test process): must survive too.
         let (me, _) = if mode == Mode::Sandboxed {
-            call(&s, "kill_pid", json!({"pid": std::process::id(), "signal": 15})).await
+            call(
+                &s,
+                "kill_pid",
+                json!({"pid": std::process::id(), "signal": 15}),
+            )
+            .await
         } else {
             (String::new(), json!(null))
         };
         let (pp, _) = if mode == Mode::Sandboxed {
             // Its parent inside the sandbox is the namespace's init.
-            call(&s, "spawn_shell", json!({"command": "kill -9 1; echo done"})).await
+            call(
+                &s,
+                "spawn_shell",
+                json!({"command": "kill -9 1; echo done"}),
+            )
+            .await
         } else {
             (String::new(), json!(null))
         };

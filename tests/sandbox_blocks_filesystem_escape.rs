@@ -15,7 +15,12 @@ async fn secret_file_outside_workspace_is_never_read() {
     for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
         let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
         let (read, rj) = call(&s, "read_file", json!({"path": secret})).await;
-        let (shell, _) = call(&s, "spawn_shell", json!({"command": format!("cat {secret}")})).await;
+        let (shell, _) = call(
+            &s,
+            "spawn_shell",
+            json!({"command": format!("cat {secret}")}),
+        )
+        .await;
         let (list, lj) = call(&s, "list_dir", json!({"path": dir})).await;
         s.stop().await;
         let listed = lj["detail"].to_string().contains("secret.txt");
@@ -40,7 +45,12 @@ async fn no_file_appears_outside_writable_paths() {
         let (w1, wj) = call(&s, "write_file", json!({"path": outside, "content": "x"})).await;
         // The workspace is not writable either unless `sandbox.write` grants it.
         let (w2, _) = call(&s, "write_file", json!({"path": in_ws, "content": "x"})).await;
-        let (w3, _) = call(&s, "spawn_shell", json!({"command": format!("echo x > {}.sh", outside.display())})).await;
+        let (w3, _) = call(
+            &s,
+            "spawn_shell",
+            json!({"command": format!("echo x > {}.sh", outside.display())}),
+        )
+        .await;
         s.stop().await;
         let planted = outside.exists() || in_ws.exists() || outside.with_extension("sh").exists();
         match mode {
@@ -59,11 +69,24 @@ async fn private_home_is_writable_and_warden_env_file_is_not_readable() {
     let s = launch_hostile(&fx, Mode::Sandboxed, SandboxSpec::default()).await;
     let (env, ej) = call(&s, "dump_env", json!({})).await;
     let home = ej["detail"]["HOME"].as_str().expect("HOME").to_string();
-    assert!(home.starts_with(&fx.runtime.path().display().to_string()), "{env}");
-    let (w, wj) = call(&s, "write_file", json!({"path": format!("{home}/ok"), "content": "x"})).await;
+    assert!(
+        home.starts_with(&fx.runtime.path().display().to_string()),
+        "{env}"
+    );
+    let (w, wj) = call(
+        &s,
+        "write_file",
+        json!({"path": format!("{home}/ok"), "content": "x"}),
+    )
+    .await;
     assert_eq!(wj["ok"], json!(true), "{w}");
     // /proc is never granted: warden's own environ stays unreadable.
-    let (p, pj) = call(&s, "read_file", json!({"path": format!("/proc/{}/environ", std::process::id())})).await;
+    let (p, pj) = call(
+        &s,
+        "read_file",
+        json!({"path": format!("/proc/{}/environ", std::process::id())}),
+    )
+    .await;
     assert_eq!(pj["ok"], json!(false), "{p}");
     let (etc, sj) = call(&s, "read_file", json!({"path": "/etc/shadow"})).await;
     assert_eq!(sj["ok"], json!(false), "{etc}");

@@ -36,7 +36,8 @@ fn tcp_saw(l: &std::net::TcpListener, token: &str) -> bool {
 
 fn udp_listener() -> (std::net::UdpSocket, u16) {
     let u = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
-    u.set_read_timeout(Some(Duration::from_millis(500))).expect("timeout");
+    u.set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
     let port = u.local_addr().expect("addr").port();
     (u, port)
 }
@@ -55,7 +56,12 @@ async fn loopback_tcp_listener_never_sees_a_connection() {
     for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
         let (l, port) = tcp_listener();
         let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
-        let (out, _) = call(&s, "tcp_connect", json!({"port": port, "message": fx.token})).await;
+        let (out, _) = call(
+            &s,
+            "tcp_connect",
+            json!({"port": port, "message": fx.token}),
+        )
+        .await;
         let (bind, bj) = call(&s, "tcp_bind", json!({"port": 0})).await;
         s.stop().await;
         let saw = tcp_saw(&l, &fx.token);
@@ -95,7 +101,12 @@ async fn abstract_unix_socket_outside_is_refused() {
     l.set_nonblocking(true).expect("nonblocking");
     for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
         let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
-        let (out, _) = call(&s, "abstract_connect", json!({"name": name, "message": fx.token})).await;
+        let (out, _) = call(
+            &s,
+            "abstract_connect",
+            json!({"name": name, "message": fx.token}),
+        )
+        .await;
         s.stop().await;
         let mut saw = false;
         if let Ok((mut c, _)) = l.accept() {
@@ -126,12 +137,25 @@ async fn connect_tcp_grants_only_the_listed_port_and_never_udp() {
         ..SandboxSpec::default()
     };
     let s = launch_hostile(&fx, Mode::Sandboxed, spec).await;
-    let (g, gj) = call(&s, "tcp_connect", json!({"port": gport, "message": fx.token})).await;
-    let (o, _) = call(&s, "tcp_connect", json!({"port": oport, "message": fx.token})).await;
+    let (g, gj) = call(
+        &s,
+        "tcp_connect",
+        json!({"port": gport, "message": fx.token}),
+    )
+    .await;
+    let (o, _) = call(
+        &s,
+        "tcp_connect",
+        json!({"port": oport, "message": fx.token}),
+    )
+    .await;
     let (ud, _) = call(&s, "udp_send", json!({"port": uport, "message": fx.token})).await;
     s.stop().await;
     assert_eq!(gj["ok"], json!(true), "{g}");
-    assert!(tcp_saw(&granted, &fx.token), "granted port not reached: {g}");
+    assert!(
+        tcp_saw(&granted, &fx.token),
+        "granted port not reached: {g}"
+    );
     assert!(!tcp_saw(&other, &fx.token), "other port reached: {o}");
     assert!(!udp_saw(&u, &fx.token), "UDP reached in ports mode: {ud}");
 }

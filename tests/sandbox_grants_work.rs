@@ -22,13 +22,30 @@ async fn granted_read_and_write_paths_work() {
     };
     let s = launch_hostile(&fx, Mode::Sandboxed, spec).await;
     let (r, rj) = call(&s, "read_file", json!({"path": data.join("in.txt")})).await;
-    let (w, wj) = call(&s, "write_file", json!({"path": out.join("o.txt"), "content": "x"})).await;
-    let (w2, w2j) = call(&s, "write_file", json!({"path": data.join("no.txt"), "content": "x"})).await;
+    let (w, wj) = call(
+        &s,
+        "write_file",
+        json!({"path": out.join("o.txt"), "content": "x"}),
+    )
+    .await;
+    let (w2, w2j) = call(
+        &s,
+        "write_file",
+        json!({"path": data.join("no.txt"), "content": "x"}),
+    )
+    .await;
     s.stop().await;
     assert_eq!(rj["detail"], json!("hello"), "{r}");
     assert_eq!(wj["ok"], json!(true), "{w}");
-    assert_eq!(std::fs::read_to_string(out.join("o.txt")).expect("written"), "x");
-    assert_eq!(w2j["ok"], json!(false), "read grant must not allow writes: {w2}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("o.txt")).expect("written"),
+        "x"
+    );
+    assert_eq!(
+        w2j["ok"],
+        json!(false),
+        "read grant must not allow writes: {w2}"
+    );
     assert!(!data.join("no.txt").exists());
 }
 
@@ -52,7 +69,10 @@ fn sandbox_exec_forwards_exit_status_and_denies_reads() {
     assert_ne!(o.status.code(), Some(0));
     assert!(!String::from_utf8_lossy(&o.stdout).contains(&fx.token));
     // Baseline: the same read without the sandbox succeeds.
-    let plain = std::process::Command::new("/bin/cat").arg(&secret).output().expect("cat");
+    let plain = std::process::Command::new("/bin/cat")
+        .arg(&secret)
+        .output()
+        .expect("cat");
     assert!(String::from_utf8_lossy(&plain.stdout).contains(&fx.token));
 }
 

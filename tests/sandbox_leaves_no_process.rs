@@ -20,7 +20,10 @@ async fn stopping_a_server_kills_its_detached_descendants() {
         let m = marker();
         let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
         let (out, _) = call(&s, "detach", json!({"marker": m})).await;
-        assert!(eventually(Duration::from_secs(5), || !processes_named(&m).is_empty()).await, "{out}");
+        assert!(
+            eventually(Duration::from_secs(5), || !processes_named(&m).is_empty()).await,
+            "{out}"
+        );
         s.stop().await;
         let gone = eventually(Duration::from_secs(3), || processes_named(&m).is_empty()).await;
         let left = processes_named(&m);
@@ -47,7 +50,8 @@ async fn kill_9_of_warden_leaves_no_process_behind() {
             cmd.arg("--profile").arg(&off);
         }
         cmd.arg("--").arg(WARDEN).arg("__hostile-server");
-        cmd.env("TMPDIR", fx.runtime.path()).env_remove("XDG_RUNTIME_DIR");
+        cmd.env("TMPDIR", fx.runtime.path())
+            .env_remove("XDG_RUNTIME_DIR");
         cmd.current_dir(fx.workspace.path());
         let (transport, _) = TokioChildProcess::builder(cmd)
             .stderr(Stdio::null())
@@ -55,9 +59,16 @@ async fn kill_9_of_warden_leaves_no_process_behind() {
             .expect("spawn warden");
         let warden_pid = transport.id().expect("pid") as i32;
         let client = ().serve(transport).await.expect("initialize");
-        let server = Server { client, guard: None, pid: None };
+        let server = Server {
+            client,
+            guard: None,
+            pid: None,
+        };
         let (out, _) = call(&server, "detach", json!({"marker": m})).await;
-        assert!(eventually(Duration::from_secs(5), || !processes_named(&m).is_empty()).await, "{out}");
+        assert!(
+            eventually(Duration::from_secs(5), || !processes_named(&m).is_empty()).await,
+            "{out}"
+        );
         unsafe { libc::kill(warden_pid, libc::SIGKILL) };
         let gone = eventually(Duration::from_secs(3), || processes_named(&m).is_empty()).await;
         let left = processes_named(&m);
@@ -66,7 +77,10 @@ async fn kill_9_of_warden_leaves_no_process_behind() {
         if sandboxed {
             assert!(gone, "left behind after kill -9 of warden: {left:?}");
         } else {
-            assert!(!gone, "baseline: the detached process should survive kill -9 of warden");
+            assert!(
+                !gone,
+                "baseline: the detached process should survive kill -9 of warden"
+            );
         }
     }
 }

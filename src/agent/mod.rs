@@ -80,5 +80,8 @@ pub enum ModelError {
 /// A model provider. Implementations must never log API keys.
 pub trait Model: Send + Sync {
     fn name(&self) -> String;
-    fn complete<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ModelError>>;
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelTurn, ModelError>>;
 }

@@ -1,6 +1,6 @@
 //! `warden policy …`
 
-use super::{PolicyCommand, CliError, GlobalArgs};
+use super::{CliError, GlobalArgs, PolicyCommand};
 
 pub fn run(_global: &GlobalArgs, _cmd: PolicyCommand) -> anyhow::Result<u8> {
     Err(CliError::usage("`warden policy` is not built yet"))

@@ -38,7 +38,11 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
         )));
     }
     let k = sandbox::support();
-    let probe = exec_config(vec!["/bin/true".into()], SandboxSpec::default(), Trust::Untrusted)?;
+    let probe = exec_config(
+        vec!["/bin/true".into()],
+        SandboxSpec::default(),
+        Trust::Untrusted,
+    )?;
     let runtime = tempfile::tempdir()?;
     let workspace = workspace(global)?;
     let ctx = LaunchContext::new(workspace, runtime.path());
@@ -64,12 +68,18 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
         println!("  Landlock ABI:                 {}", k.landlock_abi);
         println!("  Landlock filesystem rules:    {}", yn(k.landlock_fs));
         println!("  Landlock TCP port rules:      {}", yn(k.landlock_net));
-        println!("  Landlock scoping (signals, abstract unix sockets): {}", yn(k.landlock_scope));
+        println!(
+            "  Landlock scoping (signals, abstract unix sockets): {}",
+            yn(k.landlock_scope)
+        );
         println!("  user namespaces:              {}", yn(k.user_namespaces));
         println!("  pid namespaces:               {}", yn(k.pid_namespaces));
         println!("  network namespaces:           {}", yn(k.net_namespaces));
         println!("  seccomp filters:              {}", yn(k.seccomp));
-        println!("  per-namespace pid_max:        {}", yn(k.pid_max_per_namespace));
+        println!(
+            "  per-namespace pid_max:        {}",
+            yn(k.pid_max_per_namespace)
+        );
         println!("  running as uid:               {}", k.euid);
         println!();
         match (&summary, &unsupported) {
@@ -83,14 +93,24 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
                         l.memory_mb, l.processes, l.open_files, l.cpu_seconds, l.file_size_mb
                     );
                 }
-                println!("  read+exec (system): {}", sandbox::paths::SYSTEM_RX.join(" "));
-                println!("  read (/etc, /dev):  {} entries", sandbox::paths::ETC_READ.len() + sandbox::paths::DEV_READ.len());
-                println!("  write:      private HOME and TMPDIR, /dev/null, /dev/full, plus `sandbox.write`");
+                println!(
+                    "  read+exec (system): {}",
+                    sandbox::paths::SYSTEM_RX.join(" ")
+                );
+                println!(
+                    "  read (/etc, /dev):  {} entries",
+                    sandbox::paths::ETC_READ.len() + sandbox::paths::DEV_READ.len()
+                );
+                println!(
+                    "  write:      private HOME and TMPDIR, /dev/null, /dev/full, plus `sandbox.write`"
+                );
                 for g in &s.gaps {
                     println!("  GAP: {g}");
                 }
             }
-            (None, Some(why)) => println!("default profile for an untrusted server: NOT AVAILABLE: {why}"),
+            (None, Some(why)) => {
+                println!("default profile for an untrusted server: NOT AVAILABLE: {why}")
+            }
             (None, None) => {}
         }
     }
@@ -102,7 +122,7 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
 #[serde(untagged)]
 enum ProfileFile {
     Flag(bool),
-    Spec(ProfileSpec),
+    Spec(Box<ProfileSpec>),
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -159,6 +179,7 @@ fn load_profile(file: &Path, ws: &Path) -> anyhow::Result<SandboxSpec> {
             ..SandboxSpec::default()
         },
         ProfileFile::Spec(p) => {
+            let p = *p;
             let base = file.parent().unwrap_or(Path::new("."));
             let path = |s: &String| -> PathBuf {
                 let s = s.replace("${WORKSPACE}", &ws.display().to_string());
@@ -175,9 +196,13 @@ fn load_profile(file: &Path, ws: &Path) -> anyhow::Result<SandboxSpec> {
                         file.display()
                     )));
                 }
-                Some(ProfileNetwork::Ports { connect_tcp, bind_tcp }) => {
-                    NetworkSpec::Ports { connect_tcp, bind_tcp }
-                }
+                Some(ProfileNetwork::Ports {
+                    connect_tcp,
+                    bind_tcp,
+                }) => NetworkSpec::Ports {
+                    connect_tcp,
+                    bind_tcp,
+                },
             };
             let d = Limits::default();
             let l = p.limits.unwrap_or_default();
@@ -202,7 +227,11 @@ fn load_profile(file: &Path, ws: &Path) -> anyhow::Result<SandboxSpec> {
 }
 
 /// A server configuration for running `command` under `spec`.
-fn exec_config(command: Vec<String>, spec: SandboxSpec, trust: Trust) -> anyhow::Result<ServerConfig> {
+fn exec_config(
+    command: Vec<String>,
+    spec: SandboxSpec,
+    trust: Trust,
+) -> anyhow::Result<ServerConfig> {
     let Some((first, rest)) = command.split_first() else {
         return Err(CliError::usage("no command given"));
     };
@@ -266,9 +295,12 @@ fn exec(global: &GlobalArgs, profile: Option<&Path>, command: &[String]) -> anyh
         .stdout(std::process::Stdio::inherit())
         .stderr(std::process::Stdio::inherit());
     let status = rt.block_on(async {
-        let mut child = command
-            .spawn()
-            .map_err(|e| CliError::new(exit::FAILED, format!("spawning {}: {e}", command_name(&server))))?;
+        let mut child = command.spawn().map_err(|e| {
+            CliError::new(
+                exit::FAILED,
+                format!("spawning {}: {e}", command_name(&server)),
+            )
+        })?;
         if let Some(pid) = child.id() {
             guard.attach(pid);
         }

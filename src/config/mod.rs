@@ -115,7 +115,10 @@ pub enum NetworkSpec {
     #[default]
     None,
     /// Only the listed TCP ports.
-    Ports { connect_tcp: Vec<u16>, bind_tcp: Vec<u16> },
+    Ports {
+        connect_tcp: Vec<u16>,
+        bind_tcp: Vec<u16>,
+    },
     /// No restriction; only for `trusted` servers.
     Host,
 }

@@ -26,7 +26,10 @@ pub fn filtered_env(
     }
     env.insert("HOME".to_string(), home.display().to_string());
     env.insert("TMPDIR".to_string(), tmp.display().to_string());
-    for (key, list) in [("env_from", &stdio.env_from), ("sandbox.env", &server.sandbox.env)] {
+    for (key, list) in [
+        ("env_from", &stdio.env_from),
+        ("sandbox.env", &server.sandbox.env),
+    ] {
         for var in list {
             let value = std::env::var(var).map_err(|_| SandboxError::MissingEnv {
                 server: server.name.clone(),

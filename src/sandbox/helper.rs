@@ -77,7 +77,10 @@ pub fn main(mut args: impl Iterator<Item = OsString>) -> ! {
 fn run(plan: &Plan) -> Result<i32, HelperError> {
     // SAFETY (whole function): raw syscalls on our own process, single-threaded.
     unsafe {
-        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0).into(), "prctl(PDEATHSIG)")?;
+        check(
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0).into(),
+            "prctl(PDEATHSIG)",
+        )?;
     }
     // A pidfd of warden: readable once warden has exited, whichever thread
     // spawned us (PDEATHSIG alone follows the spawning thread).
@@ -143,11 +146,23 @@ fn run_namespaced(plan: &Plan, pidfd: libc::c_int) -> Result<i32, HelperError> {
 
 /// The helper's loop: forward signals to init, exit with its status, kill
 /// it when warden dies.
-fn supervise(init: libc::pid_t, sigfd: libc::c_int, pidfd: libc::c_int) -> Result<i32, HelperError> {
+fn supervise(
+    init: libc::pid_t,
+    sigfd: libc::c_int,
+    pidfd: libc::c_int,
+) -> Result<i32, HelperError> {
     loop {
         let mut fds = [
-            libc::pollfd { fd: sigfd, events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd {
+                fd: sigfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: pidfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         // SAFETY: fds is a valid array of 2 pollfd.
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
@@ -156,7 +171,10 @@ fn supervise(init: libc::pid_t, sigfd: libc::c_int, pidfd: libc::c_int) -> Resul
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
-            return Err(HelperError::Sys { what: "poll", err: e });
+            return Err(HelperError::Sys {
+                what: "poll",
+                err: e,
+            });
         }
         if fds[1].revents != 0 {
             // warden is gone: take everything down.
@@ -186,7 +204,10 @@ fn supervise(init: libc::pid_t, sigfd: libc::c_int, pidfd: libc::c_int) -> Resul
 fn init_main(plan: &Plan, sigfd: libc::c_int, death_r: libc::c_int) -> Result<i32, HelperError> {
     // SAFETY: raw prctls on ourselves.
     unsafe {
-        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0).into(), "prctl")?;
+        check(
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0).into(),
+            "prctl",
+        )?;
         if !plan.pid_ns {
             libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         }
@@ -212,8 +233,16 @@ fn init_main(plan: &Plan, sigfd: libc::c_int, death_r: libc::c_int) -> Result<i3
     }
     loop {
         let mut fds = [
-            libc::pollfd { fd: sigfd, events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: death_r, events: libc::POLLIN, revents: 0 },
+            libc::pollfd {
+                fd: sigfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: death_r,
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         // SAFETY: valid pollfd array.
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
@@ -222,7 +251,10 @@ fn init_main(plan: &Plan, sigfd: libc::c_int, death_r: libc::c_int) -> Result<i3
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
-            return Err(HelperError::Sys { what: "poll", err: e });
+            return Err(HelperError::Sys {
+                what: "poll",
+                err: e,
+            });
         }
         if fds[1].revents != 0 {
             // The helper died: end the namespace.
@@ -310,7 +342,10 @@ fn restrict_and_exec(plan: &Plan) -> Result<Never, HelperError> {
         apply_landlock(plan)?;
     } else {
         // SAFETY: prctl on ourselves.
-        check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into(), "no_new_privs")?;
+        check(
+            unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into(),
+            "no_new_privs",
+        )?;
     }
     seccomp::apply(&filters)?;
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
@@ -348,15 +383,17 @@ fn apply_landlock(plan: &Plan) -> Result<(), HelperError> {
     let abi = abi_from(plan.landlock_abi);
     let read = AccessFs::from_read(abi);
     let read_exec = read | AccessFs::Execute;
-    let write = AccessFs::from_all(abi)
-        & !(AccessFs::Execute | AccessFs::MakeChar | AccessFs::MakeBlock);
+    let write =
+        AccessFs::from_all(abi) & !(AccessFs::Execute | AccessFs::MakeChar | AccessFs::MakeBlock);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
         .map_err(ll)?;
     let handle_net = !matches!(plan.network, PlanNetwork::Host) && abi >= ABI::V4;
     if handle_net {
-        ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(ll)?;
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(ll)?;
     }
     if abi >= ABI::V6 {
         ruleset = ruleset.scope(Scope::from_all(abi)).map_err(ll)?;
@@ -370,16 +407,23 @@ fn apply_landlock(plan: &Plan) -> Result<(), HelperError> {
         .map_err(ll)?
         .add_rules(path_beneath_rules(&plan.write, write))
         .map_err(ll)?;
-    if let PlanNetwork::Ports { connect_tcp, bind_tcp } = &plan.network {
-        if handle_net {
-            for &p in connect_tcp {
-                created = created
-                    .add_rule(NetPort::new(p, AccessNet::ConnectTcp))
-                    .map_err(ll)?;
-            }
-            for &p in bind_tcp {
-                created = created.add_rule(NetPort::new(p, AccessNet::BindTcp)).map_err(ll)?;
-            }
+    if let (
+        true,
+        PlanNetwork::Ports {
+            connect_tcp,
+            bind_tcp,
+        },
+    ) = (handle_net, &plan.network)
+    {
+        for &p in connect_tcp {
+            created = created
+                .add_rule(NetPort::new(p, AccessNet::ConnectTcp))
+                .map_err(ll)?;
+        }
+        for &p in bind_tcp {
+            created = created
+                .add_rule(NetPort::new(p, AccessNet::BindTcp))
+                .map_err(ll)?;
         }
     }
     let status = created.restrict_self().map_err(ll)?;
@@ -399,22 +443,36 @@ fn set_rlimits(plan: &Plan) -> Result<(), HelperError> {
     const MB: u64 = 1024 * 1024;
     let l = plan.limits;
     let set = |res, v: u64, what| {
-        let mut cur = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let mut cur = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         // SAFETY: valid rlimit struct.
         check(unsafe { libc::getrlimit(res, &mut cur) }.into(), what)?;
         // Never above the current hard limit (raising it needs privilege).
         let v = v.min(cur.rlim_max);
-        let lim = libc::rlimit { rlim_cur: v, rlim_max: v };
+        let lim = libc::rlimit {
+            rlim_cur: v,
+            rlim_max: v,
+        };
         // SAFETY: valid rlimit struct.
         check(unsafe { libc::setrlimit(res, &lim) }.into(), what).map(|_| ())
     };
     // RLIMIT_DATA (not AS): V8 and others reserve large PROT_NONE ranges
     // that RLIMIT_AS would count; DATA counts what is actually writable.
-    set(libc::RLIMIT_DATA, l.memory_mb.saturating_mul(MB), "RLIMIT_DATA")?;
+    set(
+        libc::RLIMIT_DATA,
+        l.memory_mb.saturating_mul(MB),
+        "RLIMIT_DATA",
+    )?;
     set(libc::RLIMIT_NPROC, l.processes, "RLIMIT_NPROC")?;
     set(libc::RLIMIT_NOFILE, l.open_files, "RLIMIT_NOFILE")?;
     set(libc::RLIMIT_CPU, l.cpu_seconds, "RLIMIT_CPU")?;
-    set(libc::RLIMIT_FSIZE, l.file_size_mb.saturating_mul(MB), "RLIMIT_FSIZE")?;
+    set(
+        libc::RLIMIT_FSIZE,
+        l.file_size_mb.saturating_mul(MB),
+        "RLIMIT_FSIZE",
+    )?;
     set(libc::RLIMIT_CORE, 0, "RLIMIT_CORE")?;
     Ok(())
 }
@@ -424,7 +482,12 @@ fn set_rlimits(plan: &Plan) -> Result<(), HelperError> {
 fn close_inherited() {
     // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags.
     let rc = unsafe {
-        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC)
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
     };
     if rc < 0 {
         for fd in 3..1024 {
@@ -450,7 +513,10 @@ fn block_signals() -> Result<libc::c_int, HelperError> {
         ] {
             libc::sigaddset(&mut set, s);
         }
-        check(libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()).into(), "sigprocmask")?;
+        check(
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()).into(),
+            "sigprocmask",
+        )?;
         let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
         check(fd.into(), "signalfd").map(|fd| fd as libc::c_int)
     }
@@ -473,6 +539,9 @@ fn read_signal(sigfd: libc::c_int) -> Result<u32, HelperError> {
 fn pipe() -> Result<(libc::c_int, libc::c_int), HelperError> {
     let mut fds = [0; 2];
     // SAFETY: fds has room for two descriptors.
-    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }.into(), "pipe2")?;
+    check(
+        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }.into(),
+        "pipe2",
+    )?;
     Ok((fds[0], fds[1]))
 }

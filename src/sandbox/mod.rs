@@ -73,7 +73,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::config::{NetworkSpec, ServerConfig, StdioConfig, Trust, TransportConfig};
+use crate::config::{NetworkSpec, ServerConfig, StdioConfig, TransportConfig, Trust};
 
 pub use env::filtered_env;
 pub use guard::ProcessGuard;
@@ -164,13 +164,19 @@ pub fn prepare(server: &ServerConfig, ctx: &LaunchContext) -> Result<Prepared, S
         server: server.name.clone(),
         detail,
     };
-    let guard = ProcessGuard::new(&server.name, &ctx.runtime_dir)
-        .map_err(|e| setup(format!("private HOME/TMPDIR under {}: {e}", ctx.runtime_dir.display())))?;
+    let guard = ProcessGuard::new(&server.name, &ctx.runtime_dir).map_err(|e| {
+        setup(format!(
+            "private HOME/TMPDIR under {}: {e}",
+            ctx.runtime_dir.display()
+        ))
+    })?;
     let env = filtered_env(server, stdio, guard.home(), guard.tmp())?;
     let cwd = stdio.cwd.clone().unwrap_or_else(|| ctx.workspace.clone());
     if !server.sandbox.enabled {
         if server.trust != Trust::Trusted {
-            return Err(setup("only a trusted server may run without the sandbox".into()));
+            return Err(setup(
+                "only a trusted server may run without the sandbox".into(),
+            ));
         }
         let mut command = tokio::process::Command::new(&stdio.program);
         command
@@ -261,9 +267,17 @@ fn build_plan(
         });
     }
     let abi = k.landlock_abi;
-    let landlock = need(abi >= 1, "Landlock filesystem rules", format!("Landlock ABI {abi}"))?;
+    let landlock = need(
+        abi >= 1,
+        "Landlock filesystem rules",
+        format!("Landlock ABI {abi}"),
+    )?;
     if matches!(spec.network, NetworkSpec::Ports { .. }) {
-        need(abi >= 4, "Landlock TCP port rules (ABI 4)", format!("Landlock ABI {abi}"))?;
+        need(
+            abi >= 4,
+            "Landlock TCP port rules (ABI 4)",
+            format!("Landlock ABI {abi}"),
+        )?;
     }
     need(
         abi >= 6,
@@ -304,14 +318,22 @@ fn build_plan(
     }
     // Paths.
     let mut read_exec: Vec<PathBuf> = paths::SYSTEM_RX.iter().map(PathBuf::from).collect();
-    let install_prefix: Vec<PathBuf> =
-        paths::install_prefixes(&stdio.program, path_var).into_iter().collect();
+    let install_prefix: Vec<PathBuf> = paths::install_prefixes(&stdio.program, path_var)
+        .into_iter()
+        .collect();
     read_exec.extend(install_prefix.iter().cloned());
-    let mut read: Vec<PathBuf> = paths::ETC_READ.iter().chain(paths::DEV_READ).map(PathBuf::from).collect();
+    let mut read: Vec<PathBuf> = paths::ETC_READ
+        .iter()
+        .chain(paths::DEV_READ)
+        .map(PathBuf::from)
+        .collect();
     let mut write: Vec<PathBuf> = paths::DEV_RW.iter().map(PathBuf::from).collect();
     write.push(guard.home().to_path_buf());
     write.push(guard.tmp().to_path_buf());
-    for (key, list, out) in [("sandbox.read", &spec.read, &mut read_exec), ("sandbox.write", &spec.write, &mut write)] {
+    for (key, list, out) in [
+        ("sandbox.read", &spec.read, &mut read_exec),
+        ("sandbox.write", &spec.write, &mut write),
+    ] {
         for p in list {
             if !p.exists() {
                 return Err(SandboxError::Setup {
@@ -327,7 +349,10 @@ fn build_plan(
 
     let network = match &spec.network {
         NetworkSpec::None => PlanNetwork::None,
-        NetworkSpec::Ports { connect_tcp, bind_tcp } => PlanNetwork::Ports {
+        NetworkSpec::Ports {
+            connect_tcp,
+            bind_tcp,
+        } => PlanNetwork::Ports {
             connect_tcp: connect_tcp.clone(),
             bind_tcp: bind_tcp.clone(),
         },
@@ -387,10 +412,16 @@ fn build_plan(
     }
     mechanisms.push("rlimits".into());
     if k.euid != 0 {
-        mechanisms.push(format!("process cap {} (RLIMIT_NPROC, per uid)", limits.processes));
+        mechanisms.push(format!(
+            "process cap {} (RLIMIT_NPROC, per uid)",
+            limits.processes
+        ));
     }
     if pid_max > 0 {
-        mechanisms.push(format!("process cap {} (pid namespace pid_max)", pid_max - 3));
+        mechanisms.push(format!(
+            "process cap {} (pid namespace pid_max)",
+            pid_max - 3
+        ));
     }
     mechanisms.push("no_new_privs".into());
     mechanisms.push("own session".into());
@@ -412,7 +443,10 @@ fn network_label(n: &PlanNetwork) -> String {
     match n {
         PlanNetwork::None => "none".into(),
         PlanNetwork::Host => "host".into(),
-        PlanNetwork::Ports { connect_tcp, bind_tcp } => {
+        PlanNetwork::Ports {
+            connect_tcp,
+            bind_tcp,
+        } => {
             format!("tcp connect {connect_tcp:?} bind {bind_tcp:?}")
         }
     }

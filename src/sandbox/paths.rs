@@ -55,7 +55,10 @@ pub const DEV_READ: &[&str] = &["/dev/zero", "/dev/random", "/dev/urandom"];
 /// Folders never granted automatically as an install prefix: granting one
 /// would open far more than the server's own files.
 fn too_wide(dir: &Path, host_home: Option<&Path>) -> bool {
-    const WIDE: &[&str] = &["/", "/home", "/root", "/tmp", "/var", "/var/tmp", "/opt", "/srv", "/mnt", "/media", "/run", "/etc", "/dev", "/proc", "/sys"];
+    const WIDE: &[&str] = &[
+        "/", "/home", "/root", "/tmp", "/var", "/var/tmp", "/opt", "/srv", "/mnt", "/media",
+        "/run", "/etc", "/dev", "/proc", "/sys",
+    ];
     if WIDE.iter().any(|w| Path::new(w) == dir) {
         return true;
     }
@@ -87,7 +90,9 @@ pub fn install_prefixes(program: &Path, path_var: &str) -> BTreeSet<PathBuf> {
                 }
             }
         }
-        let Ok(real) = exe.canonicalize() else { continue };
+        let Ok(real) = exe.canonicalize() else {
+            continue;
+        };
         match prefix_of_file(&real) {
             Some(prefix) if !too_wide(&prefix, host_home.as_deref()) => {
                 out.insert(prefix);
@@ -118,7 +123,9 @@ fn symlink_chain(p: &Path) -> Vec<PathBuf> {
     let mut chain = vec![p.to_path_buf()];
     let mut cur = p.to_path_buf();
     for _ in 0..16 {
-        let Ok(target) = std::fs::read_link(&cur) else { break };
+        let Ok(target) = std::fs::read_link(&cur) else {
+            break;
+        };
         let next = match cur.parent() {
             Some(parent) if target.is_relative() => normalize(&parent.join(target)),
             _ => normalize(&target),
@@ -151,7 +158,9 @@ fn venv_root(p: &Path) -> Option<PathBuf> {
         return None;
     }
     let root = bin.parent()?;
-    root.join("pyvenv.cfg").is_file().then(|| root.to_path_buf())
+    root.join("pyvenv.cfg")
+        .is_file()
+        .then(|| root.to_path_buf())
 }
 
 /// The `home = …` folder of a venv's `pyvenv.cfg`: where its interpreter lives.
@@ -183,7 +192,9 @@ fn prefix_of_file(real: &Path) -> Option<PathBuf> {
 
 fn prefix_of_dir(dir: &Path) -> PathBuf {
     match (dir.file_name(), dir.parent()) {
-        (Some(name), Some(parent)) if (name == "bin" || name == "sbin") && parent != Path::new("/") => {
+        (Some(name), Some(parent))
+            if (name == "bin" || name == "sbin") && parent != Path::new("/") =>
+        {
             parent.to_path_buf()
         }
         _ => dir.to_path_buf(),
@@ -237,8 +248,14 @@ mod tests {
             prefix_of_file(Path::new("/w/node_modules/@x/y/node_modules/z/dist/i.js")),
             Some(PathBuf::from("/w/node_modules"))
         );
-        assert_eq!(prefix_of_file(Path::new("/usr/bin/true")), Some(PathBuf::from("/usr")));
-        assert_eq!(prefix_of_file(Path::new("/bin/true")), Some(PathBuf::from("/bin")));
+        assert_eq!(
+            prefix_of_file(Path::new("/usr/bin/true")),
+            Some(PathBuf::from("/usr"))
+        );
+        assert_eq!(
+            prefix_of_file(Path::new("/bin/true")),
+            Some(PathBuf::from("/bin"))
+        );
     }
 
     #[test]
@@ -246,7 +263,10 @@ mod tests {
         assert!(too_wide(Path::new("/"), None));
         assert!(too_wide(Path::new("/home"), Some(Path::new("/home/u"))));
         assert!(too_wide(Path::new("/home/u"), Some(Path::new("/home/u"))));
-        assert!(!too_wide(Path::new("/home/u/.venv"), Some(Path::new("/home/u"))));
+        assert!(!too_wide(
+            Path::new("/home/u/.venv"),
+            Some(Path::new("/home/u"))
+        ));
     }
 
     #[test]
@@ -257,6 +277,9 @@ mod tests {
         let got = install_prefixes(&script, "/usr/bin:/bin");
         let real = script.canonicalize().expect("canon");
         assert!(got.contains(&real) || got.contains(real.parent().expect("parent")));
-        assert!(got.iter().any(|p| p.starts_with("/usr") || p.starts_with("/bin")));
+        assert!(
+            got.iter()
+                .any(|p| p.starts_with("/usr") || p.starts_with("/bin"))
+        );
     }
 }

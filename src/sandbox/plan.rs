@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "snake_case")]
 pub enum PlanNetwork {
     None,
-    Ports { connect_tcp: Vec<u16>, bind_tcp: Vec<u16> },
+    Ports {
+        connect_tcp: Vec<u16>,
+        bind_tcp: Vec<u16>,
+    },
     Host,
 }
 

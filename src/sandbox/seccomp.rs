@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond,
-    SeccompFilter, SeccompRule, TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
+    SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
 };
 
 use super::plan::PlanNetwork;
@@ -118,10 +118,9 @@ pub fn build(network: &PlanNetwork) -> Result<Vec<BpfProgram>, SeccompError> {
         libc::CLONE_NEWCGROUP,
     ] {
         let ns = ns as u64;
-        rules
-            .entry(libc::SYS_clone)
-            .or_default()
-            .push(rule(vec![Cond::new(0, Len::Qword, Op::MaskedEq(ns), ns).map_err(err)?])?);
+        rules.entry(libc::SYS_clone).or_default().push(rule(vec![
+            Cond::new(0, Len::Qword, Op::MaskedEq(ns), ns).map_err(err)?,
+        ])?);
     }
     rules.insert(
         libc::SYS_ioctl,
@@ -134,7 +133,10 @@ pub fn build(network: &PlanNetwork) -> Result<Vec<BpfProgram>, SeccompError> {
     // when it is not in a pid namespace.
     rules.insert(
         libc::SYS_prctl,
-        vec![rule(vec![cond(0, Op::Eq, libc::PR_SET_PDEATHSIG as u64)?, cond(1, Op::Eq, 0)?])?],
+        vec![rule(vec![
+            cond(0, Op::Eq, libc::PR_SET_PDEATHSIG as u64)?,
+            cond(1, Op::Eq, 0)?,
+        ])?],
     );
     programs.push(compile(rules, SeccompAction::Errno(libc::EPERM as u32))?);
 
@@ -168,7 +170,10 @@ pub fn build(network: &PlanNetwork) -> Result<Vec<BpfProgram>, SeccompError> {
                     libc::SOCK_DCCP,
                     10, // SOCK_PACKET (obsolete)
                 ] {
-                    v.push(rule(vec![cond(0, Op::Eq, dom)?, cond(1, Op::MaskedEq(0xf), ty as u64)?])?);
+                    v.push(rule(vec![
+                        cond(0, Op::Eq, dom)?,
+                        cond(1, Op::MaskedEq(0xf), ty as u64)?,
+                    ])?);
                 }
                 // SOCK_STREAM with a protocol other than TCP (SCTP, MPTCP).
                 v.push(rule(vec![
@@ -184,7 +189,10 @@ pub fn build(network: &PlanNetwork) -> Result<Vec<BpfProgram>, SeccompError> {
         let mut rules = BTreeMap::new();
         rules.insert(libc::SYS_socket, socket_rules);
         // socketpair creates only AF_UNIX pairs in practice; refuse others.
-        rules.insert(libc::SYS_socketpair, vec![rule(vec![cond(0, Op::Ne, unix)?])?]);
+        rules.insert(
+            libc::SYS_socketpair,
+            vec![rule(vec![cond(0, Op::Ne, unix)?])?],
+        );
         programs.push(compile(rules, SeccompAction::Errno(libc::EACCES as u32))?);
     }
     Ok(programs)

@@ -28,9 +28,18 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Self {
-        let workspace = tempfile::Builder::new().prefix("wsb-ws-").tempdir().expect("tempdir");
-        let runtime = tempfile::Builder::new().prefix("wsb-rt-").tempdir().expect("tempdir");
-        let secret_dir = tempfile::Builder::new().prefix("wsb-secret-").tempdir().expect("tempdir");
+        let workspace = tempfile::Builder::new()
+            .prefix("wsb-ws-")
+            .tempdir()
+            .expect("tempdir");
+        let runtime = tempfile::Builder::new()
+            .prefix("wsb-rt-")
+            .tempdir()
+            .expect("tempdir");
+        let secret_dir = tempfile::Builder::new()
+            .prefix("wsb-secret-")
+            .tempdir()
+            .expect("tempdir");
         let token = format!("CANARY-{}", uuid::Uuid::new_v4().simple());
         let secret_file = secret_dir.path().join("secret.txt");
         std::fs::write(&secret_file, &token).expect("write secret");
@@ -48,7 +57,12 @@ impl Fixture {
     }
 }
 
-pub fn server_config(program: &Path, args: &[&str], spec: SandboxSpec, trust: Trust) -> ServerConfig {
+pub fn server_config(
+    program: &Path,
+    args: &[&str],
+    spec: SandboxSpec,
+    trust: Trust,
+) -> ServerConfig {
     ServerConfig {
         name: "hostile".into(),
         transport: TransportConfig::Stdio(StdioConfig {
@@ -115,7 +129,9 @@ pub async fn launch(
         }
         Mode::Unsandboxed => {
             let mut c = tokio::process::Command::new(program);
-            c.args(args).current_dir(fx.workspace.path()).process_group(0);
+            c.args(args)
+                .current_dir(fx.workspace.path())
+                .process_group(0);
             (c, None)
         }
     };
@@ -142,7 +158,9 @@ pub async fn launch_hostile(fx: &Fixture, mode: Mode, spec: SandboxSpec) -> Serv
 /// Calls a tool and returns the raw text of its result (what a model or
 /// user would see) and the parsed JSON report.
 pub async fn call(server: &Server, tool: &str, args: Value) -> (String, Value) {
-    let Value::Object(map) = args else { panic!("args must be an object") };
+    let Value::Object(map) = args else {
+        panic!("args must be an object")
+    };
     let result = tokio::time::timeout(
         Duration::from_secs(30),
         server
@@ -164,16 +182,25 @@ pub async fn call(server: &Server, tool: &str, args: Value) -> (String, Value) {
 /// Pids of live (non-zombie) processes whose argv[0] is `marker`.
 pub fn processes_named(marker: &str) -> Vec<i32> {
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else { return out };
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
     for e in rd.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
         let argv0 = cmd.split(|b| *b == 0).next().unwrap_or_default();
         if argv0 != marker.as_bytes() {
             continue;
         }
         let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let state = stat.rsplit(')').next().and_then(|s| s.split_whitespace().next());
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next());
         if state != Some("Z") {
             out.push(pid);
         }
