@@ -159,3 +159,35 @@ async fn connect_tcp_grants_only_the_listed_port_and_never_udp() {
     assert!(!tcp_saw(&other, &fx.token), "other port reached: {o}");
     assert!(!udp_saw(&u, &fx.token), "UDP reached in ports mode: {ud}");
 }
+
+/// A pathname unix socket outside the grants (think /var/run/docker.sock):
+/// never reachable under network `none`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pathname_unix_socket_outside_is_refused() {
+    let fx = Fixture::new();
+    let path = fx.secret_dir.path().join("control.sock");
+    let l = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+    l.set_nonblocking(true).expect("nonblocking");
+    for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
+        let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
+        let (out, _) = call(
+            &s,
+            "unix_connect",
+            json!({"path": path, "content": fx.token}),
+        )
+        .await;
+        s.stop().await;
+        let mut saw = false;
+        if let Ok((mut c, _)) = l.accept() {
+            let _ = c.set_nonblocking(false);
+            let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
+            let mut buf = String::new();
+            let _ = c.read_to_string(&mut buf);
+            saw = buf.contains(&fx.token);
+        }
+        match mode {
+            Mode::Unsandboxed => assert!(saw, "baseline must connect: {out}"),
+            Mode::Sandboxed => assert!(!saw, "unix socket reached: {out}"),
+        }
+    }
+}

@@ -104,6 +104,9 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
                 println!(
                     "  write:      private HOME and TMPDIR, /dev/null, /dev/full, plus `sandbox.write`"
                 );
+                for n in &s.notes {
+                    println!("  note: {n}");
+                }
                 for g in &s.gaps {
                     println!("  GAP: {g}");
                 }

@@ -107,10 +107,11 @@ fn run_namespaced(plan: &Plan, pidfd: libc::c_int) -> Result<i32, HelperError> {
         flags |= libc::CLONE_NEWUSER;
     }
     if plan.net_ns {
-        flags |= libc::CLONE_NEWNET | libc::CLONE_NEWIPC;
+        flags |= libc::CLONE_NEWNET;
     }
     if plan.pid_ns {
-        flags |= libc::CLONE_NEWPID;
+        // SysV IPC objects are per namespace too.
+        flags |= libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
     }
     if flags != 0 {
         // SAFETY: unshare on our own single-threaded process.
@@ -334,7 +335,7 @@ fn restrict_and_exec(plan: &Plan) -> Result<Never, HelperError> {
         .map(|a| cstring(a.as_bytes()))
         .collect::<Result<_, _>>()?;
     let filters = if plan.seccomp {
-        seccomp::build(&plan.network)?
+        seccomp::build(&plan.network, plan.deny_connect)?
     } else {
         Vec::new()
     };
@@ -374,7 +375,10 @@ fn abi_from(v: u8) -> ABI {
         3 => ABI::V3,
         4 => ABI::V4,
         5 => ABI::V5,
-        _ => ABI::V6,
+        6 => ABI::V6,
+        7 => ABI::V7,
+        8 => ABI::V8,
+        _ => ABI::V9,
     }
 }
 

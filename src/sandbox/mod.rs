@@ -144,6 +144,9 @@ pub struct SandboxSummary {
     pub mechanisms: Vec<String>,
     /// The limits applied.
     pub limits: Option<PlanLimits>,
+    /// Known limits of what is enforced on this kernel (not gaps: nothing
+    /// required is missing), e.g. no DNS under `connect_tcp`.
+    pub notes: Vec<String>,
 }
 
 /// A process ready to spawn and the guard that must outlive it.
@@ -381,8 +384,9 @@ fn build_plan(
         write: write.clone(),
         network: network.clone(),
         limits,
-        landlock_abi: if landlock { abi.min(6) } else { 0 },
+        landlock_abi: if landlock { abi.min(9) } else { 0 },
         seccomp,
+        deny_connect: seccomp && network == PlanNetwork::None && abi < 9,
         user_ns,
         net_ns,
         pid_ns,
@@ -392,10 +396,30 @@ fn build_plan(
     };
 
     if landlock {
-        mechanisms.push(format!("landlock-abi-{}", abi.min(6)));
+        mechanisms.push(format!("landlock-abi-{}", abi.min(9)));
     }
     if seccomp {
         mechanisms.push("seccomp".into());
+    }
+    let mut notes = Vec::new();
+    if abi < 9 {
+        match &network {
+            PlanNetwork::None if seccomp => notes.push(
+                "pathname unix sockets: connect() refused by seccomp (Landlock ABI < 9 cannot scope them)"
+                    .to_string(),
+            ),
+            PlanNetwork::None => {}
+            _ => notes.push(
+                "pathname unix sockets outside the grants stay connectable (needs Landlock ABI 9); \
+                 DAC permissions still apply"
+                    .to_string(),
+            ),
+        }
+    }
+    if matches!(network, PlanNetwork::Ports { .. }) {
+        notes.push(
+            "no UDP, so no DNS: connect to addresses, or use a trusted server with \"host\"".into(),
+        );
     }
     let mut ns = Vec::new();
     if user_ns {
@@ -435,6 +459,7 @@ fn build_plan(
         install_prefix,
         mechanisms,
         limits: Some(limits),
+        notes,
     };
     Ok((plan, summary))
 }

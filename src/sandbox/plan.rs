@@ -43,6 +43,9 @@ pub struct Plan {
     /// Landlock ABI to request (0 = no Landlock).
     pub landlock_abi: u8,
     pub seccomp: bool,
+    /// seccomp refuses connect() and sendto() with an address (network
+    /// `none` on kernels without Landlock's pathname unix socket rule).
+    pub deny_connect: bool,
     pub user_ns: bool,
     pub net_ns: bool,
     pub pid_ns: bool,

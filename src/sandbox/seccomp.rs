@@ -99,7 +99,7 @@ fn compile(
 }
 
 /// The filters for a network mode, in installation order.
-pub fn build(network: &PlanNetwork) -> Result<Vec<BpfProgram>, SeccompError> {
+pub fn build(network: &PlanNetwork, deny_connect: bool) -> Result<Vec<BpfProgram>, SeccompError> {
     let mut programs = Vec::new();
 
     // 1. EPERM deny-list.
@@ -193,6 +193,19 @@ pub fn build(network: &PlanNetwork) -> Result<Vec<BpfProgram>, SeccompError> {
             libc::SYS_socketpair,
             vec![rule(vec![cond(0, Op::Ne, unix)?])?],
         );
+        if deny_connect {
+            // With only AF_UNIX sockets left, connect() can only reach
+            // pathname sockets (e.g. /var/run/docker.sock), which Landlock
+            // governs only from ABI 9. socketpairs never connect, and
+            // send() on them passes no address.
+            rules.insert(libc::SYS_connect, Vec::new());
+            rules.insert(
+                libc::SYS_sendto,
+                vec![rule(vec![
+                    Cond::new(4, Len::Qword, Op::Ne, 0).map_err(err)?,
+                ])?],
+            );
+        }
         programs.push(compile(rules, SeccompAction::Errno(libc::EACCES as u32))?);
     }
     Ok(programs)
