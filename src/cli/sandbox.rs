@@ -30,9 +30,10 @@ struct CheckReport<'a> {
 
 fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
     if let Some(name) = server {
-        // TODO(lead): wire the config loader here: load the configuration,
-        // find `name`, and print `profile_summary(&server_config)` the same
-        // way as the default profile below.
+        // TODO(lead): wire the config loader here: load the configuration
+        // (`--config`/`--workspace`), find `name`, then
+        // `print_summary(&sandbox::describe(&server, &ctx)?)` (or print the
+        // summary as JSON with `--json`), mapping `Unsupported` to exit 4.
         return Err(CliError::usage(format!(
             "`sandbox check --server {name}` needs the configuration loader, which is not wired yet"
         )));
@@ -85,31 +86,7 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
         match (&summary, &unsupported) {
             (Some(s), _) => {
                 println!("default profile for an untrusted server: ENFORCED");
-                println!("  mechanisms: {}", s.mechanisms.join(", "));
-                println!("  network:    {}", s.network);
-                if let Some(l) = s.limits {
-                    println!(
-                        "  limits:     memory {} MB, processes {}, open files {}, cpu {} s, file size {} MB",
-                        l.memory_mb, l.processes, l.open_files, l.cpu_seconds, l.file_size_mb
-                    );
-                }
-                println!(
-                    "  read+exec (system): {}",
-                    sandbox::paths::SYSTEM_RX.join(" ")
-                );
-                println!(
-                    "  read (/etc, /dev):  {} entries",
-                    sandbox::paths::ETC_READ.len() + sandbox::paths::DEV_READ.len()
-                );
-                println!(
-                    "  write:      private HOME and TMPDIR, /dev/null, /dev/full, plus `sandbox.write`"
-                );
-                for n in &s.notes {
-                    println!("  note: {n}");
-                }
-                for g in &s.gaps {
-                    println!("  GAP: {g}");
-                }
+                print_summary(s);
             }
             (None, Some(why)) => {
                 println!("default profile for an untrusted server: NOT AVAILABLE: {why}")
@@ -118,6 +95,38 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
         }
     }
     Ok(code)
+}
+
+/// Prints what a sandbox summary enforces (also for `--server NAME`).
+pub fn print_summary(s: &SandboxSummary) {
+    println!("  mechanisms: {}", s.mechanisms.join(", "));
+    println!("  network:    {}", s.network);
+    if let Some(l) = s.limits {
+        println!(
+            "  limits:     memory {} MB, processes {}, open files {}, cpu {} s, file size {} MB",
+            l.memory_mb, l.processes, l.open_files, l.cpu_seconds, l.file_size_mb
+        );
+    }
+    println!(
+        "  install prefix (read+exec): {}",
+        join_paths(&s.install_prefix)
+    );
+    println!("  read:       {}", join_paths(&s.read));
+    println!("  write:      {}", join_paths(&s.write));
+    for n in &s.notes {
+        println!("  note: {n}");
+    }
+    for g in &s.gaps {
+        println!("  GAP: {g}");
+    }
+}
+
+fn join_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A profile file: a server's `sandbox` value (`false`, `true`, or an object).

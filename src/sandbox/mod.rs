@@ -47,13 +47,20 @@
 //!   kernel kills everything in a pid namespace when its init exits. So
 //!   `kill -9` of warden leaves nothing behind, even a process that called
 //!   `setsid()` or double-forked.
-//! - **Limits**: `RLIMIT_DATA` (memory), `NOFILE`, `CPU`, `FSIZE`, `CORE=0`,
-//!   `NPROC`; as root (where the kernel ignores `RLIMIT_NPROC`) a per-server
-//!   pids cgroup caps processes.
+//! - **Limits**: `RLIMIT_DATA` (memory; not `RLIMIT_AS`, which V8's large
+//!   PROT_NONE reservations would exhaust), `NOFILE`, `CPU`, `FSIZE`,
+//!   `CORE=0`, `NPROC`. The kernel ignores `RLIMIT_NPROC` for uid 0, so as
+//!   root the process cap is the pid namespace's own `kernel.pid_max`
+//!   (per namespace since Linux 6.14; kernel minimum 301, so about 298
+//!   processes). A pids cgroup would give the exact number but moving a
+//!   process between cgroups cost 2–18 ms here, more than the whole sandbox.
 //! - **seccomp** deny-list ([`seccomp`]): ptrace, mount family, bpf,
 //!   keyctl, kexec, modules, unshare/setns/namespace clone flags, io_uring
 //!   (it could open sockets behind the socket filter), perf, userfaultfd,
-//!   TIOCSTI.
+//!   TIOCSTI. Under network `none` on kernels before Landlock ABI 9 it also
+//!   refuses `connect()` and addressed `sendto()`: only AF_UNIX sockets
+//!   exist there, and a pathname socket such as `/var/run/docker.sock`
+//!   would otherwise be reachable (Landlock scopes only abstract ones).
 //! - **Environment**: cleared, then CONTRACT §7's list ([`env`]);
 //!   `no_new_privs`; inherited descriptors above 2 are closed at exec.
 //!
@@ -154,6 +161,15 @@ pub struct Prepared {
     pub command: tokio::process::Command,
     pub guard: ProcessGuard,
     pub summary: SandboxSummary,
+}
+
+/// What `prepare` would enforce on `server`, without starting anything
+/// (for `warden sandbox check --server NAME` and `mcp status`).
+pub fn describe(
+    server: &ServerConfig,
+    ctx: &LaunchContext,
+) -> Result<SandboxSummary, SandboxError> {
+    prepare(server, ctx).map(|p| p.summary)
 }
 
 /// Builds the launch of one stdio server.
@@ -349,6 +365,8 @@ fn build_plan(
     }
     read.retain(|p| p.exists());
     read_exec.retain(|p| p.exists());
+    let mut seen = std::collections::BTreeSet::new();
+    read_exec.retain(|p| seen.insert(p.clone()));
 
     let network = match &spec.network {
         NetworkSpec::None => PlanNetwork::None,
