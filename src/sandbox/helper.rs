@@ -142,6 +142,7 @@ fn run_namespaced(plan: &Plan, pidfd: libc::c_int) -> Result<i32, HelperError> {
     }
     // SAFETY: the helper keeps only the write end; its death closes it.
     unsafe { libc::close(death_r) };
+    release_stdio();
     supervise(init, sigfd, pidfd)
 }
 
@@ -232,6 +233,7 @@ fn init_main(plan: &Plan, sigfd: libc::c_int, death_r: libc::c_int) -> Result<i3
         // SAFETY: exec failed; leave without destructors.
         unsafe { libc::_exit(SETUP_FAILED) }
     }
+    release_stdio();
     loop {
         let mut fds = [
             libc::pollfd {
@@ -548,4 +550,19 @@ fn pipe() -> Result<(libc::c_int, libc::c_int), HelperError> {
         "pipe2",
     )?;
     Ok((fds[0], fds[1]))
+}
+
+/// Points stdin and stdout at /dev/null, so that only the server holds the
+/// protocol pipes (its exit is seen as EOF at once). stderr stays for our
+/// own error messages.
+fn release_stdio() {
+    // SAFETY: open/dup2/close on descriptors we own.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            libc::dup2(null, 1);
+            libc::close(null);
+        }
+    }
 }
