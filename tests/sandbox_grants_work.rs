@@ -90,3 +90,56 @@ fn sandbox_check_reports_json() {
         assert_eq!(o.status.code(), Some(4));
     }
 }
+
+#[test]
+fn profiles_that_cannot_be_enforced_as_written_are_refused() {
+    use warden::config::{NetworkSpec, Trust};
+    use warden::sandbox::{SandboxError, prepare};
+    let fx = Fixture::new();
+    let prog = std::path::Path::new("/bin/true");
+    let bad = [
+        // A typo in a granted path is an error, not a silently skipped rule.
+        (
+            SandboxSpec {
+                read: vec![fx.workspace.path().join("does-not-exist")],
+                ..SandboxSpec::default()
+            },
+            Trust::Untrusted,
+        ),
+        // `host` network and no sandbox at all are for trusted servers only.
+        (
+            SandboxSpec {
+                network: NetworkSpec::Host,
+                ..SandboxSpec::default()
+            },
+            Trust::Untrusted,
+        ),
+        (
+            SandboxSpec {
+                enabled: false,
+                ..SandboxSpec::default()
+            },
+            Trust::Untrusted,
+        ),
+    ];
+    for (spec, trust) in bad {
+        let cfg = server_config(prog, &[], spec.clone(), trust);
+        match prepare(&cfg, &fx.ctx()) {
+            Err(SandboxError::Setup { .. }) => {}
+            Err(e) => panic!("unexpected error for {spec:?}: {e}"),
+            Ok(_) => panic!("accepted {spec:?}"),
+        }
+    }
+    // The same disabled sandbox is fine for a trusted server.
+    let cfg = server_config(
+        prog,
+        &[],
+        SandboxSpec {
+            enabled: false,
+            ..SandboxSpec::default()
+        },
+        Trust::Trusted,
+    );
+    let p = prepare(&cfg, &fx.ctx()).expect("trusted, sandbox off");
+    assert!(!p.summary.enabled);
+}

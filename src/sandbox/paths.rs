@@ -8,6 +8,25 @@
 //! - The install prefix of the server's executable, found by following the
 //!   symlink chain, `#!` interpreters (including `/usr/bin/env NAME`), and a
 //!   Python venv's `pyvenv.cfg` `home`: read + execute.
+//!
+//! What real servers need (checked by `tests/sandbox_runs_real_servers.rs`):
+//!
+//! - `node_modules/.bin/NAME` (npm): the `.bin` symlink leads into
+//!   `node_modules/<pkg>/…`; the outermost `node_modules` folder is granted
+//!   (the package and its dependencies), and `#!/usr/bin/env node` resolves
+//!   to `/usr/bin/node` (system). A node installed elsewhere (`/opt/node`,
+//!   nvm) is found the same way through `env`. `npx -y PKG` downloads into
+//!   HOME at start and needs the network: install the package first and
+//!   point `command` at its `.bin` entry.
+//! - `<venv>/bin/NAME` (pip, `python -m venv`, `uv tool install`, pipx):
+//!   the venv, plus the prefix of the interpreter `pyvenv.cfg` names (for
+//!   pyenv `~/.pyenv/versions/X.Y.Z`, never all of `~/.pyenv`). `uvx NAME`
+//!   downloads at start like `npx`: use `uv tool install` and the tool's venv.
+//! - Anything else a server reads (a data folder, a config file, a runtime
+//!   installed outside these rules): grant it with `sandbox.read` (read +
+//!   execute) or `sandbox.write` (read + write); `warden sandbox check
+//!   --server NAME` lists what is granted. The host HOME, `/`, `/tmp` and
+//!   similar folders are never granted automatically, only the single file.
 
 use std::collections::BTreeSet;
 use std::io::Read;
