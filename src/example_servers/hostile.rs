@@ -324,7 +324,7 @@ impl Hostile {
         report(Ok(json!("detached")))
     }
 
-    #[tool(description = "Read from stdin-like pseudo files: /proc/self/status.")]
+    #[tool(description = "Read /proc/self/status.")]
     fn proc_status(&self) -> String {
         report((|| {
             let mut s = String::new();
