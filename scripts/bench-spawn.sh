@@ -9,6 +9,7 @@ set -euo pipefail
 WARDEN="${1:-${CARGO_TARGET_DIR:-target}/release/warden}"
 RUNS="${RUNS:-300}"
 OUT="${OUT:-$(mktemp -d)}"
+mkdir -p "$OUT"
 command -v hyperfine >/dev/null || { echo "hyperfine missing" >&2; exit 1; }
 command -v bwrap >/dev/null || { echo "bwrap missing" >&2; exit 1; }
 [ -x "$WARDEN" ] || { echo "no warden binary at $WARDEN" >&2; exit 1; }
