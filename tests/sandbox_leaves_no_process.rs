@@ -84,3 +84,43 @@ async fn kill_9_of_warden_leaves_no_process_behind() {
         }
     }
 }
+
+/// The server must not die when the thread that spawned it exits (tokio's
+/// blocking threads idle out): PR_SET_PDEATHSIG on the helper would do that.
+#[test]
+fn server_outlives_the_thread_that_spawned_it() {
+    let fx = Fixture::new();
+    let cfg = server_config(
+        std::path::Path::new("/bin/sleep"),
+        &["30"],
+        SandboxSpec::default(),
+        warden::config::Trust::Untrusted,
+    );
+    let prepared = warden::sandbox::prepare(&cfg, &fx.ctx()).expect("prepare");
+    let mut guard = prepared.guard;
+    let mut cmd = prepared.command;
+    let child = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
+        let _enter = rt.enter();
+        cmd.kill_on_drop(false);
+        cmd.spawn().expect("spawn")
+    })
+    .join()
+    .expect("thread");
+    let pid = child.id().expect("pid");
+    guard.attach(pid);
+    std::thread::sleep(Duration::from_millis(300));
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|s| s.split_whitespace().next());
+    drop(guard); // kills the group
+    assert!(
+        matches!(state, Some("S") | Some("R")),
+        "helper state {state:?}: {stat}"
+    );
+}

@@ -7,8 +7,9 @@
 //!
 //! ```text
 //! helper (warden's child; own session; joins the pids cgroup; unshares
-//!   │     user+net+ipc+pid namespaces; dies with warden via a pidfd and
-//!   │     PR_SET_PDEATHSIG; forwards signals; exits with the server's status)
+//!   │     user+net+ipc+pid namespaces; dies with warden via a pidfd of it
+//!   │     (not PR_SET_PDEATHSIG, which follows the spawning thread);
+//!   │     forwards signals; exits with the server's status)
 //!   └─ init (pid 1 of the new pid namespace; dies with the helper; reaps;
 //!        │   when it exits the kernel kills everything left in the namespace)
 //!        └─ server (rlimits, close-on-exec for inherited fds, Landlock with
@@ -75,15 +76,9 @@ pub fn main(mut args: impl Iterator<Item = OsString>) -> ! {
 }
 
 fn run(plan: &Plan) -> Result<i32, HelperError> {
-    // SAFETY (whole function): raw syscalls on our own process, single-threaded.
-    unsafe {
-        check(
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0).into(),
-            "prctl(PDEATHSIG)",
-        )?;
-    }
-    // A pidfd of warden: readable once warden has exited, whichever thread
-    // spawned us (PDEATHSIG alone follows the spawning thread).
+    // No PR_SET_PDEATHSIG here: it fires when the *thread* that spawned us
+    // exits (a tokio blocking thread idles out after 10 s), which would kill
+    // a healthy server. A pidfd follows the warden process itself.
     // SAFETY: pidfd_open takes no pointer.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, plan.parent_pid, 0) };
     // SAFETY: getppid has no preconditions.

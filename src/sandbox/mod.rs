@@ -43,7 +43,8 @@
 //!   the pid and network namespaces.
 //! - **Process tree**: own session (`setsid`), a user + pid namespace whose
 //!   init is the helper's child; the helper dies with warden (a pidfd of
-//!   warden, and `PR_SET_PDEATHSIG`), init dies with the helper, and the
+//!   warden; not `PR_SET_PDEATHSIG`, which fires when the spawning *thread*
+//!   exits), init dies with the helper, and the
 //!   kernel kills everything in a pid namespace when its init exits. So
 //!   `kill -9` of warden leaves nothing behind, even a process that called
 //!   `setsid()` or double-forked.
