@@ -293,10 +293,16 @@ fn exec(global: &GlobalArgs, profile: Option<&Path>, command: &[String]) -> anyh
     // use `"host"` or `false` (like a trusted server).
     let server = exec_config(command.to_vec(), spec, Trust::Trusted)?;
     let ctx = LaunchContext::new(ws, runtime_dir());
-    let prepared = sandbox::prepare(&server, &ctx).map_err(|e| match e {
+    let to_cli = |e: SandboxError| match e {
         SandboxError::Unsupported { .. } => CliError::new(exit::SANDBOX_UNAVAILABLE, e.to_string()),
         other => CliError::usage(other.to_string()),
-    })?;
+    };
+    if server.sandbox.enabled {
+        // Same plan and helper as a server launch; warden becomes the
+        // helper (like bwrap), so the exit status is the command's.
+        return Err(to_cli(sandbox::exec_in_place(&server, &ctx)));
+    }
+    let prepared = sandbox::prepare(&server, &ctx).map_err(to_cli)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -79,19 +79,30 @@ fn run(plan: &Plan) -> Result<i32, HelperError> {
     // No PR_SET_PDEATHSIG here: it fires when the *thread* that spawned us
     // exits (a tokio blocking thread idles out after 10 s), which would kill
     // a healthy server. A pidfd follows the warden process itself.
-    // SAFETY: pidfd_open takes no pointer.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, plan.parent_pid, 0) };
-    // SAFETY: getppid has no preconditions.
-    if unsafe { libc::getppid() } != plan.parent_pid {
-        return Ok(SETUP_FAILED); // warden already gone
-    }
-    let pidfd = check(pidfd, "pidfd_open")? as libc::c_int;
-    // SAFETY: no preconditions; fails only if already a group leader.
-    unsafe {
-        libc::setsid();
-    }
+    let pidfd = if plan.parent_pid == 0 {
+        // We replaced warden: stay in the caller's process group (so a
+        // terminal's Ctrl-C reaches us) and watch no parent.
+        -1
+    } else {
+        // SAFETY: pidfd_open takes no pointer.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, plan.parent_pid, 0) };
+        // SAFETY: getppid has no preconditions.
+        if unsafe { libc::getppid() } != plan.parent_pid {
+            return Ok(SETUP_FAILED); // warden already gone
+        }
+        let pidfd = check(pidfd, "pidfd_open")? as libc::c_int;
+        // SAFETY: no preconditions; fails only if already a group leader.
+        unsafe {
+            libc::setsid();
+        }
+        pidfd
+    };
     close_inherited();
-    run_namespaced(plan, pidfd)
+    let result = run_namespaced(plan, pidfd);
+    if let Some(dir) = &plan.cleanup {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    result
 }
 
 fn run_namespaced(plan: &Plan, pidfd: libc::c_int) -> Result<i32, HelperError> {

@@ -175,6 +175,47 @@ pub fn describe(
 
 /// Builds the launch of one stdio server.
 pub fn prepare(server: &ServerConfig, ctx: &LaunchContext) -> Result<Prepared, SandboxError> {
+    prepare_with(server, ctx, false)
+}
+
+/// Replaces the current process with the sandboxed command, like `bwrap`
+/// does (for `warden sandbox exec`): the same plan and helper as
+/// [`prepare`], one process and one hand-off fewer. The helper then is the
+/// top of the tree: it removes the private HOME/TMPDIR when the command
+/// ends, and `kill -9` of it still takes the whole pid namespace down.
+/// stdin/stdout/stderr are inherited. Returns only on failure; a server
+/// whose sandbox is disabled is refused here (use [`prepare`]).
+pub fn exec_in_place(server: &ServerConfig, ctx: &LaunchContext) -> SandboxError {
+    use std::os::unix::process::CommandExt;
+    if !server.sandbox.enabled {
+        return SandboxError::Setup {
+            server: server.name.clone(),
+            detail: "exec_in_place needs an enabled sandbox".into(),
+        };
+    }
+    let prepared = match prepare_with(server, ctx, true) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    let mut command = prepared.command.into_std();
+    command
+        .stdin(std::process::Stdio::inherit())
+        .stdout(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::inherit());
+    let err = command.exec();
+    // Only reached when exec failed: the guard removes the folders.
+    drop(prepared.guard);
+    SandboxError::Setup {
+        server: server.name.clone(),
+        detail: format!("exec of the sandbox helper failed: {err}"),
+    }
+}
+
+fn prepare_with(
+    server: &ServerConfig,
+    ctx: &LaunchContext,
+    in_place: bool,
+) -> Result<Prepared, SandboxError> {
     let TransportConfig::Stdio(stdio) = &server.transport else {
         return Err(SandboxError::NotStdio {
             server: server.name.clone(),
@@ -219,7 +260,11 @@ pub fn prepare(server: &ServerConfig, ctx: &LaunchContext) -> Result<Prepared, S
         });
     }
     let path_var = env.get("PATH").cloned().unwrap_or_default();
-    let (plan, summary) = build_plan(server, stdio, &guard, &path_var)?;
+    let (mut plan, summary) = build_plan(server, stdio, &guard, &path_var)?;
+    if in_place {
+        plan.parent_pid = 0;
+        plan.cleanup = Some(guard.root().to_path_buf());
+    }
     let helper = match &ctx.helper {
         Some(h) => h.clone(),
         None => std::env::current_exe().map_err(|e| setup(format!("locating warden: {e}")))?,
@@ -410,6 +455,7 @@ fn build_plan(
         net_ns,
         pid_ns,
         pid_max,
+        cleanup: None,
         parent_pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
         best_effort: spec.best_effort,
     };

@@ -51,8 +51,12 @@ pub struct Plan {
     pub pid_ns: bool,
     /// Write this `kernel.pid_max` inside the new pid namespace (0 = no).
     pub pid_max: u64,
-    /// warden's pid: the helper dies with it.
+    /// warden's pid: the helper dies with it. 0: the helper replaced warden
+    /// (`exec_in_place`) and is the top of the tree itself.
     pub parent_pid: i32,
+    /// A folder the helper removes when the command has ended (the private
+    /// HOME/TMPDIR when no guard outlives the exec).
+    pub cleanup: Option<PathBuf>,
     /// Start even if Landlock reports partial enforcement.
     pub best_effort: bool,
 }
