@@ -1,3 +1,10 @@
 fn main() -> std::process::ExitCode {
-    warden::cli::main()
+    // Internal entry points, dispatched before clap, threads or a runtime
+    // exist: the sandbox helper must be single-threaded.
+    let mut args = std::env::args_os();
+    match args.nth(1).as_deref().and_then(|a| a.to_str()) {
+        Some("__sandbox-exec") => warden::sandbox::helper::main(args),
+        Some("__hostile-server") => warden::example_servers::hostile::main(),
+        _ => warden::cli::main(),
+    }
 }

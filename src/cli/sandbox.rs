@@ -1,7 +1,344 @@
-//! `warden sandbox …`
+//! `warden sandbox check` and `warden sandbox exec`.
 
-use super::{CliError, GlobalArgs, SandboxCommand};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-pub fn run(_global: &GlobalArgs, _cmd: SandboxCommand) -> anyhow::Result<u8> {
-    Err(CliError::usage("`warden sandbox` is not built yet"))
+use serde::{Deserialize, Serialize};
+
+use super::{CliError, GlobalArgs, SandboxCommand, exit};
+use crate::config::{
+    Limits, NetworkSpec, SandboxSpec, Scope, ServerConfig, StdioConfig, TransportConfig, Trust,
+};
+use crate::sandbox::{self, LaunchContext, SandboxError, SandboxSummary, Support};
+
+pub fn run(global: &GlobalArgs, cmd: SandboxCommand) -> anyhow::Result<u8> {
+    match cmd {
+        SandboxCommand::Check { server } => check(global, server),
+        SandboxCommand::Exec { profile, command } => exec(global, profile.as_deref(), &command),
+    }
+}
+
+#[derive(Serialize)]
+struct CheckReport<'a> {
+    kernel: &'a Support,
+    /// What the default (untrusted) profile enforces on this kernel.
+    default_profile: Option<SandboxSummary>,
+    /// Why the default profile would not start, if it would not.
+    unsupported: Option<String>,
+}
+
+fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
+    if let Some(name) = server {
+        // TODO(lead): wire the config loader here: load the configuration
+        // (`--config`/`--workspace`), find `name`, then
+        // `print_summary(&sandbox::describe(&server, &ctx)?)` (or print the
+        // summary as JSON with `--json`), mapping `Unsupported` to exit 4.
+        return Err(CliError::usage(format!(
+            "`sandbox check --server {name}` needs the configuration loader, which is not wired yet"
+        )));
+    }
+    let k = sandbox::support();
+    let probe = exec_config(
+        vec!["/bin/true".into()],
+        SandboxSpec::default(),
+        Trust::Untrusted,
+    )?;
+    let runtime = tempfile::tempdir()?;
+    let workspace = workspace(global)?;
+    let ctx = LaunchContext::new(workspace, runtime.path());
+    let (summary, unsupported) = match sandbox::prepare(&probe, &ctx) {
+        Ok(p) => (Some(p.summary), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let code = if unsupported.is_some() {
+        exit::SANDBOX_UNAVAILABLE
+    } else {
+        exit::OK
+    };
+    if global.json {
+        let report = CheckReport {
+            kernel: k,
+            default_profile: summary,
+            unsupported,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let yn = |b: bool| if b { "yes" } else { "no" };
+        println!("kernel support");
+        println!("  Landlock ABI:                 {}", k.landlock_abi);
+        println!("  Landlock filesystem rules:    {}", yn(k.landlock_fs));
+        println!("  Landlock TCP port rules:      {}", yn(k.landlock_net));
+        println!(
+            "  Landlock scoping (signals, abstract unix sockets): {}",
+            yn(k.landlock_scope)
+        );
+        println!("  user namespaces:              {}", yn(k.user_namespaces));
+        println!("  pid namespaces:               {}", yn(k.pid_namespaces));
+        println!("  network namespaces:           {}", yn(k.net_namespaces));
+        println!("  seccomp filters:              {}", yn(k.seccomp));
+        println!(
+            "  per-namespace pid_max:        {}",
+            yn(k.pid_max_per_namespace)
+        );
+        println!("  running as uid:               {}", k.euid);
+        println!();
+        match (&summary, &unsupported) {
+            (Some(s), _) => {
+                println!("default profile for an untrusted server: ENFORCED");
+                print_summary(s);
+            }
+            (None, Some(why)) => {
+                println!("default profile for an untrusted server: NOT AVAILABLE: {why}")
+            }
+            (None, None) => {}
+        }
+    }
+    Ok(code)
+}
+
+/// Prints what a sandbox summary enforces (also for `--server NAME`).
+pub fn print_summary(s: &SandboxSummary) {
+    println!("  mechanisms: {}", s.mechanisms.join(", "));
+    println!("  network:    {}", s.network);
+    if let Some(l) = s.limits {
+        println!(
+            "  limits:     memory {} MB, processes {}, open files {}, cpu {} s, file size {} MB",
+            l.memory_mb, l.processes, l.open_files, l.cpu_seconds, l.file_size_mb
+        );
+    }
+    println!(
+        "  install prefix (read+exec): {}",
+        join_paths(&s.install_prefix)
+    );
+    println!("  read:       {}", join_paths(&s.read));
+    println!("  write:      {}", join_paths(&s.write));
+    for n in &s.notes {
+        println!("  note: {n}");
+    }
+    for g in &s.gaps {
+        println!("  GAP: {g}");
+    }
+}
+
+fn join_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A profile file: a server's `sandbox` value (`false`, `true`, or an object).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ProfileFile {
+    Flag(bool),
+    Spec(Box<ProfileSpec>),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ProfileSpec {
+    read: Vec<String>,
+    write: Vec<String>,
+    network: Option<ProfileNetwork>,
+    env: Vec<String>,
+    limits: Option<ProfileLimits>,
+    best_effort: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ProfileNetwork {
+    Word(String),
+    Ports {
+        #[serde(default)]
+        connect_tcp: Vec<u16>,
+        #[serde(default)]
+        bind_tcp: Vec<u16>,
+    },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileLimits {
+    memory_mb: Option<u64>,
+    processes: Option<u64>,
+    open_files: Option<u64>,
+    cpu_seconds: Option<u64>,
+    file_size_mb: Option<u64>,
+}
+
+fn workspace(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
+    let ws = match &global.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir()?,
+    };
+    ws.canonicalize()
+        .map_err(|e| CliError::usage(format!("workspace {}: {e}", ws.display())))
+}
+
+/// Reads a profile file into a spec; `${WORKSPACE}` expands to the workspace.
+fn load_profile(file: &Path, ws: &Path) -> anyhow::Result<SandboxSpec> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| CliError::usage(format!("profile {}: {e}", file.display())))?;
+    let parsed: ProfileFile = serde_json::from_str(&text)
+        .map_err(|e| CliError::usage(format!("profile {}: {e}", file.display())))?;
+    let spec = match parsed {
+        ProfileFile::Flag(enabled) => SandboxSpec {
+            enabled,
+            ..SandboxSpec::default()
+        },
+        ProfileFile::Spec(p) => {
+            let p = *p;
+            let base = file.parent().unwrap_or(Path::new("."));
+            let path = |s: &String| -> PathBuf {
+                let s = s.replace("${WORKSPACE}", &ws.display().to_string());
+                let p = PathBuf::from(s);
+                sandbox::paths::normalize(&if p.is_absolute() { p } else { base.join(p) })
+            };
+            let network = match p.network {
+                None => NetworkSpec::None,
+                Some(ProfileNetwork::Word(w)) if w == "none" => NetworkSpec::None,
+                Some(ProfileNetwork::Word(w)) if w == "host" => NetworkSpec::Host,
+                Some(ProfileNetwork::Word(w)) => {
+                    return Err(CliError::usage(format!(
+                        "profile {}: network must be \"none\", \"host\" or {{\"connect_tcp\": [...], \"bind_tcp\": [...]}}, not {w:?}",
+                        file.display()
+                    )));
+                }
+                Some(ProfileNetwork::Ports {
+                    connect_tcp,
+                    bind_tcp,
+                }) => NetworkSpec::Ports {
+                    connect_tcp,
+                    bind_tcp,
+                },
+            };
+            let d = Limits::default();
+            let l = p.limits.unwrap_or_default();
+            SandboxSpec {
+                enabled: true,
+                read: p.read.iter().map(path).collect(),
+                write: p.write.iter().map(path).collect(),
+                network,
+                env: p.env,
+                limits: Limits {
+                    memory_mb: l.memory_mb.unwrap_or(d.memory_mb),
+                    processes: l.processes.unwrap_or(d.processes),
+                    open_files: l.open_files.unwrap_or(d.open_files),
+                    cpu_seconds: l.cpu_seconds.unwrap_or(d.cpu_seconds),
+                    file_size_mb: l.file_size_mb.unwrap_or(d.file_size_mb),
+                },
+                best_effort: p.best_effort,
+            }
+        }
+    };
+    Ok(spec)
+}
+
+/// A server configuration for running `command` under `spec`.
+fn exec_config(
+    command: Vec<String>,
+    spec: SandboxSpec,
+    trust: Trust,
+) -> anyhow::Result<ServerConfig> {
+    let Some((first, rest)) = command.split_first() else {
+        return Err(CliError::usage("no command given"));
+    };
+    let path_var = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    let program = sandbox::paths::which_in(first, &path_var)
+        .ok_or_else(|| CliError::usage(format!("command not found: {first}")))?;
+    let program = if program.is_absolute() {
+        program
+    } else {
+        std::env::current_dir()?.join(program)
+    };
+    Ok(ServerConfig {
+        name: "exec".into(),
+        transport: TransportConfig::Stdio(StdioConfig {
+            command: first.clone(),
+            program,
+            args: rest.to_vec(),
+            env: BTreeMap::new(),
+            env_from: Vec::new(),
+            cwd: None,
+        }),
+        timeout: Duration::from_secs(30),
+        disabled: false,
+        trust,
+        sandbox: spec,
+        scope: Scope::Explicit,
+        source: PathBuf::from("<sandbox exec>"),
+        digest: String::new(),
+    })
+}
+
+fn runtime_dir() -> PathBuf {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .map(|d| PathBuf::from(d).join("warden"))
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("warden-{uid}")))
+}
+
+fn exec(global: &GlobalArgs, profile: Option<&Path>, command: &[String]) -> anyhow::Result<u8> {
+    let ws = workspace(global)?;
+    let spec = match profile {
+        Some(f) => load_profile(f, &ws)?,
+        None => SandboxSpec::default(),
+    };
+    // The operator runs this command line: the profile is theirs, so it may
+    // use `"host"` or `false` (like a trusted server).
+    let server = exec_config(command.to_vec(), spec, Trust::Trusted)?;
+    let ctx = LaunchContext::new(ws, runtime_dir());
+    let to_cli = |e: SandboxError| match e {
+        SandboxError::Unsupported { .. } => CliError::new(exit::SANDBOX_UNAVAILABLE, e.to_string()),
+        other => CliError::usage(other.to_string()),
+    };
+    if server.sandbox.enabled {
+        // Same plan and helper as a server launch; warden becomes the
+        // helper (like bwrap), so the exit status is the command's.
+        return Err(to_cli(sandbox::exec_in_place(&server, &ctx)));
+    }
+    let prepared = sandbox::prepare(&server, &ctx).map_err(to_cli)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut command = prepared.command;
+    let mut guard = prepared.guard;
+    command
+        .stdin(std::process::Stdio::inherit())
+        .stdout(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::inherit());
+    let status = rt.block_on(async {
+        let mut child = command.spawn().map_err(|e| {
+            CliError::new(
+                exit::FAILED,
+                format!("spawning {}: {e}", command_name(&server)),
+            )
+        })?;
+        if let Some(pid) = child.id() {
+            guard.attach(pid);
+        }
+        child
+            .wait()
+            .await
+            .map_err(|e| CliError::new(exit::FAILED, format!("waiting: {e}")))
+    })?;
+    drop(guard);
+    use std::os::unix::process::ExitStatusExt;
+    let code = status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1);
+    Ok(u8::try_from(code).unwrap_or(1))
+}
+
+fn command_name(server: &ServerConfig) -> String {
+    match &server.transport {
+        TransportConfig::Stdio(s) => s.command.clone(),
+        _ => server.name.clone(),
+    }
 }

@@ -5,6 +5,9 @@
 //!
 //! - `notes`: a small notes server with honest annotations (`--name NAME`
 //!   titles a second instance).
+//! - `hostile`: a server that attacks its host and reports honestly what
+//!   happened (some tools lie with `readOnlyHint: true`); the sandbox tests
+//!   and the demo show it contained.
 //! - `fixture`: a server for tests, with flags that make it misbehave in
 //!   precise ways (see [`fixture::FixtureOptions`]).
 //!
@@ -12,19 +15,26 @@
 //! and diagnostics go to stderr through `tracing`.
 
 pub mod fixture;
+pub mod hostile;
 mod http;
 pub mod notes;
 
 pub use http::{HttpHandle, serve_http, serve_http_with_args};
 
 /// The example servers `run` knows.
-pub const NAMES: &[&str] = &["notes", "fixture"];
+pub const NAMES: &[&str] = &["notes", "fixture", "hostile"];
 
 /// Serves the example server `name` over stdio until stdin closes.
 pub async fn run(name: &str, args: &[String]) -> anyhow::Result<()> {
     match name {
         "notes" => notes::run_stdio(notes::NotesOptions::parse(args)?).await,
         "fixture" => fixture::run_stdio(fixture::FixtureOptions::parse(args)?).await,
+        "hostile" => {
+            if let Some(extra) = args.first() {
+                anyhow::bail!("the hostile server takes no arguments (got `{extra}`)");
+            }
+            hostile::serve().await
+        }
         other => anyhow::bail!(
             "unknown example server `{other}` (known: {})",
             NAMES.join(", ")

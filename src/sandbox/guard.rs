@@ -49,7 +49,14 @@ impl ProcessGuard {
         self.pgid = i32::try_from(pid).ok();
     }
 
-    /// Kills every process in the server's group.
+    /// The pid of the spawned leader (the sandbox helper), if attached.
+    pub fn pid(&self) -> Option<i32> {
+        self.pgid
+    }
+
+    /// Kills every process in the server's group. With the sandbox the
+    /// leader is the helper; killing it ends the pid namespace, so a
+    /// process that left the group with `setsid()` dies too.
     pub fn kill_group(&self) {
         if let Some(pgid) = self.pgid {
             let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);

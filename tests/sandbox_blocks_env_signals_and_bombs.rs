@@ -1,0 +1,122 @@
+//! Environment canaries, signals to outside processes, fork and memory
+//! bombs: contained under the sandbox, and firing without it.
+
+mod sandbox_support;
+
+use std::time::Duration;
+
+use sandbox_support::*;
+use serde_json::json;
+use warden::config::{Limits, SandboxSpec};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn env_canary_in_warden_env_never_reaches_the_server() {
+    let fx = Fixture::new();
+    let var = "WARDEN_TEST_SECRET_CANARY";
+    // SAFETY: set once, before any server is spawned by this test binary's
+    // only test that reads it.
+    unsafe { std::env::set_var(var, &fx.token) };
+    for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
+        let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
+        let (out, j) = call(&s, "dump_env", json!({})).await;
+        let (sh, _) = call(&s, "spawn_shell", json!({"command": "env"})).await;
+        s.stop().await;
+        let leaked = out.contains(&fx.token) || sh.contains(&fx.token);
+        match mode {
+            Mode::Unsandboxed => assert!(leaked, "baseline must see the canary"),
+            Mode::Sandboxed => {
+                assert!(!leaked, "env canary leaked");
+                let keys: Vec<&String> = j["detail"].as_object().expect("env").keys().collect();
+                for k in &keys {
+                    assert!(
+                        ["PATH", "LANG", "HOME", "TMPDIR"].contains(&k.as_str()),
+                        "unexpected var {k}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_to_processes_outside_the_sandbox_fail() {
+    let fx = Fixture::new();
+    for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
+        let mut victim = std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .spawn()
+            .expect("victim");
+        let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
+        let (out, _) = call(&s, "kill_pid", json!({"pid": victim.id(), "signal": 9})).await;
+        // warden itself (this test process): must survive too.
+        let (me, _) = if mode == Mode::Sandboxed {
+            call(
+                &s,
+                "kill_pid",
+                json!({"pid": std::process::id(), "signal": 15}),
+            )
+            .await
+        } else {
+            (String::new(), json!(null))
+        };
+        let (pp, _) = if mode == Mode::Sandboxed {
+            // Its parent inside the sandbox is the namespace's init.
+            call(
+                &s,
+                "spawn_shell",
+                json!({"command": "kill -9 1; echo done"}),
+            )
+            .await
+        } else {
+            (String::new(), json!(null))
+        };
+        s.stop().await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let died = victim.try_wait().expect("try_wait").is_some();
+        let _ = victim.kill();
+        let _ = victim.wait();
+        match mode {
+            Mode::Unsandboxed => assert!(died, "baseline must kill the victim: {out}"),
+            Mode::Sandboxed => assert!(!died, "victim killed from the sandbox: {out} {me} {pp}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fork_bomb_is_bounded() {
+    let fx = Fixture::new();
+    let n = 400;
+    for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
+        let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
+        let (out, j) = call(&s, "fork_many", json!({"n": n})).await;
+        s.stop().await;
+        let started = j["started"].as_u64().expect("started");
+        match mode {
+            Mode::Unsandboxed => assert_eq!(started, n, "baseline must fork {n}: {out}"),
+            // RLIMIT_NPROC (non-root) or the pid namespace's pid_max (root).
+            Mode::Sandboxed => assert!(started < 300, "fork bomb not bounded: {out}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_bomb_is_bounded_by_the_memory_limit() {
+    let fx = Fixture::new();
+    let spec = SandboxSpec {
+        limits: Limits {
+            memory_mb: 128,
+            ..Limits::default()
+        },
+        ..SandboxSpec::default()
+    };
+    for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
+        let s = launch_hostile(&fx, mode, spec.clone()).await;
+        let (out, j) = call(&s, "alloc_mb", json!({"mb": 512})).await;
+        s.stop().await;
+        let got = j["allocated_mb"].as_u64().expect("allocated_mb");
+        match mode {
+            Mode::Unsandboxed => assert_eq!(got, 512, "baseline must allocate: {out}"),
+            Mode::Sandboxed => assert!(got < 128, "memory not bounded: {out}"),
+        }
+    }
+}

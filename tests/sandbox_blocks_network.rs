@@ -1,0 +1,193 @@
+//! Network `none` stops TCP, UDP and abstract unix sockets to the host's
+//! loopback; `connect_tcp` opens exactly the listed TCP ports and still no
+//! UDP. Each attack also runs unsandboxed to show the listener would see it.
+
+mod sandbox_support;
+
+use std::io::Read;
+use std::time::Duration;
+
+use sandbox_support::*;
+use serde_json::json;
+use warden::config::{NetworkSpec, SandboxSpec};
+
+fn tcp_listener() -> (std::net::TcpListener, u16) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.set_nonblocking(true).expect("nonblocking");
+    let port = l.local_addr().expect("addr").port();
+    (l, port)
+}
+
+/// Whether the listener got a connection carrying `token`.
+fn tcp_saw(l: &std::net::TcpListener, token: &str) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_millis(500);
+    while std::time::Instant::now() < deadline {
+        if let Ok((mut c, _)) = l.accept() {
+            let _ = c.set_nonblocking(false);
+            let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
+            let mut buf = String::new();
+            let _ = c.read_to_string(&mut buf);
+            return buf.contains(token);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn udp_listener() -> (std::net::UdpSocket, u16) {
+    let u = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    u.set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let port = u.local_addr().expect("addr").port();
+    (u, port)
+}
+
+fn udp_saw(u: &std::net::UdpSocket, token: &str) -> bool {
+    let mut buf = [0u8; 256];
+    match u.recv(&mut buf) {
+        Ok(n) => String::from_utf8_lossy(&buf[..n]).contains(token),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_tcp_listener_never_sees_a_connection() {
+    let fx = Fixture::new();
+    for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
+        let (l, port) = tcp_listener();
+        let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
+        let (out, _) = call(
+            &s,
+            "tcp_connect",
+            json!({"port": port, "message": fx.token}),
+        )
+        .await;
+        let (bind, bj) = call(&s, "tcp_bind", json!({"port": 0})).await;
+        s.stop().await;
+        let saw = tcp_saw(&l, &fx.token);
+        match mode {
+            Mode::Unsandboxed => assert!(saw, "baseline must connect: {out}"),
+            Mode::Sandboxed => {
+                assert!(!saw, "listener saw the sandboxed server: {out}");
+                assert_eq!(bj["ok"], json!(false), "bind allowed: {bind}");
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_udp_listener_never_sees_a_packet() {
+    let fx = Fixture::new();
+    for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
+        let (u, port) = udp_listener();
+        let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
+        let (out, _) = call(&s, "udp_send", json!({"port": port, "message": fx.token})).await;
+        s.stop().await;
+        let saw = udp_saw(&u, &fx.token);
+        match mode {
+            Mode::Unsandboxed => assert!(saw, "baseline must send: {out}"),
+            Mode::Sandboxed => assert!(!saw, "listener saw a datagram: {out}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abstract_unix_socket_outside_is_refused() {
+    use std::os::linux::net::SocketAddrExt;
+    let fx = Fixture::new();
+    let name = format!("wsb-{}", uuid::Uuid::new_v4().simple());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).expect("addr");
+    let l = std::os::unix::net::UnixListener::bind_addr(&addr).expect("bind abstract");
+    l.set_nonblocking(true).expect("nonblocking");
+    for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
+        let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
+        let (out, _) = call(
+            &s,
+            "abstract_connect",
+            json!({"name": name, "message": fx.token}),
+        )
+        .await;
+        s.stop().await;
+        let mut saw = false;
+        if let Ok((mut c, _)) = l.accept() {
+            let _ = c.set_nonblocking(false);
+            let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
+            let mut buf = String::new();
+            let _ = c.read_to_string(&mut buf);
+            saw = buf.contains(&fx.token);
+        }
+        match mode {
+            Mode::Unsandboxed => assert!(saw, "baseline must connect: {out}"),
+            Mode::Sandboxed => assert!(!saw, "abstract socket reached: {out}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_tcp_grants_only_the_listed_port_and_never_udp() {
+    let fx = Fixture::new();
+    let (granted, gport) = tcp_listener();
+    let (other, oport) = tcp_listener();
+    let (u, uport) = udp_listener();
+    let spec = SandboxSpec {
+        network: NetworkSpec::Ports {
+            connect_tcp: vec![gport],
+            bind_tcp: vec![],
+        },
+        ..SandboxSpec::default()
+    };
+    let s = launch_hostile(&fx, Mode::Sandboxed, spec).await;
+    let (g, gj) = call(
+        &s,
+        "tcp_connect",
+        json!({"port": gport, "message": fx.token}),
+    )
+    .await;
+    let (o, _) = call(
+        &s,
+        "tcp_connect",
+        json!({"port": oport, "message": fx.token}),
+    )
+    .await;
+    let (ud, _) = call(&s, "udp_send", json!({"port": uport, "message": fx.token})).await;
+    s.stop().await;
+    assert_eq!(gj["ok"], json!(true), "{g}");
+    assert!(
+        tcp_saw(&granted, &fx.token),
+        "granted port not reached: {g}"
+    );
+    assert!(!tcp_saw(&other, &fx.token), "other port reached: {o}");
+    assert!(!udp_saw(&u, &fx.token), "UDP reached in ports mode: {ud}");
+}
+
+/// A pathname unix socket outside the grants (think /var/run/docker.sock):
+/// never reachable under network `none`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pathname_unix_socket_outside_is_refused() {
+    let fx = Fixture::new();
+    let path = fx.secret_dir.path().join("control.sock");
+    let l = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+    l.set_nonblocking(true).expect("nonblocking");
+    for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
+        let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
+        let (out, _) = call(
+            &s,
+            "unix_connect",
+            json!({"path": path, "content": fx.token}),
+        )
+        .await;
+        s.stop().await;
+        let mut saw = false;
+        if let Ok((mut c, _)) = l.accept() {
+            let _ = c.set_nonblocking(false);
+            let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
+            let mut buf = String::new();
+            let _ = c.read_to_string(&mut buf);
+            saw = buf.contains(&fx.token);
+        }
+        match mode {
+            Mode::Unsandboxed => assert!(saw, "baseline must connect: {out}"),
+            Mode::Sandboxed => assert!(!saw, "unix socket reached: {out}"),
+        }
+    }
+}

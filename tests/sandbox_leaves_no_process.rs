@@ -1,0 +1,126 @@
+//! After a server is stopped, or warden is killed with SIGKILL, nothing it
+//! started survives, even a process that left the group with setsid().
+//! Without the sandbox the detached process survives (the canary fires).
+
+mod sandbox_support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::transport::TokioChildProcess;
+use sandbox_support::*;
+use serde_json::json;
+use warden::config::SandboxSpec;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_a_server_kills_its_detached_descendants() {
+    let fx = Fixture::new();
+    for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
+        let m = marker();
+        let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
+        let (out, _) = call(&s, "detach", json!({"marker": m})).await;
+        assert!(
+            eventually(Duration::from_secs(5), || !processes_named(&m).is_empty()).await,
+            "{out}"
+        );
+        s.stop().await;
+        let gone = eventually(Duration::from_secs(3), || processes_named(&m).is_empty()).await;
+        let left = processes_named(&m);
+        kill_all(&left);
+        match mode {
+            Mode::Unsandboxed => assert!(!gone, "baseline: the detached process should survive"),
+            Mode::Sandboxed => assert!(gone, "left behind: {left:?}"),
+        }
+    }
+}
+
+/// `warden sandbox exec [--profile FILE] -- warden __hostile-server`: a real
+/// warden process hosting the server, then `kill -9` of that warden.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_warden_leaves_no_process_behind() {
+    let fx = Fixture::new();
+    let off = fx.workspace.path().join("off.json");
+    std::fs::write(&off, "false").expect("profile");
+    for sandboxed in [false, true] {
+        let m = marker();
+        let mut cmd = tokio::process::Command::new(WARDEN);
+        cmd.arg("sandbox").arg("exec");
+        if !sandboxed {
+            cmd.arg("--profile").arg(&off);
+        }
+        cmd.arg("--").arg(WARDEN).arg("__hostile-server");
+        cmd.env("TMPDIR", fx.runtime.path())
+            .env_remove("XDG_RUNTIME_DIR");
+        cmd.current_dir(fx.workspace.path());
+        let (transport, _) = TokioChildProcess::builder(cmd)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn warden");
+        let warden_pid = transport.id().expect("pid") as i32;
+        let client = ().serve(transport).await.expect("initialize");
+        let server = Server {
+            client,
+            guard: None,
+            pid: None,
+        };
+        let (out, _) = call(&server, "detach", json!({"marker": m})).await;
+        assert!(
+            eventually(Duration::from_secs(5), || !processes_named(&m).is_empty()).await,
+            "{out}"
+        );
+        unsafe { libc::kill(warden_pid, libc::SIGKILL) };
+        let gone = eventually(Duration::from_secs(3), || processes_named(&m).is_empty()).await;
+        let left = processes_named(&m);
+        kill_all(&left);
+        drop(server);
+        if sandboxed {
+            assert!(gone, "left behind after kill -9 of warden: {left:?}");
+        } else {
+            assert!(
+                !gone,
+                "baseline: the detached process should survive kill -9 of warden"
+            );
+        }
+    }
+}
+
+/// The server must not die when the thread that spawned it exits (tokio's
+/// blocking threads idle out): PR_SET_PDEATHSIG on the helper would do that.
+#[test]
+fn server_outlives_the_thread_that_spawned_it() {
+    let fx = Fixture::new();
+    let cfg = server_config(
+        std::path::Path::new("/bin/sleep"),
+        &["30"],
+        SandboxSpec::default(),
+        warden::config::Trust::Untrusted,
+    );
+    let prepared = warden::sandbox::prepare(&cfg, &fx.ctx()).expect("prepare");
+    let mut guard = prepared.guard;
+    let mut cmd = prepared.command;
+    let child = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
+        let _enter = rt.enter();
+        cmd.kill_on_drop(false);
+        cmd.spawn().expect("spawn")
+    })
+    .join()
+    .expect("thread");
+    let pid = child.id().expect("pid");
+    guard.attach(pid);
+    std::thread::sleep(Duration::from_millis(300));
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|s| s.split_whitespace().next());
+    drop(guard); // kills the group
+    assert!(
+        matches!(state, Some("S") | Some("R")),
+        "helper state {state:?}: {stat}"
+    );
+}
