@@ -392,7 +392,8 @@ pub fn secrets_of(config: &crate::config::Config) -> Vec<String> {
         match &server.transport {
             TransportConfig::Stdio(stdio) => {
                 out.extend(stdio.env.values().map(|s| s.expose().to_string()));
-                for name in &stdio.env_from {
+                // `sandbox.env` passes host variables through like `env_from`.
+                for name in stdio.env_from.iter().chain(&server.sandbox.env) {
                     if let Some(value) = std::env::var_os(name) {
                         out.push(value.to_string_lossy().into_owned());
                     }

@@ -56,7 +56,6 @@ fn step(title: &str) {
 /// Everything the demo lays out in its own temporary folder.
 struct Stage {
     _dir: tempfile::TempDir,
-    root: PathBuf,
     workspace: PathBuf,
     config_file: PathBuf,
     config_dir: PathBuf,
@@ -89,6 +88,7 @@ pub fn run(_global: &GlobalArgs) -> anyhow::Result<u8> {
         lock: None,
         locked: false,
         only_servers: Vec::new(),
+        sandbox_helper: None,
     };
     let mut checks = Checks::new();
     let result = session::run_async(|cancel| async {
@@ -245,7 +245,7 @@ async fn demo(
     );
 
     step("Shutting down: every server's process group is stopped");
-    let pids = host.manager().pids();
+    let pids: Vec<u32> = host.statuses().iter().filter_map(|s| s.pid).collect();
     host.shutdown().await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let alive: Vec<u32> = pids
@@ -258,13 +258,14 @@ async fn demo(
     drop(host);
     let verified = crate::audit::verify(&stage.audit_file, None);
     match verified {
-        Ok(report_ok) => {
+        crate::audit::VerifyReport::Ok {
+            count, last_hash, ..
+        } => {
             checks.check(
                 true,
                 format!(
-                    "audit chain verified: {} records, last hash {}…",
-                    report_ok.count,
-                    &report_ok.last_hash[..12.min(report_ok.last_hash.len())]
+                    "audit chain verified: {count} records, last hash {}…",
+                    &last_hash[..12.min(last_hash.len())]
                 ),
             );
             let log = std::fs::read_to_string(&stage.audit_file).unwrap_or_default();
@@ -278,7 +279,7 @@ async fn demo(
                 "no canary appears in the audit log",
             );
         }
-        Err(problem) => checks.check(false, format!("audit chain verified ({problem})")),
+        other => checks.check(false, format!("audit chain verified ({other:?})")),
     }
     eprintln!("  log: {}", stage.audit_file.display());
     Ok(())
@@ -359,7 +360,6 @@ fn lay_out() -> anyhow::Result<Stage> {
     write_json(&script_file, &script)?;
     Ok(Stage {
         _dir: dir,
-        root,
         workspace,
         config_file,
         config_dir,

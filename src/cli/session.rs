@@ -48,6 +48,7 @@ pub fn host_options(global: &GlobalArgs, mode: Mode) -> anyhow::Result<HostOptio
         lock: global.lock.clone(),
         locked: global.locked,
         only_servers: Vec::new(),
+        sandbox_helper: None,
     })
 }
 

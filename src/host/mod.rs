@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::audit::{AuditLog, AuditOptions, Event};
 use crate::config::{self, Config, Scope, Trust};
-use crate::mcp::{Admission, Manager, ServerState, ServerStatus};
+use crate::mcp::{Admission, LifecycleEvent, Manager, ServerState, ServerStatus};
+use tokio_util::sync::CancellationToken;
 use crate::policy::{Mode, Pipeline, PipelineConfig, PinStore};
 use crate::sandbox::LaunchContext;
 
@@ -46,6 +47,9 @@ pub struct HostOptions {
     pub locked: bool,
     /// Only these servers are started (all when empty): `warden call` needs one.
     pub only_servers: Vec<String>,
+    /// The warden executable that applies the sandbox (`None`: this one).
+    /// Embedders and tests whose executable is not warden set it.
+    pub sandbox_helper: Option<PathBuf>,
 }
 
 /// Counters for `session_end` and `run --json`.
@@ -67,6 +71,7 @@ pub struct Host {
     tools: Mutex<tools::Cache>,
     call_index: AtomicU64,
     stats: Stats,
+    forwarder: Mutex<Option<(CancellationToken, tokio::task::JoinHandle<()>)>>,
     // Removed when the host is dropped: private HOME/TMPDIR of every server.
     _runtime: tempfile::TempDir,
 }
@@ -83,6 +88,7 @@ impl Host {
             extra_policies: opts.extra_policies.clone(),
             workspace: config.workspace.clone(),
             mode: opts.mode,
+            locked: opts.locked,
         })?;
         let session = uuid::Uuid::new_v4().to_string();
         let audit = match opts.audit_path.clone().or_else(|| config.audit.path.clone()) {
@@ -95,7 +101,7 @@ impl Host {
                         fsync: config.audit.fsync,
                         key,
                         redact: config.audit.redact.clone(),
-                        secrets: secret_values(&config),
+                        secrets: crate::audit::secrets_of(&config),
                     },
                 )?;
                 Some(Arc::new(log))
@@ -134,7 +140,7 @@ impl Host {
             LaunchContext {
                 workspace: config.workspace.clone(),
                 runtime_dir: runtime.path().to_path_buf(),
-                helper_exe: None,
+                helper: opts.sandbox_helper.clone(),
             },
         );
         let host = Host {
@@ -148,13 +154,14 @@ impl Host {
             tools: Mutex::new(tools::Cache::default()),
             call_index: AtomicU64::new(0),
             stats: Stats::default(),
+            forwarder: Mutex::new(None),
             _runtime: runtime,
             config,
         };
         host.audit_event(Event::SessionStart {
             warden_version: env!("CARGO_PKG_VERSION").to_string(),
             config_sha256: host.config.digest.clone(),
-            policy_sha256: host.pipeline.policy_sha256(),
+            policy_sha256: host.pipeline.policy_sha256().map(str::to_string),
             mode: host.mode,
             workspace: host.config.workspace.display().to_string(),
         });
@@ -212,55 +219,83 @@ impl Host {
         }
     }
 
+    /// Writes server start/exit events to the audit log as they happen.
+    /// [`Host::shutdown`] stops the forwarder after draining what is left.
     fn forward_lifecycle_events(&self) {
         let Some(audit) = self.audit.clone() else {
             return;
         };
         let mut events = self.manager.take_lifecycle_events();
-        tokio::spawn(async move {
-            while let Some(event) = events.recv().await {
-                if let Err(error) = audit.append(event.into_audit_event()) {
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        let handle = tokio::spawn(async move {
+            let write = |event: LifecycleEvent| {
+                if let Err(error) = audit.append(lifecycle_record(event)) {
                     tracing::error!(%error, "writing the audit log failed");
+                }
+            };
+            loop {
+                tokio::select! {
+                    event = events.recv() => match event {
+                        Some(event) => write(event),
+                        None => break,
+                    },
+                    _ = stopped.cancelled() => {
+                        while let Ok(event) = events.try_recv() {
+                            write(event);
+                        }
+                        break;
+                    }
                 }
             }
         });
+        *lock(&self.forwarder) = Some((stop, handle));
     }
 
     /// Stops every server and closes the audit log with `session_end`.
     pub async fn shutdown(&self) {
         self.manager.shutdown().await;
+        let forwarder = lock(&self.forwarder).take();
+        if let Some((stop, handle)) = forwarder {
+            stop.cancel();
+            let _ = handle.await;
+        }
         self.audit_event(Event::SessionEnd {
             tool_calls: self.stats.calls.load(Ordering::Relaxed),
             denied: self.stats.denied.load(Ordering::Relaxed),
         });
-        if let Some(audit) = &self.audit
-            && let Err(error) = audit.flush()
-        {
-            tracing::error!(%error, "flushing the audit log failed");
-        }
     }
 }
 
-/// Every secret value the configuration holds, so the audit log can scrub
-/// them wherever they appear.
-fn secret_values(config: &Config) -> Vec<String> {
-    let mut secrets = Vec::new();
-    for server in config.servers.values() {
-        match &server.transport {
-            config::TransportConfig::Stdio(stdio) => {
-                secrets.extend(stdio.env.values().map(|v| v.expose().to_string()));
-                for var in stdio.env_from.iter().chain(&server.sandbox.env) {
-                    if let Ok(value) = std::env::var(var) {
-                        secrets.push(value);
-                    }
-                }
-            }
-            config::TransportConfig::Http(remote) | config::TransportConfig::Sse(remote) => {
-                secrets.extend(remote.headers.values().map(|v| v.expose().to_string()));
-            }
-        }
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn lifecycle_record(event: LifecycleEvent) -> Event {
+    match event {
+        LifecycleEvent::Started {
+            server,
+            pid,
+            transport,
+            sandbox,
+        } => Event::ServerStart {
+            server,
+            transport,
+            pid,
+            sandbox: serde_json::to_value(sandbox).unwrap_or_default(),
+        },
+        LifecycleEvent::Exited {
+            server,
+            pid,
+            code,
+            signal,
+            reason,
+        } => Event::ServerExit {
+            server,
+            pid,
+            status: code,
+            signal,
+            reason,
+        },
     }
-    // Short values would scrub ordinary words; they are not secrets worth the name.
-    secrets.retain(|s| s.len() >= 6);
-    secrets
 }

@@ -80,6 +80,10 @@ pub struct ServerStatus {
     /// sandbox requires (exit code 4 for `call`/`run`).
     #[serde(skip)]
     pub sandbox_unavailable: bool,
+    /// The server process (the sandbox helper for sandboxed servers) while
+    /// connected over stdio.
+    #[serde(skip)]
+    pub pid: Option<u32>,
     /// Tools as the server last listed them. Kept while the server is away
     /// (state `error` after a disconnect or a failed reconnect), so that a
     /// call can still reach it and reconnect; empty when the server never
@@ -405,6 +409,7 @@ impl Manager {
                     error: inner.error.clone(),
                     sandbox: inner.sandbox.clone(),
                     sandbox_unavailable: inner.sandbox_unavailable,
+                    pid: inner.conn.as_ref().and_then(|c| c.pid),
                     tools: inner.tools.clone(),
                 }
             })
