@@ -906,3 +906,17 @@ fn batch_mode_writes_promptly_and_drop_flushes() {
         .collect();
     assert_eq!(seqs, (1..=500).collect::<Vec<_>>(), "queue order kept");
 }
+
+#[test]
+fn records_parse_back_into_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let events = all_events();
+    write_log(&path, opts("s"), events.clone());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let parsed: Vec<Event> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(parsed, events);
+}

@@ -593,6 +593,12 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn audit_log_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<AuditLog>();
+    }
+
+    #[test]
     fn chain_line_is_the_canonical_record_with_its_hash() {
         for key in [None, Some(b"k".as_slice())] {
             let hasher = Hasher::new(key).unwrap();

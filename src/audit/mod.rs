@@ -124,11 +124,11 @@ use std::path::Path;
 pub use log::{AuditLog, AuditOptions, BATCH_INTERVAL, BATCH_MAX_RECORDS, BATCH_QUEUE_CAP};
 pub use verify::{Problem, VerifyFailure, VerifyReport, verify, verify_reader};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// How a call ended, as recorded and as printed by `warden call --json`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Ok,
@@ -154,7 +154,7 @@ impl Outcome {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecisionRecord {
     pub effect: crate::policy::Effect,
     pub stage: crate::policy::Stage,
@@ -162,7 +162,7 @@ pub struct DecisionRecord {
     pub policy_sha256: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallRecord {
     pub server: String,
     pub tool: String,
@@ -179,8 +179,10 @@ pub struct ToolCallRecord {
     pub error: Option<String>,
 }
 
-/// One audit event before the log adds its chain fields.
-#[derive(Debug, Clone, Serialize)]
+/// One audit event before the log adds its chain fields. A record parses
+/// back into an `Event` (`serde_json::from_str::<Event>(line)`: the chain
+/// fields are ignored).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     SessionStart {

@@ -248,12 +248,19 @@ fn row(r: &Value) -> [String; 8] {
 }
 
 /// Control characters (terminal escapes from a hostile server's strings)
-/// are shown escaped, never sent to the terminal.
+/// and bidi/zero-width characters are shown escaped, never sent to the
+/// terminal.
 fn printable(s: &str) -> String {
-    if s.chars().any(char::is_control) {
+    // Control characters, and the invisible or direction-changing ones
+    // that can disguise text on a terminal.
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+    };
+    if s.chars().any(hidden) {
         s.chars()
             .flat_map(|c| {
-                if c.is_control() {
+                if hidden(c) {
                     c.escape_default().collect::<Vec<_>>()
                 } else {
                     vec![c]
