@@ -830,6 +830,7 @@ fn secrets_of_a_config_cover_env_env_from_and_headers() {
         policies: None,
         audit: Default::default(),
         digest: "00".repeat(32),
+        ..Default::default()
     };
     let secrets = audit::secrets_of(&config);
     let path_value = std::env::var("PATH").unwrap();

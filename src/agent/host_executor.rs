@@ -20,7 +20,11 @@ pub struct HostExecutor<'a> {
 
 impl<'a> HostExecutor<'a> {
     pub fn new(host: &'a Host, asker: Option<&'a dyn Asker>, cancel: CancellationToken) -> Self {
-        HostExecutor { host, asker, cancel }
+        HostExecutor {
+            host,
+            asker,
+            cancel,
+        }
     }
 }
 

@@ -144,7 +144,7 @@ fn show(json_out: bool, file: &Path, filter: &Filter) -> anyhow::Result<u8> {
         buf.clear();
         let n = reader
             .read_until(b'\n', &mut buf)
-            .map_err(|e| CliError::new(exit::FAILED, format!("{}: {e}", file.display())))?;
+            .map_err(|e| CliError::with_code(exit::FAILED, format!("{}: {e}", file.display())))?;
         if n == 0 {
             break;
         }
@@ -310,7 +310,7 @@ fn write_stdout(text: &str) -> anyhow::Result<()> {
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
     {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::new(
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::with_code(
             exit::FAILED,
             format!("writing to stdout: {e}"),
         )),

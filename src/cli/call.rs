@@ -11,7 +11,12 @@ use crate::host::{CallRequest, Caller, Host};
 use crate::mcp::ServerState;
 use crate::policy::{Mode, TerminalAsker};
 
-pub fn run(global: &GlobalArgs, server: &str, tool: &str, args: Option<&str>) -> anyhow::Result<u8> {
+pub fn run(
+    global: &GlobalArgs,
+    server: &str,
+    tool: &str,
+    args: Option<&str>,
+) -> anyhow::Result<u8> {
     let arguments = parse_arguments(args)?;
     let mut options = session::host_options(global, Mode::Interactive)?;
     options.only_servers = vec![server.to_string()];
@@ -22,7 +27,11 @@ pub fn run(global: &GlobalArgs, server: &str, tool: &str, args: Option<&str>) ->
             let known: Vec<&str> = host.config().servers.keys().map(String::as_str).collect();
             return Err(CliError::usage(format!(
                 "unknown server `{server}`; configured: {}",
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
             )));
         }
         tokio::select! {
@@ -50,7 +59,10 @@ async fn call_connected(
     if let Some(status) = &status
         && status.state != ServerState::Connected
     {
-        let reason = status.error.clone().unwrap_or_else(|| format!("{:?}", status.state));
+        let reason = status
+            .error
+            .clone()
+            .unwrap_or_else(|| format!("{:?}", status.state));
         let code = if host.sandbox_unavailable(server) {
             exit::SANDBOX_UNAVAILABLE
         } else {
@@ -64,7 +76,10 @@ async fn call_connected(
             ServerState::PendingApproval => format!(" (run `warden mcp approve {server}`)"),
             _ => String::new(),
         };
-        return Err(CliError::new(code, format!("server `{server}` is not available: {reason}{hint}")));
+        return Err(CliError::with_code(
+            code,
+            format!("server `{server}` is not available: {reason}{hint}"),
+        ));
     }
     let view = host.tools();
     let Some(entry) = view.find(server, tool) else {
@@ -76,7 +91,11 @@ async fn call_connected(
         names.sort();
         return Err(CliError::usage(format!(
             "unknown tool `{tool}` on server `{server}`; it has: {}",
-            if names.is_empty() { "no tools".to_string() } else { names.join(", ") }
+            if names.is_empty() {
+                "no tools".to_string()
+            } else {
+                names.join(", ")
+            }
         )));
     };
     let asker = TerminalAsker::new();
@@ -124,7 +143,9 @@ fn parse_arguments(args: Option<&str>) -> anyhow::Result<Value> {
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| CliError::usage(format!("{origin}: invalid JSON: {e}")))?;
     if !value.is_object() {
-        return Err(CliError::usage(format!("{origin}: arguments must be a JSON object")));
+        return Err(CliError::usage(format!(
+            "{origin}: arguments must be a JSON object"
+        )));
     }
     Ok(value)
 }

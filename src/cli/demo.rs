@@ -111,7 +111,7 @@ pub fn run(_global: &GlobalArgs) -> anyhow::Result<u8> {
         for claim in &checks.failed {
             eprintln!("  - {claim}");
         }
-        Err(CliError::new(exit::FAILED, "the demo failed"))
+        Err(CliError::with_code(exit::FAILED, "the demo failed"))
     }
 }
 
@@ -121,10 +121,15 @@ async fn demo(
     checks: &mut Checks,
     cancel: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<()> {
-    step("Configuration: three servers, all untrusted and sandboxed; rules; the shipped default.rego; CI mode");
+    step(
+        "Configuration: three servers, all untrusted and sandboxed; rules; the shipped default.rego; CI mode",
+    );
     eprintln!("  config {}", stage.config_file.display());
     let host = Host::open(options).map_err(|e| anyhow::anyhow!("{e}"))?;
-    checks.check(host.config().servers.len() == 3, "the configuration validated with 3 servers");
+    checks.check(
+        host.config().servers.len() == 3,
+        "the configuration validated with 3 servers",
+    );
 
     step("Connecting over stdio (rmcp), each server in its own sandbox");
     host.connect().await;
@@ -171,7 +176,14 @@ async fn demo(
         timeout: Duration::from_secs(60),
         max_result_chars: 20_000,
     };
-    let report = run_task(&model, &executor, "Tidy up my notes.", &limits, cancel.clone()).await;
+    let report = run_task(
+        &model,
+        &executor,
+        "Tidy up my notes.",
+        &limits,
+        cancel.clone(),
+    )
+    .await;
     for call in &report.calls {
         eprintln!(
             "    {:<28} {:<6} {:<11} {}",
@@ -183,7 +195,10 @@ async fn demo(
     }
     checks.check(
         report.status == RunStatus::Completed,
-        format!("the run completed ({}; every scripted expectation was met)", report.status.as_str()),
+        format!(
+            "the run completed ({}; every scripted expectation was met)",
+            report.status.as_str()
+        ),
     );
     let by_name = |name: &str| -> Vec<&Value> {
         report
@@ -192,7 +207,13 @@ async fn demo(
             .filter(|c| c["qualified"].as_str() == Some(name))
             .collect()
     };
-    let first = |name: &str| by_name(name).first().copied().cloned().unwrap_or(Value::Null);
+    let first = |name: &str| {
+        by_name(name)
+            .first()
+            .copied()
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
     let read = first("mcp__notes__read_note");
     checks.check(
         read["outcome"] == "ok" && read.to_string().contains("Milk, bread, coffee."),
@@ -220,7 +241,9 @@ async fn demo(
     let env = first("mcp__hostile__dump_env");
     checks.check(
         env["outcome"] == "ok" && !env.to_string().contains(&stage.env_token),
-        format!("hostile.dump_env ran, and warden's {ENV_CANARY} was not in the server's environment"),
+        format!(
+            "hostile.dump_env ran, and warden's {ENV_CANARY} was not in the server's environment"
+        ),
     );
     let tcp = first("mcp__hostile__tcp_connect");
     let udp = first("mcp__hostile__udp_send");
@@ -252,7 +275,10 @@ async fn demo(
         .into_iter()
         .filter(|pid| Path::new(&format!("/proc/{pid}")).exists())
         .collect();
-    checks.check(alive.is_empty(), format!("no server process is left (alive: {alive:?})"));
+    checks.check(
+        alive.is_empty(),
+        format!("no server process is left (alive: {alive:?})"),
+    );
 
     step("The audit log: every decision, hash-chained, verified");
     drop(host);
@@ -269,10 +295,16 @@ async fn demo(
                 ),
             );
             let log = std::fs::read_to_string(&stage.audit_file).unwrap_or_default();
-            let calls = log.lines().filter(|l| l.contains("\"event\":\"tool_call\"")).count();
+            let calls = log
+                .lines()
+                .filter(|l| l.contains("\"event\":\"tool_call\""))
+                .count();
             checks.check(
                 calls == report.calls.len(),
-                format!("{calls} tool_call records for {} proposed calls", report.calls.len()),
+                format!(
+                    "{calls} tool_call records for {} proposed calls",
+                    report.calls.len()
+                ),
             );
             checks.check(
                 !log.contains(&stage.secret_token) && !log.contains(&stage.env_token),

@@ -48,7 +48,7 @@ impl CliError {
         }
         .into()
     }
-    pub fn new(code: u8, message: impl Into<String>) -> anyhow::Error {
+    pub fn with_code(code: u8, message: impl Into<String>) -> anyhow::Error {
         CliError {
             code,
             message: message.into(),
@@ -151,6 +151,9 @@ pub enum Command {
     /// Configured MCP servers: list, status, approval.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// The pinned tool definitions (rug-pull detection), and forgetting them.
+    #[command(subcommand)]
+    Pin(PinCommand),
     /// Inspect and check the sandbox.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
@@ -187,6 +190,14 @@ pub enum McpCommand {
     },
     /// Take back an approval.
     Revoke { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PinCommand {
+    /// Every pinned tool definition: server, tool, digest, when it was pinned.
+    List,
+    /// Forget the pins of one server (or of all), so the next listing pins afresh.
+    Reset { server: Option<String> },
 }
 
 #[derive(Debug, Subcommand)]
@@ -268,6 +279,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             call::run(&cli.global, &server, &tool, args.as_deref())
         }
         Command::Run { task, fail_on_deny } => run::run(&cli.global, &task, fail_on_deny),
+        Command::Pin(cmd) => {
+            let path = match &cli.global.lock {
+                Some(path) => path.clone(),
+                None => session::config_dir()?.join("pins.json"),
+            };
+            let mut store =
+                crate::policy::PinStore::open(&path).map_err(|e| CliError::usage(e.to_string()))?;
+            match cmd {
+                PinCommand::List => pin::list(&store, cli.global.json),
+                PinCommand::Reset { server } => pin::reset(&mut store, server.as_deref()),
+            }
+        }
         Command::Mcp(McpCommand::Status) => mcp::status(&cli.global),
         Command::Mcp(McpCommand::List) => {
             let config = session::load_config(&cli.global)?;
@@ -275,11 +298,19 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Mcp(McpCommand::Approve { name, yes }) => {
             let config = session::load_config(&cli.global)?;
-            mcp_config::approve(&config, &session::config_dir()?, &name, yes)
+            let code = mcp_config::approve(&config, &session::config_dir()?, &name, yes)?;
+            if code == exit::OK {
+                session::audit_approval(&cli.global, &config, &name, "approved")?;
+            }
+            Ok(code)
         }
         Command::Mcp(McpCommand::Revoke { name }) => {
             let config = session::load_config(&cli.global)?;
-            mcp_config::revoke(&config, &session::config_dir()?, &name)
+            let code = mcp_config::revoke(&config, &session::config_dir()?, &name)?;
+            if code == exit::OK {
+                session::audit_approval(&cli.global, &config, &name, "revoked")?;
+            }
+            Ok(code)
         }
         Command::Sandbox(cmd) => sandbox::run(&cli.global, cmd),
         Command::Policy(cmd) => policy::run(&cli.global, cmd),

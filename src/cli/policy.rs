@@ -14,10 +14,13 @@ use crate::policy::testing::{
 use crate::policy::{Decision, Effect, Mode, Pipeline, PipelineConfig, Stage, StageVerdict};
 
 pub fn run(global: &GlobalArgs, cmd: PolicyCommand) -> anyhow::Result<u8> {
-    // Hook for the lead: once the config loader exists, load `Config` here
-    // and pass `Some(&config)` so configured rules and policies are used.
-    let config: Option<&Config> = None;
-    let pipeline_config = pipeline_config(global, config)?;
+    // `policy test` needs no configuration; the others use the configured
+    // rules and policies (plus `--policy`).
+    let loaded = match &cmd {
+        PolicyCommand::Test { .. } => None,
+        _ => Some(super::session::load_config(global)?),
+    };
+    let pipeline_config = pipeline_config(global, loaded.as_ref())?;
     match cmd {
         PolicyCommand::Check => check(pipeline_config, global.json),
         PolicyCommand::Eval { input } => eval(pipeline_config, &input, global.json),
@@ -49,6 +52,7 @@ pub fn pipeline_config(
             Mode::Interactive
         },
         locked: global.locked,
+        with_default: config.is_some_and(|c| c.default_policy),
     })
 }
 

@@ -7,17 +7,18 @@ use serde_json::json;
 
 use super::{CliError, GlobalArgs, exit, session};
 use crate::agent::host_executor::HostExecutor;
-use crate::agent::run_loop::{Limits, RunStatus, run_task};
 use crate::agent::model_from_spec;
+use crate::agent::run_loop::{Limits, RunStatus, run_task};
 use crate::host::Host;
 use crate::mcp::ServerState;
 use crate::policy::{Mode, TerminalAsker};
 
 pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Result<u8> {
-    let spec = global
-        .model
-        .clone()
-        .ok_or_else(|| CliError::usage("`warden run` needs --model SPEC (scripted:FILE, openai:MODEL, anthropic:MODEL)"))?;
+    let spec = global.model.clone().ok_or_else(|| {
+        CliError::usage(
+            "`warden run` needs --model SPEC (scripted:FILE, openai:MODEL, anthropic:MODEL)",
+        )
+    })?;
     let model = model_from_spec(&spec, &|name| std::env::var(name).ok())
         .map_err(|e| CliError::usage(e.to_string()))?;
     let limits = limits(global)?;
@@ -41,10 +42,13 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
             let message = format!(
                 "server `{}` cannot start: {}",
                 server.name,
-                server.error.as_deref().unwrap_or("its sandbox is not available")
+                server
+                    .error
+                    .as_deref()
+                    .unwrap_or("its sandbox is not available")
             );
             host.shutdown().await;
-            return Err(CliError::new(exit::SANDBOX_UNAVAILABLE, message));
+            return Err(CliError::with_code(exit::SANDBOX_UNAVAILABLE, message));
         }
         for status in host.statuses() {
             if let Some(error) = &status.error {
@@ -69,7 +73,9 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
             }
             if report.status != RunStatus::Completed {
                 match &report.status {
-                    RunStatus::ModelError(error) => eprintln!("warden: run ended: model error: {error}"),
+                    RunStatus::ModelError(error) => {
+                        eprintln!("warden: run ended: model error: {error}")
+                    }
                     other => eprintln!("warden: run ended: {}", other.as_str()),
                 }
             }
@@ -80,7 +86,9 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
 
 pub fn limits(global: &GlobalArgs) -> anyhow::Result<Limits> {
     if !(global.timeout.is_finite() && global.timeout > 0.0) {
-        return Err(CliError::usage("--timeout must be a positive number of seconds"));
+        return Err(CliError::usage(
+            "--timeout must be a positive number of seconds",
+        ));
     }
     Ok(Limits {
         max_turns: global.max_turns,

@@ -294,7 +294,9 @@ fn exec(global: &GlobalArgs, profile: Option<&Path>, command: &[String]) -> anyh
     let server = exec_config(command.to_vec(), spec, Trust::Trusted)?;
     let ctx = LaunchContext::new(ws, runtime_dir());
     let to_cli = |e: SandboxError| match e {
-        SandboxError::Unsupported { .. } => CliError::new(exit::SANDBOX_UNAVAILABLE, e.to_string()),
+        SandboxError::Unsupported { .. } => {
+            CliError::with_code(exit::SANDBOX_UNAVAILABLE, e.to_string())
+        }
         other => CliError::usage(other.to_string()),
     };
     if server.sandbox.enabled {
@@ -314,7 +316,7 @@ fn exec(global: &GlobalArgs, profile: Option<&Path>, command: &[String]) -> anyh
         .stderr(std::process::Stdio::inherit());
     let status = rt.block_on(async {
         let mut child = command.spawn().map_err(|e| {
-            CliError::new(
+            CliError::with_code(
                 exit::FAILED,
                 format!("spawning {}: {e}", command_name(&server)),
             )
@@ -325,7 +327,7 @@ fn exec(global: &GlobalArgs, profile: Option<&Path>, command: &[String]) -> anyh
         child
             .wait()
             .await
-            .map_err(|e| CliError::new(exit::FAILED, format!("waiting: {e}")))
+            .map_err(|e| CliError::with_code(exit::FAILED, format!("waiting: {e}")))
     })?;
     drop(guard);
     use std::os::unix::process::ExitStatusExt;

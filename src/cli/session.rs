@@ -23,7 +23,9 @@ pub fn workspace(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
 
 pub fn config_dir() -> anyhow::Result<PathBuf> {
     config::default_config_dir().ok_or_else(|| {
-        CliError::usage("neither WARDEN_CONFIG_DIR nor HOME is set: cannot find the user configuration")
+        CliError::usage(
+            "neither WARDEN_CONFIG_DIR nor HOME is set: cannot find the user configuration",
+        )
     })
 }
 
@@ -91,4 +93,43 @@ fn spawn_signal_watch(cancel: CancellationToken) {
         }
         cancel.cancel();
     });
+}
+
+/// Records a server approval or revocation in the audit log, when one is
+/// configured (or given with `--audit`).
+pub fn audit_approval(
+    global: &GlobalArgs,
+    config: &config::Config,
+    server: &str,
+    action: &str,
+) -> anyhow::Result<()> {
+    use crate::audit::{AuditLog, AuditOptions, Event};
+    let Some(path) = global.audit.clone().or_else(|| config.audit.path.clone()) else {
+        return Ok(());
+    };
+    let config_sha256 = config
+        .servers
+        .get(server)
+        .map(|s| s.digest.clone())
+        .unwrap_or_default();
+    let log = AuditLog::open(
+        &path,
+        AuditOptions {
+            session: uuid::Uuid::new_v4().to_string(),
+            fsync: config.audit.fsync,
+            key: crate::audit::load_key(None).map_err(|e| CliError::usage(e.to_string()))?,
+            redact: Vec::new(),
+            secrets: crate::audit::secrets_of(config),
+        },
+    )
+    .map_err(|e| CliError::usage(e.to_string()))?;
+    log.append(Event::Approval {
+        server: server.to_string(),
+        config_sha256,
+        action: action.to_string(),
+        subject: "server configuration".to_string(),
+    })
+    .map_err(|e| CliError::usage(e.to_string()))?;
+    log.close().map_err(|e| CliError::usage(e.to_string()))?;
+    Ok(())
 }

@@ -13,8 +13,10 @@ use crate::audit::{DecisionRecord, Event, Outcome, ToolCallRecord};
 use crate::digest::sha256_json;
 use crate::mcp::CallError;
 use crate::policy::{
-    Asker, CallContext, CallFacts, Decision, Effect, ServerFacts, Stage, ToolFacts,
+    AskAnswer, AskPrompt, Asker, CallContext, CallFacts, Decision, Effect, ServerFacts, Stage,
+    ToolFacts,
 };
+use futures::future::BoxFuture;
 
 use super::Host;
 
@@ -160,11 +162,19 @@ impl Host {
         };
         let decision = self.pipeline.decide(&facts);
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let recording = asker.map(|inner| RecordingAsker { inner, host: self });
+        let asker = recording.as_ref().map(|a| a as &dyn Asker);
         let permit = match self.pipeline.authorize(&facts, decision, asker).await {
             Ok(permit) => permit,
             Err(decision) => {
                 self.stats.denied.fetch_add(1, Ordering::Relaxed);
-                let report = report(&entry.server, &entry.remote, &entry.qualified, &decision, started);
+                let report = report(
+                    &entry.server,
+                    &entry.remote,
+                    &entry.qualified,
+                    &decision,
+                    started,
+                );
                 let report = CallReport {
                     outcome: Outcome::Denied,
                     error: Some(format!(
@@ -184,12 +194,22 @@ impl Host {
             _ => None,
         };
         let result = self.manager.call(permit, arguments, cancel).await;
-        let base = report(&entry.server, &entry.remote, &entry.qualified, &decision, started);
+        let base = report(
+            &entry.server,
+            &entry.remote,
+            &entry.qualified,
+            &decision,
+            started,
+        );
         let report = match result {
             Ok(result) => {
                 let is_error = result.is_error.unwrap_or(false);
                 CallReport {
-                    outcome: if is_error { Outcome::ToolError } else { Outcome::Ok },
+                    outcome: if is_error {
+                        Outcome::ToolError
+                    } else {
+                        Outcome::Ok
+                    },
                     result: serde_json::to_value(&result).ok(),
                     ..base
                 }
@@ -212,7 +232,13 @@ impl Host {
         Ok(report)
     }
 
-    fn audit_call(&self, request: &CallRequest, facts: &CallFacts, decision: &Decision, report: &CallReport) {
+    fn audit_call(
+        &self,
+        request: &CallRequest,
+        facts: &CallFacts,
+        decision: &Decision,
+        report: &CallReport,
+    ) {
         let Some(audit) = &self.audit else {
             return;
         };
@@ -238,7 +264,47 @@ impl Host {
     }
 }
 
-fn report(server: &str, tool: &str, qualified: &str, decision: &Decision, started: Instant) -> CallReport {
+/// Passes an `ask` to the person (or client) and records the answer in the
+/// audit log as an `approval` event.
+struct RecordingAsker<'a> {
+    inner: &'a dyn Asker,
+    host: &'a Host,
+}
+
+impl Asker for RecordingAsker<'_> {
+    fn ask<'a>(&'a self, prompt: &'a AskPrompt) -> BoxFuture<'a, AskAnswer> {
+        Box::pin(async move {
+            let answer = self.inner.ask(prompt).await;
+            let action = match answer {
+                AskAnswer::AllowOnce => "allow_once",
+                AskAnswer::AllowSession => "allow_session",
+                AskAnswer::Deny => "deny",
+            };
+            let config_sha256 = self
+                .host
+                .config
+                .servers
+                .get(&prompt.server)
+                .map(|s| s.digest.clone())
+                .unwrap_or_default();
+            self.host.audit_event(Event::Approval {
+                server: prompt.server.clone(),
+                config_sha256,
+                action: action.to_string(),
+                subject: prompt.qualified.clone(),
+            });
+            answer
+        })
+    }
+}
+
+fn report(
+    server: &str,
+    tool: &str,
+    qualified: &str,
+    decision: &Decision,
+    started: Instant,
+) -> CallReport {
     CallReport {
         server: server.to_string(),
         tool: tool.to_string(),

@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 use crate::audit::{AuditLog, AuditOptions, Event};
 use crate::config::{self, Config, Scope, Trust};
 use crate::mcp::{Admission, LifecycleEvent, Manager, ServerState, ServerStatus};
-use tokio_util::sync::CancellationToken;
-use crate::policy::{Mode, Pipeline, PipelineConfig, PinStore};
+use crate::policy::{Mode, PinStore, Pipeline, PipelineConfig};
 use crate::sandbox::LaunchContext;
+use tokio_util::sync::CancellationToken;
 
 pub use call::{CallReport, CallRequest, Caller};
 pub use tools::ToolView;
@@ -89,9 +89,14 @@ impl Host {
             workspace: config.workspace.clone(),
             mode: opts.mode,
             locked: opts.locked,
+            with_default: config.default_policy,
         })?;
         let session = uuid::Uuid::new_v4().to_string();
-        let audit = match opts.audit_path.clone().or_else(|| config.audit.path.clone()) {
+        let audit = match opts
+            .audit_path
+            .clone()
+            .or_else(|| config.audit.path.clone())
+        {
             Some(path) => {
                 let key = crate::audit::load_key(None)?;
                 let log = AuditLog::open(
@@ -205,16 +210,26 @@ impl Host {
 
     /// Whether `server` failed to start because its sandbox is unavailable.
     pub fn sandbox_unavailable(&self, server: &str) -> bool {
-        self.statuses().iter().any(|s| {
-            s.name == server && s.state == ServerState::Error && s.sandbox_unavailable
-        })
+        self.statuses()
+            .iter()
+            .any(|s| s.name == server && s.state == ServerState::Error && s.sandbox_unavailable)
     }
 
     /// Writes one audit event; a failing audit log is reported, never silent.
     pub(crate) fn audit_event(&self, event: Event) {
-        if let Some(audit) = &self.audit
-            && let Err(error) = audit.append(event)
-        {
+        let Some(audit) = &self.audit else {
+            return;
+        };
+        // `every_record` syncs to disk before returning: keep that off the
+        // async workers' backs where the runtime allows it.
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let result = if multi_thread {
+            tokio::task::block_in_place(|| audit.append(event))
+        } else {
+            audit.append(event)
+        };
+        if let Err(error) = result {
             tracing::error!(%error, "writing the audit log failed");
         }
     }
@@ -268,7 +283,9 @@ impl Host {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn lifecycle_record(event: LifecycleEvent) -> Event {

@@ -95,7 +95,12 @@ impl Host {
                 let Some(server) = self.config.servers.get(&entry.server) else {
                     continue;
                 };
-                let state = store.check(&entry.server, &server.digest, &entry.definition, self.locked);
+                let state = store.check(
+                    &entry.server,
+                    &server.digest,
+                    &entry.definition,
+                    self.locked,
+                );
                 pins.insert(entry.qualified.clone(), state);
             }
             if let Err(error) = store.save() {

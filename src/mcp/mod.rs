@@ -153,7 +153,7 @@ pub enum LifecycleEvent {
         server: String,
         pid: Option<u32>,
         transport: String,
-        sandbox: Option<SandboxSummary>,
+        sandbox: Option<Box<SandboxSummary>>,
     },
     Exited {
         server: String,

@@ -115,7 +115,7 @@ pub(crate) fn spawn(
         server: config.name.clone(),
         pid: Some(pid),
         transport: "stdio".into(),
-        sandbox: Some(prepared.summary.clone()),
+        sandbox: Some(Box::new(prepared.summary.clone())),
     });
     tracing::info!(server = %config.name, pid, "server process started");
 

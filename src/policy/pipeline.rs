@@ -28,6 +28,10 @@ pub struct PipelineConfig {
     pub mode: Mode,
     /// `--locked`: a changed pinned tool is a deny, not an ask.
     pub locked: bool,
+    /// Load the shipped default policy even when `policies` lists some:
+    /// a project file's policies add to the default, never replace it
+    /// ([`crate::config::Config::default_policy`]).
+    pub with_default: bool,
 }
 
 impl Default for PipelineConfig {
@@ -39,6 +43,7 @@ impl Default for PipelineConfig {
             workspace: PathBuf::from("."),
             mode: Mode::Interactive,
             locked: false,
+            with_default: false,
         }
     }
 }
@@ -107,11 +112,14 @@ impl Pipeline {
         }
         let mut trusted: Vec<PolicyInput> = Vec::new();
         let mut project: Vec<PolicyInput> = Vec::new();
-        match &config.policies {
-            None => trusted.push(PolicyInput::Embedded {
+        if config.policies.is_none() || config.with_default {
+            trusted.push(PolicyInput::Embedded {
                 name: DEFAULT_REGO_NAME.into(),
                 text: DEFAULT_REGO.into(),
-            }),
+            });
+        }
+        match &config.policies {
+            None => {}
             Some(list) => {
                 for p in list {
                     let input = PolicyInput::Path(p.path.clone());

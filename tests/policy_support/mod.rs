@@ -65,6 +65,7 @@ pub fn pipeline(
         workspace: PathBuf::from(WS),
         mode,
         locked: false,
+        with_default: false,
     })
     .unwrap()
 }

@@ -90,6 +90,7 @@ pub fn manager_with(dir: &Path, servers: Vec<(ServerConfig, Admission)>) -> Arc<
         LaunchContext {
             workspace: dir.to_path_buf(),
             runtime_dir: dir.join("run"),
+            helper: Some(env!("CARGO_BIN_EXE_warden").into()),
         },
     )
 }
