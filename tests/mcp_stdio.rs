@@ -430,12 +430,19 @@ async fn shutdown_kills_the_whole_group_and_abandons_connects_in_flight() {
         dir.path(),
         vec![
             // A server that leaves a grandchild in its process group.
-            stdio(
-                "forks",
-                std::path::Path::new("/bin/sh"),
-                &["-c", "sleep 300 & exec \"$0\" example-server fixture", bin],
-                T,
-            ),
+            {
+                let mut forks = stdio(
+                    "forks",
+                    std::path::Path::new("/bin/sh"),
+                    &["-c", "sleep 300 & exec \"$0\" example-server fixture", bin],
+                    T,
+                );
+                // The shell's install prefix is /usr; warden's own folder
+                // must be granted for the `exec`.
+                let warden_dir = warden_bin().parent().map(|d| d.to_path_buf());
+                forks.sandbox.read.extend(warden_dir);
+                forks
+            },
             example("silent", "fixture", &["--silent"], Duration::from_secs(60)),
         ],
     );
@@ -493,7 +500,8 @@ async fn a_server_that_cannot_start_or_exits_at_once_is_an_error_with_the_reason
     manager.connect_all().await;
     let missing = status(&manager, "missing");
     assert_eq!(missing.state, ServerState::Error);
-    assert!(missing.error.unwrap().contains("/nonexistent/server"));
+    let missing_error = missing.error.unwrap();
+    assert!(missing_error.contains("/nonexistent/server"), "{missing_error}");
     let exits = status(&manager, "exits");
     assert_eq!(exits.state, ServerState::Error);
     let error = exits.error.unwrap();

@@ -1,0 +1,93 @@
+//! Every way a call can end is written to the audit log by the real call
+//! path, one session after another into one file, and the chain verifies.
+
+mod cli_support;
+
+use cli_support::{World, audit_lines, stderr};
+use serde_json::{Value, json};
+
+#[test]
+fn every_outcome_is_recorded_and_the_chain_spans_sessions() {
+    let world = World::new();
+    let audit = world.path("audit.jsonl");
+    let mut slow = world.fixture();
+    slow["timeout"] = json!(0.5);
+    world.write_config(&json!({
+        "mcpServers": {"fx": world.fixture(), "slow": slow},
+        "permissions": {
+            "allow": ["mcp__fx__*", "mcp__slow__*"],
+            "deny": ["mcp__fx__echo(message: forbidden)"],
+        },
+        "audit": {"path": audit, "redact": ["/token"]},
+    }));
+    let calls: [(&[&str], &str, Option<&str>); 7] = [
+        (&["call", "fx", "echo", "--args", r#"{"message":"ok","token":"tok-123456"}"#], "ok", None),
+        (&["call", "fx", "fail"], "tool_error", None),
+        (&["call", "fx", "rpc_error"], "rpc_error", None),
+        (&["call", "slow", "sleep", "--args", r#"{"ms": 3000}"#], "timeout", None),
+        (&["call", "fx", "echo", "--args", r#"{"message":"forbidden"}"#], "denied", Some("rules")),
+        (&["call", "fx", "sleep", "--args", r#"{"ms":"x"}"#], "denied", Some("schema")),
+        (&["call", "fx", "read_secret_path_probe"], "unknown", None),
+    ];
+    let mut expected = Vec::new();
+    for (args, outcome, stage) in calls {
+        let out = world.run(args);
+        if outcome == "unknown" {
+            // Not a registered tool: a usage error, refused before the pipeline.
+            assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+            continue;
+        }
+        assert!(out.status.code().is_some(), "{}", stderr(&out));
+        expected.push((outcome, stage));
+    }
+    let records = audit_lines(&audit);
+    let tool_calls: Vec<&Value> = records.iter().filter(|r| r["event"] == "tool_call").collect();
+    assert_eq!(tool_calls.len(), expected.len(), "{records:#?}");
+    for (record, (outcome, stage)) in tool_calls.iter().zip(&expected) {
+        assert_eq!(record["outcome"], *outcome, "{record}");
+        if let Some(stage) = stage {
+            assert_eq!(record["decision"]["stage"], *stage, "{record}");
+        }
+        for key in ["server", "tool", "qualified", "arguments", "args_sha256", "decision", "duration_ms", "result_sha256"] {
+            assert!(record.get(key).is_some(), "{key} missing in {record}");
+        }
+        assert!(record["decision"]["policy_sha256"].is_string(), "{record}");
+    }
+    // Redaction by pointer; the digest is of the real arguments.
+    assert_eq!(tool_calls[0]["arguments"]["token"], "[REDACTED]");
+    assert!(!std::fs::read_to_string(&audit).unwrap().contains("tok-123456"));
+    // One session per command, seq continuing across them.
+    let sessions: std::collections::BTreeSet<&str> =
+        records.iter().filter_map(|r| r["session"].as_str()).collect();
+    assert!(sessions.len() >= expected.len());
+    for (i, record) in records.iter().enumerate() {
+        assert_eq!(record["seq"], json!(i as u64 + 1));
+    }
+    for event in ["session_start", "server_start", "server_exit", "session_end"] {
+        assert!(records.iter().any(|r| r["event"] == event), "no {event}");
+    }
+    let verify = world.run(&["audit", "verify", audit.to_str().unwrap()]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+}
+
+#[test]
+fn secrets_from_env_never_reach_the_log() {
+    let world = World::new();
+    let audit = world.path("audit.jsonl");
+    let canary = format!("canary-{}", world.marker);
+    let mut fx = world.fixture();
+    fx["env"] = json!({"API_TOKEN": canary});
+    world.write_config(&json!({
+        "mcpServers": {"fx": fx},
+        "permissions": {"allow": ["mcp__fx__*"]},
+        "audit": {"path": audit},
+    }));
+    // The model (here: the caller) echoes the secret in its arguments; the
+    // log scrubs it whatever the redact pointers say.
+    let args = json!({"message": format!("leak {canary}")}).to_string();
+    let out = world.run(&["call", "fx", "echo", "--args", &args]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = std::fs::read_to_string(&audit).unwrap();
+    assert!(log.contains("tool_call"));
+    assert!(!log.contains(&canary), "the secret reached the audit log");
+}

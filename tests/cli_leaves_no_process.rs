@@ -1,0 +1,103 @@
+//! Stopping warden — normally, on SIGTERM or SIGINT mid-call — leaves no
+//! server process behind, and the interrupted call is audited as cancelled.
+
+mod cli_support;
+
+use std::process::Stdio;
+
+use cli_support::{World, audit_lines, eventually, stderr};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::json;
+
+fn world() -> World {
+    let world = World::new();
+    let audit = world.path("audit.jsonl");
+    world.write_config(&json!({
+        "mcpServers": {"fx": world.fixture(), "notes": world.notes("n")},
+        "permissions": {"allow": ["mcp__fx__*"]},
+        "audit": {"path": audit},
+    }));
+    world
+}
+
+#[test]
+fn normal_exit_leaves_nothing() {
+    let world = world();
+    let out = world.run(&["call", "fx", "echo", "--args", "{}"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        eventually(5.0, || world.leftover_processes().is_empty()),
+        "left behind: {:?}",
+        world.leftover_processes()
+    );
+    let out = world.run(&["mcp", "status"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(eventually(5.0, || world.leftover_processes().is_empty()));
+}
+
+fn interrupt_mid_call(signal: Signal) {
+    let world = world();
+    let mut child = world
+        .warden(&["call", "fx", "sleep", "--args", r#"{"ms": 60000}"#])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn warden");
+    // Wait until the server is up and the call is under way.
+    assert!(
+        eventually(15.0, || audit_lines(&world.path("audit.jsonl"))
+            .iter()
+            .any(|r| r["event"] == "server_start")),
+        "the server never started"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!world.leftover_processes().is_empty(), "the server should be running");
+    kill(Pid::from_raw(child.id() as i32), signal).expect("signal warden");
+    let status = child.wait().expect("wait");
+    assert_ne!(status.code(), Some(0));
+    assert!(
+        eventually(8.0, || world.leftover_processes().is_empty()),
+        "left behind after {signal}: {:?}",
+        world.leftover_processes()
+    );
+    let records = audit_lines(&world.path("audit.jsonl"));
+    let call = records
+        .iter()
+        .find(|r| r["event"] == "tool_call")
+        .expect("a tool_call record");
+    assert_eq!(call["outcome"], "cancelled", "{call}");
+    assert!(records.iter().any(|r| r["event"] == "session_end"));
+    let verify = world.run(&["audit", "verify", world.path("audit.jsonl").to_str().unwrap()]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+}
+
+#[test]
+fn sigterm_mid_call_leaves_nothing_and_audits_cancelled() {
+    interrupt_mid_call(Signal::SIGTERM);
+}
+
+#[test]
+fn sigint_mid_call_leaves_nothing_and_audits_cancelled() {
+    interrupt_mid_call(Signal::SIGINT);
+}
+
+#[test]
+fn sigkill_of_warden_leaves_nothing() {
+    let world = world();
+    let mut child = world
+        .warden(&["call", "fx", "sleep", "--args", r#"{"ms": 60000}"#])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn warden");
+    assert!(eventually(15.0, || !world.leftover_processes().is_empty()));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).expect("kill -9");
+    let _ = child.wait();
+    assert!(
+        eventually(8.0, || world.leftover_processes().is_empty()),
+        "left behind after kill -9 of warden: {:?}",
+        world.leftover_processes()
+    );
+}

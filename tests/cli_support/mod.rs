@@ -1,0 +1,157 @@
+//! Helpers for tests that run the real `warden` binary against warden's
+//! own example servers: a private folder (workspace, config dir, HOME), a
+//! config writer, and process-table checks.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+pub const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
+
+/// A private world for one test: nothing touches the real HOME.
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub workspace: PathBuf,
+    pub config_dir: PathBuf,
+    pub home: PathBuf,
+    /// A token unique to this test, put in server arguments so that its
+    /// processes can be found in /proc.
+    pub marker: String,
+}
+
+impl World {
+    pub fn new() -> World {
+        let dir = tempfile::Builder::new()
+            .prefix("warden-cli-test-")
+            .tempdir()
+            .expect("tempdir");
+        let workspace = dir.path().join("ws");
+        let config_dir = dir.path().join("config");
+        let home = dir.path().join("home");
+        for d in [&workspace, &config_dir, &home] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        World {
+            workspace,
+            config_dir,
+            home,
+            marker: format!("m{}", uuid::Uuid::new_v4().simple()),
+            dir,
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Writes `config` as the explicit `--config` file and returns its path.
+    pub fn write_config(&self, config: &Value) -> PathBuf {
+        let path = self.path("warden.json");
+        std::fs::write(&path, serde_json::to_string_pretty(config).expect("json"))
+            .expect("write config");
+        path
+    }
+
+    /// `warden --config FILE ARGS…` in this world.
+    pub fn warden(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(WARDEN);
+        cmd.arg("--config")
+            .arg(self.path("warden.json"))
+            .arg("--workspace")
+            .arg(&self.workspace)
+            .args(args)
+            .env("WARDEN_CONFIG_DIR", &self.config_dir)
+            .env("HOME", &self.home)
+            .env_remove("RUST_LOG")
+            .env_remove("WARDEN_AUDIT_KEY")
+            .current_dir(&self.workspace);
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.warden(args).output().expect("run warden")
+    }
+
+    /// The fixture example server, tagged with this world's marker.
+    pub fn fixture(&self) -> Value {
+        serde_json::json!({
+            "command": WARDEN,
+            "args": ["example-server", "fixture", "--name", self.marker],
+        })
+    }
+
+    pub fn notes(&self, name: &str) -> Value {
+        serde_json::json!({
+            "command": WARDEN,
+            "args": ["example-server", "notes", "--name", format!("{name}-{}", self.marker)],
+        })
+    }
+
+    /// Processes whose command line carries this world's marker.
+    pub fn leftover_processes(&self) -> Vec<u32> {
+        processes_with(&self.marker)
+    }
+}
+
+pub fn processes_with(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+            let text = String::from_utf8_lossy(&cmdline);
+            if text.contains(needle) && !is_zombie(pid) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Waits up to `secs` for `check` to hold.
+pub fn eventually(secs: f64, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+    while std::time::Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    check()
+}
+
+pub fn stdout_json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+pub fn audit_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
