@@ -23,14 +23,34 @@ fn allow_all() -> Value {
 #[test]
 fn json_output_has_exactly_the_contract_fields() {
     let world = fixture_world(allow_all());
-    let out = world.run(&["call", "fx", "echo", "--json", "--args", r#"{"message":"hi"}"#]);
+    let out = world.run(&[
+        "call",
+        "fx",
+        "echo",
+        "--json",
+        "--args",
+        r#"{"message":"hi"}"#,
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let report = stdout_json(&out);
-    let mut keys: Vec<&str> = report.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut keys: Vec<&str> = report
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     keys.sort();
     assert_eq!(
         keys,
-        ["decision", "duration_ms", "error", "outcome", "result", "server", "tool"]
+        [
+            "decision",
+            "duration_ms",
+            "error",
+            "outcome",
+            "result",
+            "server",
+            "tool"
+        ]
     );
     assert_eq!(report["server"], "fx");
     assert_eq!(report["tool"], "echo");
@@ -38,7 +58,11 @@ fn json_output_has_exactly_the_contract_fields() {
     assert_eq!(report["error"], Value::Null);
     assert_eq!(report["decision"]["effect"], "allow");
     assert_eq!(report["decision"]["stage"], "rules");
-    assert!(report["decision"]["reasons"].as_array().is_some_and(|r| !r.is_empty()));
+    assert!(
+        report["decision"]["reasons"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+    );
     assert_eq!(report["result"]["isError"], false);
     assert_eq!(report["result"]["structuredContent"]["message"], "hi");
 }
@@ -64,7 +88,13 @@ fn every_content_block_is_kept() {
 #[test]
 fn human_output_prints_text_blocks() {
     let world = fixture_world(allow_all());
-    let out = world.run(&["call", "fx", "echo", "--args", r#"{"message":"plain words"}"#]);
+    let out = world.run(&[
+        "call",
+        "fx",
+        "echo",
+        "--args",
+        r#"{"message":"plain words"}"#,
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("plain words"));
 }
@@ -92,7 +122,14 @@ fn a_deny_rule_with_arguments_exits_3_and_names_the_stage() {
         "allow": ["mcp__fx__*"],
         "deny": ["mcp__fx__echo(message: *secret*)"],
     }));
-    let out = world.run(&["call", "fx", "echo", "--json", "--args", r#"{"message":"a secret"}"#]);
+    let out = world.run(&[
+        "call",
+        "fx",
+        "echo",
+        "--json",
+        "--args",
+        r#"{"message":"a secret"}"#,
+    ]);
     assert_eq!(out.status.code(), Some(3));
     let report = stdout_json(&out);
     assert_eq!(report["outcome"], "denied");
@@ -119,7 +156,14 @@ fn ci_mode_turns_the_default_ask_into_deny() {
 #[test]
 fn schema_invalid_arguments_are_denied_before_the_server() {
     let world = fixture_world(allow_all());
-    let out = world.run(&["call", "fx", "sleep", "--json", "--args", r#"{"ms":"soon"}"#]);
+    let out = world.run(&[
+        "call",
+        "fx",
+        "sleep",
+        "--json",
+        "--args",
+        r#"{"ms":"soon"}"#,
+    ]);
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(stdout_json(&out)["decision"]["stage"], "schema");
 }
@@ -129,12 +173,20 @@ fn unknown_server_and_tool_are_usage_errors() {
     let world = fixture_world(allow_all());
     let out = world.run(&["call", "nope", "echo"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("unknown server `nope`"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown server `nope`"),
+        "{}",
+        stderr(&out)
+    );
     assert!(stderr(&out).contains("fx"));
 
     let out = world.run(&["call", "fx", "nope"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("unknown tool `nope`"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown tool `nope`"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -144,12 +196,18 @@ fn bad_arguments_and_bad_config_are_usage_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("must be a JSON object"));
 
-    std::fs::write(world.path("warden.json"), r#"{"mcpServers": {"fx": {"command": "x", "bogus": 1}}}"#)
-        .unwrap();
+    std::fs::write(
+        world.path("warden.json"),
+        r#"{"mcpServers": {"fx": {"command": "x", "bogus": 1}}}"#,
+    )
+    .unwrap();
     let out = world.run(&["call", "fx", "echo"]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
-    assert!(err.contains("warden.json") && err.contains("bogus"), "{err}");
+    assert!(
+        err.contains("warden.json") && err.contains("bogus"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
 }
 
@@ -168,7 +226,11 @@ fn a_blocked_server_is_never_started_and_its_calls_are_denied() {
 fn a_real_third_party_server_answers_through_warden() {
     let npm = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/npm");
     let bin = npm.join("node_modules/.bin/mcp-server-everything");
-    assert!(bin.exists(), "run scripts/test-deps.sh first ({} missing)", bin.display());
+    assert!(
+        bin.exists(),
+        "run scripts/test-deps.sh first ({} missing)",
+        bin.display()
+    );
     let world = World::new();
     world.write_config(&json!({
         "mcpServers": {"everything": {
@@ -177,8 +239,18 @@ fn a_real_third_party_server_answers_through_warden() {
         }},
         "permissions": {"allow": ["mcp__everything__echo"]},
     }));
-    let out = world.run(&["call", "everything", "echo", "--json", "--args", r#"{"message":"hello from warden"}"#]);
+    let out = world.run(&[
+        "call",
+        "everything",
+        "echo",
+        "--json",
+        "--args",
+        r#"{"message":"hello from warden"}"#,
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let report = stdout_json(&out);
-    assert!(report["result"].to_string().contains("hello from warden"), "{report}");
+    assert!(
+        report["result"].to_string().contains("hello from warden"),
+        "{report}"
+    );
 }

@@ -21,12 +21,34 @@ fn every_outcome_is_recorded_and_the_chain_spans_sessions() {
         "audit": {"path": audit, "redact": ["/token"]},
     }));
     let calls: [(&[&str], &str, Option<&str>); 7] = [
-        (&["call", "fx", "echo", "--args", r#"{"message":"ok","token":"tok-123456"}"#], "ok", None),
+        (
+            &[
+                "call",
+                "fx",
+                "echo",
+                "--args",
+                r#"{"message":"ok","token":"tok-123456"}"#,
+            ],
+            "ok",
+            None,
+        ),
         (&["call", "fx", "fail"], "tool_error", None),
         (&["call", "fx", "rpc_error"], "rpc_error", None),
-        (&["call", "slow", "sleep", "--args", r#"{"ms": 3000}"#], "timeout", None),
-        (&["call", "fx", "echo", "--args", r#"{"message":"forbidden"}"#], "denied", Some("rules")),
-        (&["call", "fx", "sleep", "--args", r#"{"ms":"x"}"#], "denied", Some("schema")),
+        (
+            &["call", "slow", "sleep", "--args", r#"{"ms": 3000}"#],
+            "timeout",
+            None,
+        ),
+        (
+            &["call", "fx", "echo", "--args", r#"{"message":"forbidden"}"#],
+            "denied",
+            Some("rules"),
+        ),
+        (
+            &["call", "fx", "sleep", "--args", r#"{"ms":"x"}"#],
+            "denied",
+            Some("schema"),
+        ),
         (&["call", "fx", "read_secret_path_probe"], "unknown", None),
     ];
     let mut expected = Vec::new();
@@ -41,29 +63,52 @@ fn every_outcome_is_recorded_and_the_chain_spans_sessions() {
         expected.push((outcome, stage));
     }
     let records = audit_lines(&audit);
-    let tool_calls: Vec<&Value> = records.iter().filter(|r| r["event"] == "tool_call").collect();
+    let tool_calls: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "tool_call")
+        .collect();
     assert_eq!(tool_calls.len(), expected.len(), "{records:#?}");
     for (record, (outcome, stage)) in tool_calls.iter().zip(&expected) {
         assert_eq!(record["outcome"], *outcome, "{record}");
         if let Some(stage) = stage {
             assert_eq!(record["decision"]["stage"], *stage, "{record}");
         }
-        for key in ["server", "tool", "qualified", "arguments", "args_sha256", "decision", "duration_ms", "result_sha256"] {
+        for key in [
+            "server",
+            "tool",
+            "qualified",
+            "arguments",
+            "args_sha256",
+            "decision",
+            "duration_ms",
+            "result_sha256",
+        ] {
             assert!(record.get(key).is_some(), "{key} missing in {record}");
         }
         assert!(record["decision"]["policy_sha256"].is_string(), "{record}");
     }
     // Redaction by pointer; the digest is of the real arguments.
     assert_eq!(tool_calls[0]["arguments"]["token"], "[REDACTED]");
-    assert!(!std::fs::read_to_string(&audit).unwrap().contains("tok-123456"));
+    assert!(
+        !std::fs::read_to_string(&audit)
+            .unwrap()
+            .contains("tok-123456")
+    );
     // One session per command, seq continuing across them.
-    let sessions: std::collections::BTreeSet<&str> =
-        records.iter().filter_map(|r| r["session"].as_str()).collect();
+    let sessions: std::collections::BTreeSet<&str> = records
+        .iter()
+        .filter_map(|r| r["session"].as_str())
+        .collect();
     assert!(sessions.len() >= expected.len());
     for (i, record) in records.iter().enumerate() {
         assert_eq!(record["seq"], json!(i as u64 + 1));
     }
-    for event in ["session_start", "server_start", "server_exit", "session_end"] {
+    for event in [
+        "session_start",
+        "server_start",
+        "server_exit",
+        "session_end",
+    ] {
         assert!(records.iter().any(|r| r["event"] == event), "no {event}");
     }
     let verify = world.run(&["audit", "verify", audit.to_str().unwrap()]);

@@ -52,7 +52,10 @@ fn interrupt_mid_call(signal: Signal) {
         "the server never started"
     );
     std::thread::sleep(std::time::Duration::from_millis(500));
-    assert!(!world.leftover_processes().is_empty(), "the server should be running");
+    assert!(
+        !world.leftover_processes().is_empty(),
+        "the server should be running"
+    );
     kill(Pid::from_raw(child.id() as i32), signal).expect("signal warden");
     let status = child.wait().expect("wait");
     assert_ne!(status.code(), Some(0));
@@ -68,7 +71,11 @@ fn interrupt_mid_call(signal: Signal) {
         .expect("a tool_call record");
     assert_eq!(call["outcome"], "cancelled", "{call}");
     assert!(records.iter().any(|r| r["event"] == "session_end"));
-    let verify = world.run(&["audit", "verify", world.path("audit.jsonl").to_str().unwrap()]);
+    let verify = world.run(&[
+        "audit",
+        "verify",
+        world.path("audit.jsonl").to_str().unwrap(),
+    ]);
     assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
 }
 

@@ -3,7 +3,7 @@
 
 mod cli_support;
 
-use cli_support::{World, WARDEN, stderr, stdout_json};
+use cli_support::{WARDEN, World, stderr, stdout_json};
 use serde_json::{Value, json};
 
 fn server<'a>(doc: &'a Value, name: &str) -> &'a Value {
@@ -19,7 +19,10 @@ fn server<'a>(doc: &'a Value, name: &str) -> &'a Value {
 fn status_shows_each_server_as_it_is() {
     let world = World::new();
     let mut silent = world.fixture();
-    silent["args"].as_array_mut().unwrap().push(json!("--silent"));
+    silent["args"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("--silent"));
     silent["timeout"] = json!(1.5);
     let mut off = world.notes("off");
     off["disabled"] = json!(true);
@@ -38,11 +41,23 @@ fn status_shows_each_server_as_it_is() {
     let started = std::time::Instant::now();
     let out = world.run(&["mcp", "status", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(started.elapsed().as_secs_f64() < 10.0, "a hanging server blocked the others");
+    assert!(
+        started.elapsed().as_secs_f64() < 10.0,
+        "a hanging server blocked the others"
+    );
     let doc = stdout_json(&out);
 
     let fx = server(&doc, "fx");
-    for key in ["name", "state", "transport", "protocol", "error", "sandbox", "tools", "skipped_tools"] {
+    for key in [
+        "name",
+        "state",
+        "transport",
+        "protocol",
+        "error",
+        "sandbox",
+        "tools",
+        "skipped_tools",
+    ] {
         assert!(fx.get(key).is_some(), "{key} missing from {fx}");
     }
     assert_eq!(fx["state"], "connected");
@@ -50,7 +65,10 @@ fn status_shows_each_server_as_it_is() {
     assert!(fx["protocol"].as_str().is_some_and(|p| p.starts_with("20")));
     assert_eq!(fx["sandbox"]["enabled"], true);
     let tools = fx["tools"].as_array().unwrap();
-    let echo = tools.iter().find(|t| t["name"] == "echo").expect("echo listed");
+    let echo = tools
+        .iter()
+        .find(|t| t["name"] == "echo")
+        .expect("echo listed");
     assert_eq!(echo["qualified"], "mcp__fx__echo");
     assert!(echo.get("description").is_some() && echo.get("annotations").is_some());
     // Denied without conditions: never shown.
@@ -61,8 +79,16 @@ fn status_shows_each_server_as_it_is() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert!(skipped.contains(&"a.b") && skipped.contains(&"a_b"), "{skipped:?}");
-    assert!(skipped.iter().any(|n| n.starts_with("a_tool_name_that_is_long")), "{skipped:?}");
+    assert!(
+        skipped.contains(&"a.b") && skipped.contains(&"a_b"),
+        "{skipped:?}"
+    );
+    assert!(
+        skipped
+            .iter()
+            .any(|n| n.starts_with("a_tool_name_that_is_long")),
+        "{skipped:?}"
+    );
 
     let silent = server(&doc, "silent");
     assert_eq!(silent["state"], "error");

@@ -501,7 +501,10 @@ async fn a_server_that_cannot_start_or_exits_at_once_is_an_error_with_the_reason
     let missing = status(&manager, "missing");
     assert_eq!(missing.state, ServerState::Error);
     let missing_error = missing.error.unwrap();
-    assert!(missing_error.contains("/nonexistent/server"), "{missing_error}");
+    assert!(
+        missing_error.contains("/nonexistent/server"),
+        "{missing_error}"
+    );
     let exits = status(&manager, "exits");
     assert_eq!(exits.state, ServerState::Error);
     let error = exits.error.unwrap();

@@ -228,7 +228,10 @@ fn prepare_with(
     // Checked here, where the path can still be named: inside the helper an
     // exec failure only shows as the server ending.
     if let Err(e) = std::fs::metadata(&stdio.program) {
-        return Err(setup(format!("cannot execute {}: {e}", stdio.program.display())));
+        return Err(setup(format!(
+            "cannot execute {}: {e}",
+            stdio.program.display()
+        )));
     }
     let guard = ProcessGuard::new(&server.name, &ctx.runtime_dir).map_err(|e| {
         setup(format!(
