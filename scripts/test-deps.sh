@@ -14,6 +14,5 @@ if [ ! -x "$root/tests/npm/node_modules/.bin/mcp-server-everything" ] \
   echo "test-deps: installing npm test servers" >&2
   npm ci --prefix "$root/tests/npm" --no-audit --no-fund --loglevel=error >&2
 fi
-if [ -x "$root/tests/python/setup.sh" ]; then
-  "$root/tests/python/setup.sh" >&2
-fi
+# The PyPI server (mcp-server-time) in a venv cached outside the clone.
+echo "test-deps: PyPI test server venv: $("$root/tests/python/setup-venv.sh")" >&2
