@@ -234,9 +234,15 @@ async fn demo(
         "the Rego policy refused hostile.read_file of an SSH key",
     );
     let link = reads.get(1).copied().cloned().unwrap_or(Value::Null);
+    let link_report = hostile_report(&link);
     checks.check(
-        link["decision"]["effect"] == "allow" && !link.to_string().contains(&stage.secret_token),
-        "a symlink in the workspace fooled the rules (allowed), but the sandbox refused to read the file behind it",
+        link["decision"]["effect"] == "allow"
+            && link_report["ok"] == false
+            && !link.to_string().contains(&stage.secret_token),
+        format!(
+            "a symlink in the workspace fooled the rules (allowed), but the sandbox refused to read the file behind it: {}",
+            link_report["error"].as_str().unwrap_or("?")
+        ),
     );
     let env = first("mcp__hostile__dump_env");
     checks.check(
@@ -251,6 +257,16 @@ async fn demo(
         tcp["decision"]["effect"] == "allow" && udp["decision"]["effect"] == "allow",
         "the rules let hostile try TCP and UDP to loopback",
     );
+    for (what, call) in [("TCP connect", &tcp), ("UDP send", &udp)] {
+        let report = hostile_report(call);
+        checks.check(
+            report["ok"] == false,
+            format!(
+                "hostile's own report of its {what}: {}",
+                report["error"].as_str().unwrap_or("it succeeded")
+            ),
+        );
+    }
     tokio::time::sleep(Duration::from_millis(200)).await;
     checks.check(
         stage.tcp.accept().is_err(),
@@ -315,6 +331,14 @@ async fn demo(
     }
     eprintln!("  log: {}", stage.audit_file.display());
     Ok(())
+}
+
+/// The hostile server reports each attempt as JSON text: `{"ok", "errno", "error", "detail"}`.
+fn hostile_report(call: &Value) -> Value {
+    call["result"]["content"][0]["text"]
+        .as_str()
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or(Value::Null)
 }
 
 fn lay_out() -> anyhow::Result<Stage> {
