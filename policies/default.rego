@@ -51,8 +51,12 @@ deny contains msg if {
 	msg := sprintf("argument %v points at a secret file (%v)", [arg_name(path), value])
 }
 
+# One pass over each string first; the per-kind patterns only name a hit.
+credential_any_re := concat("|", [re | some re in credential_res])
+
 deny contains msg if {
 	some [path, value] in string_args
+	regex.match(credential_any_re, value)
 	some what, re in credential_res
 	regex.match(re, value)
 	msg := sprintf("argument %v looks like %v; credentials are never sent to tools", [arg_name(path), what])

@@ -58,7 +58,10 @@ pub struct RegoVerdict {
 /// A compiled group of policies sharing one scope class.
 #[derive(Clone)]
 pub struct RegoSet {
+    /// The prepared engine (kept for diagnostics such as the `allow` probe).
     engine: Engine,
+    /// The gather rule compiled once; evaluated per decision from `&self`.
+    compiled: regorus::CompiledPolicy,
     /// Project-scope policies may only restrict: their `allow` is ignored.
     restrict_only: bool,
     pub files: Vec<LoadedFile>,
@@ -167,6 +170,13 @@ fn read(path: &Path) -> Result<String, PolicyError> {
     })
 }
 
+fn timer_config() -> regorus::utils::limits::ExecutionTimerConfig {
+    regorus::utils::limits::ExecutionTimerConfig {
+        limit: EVAL_TIME_LIMIT,
+        check_interval: std::num::NonZeroU32::MIN.saturating_add(255),
+    }
+}
+
 /// An engine, the files it loaded and the `(name, text)` of each module.
 pub type BuiltEngine = (Engine, Vec<LoadedFile>, Vec<(String, String)>);
 
@@ -175,10 +185,9 @@ pub type BuiltEngine = (Engine, Vec<LoadedFile>, Vec<(String, String)>);
 pub fn build_engine(inputs: &[PolicyInput], with_tests: bool) -> Result<BuiltEngine, PolicyError> {
     let mut engine = Engine::new();
     // A policy that loops or explodes is stopped and becomes a deny.
-    engine.set_execution_timer_config(regorus::utils::limits::ExecutionTimerConfig {
-        limit: EVAL_TIME_LIMIT,
-        check_interval: std::num::NonZeroU32::MIN.saturating_add(255),
-    });
+    engine.set_execution_timer_config(timer_config());
+    // `CompiledPolicy` evaluations use the process-wide fallback only.
+    regorus::utils::limits::set_fallback_execution_timer_config(Some(timer_config()));
     let mut files = Vec::new();
     let mut sources = Vec::new();
     let mut data_seen = BTreeSet::new();
@@ -301,7 +310,7 @@ impl RegoSet {
         // Prepare the stored engine itself (analysis, scheduling), so the
         // per-decision clones start prepared; compiling the entry point
         // surfaces unknown functions anywhere in the policy.
-        engine
+        let compiled = engine
             .compile_with_entrypoint(&GATHER_RULE.into())
             .map_err(|e| PolicyError::RegoEval {
                 files: names(),
@@ -316,6 +325,7 @@ impl RegoSet {
             })?;
         let set = RegoSet {
             engine,
+            compiled,
             restrict_only: scope == Scope::Project,
             files,
         };
@@ -340,10 +350,9 @@ impl RegoSet {
     }
 
     pub fn eval_value(&self, input: RegoValue) -> Result<RegoVerdict, String> {
-        let mut engine = self.engine.clone();
-        engine.set_input(input);
-        let out = engine
-            .eval_rule(GATHER_RULE.into())
+        let out = self
+            .compiled
+            .eval_with_input(input)
             .map_err(|e| e.to_string())?;
         let obj = out
             .as_object()

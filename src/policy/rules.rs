@@ -254,7 +254,10 @@ impl Condition {
         } else {
             // Not echoed: a non-path value may be a secret, and reasons
             // reach the audit log and the model unredacted.
-            (self.matcher.is_match(value), format!("<value matching `{}`>", self.pattern))
+            (
+                self.matcher.is_match(value),
+                format!("<value matching `{}`>", self.pattern),
+            )
         }
     }
 }
@@ -557,7 +560,6 @@ fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (usize, String
         path_like,
     })
 }
-
 
 #[cfg(test)]
 mod tests {
