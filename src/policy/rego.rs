@@ -316,7 +316,7 @@ impl RegoSet {
                 files: names(),
                 message: e.to_string(),
             })?;
-        engine.set_input(RegoValue::from(probe.clone()));
+        engine.set_input(to_rego(probe));
         engine
             .eval_rule(GATHER_RULE.into())
             .map_err(|e| PolicyError::RegoEval {
@@ -335,7 +335,7 @@ impl RegoSet {
         })?;
         if set.restrict_only {
             let mut e = set.engine.clone();
-            e.set_input(RegoValue::from(probe.clone()));
+            e.set_input(to_rego(probe));
             if let Ok(RegoValue::Bool(true)) = e.eval_rule("data.warden__internal.allow".into()) {
                 tracing::warn!(files = %names(), "project-scope policy defines `allow`; it is ignored");
             }
@@ -346,7 +346,7 @@ impl RegoSet {
     /// Evaluates against one input. Errors are returned as text; the
     /// pipeline turns them into a deny.
     pub fn eval(&self, input: &Value) -> Result<RegoVerdict, String> {
-        self.eval_value(RegoValue::from(input.clone()))
+        self.eval_value(to_rego(input))
     }
 
     pub fn eval_value(&self, input: RegoValue) -> Result<RegoVerdict, String> {
@@ -397,4 +397,40 @@ fn reasons(v: &RegoValue, name: &str) -> Result<Vec<String>, String> {
             Err(_) => r.to_json_str().unwrap_or_else(|_| format!("{r}")),
         })
         .collect())
+}
+
+/// Converts JSON to a regorus value directly (regorus's own `From` goes
+/// through serde and yields `Undefined` on any error, which would let a
+/// deny-only policy see no input at all).
+pub fn to_rego(v: &Value) -> RegoValue {
+    match v {
+        Value::Null => RegoValue::Null,
+        Value::Bool(b) => RegoValue::from(*b),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                RegoValue::from(u)
+            } else if let Some(i) = n.as_i64() {
+                RegoValue::from(i)
+            } else {
+                RegoValue::from(n.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        Value::String(s) => RegoValue::from(s.as_str()),
+        Value::Array(items) => RegoValue::from(items.iter().map(to_rego).collect::<Vec<_>>()),
+        Value::Object(map) => RegoValue::from(
+            map.iter()
+                .map(|(k, v)| (RegoValue::from(k.as_str()), to_rego(v)))
+                .collect::<std::collections::BTreeMap<_, _>>(),
+        ),
+    }
+}
+
+/// Builds a regorus object from `(key, value)` pairs.
+pub fn rego_object<'a>(pairs: impl IntoIterator<Item = (&'a str, RegoValue)>) -> RegoValue {
+    RegoValue::from(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (RegoValue::from(k), v))
+            .collect::<std::collections::BTreeMap<_, _>>(),
+    )
 }
