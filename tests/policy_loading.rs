@@ -431,7 +431,12 @@ fn runaway_policy_is_stopped_and_denies() {
 #[test]
 fn non_path_values_are_not_echoed_in_reasons() {
     let p = load_rules(vec![deny("mcp__fs__*(token: ghp_*)")]).unwrap();
-    let d = p.decide(&facts(Trust::Untrusted, "t", json!({}), json!({"token": "ghp_secret123"})));
+    let d = p.decide(&facts(
+        Trust::Untrusted,
+        "t",
+        json!({}),
+        json!({"token": "ghp_secret123"}),
+    ));
     assert_eq!(d.effect, Effect::Deny);
     let all = d.reasons.join(" ");
     assert!(!all.contains("secret123") && all.contains("ghp_*"), "{all}");
