@@ -367,3 +367,31 @@ async fn terminal_asker_without_a_terminal_denies() {
     let asker = warden::policy::TerminalAsker::with_device("/nonexistent/tty");
     assert_eq!(asker.ask(&prompt()).await, AskAnswer::Deny);
 }
+
+#[tokio::test]
+async fn session_approval_does_not_cover_a_different_policy_concern() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = policy_file(
+        dir.path(),
+        "p.rego",
+        "package warden\nimport rego.v1\nask contains \"writes files\" if true\nask contains \"writes outside src\" if not startswith(input.arguments.path, \"/srv/repo/src/\")\n",
+    );
+    let p = pipeline(
+        vec![],
+        Some(vec![source(&file, warden::config::Scope::User)]),
+        Mode::Interactive,
+    );
+    let asker = Scripted::new(AskAnswer::AllowSession);
+    for path in ["/srv/repo/src/a", "/srv/repo/src/b"] {
+        let f = writer(json!({ "path": path }));
+        p.authorize(&f, p.decide(&f), Some(&asker)).await.unwrap();
+    }
+    assert_eq!(asker.asked.load(Ordering::SeqCst), 1);
+    let f = writer(json!({"path": "/srv/repo/.git/config"}));
+    p.authorize(&f, p.decide(&f), Some(&asker)).await.unwrap();
+    assert_eq!(
+        asker.asked.load(Ordering::SeqCst),
+        2,
+        "a new concern is asked"
+    );
+}

@@ -556,16 +556,22 @@ impl Pipeline {
     }
 }
 
-/// What "allow for this session" covers: the same session, tool and kind
-/// of ask. A pin change asks again (its reasons are part of the key); a
-/// rule or policy ask does not depend on the argument values.
+/// What "allow for this session" covers: the same session, tool and
+/// reasons to ask. Rule reasons count without the matched value (so other
+/// arguments under the same rule are covered); pinning, annotation and
+/// policy reasons count in full, so a new pin change or a different policy
+/// concern asks again.
 fn session_key(facts: &CallFacts, decision: &Decision) -> String {
     let mut parts = vec![facts.context.session.clone(), facts.tool.qualified.clone()];
     for s in &decision.stages {
         if s.effect == Some(Effect::Ask) {
             parts.push(s.stage.as_str().into());
-            if s.stage == Stage::Pinning {
-                parts.extend(s.reasons.iter().cloned());
+            for r in &s.reasons {
+                let r = match s.stage {
+                    Stage::Rules => r.split(" matched").next().unwrap_or(r),
+                    _ => r.as_str(),
+                };
+                parts.push(r.to_string());
             }
         }
     }
