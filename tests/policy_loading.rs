@@ -441,3 +441,19 @@ fn non_path_values_are_not_echoed_in_reasons() {
     let all = d.reasons.join(" ");
     assert!(!all.contains("secret123") && all.contains("ghp_*"), "{all}");
 }
+
+#[test]
+fn cli_policy_flag_replaces_the_default_without_a_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = policy_file(
+        dir.path(),
+        "mine.rego",
+        "package warden\nimport rego.v1\nallow if true\n",
+    );
+    let (code, out, err) = warden(&["policy", "check", "--policy", good.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("mine.rego") && !out.contains("default.rego"),
+        "{out}"
+    );
+}
