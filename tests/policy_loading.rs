@@ -457,3 +457,26 @@ fn cli_policy_flag_replaces_the_default_without_a_config() {
         "{out}"
     );
 }
+
+#[test]
+fn rules_naming_missing_arguments_are_reported_per_tool() {
+    let p = load_rules(vec![
+        allow("mcp__fs__read_text_file(pth: ${WORKSPACE}/**)"),
+        deny("mcp__*__*(path: **/.ssh/**)"),
+        allow("mcp__fs__*(/options/cwd: ${WORKSPACE}/**)"),
+    ])
+    .unwrap();
+    let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    let warnings = p.check_tool("mcp__fs__read_text_file", &schema);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].contains("`pth`") && warnings[0].contains("permissions.allow[0]"),
+        "{warnings:?}"
+    );
+    assert!(warnings[1].contains("/options/cwd"), "{warnings:?}");
+    assert!(p.check_tool("mcp__git__log", &schema).is_empty());
+    assert!(
+        p.check_tool("mcp__fs__x", &json!({"type": "object"}))
+            .is_empty()
+    );
+}

@@ -184,6 +184,26 @@ impl Pipeline {
         })
     }
 
+    /// Warnings about rules that can never apply to a listed tool: a rule
+    /// whose tool glob matches `qualified` but whose conditions name
+    /// arguments the tool's `inputSchema` does not have. Call when a
+    /// server lists its tools and log the result.
+    pub fn check_tool(&self, qualified: &str, input_schema: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        for rule in self.rules.iter().filter(|r| r.matches_tool(qualified)) {
+            for arg in rule.unknown_arguments(input_schema) {
+                out.push(format!(
+                    "{} rule `{}` ({}) names argument `{arg}`, which `{qualified}` does not \
+                     have: it never applies to this tool",
+                    super::rules::list_name(rule.effect),
+                    rule.text,
+                    rule.origin
+                ));
+            }
+        }
+        out
+    }
+
     fn effective_mode(&self, facts: &CallFacts) -> Mode {
         if self.mode == Mode::Ci {
             Mode::Ci

@@ -171,6 +171,36 @@ impl Rule {
         self.tool.is_match(qualified)
     }
 
+    /// Argument names this rule's conditions use that `input_schema` does
+    /// not declare (most likely a typo: the condition then never holds):
+    /// for warnings when a server lists its tools. Schemas without
+    /// `properties` are not checked.
+    pub fn unknown_arguments(&self, input_schema: &Value) -> Vec<String> {
+        let Some(props) = input_schema.get("properties").and_then(Value::as_object) else {
+            return Vec::new();
+        };
+        if input_schema.get("additionalProperties") != Some(&Value::Bool(false)) && props.is_empty()
+        {
+            return Vec::new();
+        }
+        self.conditions
+            .iter()
+            .filter_map(|c| {
+                let top = match &c.arg {
+                    ArgRef::Name(n) => n.clone(),
+                    ArgRef::Pointer(p) => p
+                        .trim_start_matches('/')
+                        .split('/')
+                        .next()
+                        .unwrap_or_default()
+                        .replace("~1", "/")
+                        .replace("~0", "~"),
+                };
+                (!props.contains_key(&top)).then(|| c.arg.as_str().to_string())
+            })
+            .collect()
+    }
+
     /// Matches the rule against one call.
     pub fn matches(&self, qualified: &str, args: &Value, workspace: &str) -> RuleMatch {
         if !self.matches_tool(qualified) {
