@@ -18,17 +18,13 @@ package warden
 
 import rego.v1
 
-# Secret paths, matched against every string argument (lower-cased).
-secret_path_re := concat("|", [
-	`(^|/)\.(ssh|aws|gnupg|gpg|azure|kube)(/|$)`,
-	`(^|/)\.config/(gcloud|gh)(/|$)`,
-	`(^|/)\.env(\.(local|prod|production|dev|development|staging|test))?$`,
-	`(^|/)id_(rsa|dsa|ecdsa|ed25519)(\.pub)?$`,
-	`(^|/)\.(netrc|git-credentials|pgpass|npmrc|pypirc)$`,
-	`(^|/)\.docker/config\.json$`,
-	`^/etc/(shadow|gshadow|sudoers)`,
-	`^/proc/[^/]+/environ$`,
-])
+# Secret paths, matched against every string argument (lower-cased):
+# ~/.ssh, ~/.aws, ~/.gnupg, ~/.gpg, ~/.azure, ~/.kube, ~/.config/gcloud,
+# ~/.config/gh, .env files (.env, .env.local, .env.production, …), SSH
+# private and public key files, .netrc, .git-credentials, .pgpass, .npmrc,
+# .pypirc, ~/.docker/config.json, /etc/shadow, /etc/gshadow, /etc/sudoers,
+# /proc/*/environ. One literal pattern: one match per string.
+secret_path_re := `(^|/)\.(ssh|aws|gnupg|gpg|azure|kube)(/|$)|(^|/)\.config/(gcloud|gh)(/|$)|(^|/)\.env(\.(local|prod|production|dev|development|staging|test))?$|(^|/)id_(rsa|dsa|ecdsa|ed25519)(\.pub)?$|(^|/)\.(netrc|git-credentials|pgpass|npmrc|pypirc)$|(^|/)\.docker/config\.json$|^/etc/(shadow|gshadow|sudoers)|^/proc/[^/]+/environ$`
 
 # Credential-looking values (never echoed in reasons).
 credential_res := {
@@ -39,6 +35,10 @@ credential_res := {
 	"a Slack token": `\bxox[abprs]-[A-Za-z0-9-]{10,}`,
 	"a Google API key": `\bAIza[0-9A-Za-z_-]{35}\b`,
 }
+
+# All of the above in one pattern (checked first; the per-kind patterns
+# only name a hit). Keep in sync with `credential_res` (a test checks).
+credential_any_re := `-----BEGIN ([A-Z]+ )?PRIVATE KEY-----|\b(AKIA|ASIA)[0-9A-Z]{16}\b|\b(gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{22,})\b|\bsk-(ant-|proj-)?[A-Za-z0-9_-]{20,}|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAIza[0-9A-Za-z_-]{35}\b`
 
 string_args contains [path, value] if {
 	walk(input.arguments, [path, value])
@@ -53,6 +53,7 @@ deny contains msg if {
 
 deny contains msg if {
 	some [path, value] in string_args
+	regex.match(credential_any_re, value)
 	some what, re in credential_res
 	regex.match(re, value)
 	msg := sprintf("argument %v looks like %v; credentials are never sent to tools", [arg_name(path), what])

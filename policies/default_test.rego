@@ -107,3 +107,9 @@ test_trusted_writer_not_allowed if {
 	})
 	not warden.allow with input as inp
 }
+
+test_credential_patterns_in_sync if {
+	every re in warden.credential_res {
+		contains(warden.credential_any_re, re)
+	}
+}

@@ -330,3 +330,68 @@ fn pin_cli_lists_and_resets() {
             .is_empty()
     );
 }
+
+fn prompt() -> AskPrompt {
+    AskPrompt {
+        server: "fs".into(),
+        tool: "write_file".into(),
+        qualified: "mcp__fs__write_file".into(),
+        arguments: json!({"path": "a\u{1b}[2J"}),
+        stage: Stage::Rules,
+        reasons: vec!["ask rule matched".into()],
+    }
+}
+
+#[tokio::test]
+async fn terminal_asker_reads_the_answer_from_the_tty() {
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let slave = std::fs::read_link(format!("/proc/self/fd/{}", pty.slave.as_raw_fd())).unwrap();
+    let mut master = std::fs::File::from(pty.master);
+    master.write_all(b"s\n").unwrap();
+    let asker = warden::policy::TerminalAsker::with_device(&slave);
+    let p = prompt();
+    assert_eq!(asker.ask(&p).await, AskAnswer::AllowSession);
+    // The prompt reached the terminal, with escape sequences neutralised.
+    let mut buf = [0u8; 4096];
+    let n = master.read(&mut buf).unwrap();
+    let shown = String::from_utf8_lossy(&buf[..n]);
+    assert!(shown.contains("mcp__fs__write_file"), "{shown}");
+    assert!(!shown.contains('\u{1b}'), "{shown}");
+    drop(pty.slave);
+}
+
+#[tokio::test]
+async fn terminal_asker_without_a_terminal_denies() {
+    let asker = warden::policy::TerminalAsker::with_device("/nonexistent/tty");
+    assert_eq!(asker.ask(&prompt()).await, AskAnswer::Deny);
+}
+
+#[tokio::test]
+async fn session_approval_does_not_cover_a_different_policy_concern() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = policy_file(
+        dir.path(),
+        "p.rego",
+        "package warden\nimport rego.v1\nask contains \"writes files\" if true\nask contains \"writes outside src\" if not startswith(input.arguments.path, \"/srv/repo/src/\")\n",
+    );
+    let p = pipeline(
+        vec![],
+        Some(vec![source(&file, warden::config::Scope::User)]),
+        Mode::Interactive,
+    );
+    let asker = Scripted::new(AskAnswer::AllowSession);
+    for path in ["/srv/repo/src/a", "/srv/repo/src/b"] {
+        let f = writer(json!({ "path": path }));
+        p.authorize(&f, p.decide(&f), Some(&asker)).await.unwrap();
+    }
+    assert_eq!(asker.asked.load(Ordering::SeqCst), 1);
+    let f = writer(json!({"path": "/srv/repo/.git/config"}));
+    p.authorize(&f, p.decide(&f), Some(&asker)).await.unwrap();
+    assert_eq!(
+        asker.asked.load(Ordering::SeqCst),
+        2,
+        "a new concern is asked"
+    );
+}

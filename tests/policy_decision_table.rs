@@ -406,6 +406,41 @@ fn cases() -> Vec<Case> {
         )
         .rules(vec![allow(IN_WS)]),
         case(
+            "file: URI outside the workspace: no allow",
+            untrusted("read_text_file", path("file:///etc/passwd")),
+            Ask,
+            Stage::Default,
+        )
+        .rules(vec![allow(IN_WS)]),
+        case(
+            "file: URI with encoded traversal: no allow",
+            untrusted("read_text_file", path("file://${WORKSPACE}/%2e%2e/secret")),
+            Ask,
+            Stage::Default,
+        )
+        .rules(vec![allow(IN_WS)]),
+        case(
+            "file: URI inside the workspace is allowed",
+            untrusted("read_text_file", path("file://${WORKSPACE}/a.txt")),
+            Allow,
+            Stage::Rules,
+        )
+        .rules(vec![allow(IN_WS)]),
+        case(
+            "file: URI into .ssh is denied",
+            untrusted("read_text_file", path("file:///home/u/.ssh/id_rsa")),
+            Deny,
+            Stage::Rules,
+        )
+        .rules(vec![allow(IN_WS), deny("mcp__*__*(path: **/.ssh/**)")]),
+        case(
+            "other URI schemes never match a path allow",
+            untrusted("fetch", path("https://example.com${WORKSPACE}/a")),
+            Ask,
+            Stage::Default,
+        )
+        .rules(vec![allow("mcp__fs__fetch(path: ${WORKSPACE}/**)")]),
+        case(
             "deny on traversal into .ssh",
             untrusted(
                 "read_text_file",

@@ -441,3 +441,42 @@ fn non_path_values_are_not_echoed_in_reasons() {
     let all = d.reasons.join(" ");
     assert!(!all.contains("secret123") && all.contains("ghp_*"), "{all}");
 }
+
+#[test]
+fn cli_policy_flag_replaces_the_default_without_a_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = policy_file(
+        dir.path(),
+        "mine.rego",
+        "package warden\nimport rego.v1\nallow if true\n",
+    );
+    let (code, out, err) = warden(&["policy", "check", "--policy", good.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("mine.rego") && !out.contains("default.rego"),
+        "{out}"
+    );
+}
+
+#[test]
+fn rules_naming_missing_arguments_are_reported_per_tool() {
+    let p = load_rules(vec![
+        allow("mcp__fs__read_text_file(pth: ${WORKSPACE}/**)"),
+        deny("mcp__*__*(path: **/.ssh/**)"),
+        allow("mcp__fs__*(/options/cwd: ${WORKSPACE}/**)"),
+    ])
+    .unwrap();
+    let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    let warnings = p.check_tool("mcp__fs__read_text_file", &schema);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].contains("`pth`") && warnings[0].contains("permissions.allow[0]"),
+        "{warnings:?}"
+    );
+    assert!(warnings[1].contains("/options/cwd"), "{warnings:?}");
+    assert!(p.check_tool("mcp__git__log", &schema).is_empty());
+    assert!(
+        p.check_tool("mcp__fs__x", &json!({"type": "object"}))
+            .is_empty()
+    );
+}

@@ -29,8 +29,9 @@ pub fn run(global: &GlobalArgs, cmd: PolicyCommand) -> anyhow::Result<u8> {
 }
 
 /// The pipeline configuration for the policy commands: the configured
-/// rules and policies when `config` is given, else the shipped default;
-/// plus `--policy` paths, `--ci`, `--locked` and `--workspace`.
+/// rules and policies plus `--policy` paths when `config` is given; else
+/// the `--policy` paths, or the shipped default when there are none. Also
+/// `--ci`, `--locked` and `--workspace`.
 pub fn pipeline_config(
     global: &GlobalArgs,
     config: Option<&Config>,
@@ -43,7 +44,13 @@ pub fn pipeline_config(
     };
     Ok(PipelineConfig {
         rules: config.map(|c| c.rules.clone()).unwrap_or_default(),
-        policies: config.and_then(|c| c.policies.clone()),
+        // Without a config: the `--policy` paths alone, else the shipped
+        // default. With one: its policies plus `--policy` (as at run time).
+        policies: match config {
+            Some(c) => c.policies.clone(),
+            None if !global.policies.is_empty() => Some(Vec::new()),
+            None => None,
+        },
         extra_policies: global.policies.clone(),
         workspace,
         mode: if global.ci {

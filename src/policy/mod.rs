@@ -3,12 +3,23 @@
 //! [`Permit`], which is what [`crate::mcp`] requires to send a call, is
 //! [`Pipeline::authorize`] on a decision that allows (or an `ask` a person
 //! approved). Nothing else in the crate can construct a `Permit`.
+//!
+//! Map: [`pipeline`] (load, the six stages, combination, `authorize`),
+//! [`rules`] (permission-rule grammar, path normalisation), [`rego`]
+//! (loading and evaluating policies with regorus; the shipped policies are
+//! embedded), [`pins`] (tool-definition pins, the rug-pull check), [`ask`]
+//! (the `Asker` trait and the terminal asker), [`testing`] (`policy test`).
+//!
+//! Invariants: `decide` never fails (an error inside a stage is that
+//! stage's deny, with the error as the reason); a stage's `allow` never
+//! outweighs another stage's `ask` or `deny`; project-scope rules and
+//! policies can only restrict.
 
 pub mod ask;
 pub mod error;
 mod permit;
 pub mod pins;
-mod pipeline;
+pub mod pipeline;
 pub mod rego;
 pub mod rules;
 pub mod testing;

@@ -192,6 +192,26 @@ impl Pipeline {
         })
     }
 
+    /// Warnings about rules that can never apply to a listed tool: a rule
+    /// whose tool glob matches `qualified` but whose conditions name
+    /// arguments the tool's `inputSchema` does not have. Call when a
+    /// server lists its tools and log the result.
+    pub fn check_tool(&self, qualified: &str, input_schema: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        for rule in self.rules.iter().filter(|r| r.matches_tool(qualified)) {
+            for arg in rule.unknown_arguments(input_schema) {
+                out.push(format!(
+                    "{} rule `{}` ({}) names argument `{arg}`, which `{qualified}` does not \
+                     have: it never applies to this tool",
+                    super::rules::list_name(rule.effect),
+                    rule.text,
+                    rule.origin
+                ));
+            }
+        }
+        out
+    }
+
     fn effective_mode(&self, facts: &CallFacts) -> Mode {
         if self.mode == Mode::Ci {
             Mode::Ci
@@ -391,14 +411,75 @@ impl Pipeline {
     }
 
     fn stage_policy(&self, facts: &CallFacts, mode: Mode, stages: &[StageVerdict]) -> StageVerdict {
-        let input = self.rego_input(facts, mode, stages);
-        self.policy_verdict(regorus::Value::from(input))
+        self.policy_verdict(self.rego_input_value(facts, mode, stages))
+    }
+
+    /// [`Pipeline::rego_input`] built directly as a regorus value (no
+    /// serde round trip on the hot path).
+    fn rego_input_value(
+        &self,
+        facts: &CallFacts,
+        mode: Mode,
+        stages: &[StageVerdict],
+    ) -> regorus::Value {
+        use super::rego::{rego_object, to_rego};
+        use regorus::Value as R;
+        let stages = rego_object(stages.iter().map(|s| {
+            (
+                s.stage.as_str(),
+                s.effect.map_or(R::Null, |e| R::from(e.as_str())),
+            )
+        }));
+        let mode = match mode {
+            Mode::Interactive => "interactive",
+            Mode::Ci => "ci",
+            Mode::Gateway => "gateway",
+        };
+        let scope = match facts.server.scope {
+            Scope::User => "user",
+            Scope::Project => "project",
+            Scope::Explicit => "explicit",
+        };
+        rego_object([
+            (
+                "server",
+                rego_object([
+                    ("name", R::from(facts.server.name.as_str())),
+                    ("trust", R::from(facts.server.trust.as_str())),
+                    ("transport", R::from(facts.server.transport.as_str())),
+                    ("scope", R::from(scope)),
+                ]),
+            ),
+            (
+                "tool",
+                rego_object([
+                    ("name", R::from(facts.tool.name.as_str())),
+                    ("qualified", R::from(facts.tool.qualified.as_str())),
+                    ("annotations", to_rego(&facts.tool.annotations)),
+                    (
+                        "pinned",
+                        R::from(matches!(facts.tool.pin, PinState::Pinned)),
+                    ),
+                ]),
+            ),
+            ("arguments", to_rego(&facts.arguments)),
+            (
+                "context",
+                rego_object([
+                    ("mode", R::from(mode)),
+                    ("session", R::from(facts.context.session.as_str())),
+                    ("workspace", R::from(self.workspace.as_str())),
+                    ("call_index", R::from(facts.context.call_index)),
+                ]),
+            ),
+            ("stages", stages),
+        ])
     }
 
     /// Evaluates the Rego stage for a ready `input` document (used by
     /// `warden policy eval`).
     pub fn policy_verdict_for_input(&self, input: &Value) -> StageVerdict {
-        self.policy_verdict(regorus::Value::from(input.clone()))
+        self.policy_verdict(super::rego::to_rego(input))
     }
 
     fn policy_verdict(&self, input: regorus::Value) -> StageVerdict {
@@ -503,16 +584,22 @@ impl Pipeline {
     }
 }
 
-/// What "allow for this session" covers: the same session, tool and kind
-/// of ask. A pin change asks again (its reasons are part of the key); a
-/// rule or policy ask does not depend on the argument values.
+/// What "allow for this session" covers: the same session, tool and
+/// reasons to ask. Rule reasons count without the matched value (so other
+/// arguments under the same rule are covered); pinning, annotation and
+/// policy reasons count in full, so a new pin change or a different policy
+/// concern asks again.
 fn session_key(facts: &CallFacts, decision: &Decision) -> String {
     let mut parts = vec![facts.context.session.clone(), facts.tool.qualified.clone()];
     for s in &decision.stages {
         if s.effect == Some(Effect::Ask) {
             parts.push(s.stage.as_str().into());
-            if s.stage == Stage::Pinning {
-                parts.extend(s.reasons.iter().cloned());
+            for r in &s.reasons {
+                let r = match s.stage {
+                    Stage::Rules => r.split(" matched").next().unwrap_or(r),
+                    _ => r.as_str(),
+                };
+                parts.push(r.to_string());
             }
         }
     }
@@ -635,5 +722,55 @@ fn combine(stages: Vec<StageVerdict>, mode: Mode, policy_sha256: Option<String>)
         reasons,
         stages,
         policy_sha256,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{CallContext, ServerFacts, ToolFacts};
+
+    #[test]
+    fn direct_rego_input_equals_the_json_input() {
+        let p = Pipeline::load(PipelineConfig {
+            policies: Some(vec![]),
+            workspace: "/srv/repo".into(),
+            ..PipelineConfig::default()
+        })
+        .unwrap();
+        let facts = CallFacts {
+            server: ServerFacts {
+                name: "fs".into(),
+                trust: Trust::Trusted,
+                transport: "stdio".into(),
+                scope: Scope::Project,
+            },
+            tool: ToolFacts {
+                name: "t".into(),
+                qualified: "mcp__fs__t".into(),
+                annotations: json!({"readOnlyHint": true}),
+                input_schema: json!({}),
+                pin: PinState::Unpinned,
+            },
+            arguments: json!({"a": [1, -2, 2.5, null, true, {"b": "c"}], "big": u64::MAX}),
+            context: CallContext {
+                mode: Mode::Gateway,
+                session: "s".into(),
+                workspace: "/elsewhere".into(),
+                call_index: 7,
+            },
+        };
+        let stages = vec![
+            stage_trust(&facts),
+            StageVerdict {
+                stage: Stage::Rules,
+                effect: Some(Effect::Ask),
+                reasons: vec![],
+            },
+        ];
+        let json = p.rego_input(&facts, Mode::Gateway, &stages);
+        let direct = p.rego_input_value(&facts, Mode::Gateway, &stages);
+        assert_eq!(direct, regorus::Value::from(json.clone()));
+        assert_eq!(direct, super::super::rego::to_rego(&json));
     }
 }

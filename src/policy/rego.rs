@@ -58,7 +58,10 @@ pub struct RegoVerdict {
 /// A compiled group of policies sharing one scope class.
 #[derive(Clone)]
 pub struct RegoSet {
+    /// The prepared engine (kept for diagnostics such as the `allow` probe).
     engine: Engine,
+    /// The gather rule compiled once; evaluated per decision from `&self`.
+    compiled: regorus::CompiledPolicy,
     /// Project-scope policies may only restrict: their `allow` is ignored.
     restrict_only: bool,
     pub files: Vec<LoadedFile>,
@@ -167,6 +170,13 @@ fn read(path: &Path) -> Result<String, PolicyError> {
     })
 }
 
+fn timer_config() -> regorus::utils::limits::ExecutionTimerConfig {
+    regorus::utils::limits::ExecutionTimerConfig {
+        limit: EVAL_TIME_LIMIT,
+        check_interval: std::num::NonZeroU32::MIN.saturating_add(255),
+    }
+}
+
 /// An engine, the files it loaded and the `(name, text)` of each module.
 pub type BuiltEngine = (Engine, Vec<LoadedFile>, Vec<(String, String)>);
 
@@ -175,10 +185,9 @@ pub type BuiltEngine = (Engine, Vec<LoadedFile>, Vec<(String, String)>);
 pub fn build_engine(inputs: &[PolicyInput], with_tests: bool) -> Result<BuiltEngine, PolicyError> {
     let mut engine = Engine::new();
     // A policy that loops or explodes is stopped and becomes a deny.
-    engine.set_execution_timer_config(regorus::utils::limits::ExecutionTimerConfig {
-        limit: EVAL_TIME_LIMIT,
-        check_interval: std::num::NonZeroU32::MIN.saturating_add(255),
-    });
+    engine.set_execution_timer_config(timer_config());
+    // `CompiledPolicy` evaluations use the process-wide fallback only.
+    regorus::utils::limits::set_fallback_execution_timer_config(Some(timer_config()));
     let mut files = Vec::new();
     let mut sources = Vec::new();
     let mut data_seen = BTreeSet::new();
@@ -301,13 +310,13 @@ impl RegoSet {
         // Prepare the stored engine itself (analysis, scheduling), so the
         // per-decision clones start prepared; compiling the entry point
         // surfaces unknown functions anywhere in the policy.
-        engine
+        let compiled = engine
             .compile_with_entrypoint(&GATHER_RULE.into())
             .map_err(|e| PolicyError::RegoEval {
                 files: names(),
                 message: e.to_string(),
             })?;
-        engine.set_input(RegoValue::from(probe.clone()));
+        engine.set_input(to_rego(probe));
         engine
             .eval_rule(GATHER_RULE.into())
             .map_err(|e| PolicyError::RegoEval {
@@ -316,6 +325,7 @@ impl RegoSet {
             })?;
         let set = RegoSet {
             engine,
+            compiled,
             restrict_only: scope == Scope::Project,
             files,
         };
@@ -325,7 +335,7 @@ impl RegoSet {
         })?;
         if set.restrict_only {
             let mut e = set.engine.clone();
-            e.set_input(RegoValue::from(probe.clone()));
+            e.set_input(to_rego(probe));
             if let Ok(RegoValue::Bool(true)) = e.eval_rule("data.warden__internal.allow".into()) {
                 tracing::warn!(files = %names(), "project-scope policy defines `allow`; it is ignored");
             }
@@ -336,14 +346,13 @@ impl RegoSet {
     /// Evaluates against one input. Errors are returned as text; the
     /// pipeline turns them into a deny.
     pub fn eval(&self, input: &Value) -> Result<RegoVerdict, String> {
-        self.eval_value(RegoValue::from(input.clone()))
+        self.eval_value(to_rego(input))
     }
 
     pub fn eval_value(&self, input: RegoValue) -> Result<RegoVerdict, String> {
-        let mut engine = self.engine.clone();
-        engine.set_input(input);
-        let out = engine
-            .eval_rule(GATHER_RULE.into())
+        let out = self
+            .compiled
+            .eval_with_input(input)
             .map_err(|e| e.to_string())?;
         let obj = out
             .as_object()
@@ -388,4 +397,40 @@ fn reasons(v: &RegoValue, name: &str) -> Result<Vec<String>, String> {
             Err(_) => r.to_json_str().unwrap_or_else(|_| format!("{r}")),
         })
         .collect())
+}
+
+/// Converts JSON to a regorus value directly (regorus's own `From` goes
+/// through serde and yields `Undefined` on any error, which would let a
+/// deny-only policy see no input at all).
+pub fn to_rego(v: &Value) -> RegoValue {
+    match v {
+        Value::Null => RegoValue::Null,
+        Value::Bool(b) => RegoValue::from(*b),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                RegoValue::from(u)
+            } else if let Some(i) = n.as_i64() {
+                RegoValue::from(i)
+            } else {
+                RegoValue::from(n.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        Value::String(s) => RegoValue::from(s.as_str()),
+        Value::Array(items) => RegoValue::from(items.iter().map(to_rego).collect::<Vec<_>>()),
+        Value::Object(map) => RegoValue::from(
+            map.iter()
+                .map(|(k, v)| (RegoValue::from(k.as_str()), to_rego(v)))
+                .collect::<std::collections::BTreeMap<_, _>>(),
+        ),
+    }
+}
+
+/// Builds a regorus object from `(key, value)` pairs.
+pub fn rego_object<'a>(pairs: impl IntoIterator<Item = (&'a str, RegoValue)>) -> RegoValue {
+    RegoValue::from(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (RegoValue::from(k), v))
+            .collect::<std::collections::BTreeMap<_, _>>(),
+    )
 }

@@ -16,8 +16,10 @@
 //!   matching, `*` does not cross `/`, and `DIR/**` also matches `DIR`
 //!   itself. A path pattern must be absolute or start with `*`, and may not
 //!   contain `.`/`..` segments (it could never match a normalised path).
-//!   Symlinks are not resolved: this is lexical, the sandbox is the
-//!   enforcement for the file system.
+//!   A `file:` URI is decoded and normalised as the path it names; a value
+//!   with another scheme (`https:`…) is matched as written, so it never
+//!   satisfies an absolute path pattern. Symlinks are not resolved: this
+//!   is lexical, the sandbox is the enforcement for the file system.
 //! - Arrays: `allow` needs a non-empty array whose every element matches;
 //!   `deny`/`ask` fire when any element matches.
 //! - Wrong types: a value that is not a string (or array of strings) never
@@ -171,6 +173,36 @@ impl Rule {
         self.tool.is_match(qualified)
     }
 
+    /// Argument names this rule's conditions use that `input_schema` does
+    /// not declare (most likely a typo: the condition then never holds):
+    /// for warnings when a server lists its tools. Schemas without
+    /// `properties` are not checked.
+    pub fn unknown_arguments(&self, input_schema: &Value) -> Vec<String> {
+        let Some(props) = input_schema.get("properties").and_then(Value::as_object) else {
+            return Vec::new();
+        };
+        if input_schema.get("additionalProperties") != Some(&Value::Bool(false)) && props.is_empty()
+        {
+            return Vec::new();
+        }
+        self.conditions
+            .iter()
+            .filter_map(|c| {
+                let top = match &c.arg {
+                    ArgRef::Name(n) => n.clone(),
+                    ArgRef::Pointer(p) => p
+                        .trim_start_matches('/')
+                        .split('/')
+                        .next()
+                        .unwrap_or_default()
+                        .replace("~1", "/")
+                        .replace("~0", "~"),
+                };
+                (!props.contains_key(&top)).then(|| c.arg.as_str().to_string())
+            })
+            .collect()
+    }
+
     /// Matches the rule against one call.
     pub fn matches(&self, qualified: &str, args: &Value, workspace: &str) -> RuleMatch {
         if !self.matches_tool(qualified) {
@@ -267,7 +299,23 @@ impl Condition {
 /// A value starting with `~` keeps its `~` root (warden cannot know which
 /// home directory a server expands it to), so it never matches an absolute
 /// allow pattern.
+///
+/// URIs: a `file:` URI is decoded (`%XX`) and normalised as the absolute
+/// path it names; a value with any other scheme (`https:`, `s3:`, also
+/// `C:`) is kept as written, so it never matches an absolute pattern.
 pub fn normalize_path(value: &str, workspace: &str) -> String {
+    if let Some((scheme, rest)) = split_scheme(value) {
+        if !scheme.eq_ignore_ascii_case("file") {
+            return value.to_string();
+        }
+        // file:///p, file://localhost/p, file:/p
+        let path = rest
+            .strip_prefix("//")
+            .map(|r| r.find('/').map_or("/", |i| &r[i..]))
+            .unwrap_or(rest);
+        let decoded = percent_decode(path);
+        return format!("/{}", normalize_segments(&decoded));
+    }
     let (root, rest): (&str, String) = if let Some(stripped) = value.strip_prefix('/') {
         ("/", stripped.to_string())
     } else if value.starts_with('~') {
@@ -280,6 +328,36 @@ pub fn normalize_path(value: &str, workspace: &str) -> String {
     };
     let body = normalize_segments(&rest);
     format!("{root}{body}")
+}
+
+/// `scheme:rest` when `value` starts with an RFC 3986 scheme.
+fn split_scheme(value: &str) -> Option<(&str, &str)> {
+    let colon = value.find(':')?;
+    let scheme = &value[..colon];
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then(|| (scheme, &value[colon + 1..]))
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = s.get(i + 1..i + 3)
+            && let Ok(b) = u8::from_str_radix(hex, 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn normalize_segments(path: &str) -> String {
@@ -583,6 +661,14 @@ mod tests {
         assert_eq!(normalize_path("../../..", "/w"), "/");
         assert_eq!(normalize_path("~/a/../.ssh/k", "/w"), "~/.ssh/k");
         assert_eq!(normalize_path("...", "/w"), "/w/...");
+        assert_eq!(
+            normalize_path("file:///w/../etc/passwd", "/w"),
+            "/etc/passwd"
+        );
+        assert_eq!(normalize_path("file://localhost/w/%2e%2e/x", "/w"), "/x");
+        assert_eq!(normalize_path("file:/w/a", "/w"), "/w/a");
+        assert_eq!(normalize_path("https://h/w/a", "/w"), "https://h/w/a");
+        assert_eq!(normalize_path("C:\\x", "/w"), "C:\\x");
     }
 
     #[test]
