@@ -107,6 +107,12 @@ impl Host {
                 tracing::error!(%error, "saving tool pins failed");
             }
         }
+        for entry in registry.tools() {
+            let schema = serde_json::Value::Object((*entry.definition.input_schema).clone());
+            for warning in self.pipeline.check_tool(&entry.qualified, &schema) {
+                tracing::warn!(tool = %entry.qualified, "{warning}");
+            }
+        }
         let hidden = registry
             .tools()
             .filter(|t| self.pipeline.hidden(&t.qualified))
