@@ -1,0 +1,72 @@
+//! A tool whose definition changes after it was pinned (a rug pull) is no
+//! longer allowed silently: the pinning stage asks, with what changed, and
+//! in CI that is a deny — even though a rule allows the tool.
+
+mod cli_support;
+
+use cli_support::{World, stderr, stdout_json};
+use serde_json::json;
+
+#[test]
+fn a_changed_tool_definition_is_denied_in_ci_with_the_change_named() {
+    let world = World::new();
+    world.write_config(&json!({
+        "mcpServers": {"fx": world.fixture()},
+        "permissions": {"allow": ["mcp__fx__*"]},
+    }));
+    let script = json!([
+        {"tool_calls": [{"name": "mcp__fx__echo", "arguments": {"n": 1}}]},
+        {"tool_calls": [{"name": "mcp__fx__rug_pull", "arguments": {}}]},
+        {"tool_calls": [{"name": "mcp__fx__echo", "arguments": {"n": 2}}]},
+        {"text": "done"}
+    ]);
+    let file = world.path("model.json");
+    std::fs::write(&file, script.to_string()).unwrap();
+    let model = format!("scripted:{}", file.display());
+    let out = world.run(&["--ci", "--json", "--model", &model, "run", "--task", "t"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = stdout_json(&out);
+    let calls = report["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["outcome"], "ok", "{}", calls[0]);
+    assert_eq!(calls[1]["outcome"], "ok", "{}", calls[1]);
+    let after = &calls[2];
+    assert_eq!(after["outcome"], "denied", "{after}");
+    assert_eq!(after["decision"]["stage"], "pinning", "{after}");
+    let reasons = after["decision"]["reasons"].to_string();
+    assert!(reasons.contains("description"), "{reasons}");
+
+    // The pin survives the session: a fresh run sees the changed tool
+    // only after the change, and `pin reset` forgets it.
+    let out = world.run(&["pin", "list", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout_json(&out)["pins"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty())
+    );
+    let out = world.run(&["pin", "reset", "fx"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn locked_mode_denies_tools_missing_from_the_lock_file() {
+    let world = World::new();
+    world.write_config(&json!({
+        "mcpServers": {"fx": world.fixture()},
+        "permissions": {"allow": ["mcp__fx__*"]},
+    }));
+    let lock = world.path("warden.lock.json");
+    let lock = lock.to_str().unwrap();
+    let out = world.run(&[
+        "--lock", lock, "--locked", "--json", "call", "fx", "echo", "--args", "{}",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["decision"]["stage"], "pinning");
+    // Pin without --locked (writes the lock file), then --locked passes.
+    let out = world.run(&["--lock", lock, "call", "fx", "echo", "--args", "{}"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = world.run(&[
+        "--lock", lock, "--locked", "call", "fx", "echo", "--args", "{}",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
