@@ -31,17 +31,45 @@ BWRAP=(bwrap --unshare-all --die-with-parent --new-session --cap-drop ALL --clea
   /bin/true)
 printf -v BWRAP_CMD '%q ' "${BWRAP[@]}"
 
+# 1. hyperfine, one command after the other.
 hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$OUT/spawn.json" \
   -n plain '/bin/true' \
   -n 'warden sandbox exec' "$WARDEN sandbox exec -- /bin/true" \
-  -n bwrap "$BWRAP_CMD"
+  -n bwrap "$BWRAP_CMD" >&2
 
 python3 - "$OUT/spawn.json" <<'PY'
 import json, sys
 res = json.load(open(sys.argv[1]))["results"]
 base = next(r["median"] for r in res if r["command"] == "plain")
-print("\n| command | median | mean ± σ | overhead vs plain (median) |")
+print("\nhyperfine (sequential):\n")
+print("| command | median | mean ± σ | overhead vs plain (median) |")
 print("| --- | --- | --- | --- |")
 for r in res:
     print(f"| {r['command']} | {r['median']*1e3:.2f} ms | {r['mean']*1e3:.2f} ± {r['stddev']*1e3:.2f} ms | {(r['median']-base)*1e3:+.2f} ms |")
+PY
+
+# 2. Interleaved: each round runs the three commands once, in turn, so a
+# noisy neighbour (a shared 2-core machine) hits all three alike.
+python3 - "$RUNS" "$WARDEN" "${BWRAP[@]}" <<'PY'
+import os, statistics, subprocess, sys, time
+runs, warden, bwrap = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+cmds = {"plain": ["/bin/true"],
+        "warden sandbox exec": [warden, "sandbox", "exec", "--", "/bin/true"],
+        "bwrap": bwrap}
+times = {k: [] for k in cmds}
+for i in range(runs + 10):
+    for name, argv in cmds.items():
+        t = time.perf_counter()
+        subprocess.run(argv, check=True, stdin=subprocess.DEVNULL)
+        if i >= 10:
+            times[name].append(time.perf_counter() - t)
+base = statistics.median(times["plain"])
+print(f"\ninterleaved, {runs} rounds (python subprocess.run, so each figure includes its fork/exec cost):\n")
+print("| command | median | p90 | overhead vs plain (median) |")
+print("| --- | --- | --- | --- |")
+for name, ts in times.items():
+    ts.sort()
+    med = statistics.median(ts)
+    p90 = ts[int(len(ts) * 0.9)]
+    print(f"| {name} | {med*1e3:.2f} ms | {p90*1e3:.2f} ms | {(med-base)*1e3:+.2f} ms |")
 PY

@@ -64,7 +64,7 @@ async fn no_file_appears_outside_writable_paths() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn private_home_is_writable_and_warden_env_file_is_not_readable() {
+async fn private_home_is_writable_not_executable_and_proc_is_closed() {
     let fx = Fixture::new();
     let s = launch_hostile(&fx, Mode::Sandboxed, SandboxSpec::default()).await;
     let (env, ej) = call(&s, "dump_env", json!({})).await;
@@ -80,6 +80,21 @@ async fn private_home_is_writable_and_warden_env_file_is_not_readable() {
     )
     .await;
     assert_eq!(wj["ok"], json!(true), "{w}");
+    // Writable is not executable: a dropped binary cannot be run.
+    let (x, xj) = call(
+        &s,
+        "spawn_shell",
+        json!({"command": format!("cp /bin/true {home}/t && chmod +x {home}/t && {home}/t && echo RAN")}),
+    )
+    .await;
+    assert_eq!(xj["ok"], json!(true), "{x}");
+    assert!(
+        !xj["detail"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("RAN"),
+        "{x}"
+    );
     // /proc is never granted: warden's own environ stays unreadable.
     let (p, pj) = call(
         &s,

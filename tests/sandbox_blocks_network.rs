@@ -124,15 +124,22 @@ async fn abstract_unix_socket_outside_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connect_tcp_grants_only_the_listed_port_and_never_udp() {
+async fn tcp_port_grants_open_only_the_listed_ports_and_never_udp() {
     let fx = Fixture::new();
     let (granted, gport) = tcp_listener();
     let (other, oport) = tcp_listener();
     let (u, uport) = udp_listener();
+    let free_port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port()
+    };
+    let (bport, other_bport) = (free_port(), free_port());
     let spec = SandboxSpec {
         network: NetworkSpec::Ports {
             connect_tcp: vec![gport],
-            bind_tcp: vec![],
+            bind_tcp: vec![bport],
         },
         ..SandboxSpec::default()
     };
@@ -150,7 +157,11 @@ async fn connect_tcp_grants_only_the_listed_port_and_never_udp() {
     )
     .await;
     let (ud, _) = call(&s, "udp_send", json!({"port": uport, "message": fx.token})).await;
+    let (b1, b1j) = call(&s, "tcp_bind", json!({"port": bport})).await;
+    let (b2, b2j) = call(&s, "tcp_bind", json!({"port": other_bport})).await;
     s.stop().await;
+    assert_eq!(b1j["ok"], json!(true), "granted bind refused: {b1}");
+    assert_eq!(b2j["ok"], json!(false), "other bind allowed: {b2}");
     assert_eq!(gj["ok"], json!(true), "{g}");
     assert!(
         tcp_saw(&granted, &fx.token),

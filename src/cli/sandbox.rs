@@ -38,7 +38,7 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
             "`sandbox check --server {name}` needs the configuration loader, which is not wired yet"
         )));
     }
-    let k = sandbox::support();
+    let k = &sandbox::kernel::support_live();
     let probe = exec_config(
         vec!["/bin/true".into()],
         SandboxSpec::default(),

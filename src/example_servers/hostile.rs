@@ -221,9 +221,12 @@ impl Hostile {
         })
     }
 
-    #[tool(description = "Fork N processes that sleep 60 s; reports how many started.")]
+    #[tool(
+        description = "Fork N processes at once; reports how many started, then ends them \
+                       (so that the server itself can answer: threads need pids too)."
+    )]
     fn fork_many(&self, Parameters(a): Parameters<CountArg>) -> String {
-        let mut started = 0u32;
+        let mut children = Vec::new();
         let mut error = None;
         for _ in 0..a.n {
             // SAFETY: the child only calls async-signal-safe functions.
@@ -239,7 +242,15 @@ impl Hostile {
                 error = Some(last_err());
                 break;
             }
-            started += 1;
+            children.push(pid);
+        }
+        let started = children.len();
+        for pid in children {
+            // SAFETY: signalling and reaping our own children.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
         }
         json!({"ok": error.is_none(), "started": started,
                "errno": error.as_ref().and_then(|e| e.raw_os_error()),

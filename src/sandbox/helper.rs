@@ -30,6 +30,9 @@ use super::seccomp;
 
 /// Exit status of the helper when the sandbox could not be applied.
 pub const SETUP_FAILED: i32 = 125;
+/// Exit status when the kernel refused a required namespace (the CLI's
+/// "sandbox unavailable" code).
+pub const UNSUPPORTED: i32 = 4;
 
 #[derive(Debug, thiserror::Error)]
 enum HelperError {
@@ -119,9 +122,14 @@ fn run_namespaced(plan: &Plan, pidfd: libc::c_int) -> Result<i32, HelperError> {
         // SysV IPC objects are per namespace too.
         flags |= libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
     }
-    if flags != 0 {
-        // SAFETY: unshare on our own single-threaded process.
-        check(unsafe { libc::unshare(flags) }.into(), "unshare")?;
+    // SAFETY: unshare on our own single-threaded process.
+    if flags != 0 && unsafe { libc::unshare(flags) } != 0 {
+        let err = io::Error::last_os_error();
+        eprintln!(
+            "warden sandbox: the kernel refused the sandbox's namespaces (unshare: {err}); \
+             see `warden sandbox check`"
+        );
+        return Ok(UNSUPPORTED);
     }
     if plan.user_ns {
         // Same ids inside as outside: files keep their owners.

@@ -1,8 +1,12 @@
-//! What the running kernel offers, probed once per process.
+//! What the running kernel offers.
 //!
-//! Probes are real attempts (a forked child that calls `unshare`, a
-//! `landlock_create_ruleset` version query), never guesses from version
-//! strings: a kernel can have a feature compiled out or disabled by policy.
+//! Landlock and seccomp are asked directly (`landlock_create_ruleset`
+//! version query, `PR_GET_SECCOMP`). Namespaces are judged from the
+//! sysctls that govern them ([`support`], no process started: it runs on
+//! every `warden sandbox exec`), and really attempted by [`support_live`]
+//! (a forked child calling `unshare`) for `warden sandbox check`. Should
+//! the kernel still refuse a namespace at launch (e.g. a container's
+//! seccomp profile), the helper fails closed with exit status 4.
 
 use std::sync::OnceLock;
 
@@ -43,23 +47,40 @@ impl Support {
     }
 }
 
-/// The probed support, computed on first use.
+/// The support this process launches with, computed on first use without
+/// starting a process.
 pub fn support() -> &'static Support {
     static SUPPORT: OnceLock<Support> = OnceLock::new();
-    SUPPORT.get_or_init(probe)
+    SUPPORT.get_or_init(|| probe(false))
 }
 
-fn probe() -> Support {
+/// Like [`support`], but namespaces are really created in a forked child.
+pub fn support_live() -> Support {
+    probe(true)
+}
+
+fn probe(live: bool) -> Support {
     let landlock_abi = landlock_abi();
-    // One cheap probe: a user namespace alone. With it, this user may also
-    // create pid, net and ipc namespaces (owned by it); without it, only
-    // root can, which the second probe checks. A network namespace is not
-    // probed by creating one (that costs ~1 ms per start); if the helper's
-    // unshare still fails, it fails closed with exit status 125.
-    let user_namespaces = try_unshare(libc::CLONE_NEWUSER);
-    let others = user_namespaces || try_unshare(libc::CLONE_NEWPID | libc::CLONE_NEWIPC);
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
+    let (user_namespaces, others) = if live {
+        // A user namespace lets this user create the others (owned by it);
+        // without one, only root can.
+        let user = try_unshare(libc::CLONE_NEWUSER);
+        let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNET | libc::CLONE_NEWIPC;
+        let others = try_unshare(if user {
+            flags | libc::CLONE_NEWUSER
+        } else {
+            flags
+        });
+        (user, others)
+    } else {
+        let user = userns_allowed(euid);
+        let others = std::path::Path::new("/proc/self/ns/pid").exists()
+            && std::path::Path::new("/proc/self/ns/net").exists()
+            && (user || euid == 0);
+        (user, others)
+    };
     Support {
         landlock_abi,
         landlock_fs: landlock_abi >= 1,
@@ -117,6 +138,24 @@ fn try_unshare(flags: libc::c_int) -> bool {
     // SAFETY: waiting for our own child.
     let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
     rc == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+}
+
+/// The sysctls that switch user namespaces off (upstream, Debian/Ubuntu,
+/// AppArmor on Ubuntu 23.10+).
+fn userns_allowed(euid: u32) -> bool {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|s| s.trim().parse::<i64>().ok())
+    };
+    if !std::path::Path::new("/proc/self/ns/user").exists()
+        || read("/proc/sys/user/max_user_namespaces") == Some(0)
+    {
+        return false;
+    }
+    euid == 0
+        || (read("/proc/sys/kernel/unprivileged_userns_clone") != Some(0)
+            && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") != Some(1))
 }
 
 /// `kernel.pid_max` is per pid namespace from Linux 6.14 on; before that

@@ -268,7 +268,7 @@ fn prepare_with(
         });
     }
     let path_var = env.get("PATH").cloned().unwrap_or_default();
-    let (mut plan, summary) = build_plan(server, stdio, &guard, &path_var)?;
+    let (mut plan, summary) = build_plan(server, stdio, &guard, &path_var, support())?;
     if in_place {
         plan.parent_pid = 0;
         plan.cleanup = Some(guard.root().to_path_buf());
@@ -313,9 +313,9 @@ fn build_plan(
     stdio: &StdioConfig,
     guard: &ProcessGuard,
     path_var: &str,
+    k: &Support,
 ) -> Result<(Plan, SandboxSummary), SandboxError> {
     let spec = &server.sandbox;
-    let k = support();
     let mut gaps = Vec::new();
     let mut mechanisms = Vec::new();
     let mut need = |ok: bool, feature: &str, detail: String| -> Result<bool, SandboxError> {
@@ -547,5 +547,118 @@ fn network_label(n: &PlanNetwork) -> String {
         } => {
             format!("tcp connect {connect_tcp:?} bind {bind_tcp:?}")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Scope, StdioConfig};
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    fn server(best_effort: bool) -> ServerConfig {
+        ServerConfig {
+            name: "t".into(),
+            transport: TransportConfig::Stdio(StdioConfig {
+                command: "/bin/true".into(),
+                program: PathBuf::from("/bin/true"),
+                args: vec![],
+                env: BTreeMap::new(),
+                env_from: vec![],
+                cwd: None,
+            }),
+            timeout: Duration::from_secs(1),
+            disabled: false,
+            trust: Trust::Untrusted,
+            sandbox: crate::config::SandboxSpec {
+                best_effort,
+                ..Default::default()
+            },
+            scope: Scope::Explicit,
+            source: PathBuf::from("t"),
+            digest: String::new(),
+        }
+    }
+
+    /// A kernel without Landlock, namespaces or seccomp.
+    fn bare_kernel() -> Support {
+        Support {
+            landlock_abi: 0,
+            landlock_fs: false,
+            landlock_net: false,
+            landlock_scope: false,
+            user_namespaces: false,
+            pid_namespaces: false,
+            net_namespaces: false,
+            seccomp: false,
+            pid_max_per_namespace: false,
+            euid: 1000,
+        }
+    }
+
+    fn plan_for(best_effort: bool, k: &Support) -> Result<(Plan, SandboxSummary), SandboxError> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let guard = ProcessGuard::new("t", dir.path()).expect("guard");
+        let s = server(best_effort);
+        let TransportConfig::Stdio(stdio) = &s.transport else {
+            unreachable!()
+        };
+        build_plan(&s, stdio, &guard, "/usr/bin:/bin", k)
+    }
+
+    #[test]
+    fn missing_kernel_features_fail_closed() {
+        match plan_for(false, &bare_kernel()) {
+            Err(SandboxError::Unsupported { feature, .. }) => assert!(feature.contains("Landlock")),
+            Err(e) => panic!("unexpected error: {e}"),
+            Ok(_) => panic!("started without a sandbox"),
+        }
+    }
+
+    #[test]
+    fn best_effort_records_every_gap() {
+        let (plan, summary) = plan_for(true, &bare_kernel()).expect("best effort");
+        assert_eq!(plan.landlock_abi, 0);
+        assert!(!plan.seccomp && !plan.pid_ns && !plan.net_ns);
+        for needle in [
+            "Landlock filesystem",
+            "scoping",
+            "seccomp",
+            "pid namespace",
+            "network isolation",
+        ] {
+            assert!(
+                summary.gaps.iter().any(|g| g.contains(needle)),
+                "no gap for {needle}: {:?}",
+                summary.gaps
+            );
+        }
+    }
+
+    #[test]
+    fn root_without_per_namespace_pid_max_has_no_process_cap() {
+        let k = Support {
+            landlock_abi: 6,
+            landlock_fs: true,
+            landlock_net: true,
+            landlock_scope: true,
+            user_namespaces: true,
+            pid_namespaces: true,
+            net_namespaces: true,
+            seccomp: true,
+            pid_max_per_namespace: false,
+            euid: 0,
+        };
+        assert!(matches!(
+            plan_for(false, &k),
+            Err(SandboxError::Unsupported { .. })
+        ));
+        let (_, summary) = plan_for(true, &k).expect("best effort");
+        assert!(
+            summary.gaps.iter().any(|g| g.contains("process limit")),
+            "{:?}",
+            summary.gaps
+        );
     }
 }

@@ -218,3 +218,20 @@ pub fn apply(programs: &[BpfProgram]) -> Result<(), SeccompError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_compile_for_every_network_mode() {
+        let ports = PlanNetwork::Ports {
+            connect_tcp: vec![443],
+            bind_tcp: vec![],
+        };
+        assert_eq!(build(&PlanNetwork::None, true).expect("none").len(), 3);
+        assert_eq!(build(&ports, false).expect("ports").len(), 3);
+        // `host`: no socket filter.
+        assert_eq!(build(&PlanNetwork::Host, false).expect("host").len(), 2);
+    }
+}
