@@ -30,13 +30,7 @@ struct CheckReport<'a> {
 
 fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
     if let Some(name) = server {
-        // TODO(lead): wire the config loader here: load the configuration
-        // (`--config`/`--workspace`), find `name`, then
-        // `print_summary(&sandbox::describe(&server, &ctx)?)` (or print the
-        // summary as JSON with `--json`), mapping `Unsupported` to exit 4.
-        return Err(CliError::usage(format!(
-            "`sandbox check --server {name}` needs the configuration loader, which is not wired yet"
-        )));
+        return check_server(global, &name);
     }
     let k = &sandbox::kernel::support_live();
     let probe = exec_config(
@@ -98,6 +92,44 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
 }
 
 /// Prints what a sandbox summary enforces (also for `--server NAME`).
+/// `sandbox check --server NAME`: the profile one configured server gets.
+fn check_server(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
+    let config = super::session::load_config(global)?;
+    let Some(server) = config.servers.get(name) else {
+        let known: Vec<&str> = config.servers.keys().map(String::as_str).collect();
+        return Err(CliError::usage(format!(
+            "unknown server `{name}`; configured: {}",
+            if known.is_empty() { "none".to_string() } else { known.join(", ") }
+        )));
+    };
+    if !matches!(server.transport, crate::config::TransportConfig::Stdio(_)) {
+        return Err(CliError::usage(format!(
+            "server `{name}` is a {} server: only stdio servers are sandboxed",
+            server.transport.kind()
+        )));
+    }
+    let runtime = tempfile::tempdir()?;
+    let ctx = LaunchContext::new(config.workspace.clone(), runtime.path());
+    match sandbox::describe(server, &ctx) {
+        Ok(summary) => {
+            if global.json {
+                println!("{}", serde_json::to_string_pretty(&summary)?);
+            } else {
+                println!(
+                    "server `{name}`: {}",
+                    if summary.enabled { "sandboxed" } else { "NOT sandboxed (trusted, \"sandbox\": false)" }
+                );
+                print_summary(&summary);
+            }
+            Ok(exit::OK)
+        }
+        Err(error @ sandbox::SandboxError::Unsupported { .. }) => {
+            Err(CliError::with_code(exit::SANDBOX_UNAVAILABLE, error.to_string()))
+        }
+        Err(error) => Err(CliError::usage(error.to_string())),
+    }
+}
+
 pub fn print_summary(s: &SandboxSummary) {
     println!("  mechanisms: {}", s.mechanisms.join(", "));
     println!("  network:    {}", s.network);
