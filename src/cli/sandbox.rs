@@ -99,7 +99,11 @@ fn check_server(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
         let known: Vec<&str> = config.servers.keys().map(String::as_str).collect();
         return Err(CliError::usage(format!(
             "unknown server `{name}`; configured: {}",
-            if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
         )));
     };
     if !matches!(server.transport, crate::config::TransportConfig::Stdio(_)) {
@@ -117,15 +121,20 @@ fn check_server(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
             } else {
                 println!(
                     "server `{name}`: {}",
-                    if summary.enabled { "sandboxed" } else { "NOT sandboxed (trusted, \"sandbox\": false)" }
+                    if summary.enabled {
+                        "sandboxed"
+                    } else {
+                        "NOT sandboxed (trusted, \"sandbox\": false)"
+                    }
                 );
                 print_summary(&summary);
             }
             Ok(exit::OK)
         }
-        Err(error @ sandbox::SandboxError::Unsupported { .. }) => {
-            Err(CliError::with_code(exit::SANDBOX_UNAVAILABLE, error.to_string()))
-        }
+        Err(error @ sandbox::SandboxError::Unsupported { .. }) => Err(CliError::with_code(
+            exit::SANDBOX_UNAVAILABLE,
+            error.to_string(),
+        )),
         Err(error) => Err(CliError::usage(error.to_string())),
     }
 }

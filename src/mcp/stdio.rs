@@ -243,6 +243,32 @@ impl ChildTransport {
     }
 }
 
+/// How long a dropped transport lets a server that is already on its way
+/// out finish by itself before its group is killed, so its real exit status
+/// (not our SIGKILL) is what gets reported.
+const DROP_GRACE: Duration = Duration::from_millis(300);
+
+impl Drop for ChildTransport {
+    fn drop(&mut self) {
+        let Some(guard) = self.guard.take() else {
+            return;
+        };
+        let mut exit = self.exit.clone();
+        let exited = exit.borrow().is_some();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if !exited => {
+                runtime.spawn(async move {
+                    let _ = tokio::time::timeout(DROP_GRACE, exit.wait_for(Option::is_some)).await;
+                    drop(guard);
+                });
+            }
+            // Exited already (only stragglers are left), or no runtime to
+            // wait on: kill the group now.
+            _ => drop(guard),
+        }
+    }
+}
+
 impl Transport<RoleClient> for ChildTransport {
     type Error = io::Error;
 
