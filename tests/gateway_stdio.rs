@@ -4,6 +4,7 @@
 
 mod gateway_support;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gateway_support::{
@@ -19,13 +20,45 @@ struct Session {
     client: RunningService<RoleClient, TestClient>,
     child: tokio::process::Child,
     stderr: tokio::task::JoinHandle<String>,
+    /// stdout lines that were not JSON-RPC messages.
+    not_protocol: Arc<Mutex<Vec<String>>>,
+}
+
+/// Copies the gateway's stdout to the client, recording every line that is
+/// not a JSON-RPC 2.0 message.
+fn checked_stdout(
+    stdout: tokio::process::ChildStdout,
+) -> (tokio::io::DuplexStream, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let bad = Arc::new(Mutex::new(Vec::new()));
+    let (mut writer, reader) = tokio::io::duplex(1 << 20);
+    let record = bad.clone();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let ok = serde_json::from_str::<Value>(&line).is_ok_and(|v| v["jsonrpc"] == "2.0");
+            if !ok {
+                record.lock().unwrap().push(line.clone());
+            }
+            if writer
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    (reader, bad)
 }
 
 async fn start(world: &World, handler: TestClient, args: &[&str]) -> Session {
     let mut full = vec!["--stdio"];
     full.extend_from_slice(args);
-    let mut child = gateway_command(world, &full).spawn().expect("spawn gateway");
-    let stdout = child.stdout.take().expect("stdout");
+    let mut child = gateway_command(world, &full)
+        .spawn()
+        .expect("spawn gateway");
+    let (stdout, not_protocol) = checked_stdout(child.stdout.take().expect("stdout"));
     let stdin = child.stdin.take().expect("stdin");
     let mut stderr = child.stderr.take().expect("stderr");
     let stderr = tokio::spawn(async move {
@@ -41,6 +74,7 @@ async fn start(world: &World, handler: TestClient, args: &[&str]) -> Session {
         client,
         child,
         stderr,
+        not_protocol,
     }
 }
 
@@ -54,7 +88,15 @@ impl Session {
             .expect("the gateway exits after its client disconnects")
             .expect("wait");
         let stderr = self.stderr.await.unwrap_or_default();
-        assert!(status.success(), "gateway exit {status:?}; stderr:\n{stderr}");
+        assert!(
+            status.success(),
+            "gateway exit {status:?}; stderr:\n{stderr}"
+        );
+        let not_protocol = self.not_protocol.lock().unwrap().clone();
+        assert!(
+            not_protocol.is_empty(),
+            "stdout carried non-protocol lines: {not_protocol:?}"
+        );
         assert!(
             eventually(10.0, || world.leftover_processes().is_empty()),
             "server processes left behind: {:?}",
@@ -95,7 +137,10 @@ async fn lists_and_decides_like_the_host_with_upstream_results_unchanged() {
         "fixture__echo",
         "fixture__sleep",
     ] {
-        assert!(names.contains(&expected), "{expected} missing from {names:?}");
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
     }
     assert!(!names.contains(&"notes__delete_note"), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("mcp__")), "{names:?}");
@@ -103,9 +148,15 @@ async fn lists_and_decides_like_the_host_with_upstream_results_unchanged() {
         .iter()
         .find(|t| t.name == "notes__read_note")
         .expect("read_note");
-    assert_eq!(read_note.description.as_deref(), Some("Read one note by id."));
     assert_eq!(
-        read_note.annotations.as_ref().and_then(|a| a.read_only_hint),
+        read_note.description.as_deref(),
+        Some("Read one note by id.")
+    );
+    assert_eq!(
+        read_note
+            .annotations
+            .as_ref()
+            .and_then(|a| a.read_only_hint),
         Some(true)
     );
     assert!(read_note.input_schema.contains_key("properties"));
@@ -125,7 +176,10 @@ async fn lists_and_decides_like_the_host_with_upstream_results_unchanged() {
         .await
         .expect("read_note");
     assert!(!is_error(&result));
-    assert!(text_of(&result).contains("Milk, bread, coffee."), "{result:?}");
+    assert!(
+        text_of(&result).contains("Milk, bread, coffee."),
+        "{result:?}"
+    );
 
     // structuredContent passes through unchanged.
     let result = client
@@ -158,7 +212,10 @@ async fn lists_and_decides_like_the_host_with_upstream_results_unchanged() {
         .expect("rpc_error");
     assert!(is_error(&result));
     let text = text_of(&result);
-    assert!(text.contains("rpc_error") && text.contains("deliberate"), "{text}");
+    assert!(
+        text.contains("rpc_error") && text.contains("deliberate"),
+        "{text}"
+    );
 
     // Unknown names (including the hidden tool and a qualified name) are
     // invalid params.
@@ -168,7 +225,12 @@ async fn lists_and_decides_like_the_host_with_upstream_results_unchanged() {
             .await
             .expect_err("unknown tool");
         let text = format!("{error:?}");
-        assert!(text.contains("-32602") || text.contains("InvalidParams") || text.contains("INVALID_PARAMS"), "{text}");
+        assert!(
+            text.contains("-32602")
+                || text.contains("InvalidParams")
+                || text.contains("INVALID_PARAMS"),
+            "{text}"
+        );
     }
 
     // `ask` with a client that cannot be asked: denied, and the text says why.
@@ -236,8 +298,19 @@ async fn an_ask_is_put_to_a_client_that_supports_elicitation() {
     assert_eq!(text_of(&result), "added note 3");
     let asked = handler.asked();
     assert_eq!(asked.len(), 1, "{asked:?}");
-    for needle in ["notes", "add_note", "From the gateway", "rules", "allow_once", "deny"] {
-        assert!(asked[0].contains(needle), "`{needle}` missing from:\n{}", asked[0]);
+    for needle in [
+        "notes",
+        "add_note",
+        "From the gateway",
+        "rules",
+        "allow_once",
+        "deny",
+    ] {
+        assert!(
+            asked[0].contains(needle),
+            "`{needle}` missing from:\n{}",
+            asked[0]
+        );
     }
     // "Allow once" is once: the next call asks again.
     let result = session
@@ -274,7 +347,11 @@ async fn a_client_that_answers_deny_or_declines_denies_the_call() {
         .await
         .expect("add_note");
     assert!(is_error(&result));
-    assert!(text_of(&result).contains("denied by the user"), "{}", text_of(&result));
+    assert!(
+        text_of(&result).contains("denied by the user"),
+        "{}",
+        text_of(&result)
+    );
     session.finish(&world).await;
 
     let world = world_with_standard_config();

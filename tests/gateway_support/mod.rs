@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 #[path = "../cli_support/mod.rs"]
 pub mod cli_support;
 
+#[allow(unused_imports)]
 pub use cli_support::{World, audit_lines, eventually};
 
 /// The config every gateway test uses: `notes` and `fixture`, rules that
@@ -120,7 +121,9 @@ impl ClientHandler for TestClient {
             asked.push(text);
         }
         Ok(match &self.answer {
-            Some((action, content)) => ElicitResult::new(action.clone()).with_content(content.clone()),
+            Some((action, content)) => {
+                ElicitResult::new(action.clone()).with_content(content.clone())
+            }
             None => ElicitResult::new(ElicitationAction::Decline),
         })
     }
