@@ -182,6 +182,43 @@ async fn a_wrong_host_or_origin_is_refused_with_403() {
     gateway.stop(&world).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warden_itself_can_use_the_gateway_as_an_http_upstream() {
+    // warden's own client negotiates with `server/discover` first and falls
+    // back to the session protocol the gateway speaks.
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let gateway = listen(&world).await;
+    let outer = World::new();
+    outer.write_config(&json!({
+        "mcpServers": {"gw": {"type": "http", "url": gateway.url}},
+        "permissions": {"allow": ["mcp__gw__*"]},
+    }));
+    let out = tokio::task::spawn_blocking(move || {
+        let out = outer.run(&[
+            "call",
+            "gw",
+            "notes__read_note",
+            "--json",
+            "--args",
+            r#"{"id": 2}"#,
+        ]);
+        drop(outer);
+        out
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Milk, bread, coffee."), "{stdout}");
+    gateway.stop(&world).await;
+}
+
 #[test]
 fn a_non_loopback_address_needs_allow_remote() {
     let world = World::new();

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gateway_support::{
-    TestClient, World, audit_lines, audit_path, call, eventually, gateway_command, is_error,
+    TestClient, World, audit_lines, audit_path, call, eventually, gateway_command_with, is_error,
     standard_config, text_of,
 };
 use rmcp::model::ElicitationAction;
@@ -55,7 +55,12 @@ fn checked_stdout(
 async fn start(world: &World, handler: TestClient, args: &[&str]) -> Session {
     let mut full = vec!["--stdio"];
     full.extend_from_slice(args);
-    let mut child = gateway_command(world, &full)
+    start_with(world, handler, &[], &full).await
+}
+
+/// `warden GLOBAL… gateway ARGS…`, connected.
+async fn start_with(world: &World, handler: TestClient, global: &[&str], args: &[&str]) -> Session {
+    let mut child = gateway_command_with(world, global, args)
         .spawn()
         .expect("spawn gateway");
     let (stdout, not_protocol) = checked_stdout(child.stdout.take().expect("stdout"));
@@ -370,6 +375,47 @@ async fn a_client_that_answers_deny_or_declines_denies_the_call() {
     session.finish(&world).await;
     let calls = tool_calls(&world, "mcp__notes__add_note");
     assert_eq!(calls[0]["outcome"], "denied");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_ci_an_ask_is_denied_without_asking() {
+    let world = world_with_standard_config();
+    let handler = TestClient::answering("allow_once");
+    let session = start_with(&world, handler.clone(), &["--ci"], &["--stdio"]).await;
+    let result = session
+        .client
+        .call_tool(call("notes__add_note", json!({"title": "t", "body": "b"})))
+        .await
+        .expect("add_note");
+    assert!(is_error(&result));
+    assert!(
+        text_of(&result).contains("no one could be asked"),
+        "{}",
+        text_of(&result)
+    );
+    assert!(handler.asked().is_empty());
+    session.finish(&world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_timeout_is_an_error_result_that_says_so() {
+    let world = World::new();
+    let mut fixture = world.fixture();
+    fixture["timeout"] = json!(0.5);
+    world.write_config(&json!({
+        "mcpServers": {"fixture": fixture},
+        "permissions": {"allow": ["mcp__fixture__sleep"]},
+    }));
+    let session = start(&world, TestClient::plain(), &[]).await;
+    let result = session
+        .client
+        .call_tool(call("fixture__sleep", json!({"ms": 5000})))
+        .await
+        .expect("sleep");
+    assert!(is_error(&result));
+    let text = text_of(&result);
+    assert!(text.contains("(timeout)"), "{text}");
+    session.finish(&world).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -43,9 +43,10 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, DiscoverRequestMethod,
+    DiscoverResult, ElicitRequestParams, ElicitationAction, ElicitationSchema, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::{ElicitationMode, NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -66,7 +67,7 @@ pub const ALLOW_ONCE: &str = "allow_once";
 /// The elicitation answer that denies the call.
 pub const DENY: &str = "deny";
 
-/// The newest protocol revision the gateway serves (session-based: the
+/// The protocol revision the gateway steers clients to (session-based: the
 /// elicitation and list-changed messages travel on the session).
 const MAX_PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
@@ -196,10 +197,14 @@ impl Gateway {
             ));
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let can_elicit = context
-            .peer
-            .supported_elicitation_modes()
-            .contains(&ElicitationMode::Form);
+        let session_protocol = context
+            .protocol_version()
+            .is_none_or(|version| version.has_initialize());
+        let can_elicit = session_protocol
+            && context
+                .peer
+                .supported_elicitation_modes()
+                .contains(&ElicitationMode::Form);
         let elicitor = ElicitationAsker {
             peer: context.peer.clone(),
             cancel: context.ct.clone(),
@@ -296,8 +301,22 @@ impl ServerHandler for Gateway {
         info
     }
 
+    /// Every known revision is accepted on the wire, but `server/discover`
+    /// is answered like a server from before 2026-07-28 answers it (method
+    /// not found), so modern clients fall back to `initialize` and the
+    /// session protocol, which carries elicitation and list-changed
+    /// notifications. A request made statelessly under 2026-07-28 anyway is
+    /// served, but its `ask` decisions are denied: that revision has no
+    /// server-to-client elicitation request.
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(&MAX_PROTOCOL))
+        Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        Err(ErrorData::method_not_found::<DiscoverRequestMethod>())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

@@ -50,7 +50,16 @@ pub fn audit_path(world: &World) -> PathBuf {
 
 /// `warden gateway ARGS…` in `world`, as a tokio command with piped stdio.
 pub fn gateway_command(world: &World, args: &[&str]) -> tokio::process::Command {
-    let std_cmd = world.warden(&[]);
+    gateway_command_with(world, &[], args)
+}
+
+/// `warden GLOBAL… gateway ARGS…`.
+pub fn gateway_command_with(
+    world: &World,
+    global: &[&str],
+    args: &[&str],
+) -> tokio::process::Command {
+    let std_cmd = world.warden(global);
     let mut cmd = tokio::process::Command::from(std_cmd);
     cmd.arg("gateway")
         .args(args)
