@@ -219,6 +219,40 @@ async fn warden_itself_can_use_the_gateway_as_an_http_upstream() {
     gateway.stop(&world).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_remote_listens_and_warns_that_clients_are_unauthenticated() {
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let mut child = gateway_command(&world, &["--listen", "0.0.0.0:0", "--allow-remote"])
+        .spawn()
+        .expect("spawn gateway");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let seen = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut seen = Vec::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let done = line.contains("NOT authenticated");
+            seen.push(line);
+            if done {
+                break;
+            }
+        }
+        seen
+    })
+    .await
+    .expect("stderr in time");
+    let text = seen.join("\n");
+    assert!(text.contains("listening on http://0.0.0.0:"), "{text}");
+    assert!(text.contains("NOT authenticated"), "{text}");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let gateway = Listening {
+        child,
+        url: String::new(),
+        port: 0,
+    };
+    gateway.stop(&world).await;
+}
+
 #[test]
 fn a_non_loopback_address_needs_allow_remote() {
     let world = World::new();
@@ -230,6 +264,8 @@ fn a_non_loopback_address_needs_allow_remote() {
     assert!(world.leftover_processes().is_empty());
 
     let out = world.run(&["gateway"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = world.run(&["gateway", "--stdio", "--allow-host", "example.org"]);
     assert_eq!(out.status.code(), Some(2));
     let out = world.run(&["gateway", "--stdio", "--listen", "127.0.0.1:0"]);
     assert_eq!(out.status.code(), Some(2));

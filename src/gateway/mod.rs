@@ -161,12 +161,21 @@ impl Gateway {
         let stop = self.inner.stop.clone();
         tokio::spawn(async move {
             let mut last = gateway.listing_signature();
+            // A client that went away without a change to tell it about is
+            // noticed here, so no watcher outlives its session for long.
+            let mut alive = tokio::time::interval(Duration::from_secs(5));
             loop {
                 tokio::select! {
                     changed = changes.changed() => {
                         if changed.is_err() {
                             break;
                         }
+                    }
+                    _ = alive.tick() => {
+                        if peer.is_transport_closed() {
+                            break;
+                        }
+                        continue;
                     }
                     () = stop.cancelled() => break,
                 }
