@@ -95,7 +95,12 @@ pub fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<u8> {
         };
         cancel.cancel();
         host.shutdown().await;
-        result.map(|()| exit::OK)
+        result
+            .map(|()| exit::OK)
+            .map_err(|e| match e.downcast::<CliError>() {
+                Ok(cli) => cli.into(),
+                Err(other) => CliError::with_code(exit::FAILED, format!("gateway: {other:#}")),
+            })
     })
 }
 
