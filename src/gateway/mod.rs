@@ -301,11 +301,15 @@ impl ServerHandler for Gateway {
                 .build(),
         )
         .with_server_info(Implementation::new("warden", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "warden gateway: tools of the configured MCP servers, named SERVER__TOOL. \
-             Every call is decided by warden's permission pipeline and audited; a denied \
-             call returns an error naming the stage and reason.",
-        );
+        .with_instructions(if self.inner.options.no_prefix {
+            "warden gateway: the tools of one MCP server under their own names. Every call \
+             is decided by warden's permission pipeline and audited; a denied call returns \
+             an error naming the stage and reason."
+        } else {
+            "warden gateway: tools of the configured MCP servers, named SERVER__TOOL. Every \
+             call is decided by warden's permission pipeline and audited; a denied call \
+             returns an error naming the stage and reason."
+        });
         info.protocol_version = MAX_PROTOCOL;
         info
     }
