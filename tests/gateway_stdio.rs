@@ -446,6 +446,35 @@ async fn a_client_cancellation_cancels_the_upstream_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_call_while_the_client_is_asked_denies_it() {
+    let world = world_with_standard_config();
+    let handler = TestClient {
+        hang: true,
+        ..TestClient::answering("allow_once")
+    };
+    let session = start(&world, handler.clone(), &[]).await;
+    let waited = tokio::time::timeout(
+        Duration::from_secs(2),
+        session
+            .client
+            .call_tool(call("notes__add_note", json!({"title": "t", "body": "b"}))),
+    )
+    .await;
+    assert!(waited.is_err(), "the ask should still be open");
+    assert_eq!(handler.asked().len(), 1);
+    assert!(
+        eventually(15.0, || {
+            tool_calls(&world, "mcp__notes__add_note")
+                .first()
+                .is_some_and(|r| r["outcome"] == "denied")
+        }),
+        "the call was not settled as denied: {:?}",
+        tool_calls(&world, "mcp__notes__add_note")
+    );
+    session.finish(&world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_prefix_serves_remote_names_with_one_upstream_only() {
     // Two upstream servers: refused, exit 2, nothing left running.
     let world = world_with_standard_config();

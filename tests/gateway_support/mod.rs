@@ -77,6 +77,8 @@ pub struct TestClient {
     pub answer: Option<(ElicitationAction, Value)>,
     pub asked: Arc<Mutex<Vec<String>>>,
     pub list_changed: Arc<AtomicUsize>,
+    /// Never answer an elicitation (the person walked away).
+    pub hang: bool,
 }
 
 impl TestClient {
@@ -128,6 +130,9 @@ impl ClientHandler for TestClient {
         };
         if let Ok(mut asked) = self.asked.lock() {
             asked.push(text);
+        }
+        if self.hang {
+            tokio::time::sleep(std::time::Duration::from_secs(600)).await;
         }
         Ok(match &self.answer {
             Some((action, content)) => {
