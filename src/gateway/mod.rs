@@ -137,7 +137,7 @@ impl Gateway {
             }
         }
         for name in ambiguous {
-            tracing::warn!(tool = %name, "two upstream tools share this gateway name; neither is exposed");
+            tracing::debug!(tool = %name, "two upstream tools share this gateway name; neither is exposed");
             table.remove(&name);
         }
         table
