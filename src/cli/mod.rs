@@ -5,6 +5,7 @@
 mod audit;
 mod call;
 mod demo;
+mod gateway;
 mod mcp;
 mod mcp_config;
 mod output;
@@ -163,6 +164,26 @@ pub enum Command {
     /// Verify and read audit logs.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Serve the enforced, aggregated tools as an MCP server (stdio, or
+    /// streamable HTTP at `/mcp`).
+    #[command(group(clap::ArgGroup::new("transport").required(true).args(["stdio", "listen"])))]
+    Gateway {
+        /// Serve one client over stdin/stdout (stdout carries protocol only).
+        #[arg(long)]
+        stdio: bool,
+        /// Serve streamable HTTP at http://ADDR/mcp (ADDR = IP:PORT; port 0 picks one).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+        /// Allow a non-loopback --listen address (clients are not authenticated).
+        #[arg(long)]
+        allow_remote: bool,
+        /// Also accept this `Host` header name (repeatable; with --allow-remote).
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_hosts: Vec<String>,
+        /// Expose tools under their own names (only with one upstream server).
+        #[arg(long)]
+        no_prefix: bool,
+    },
     /// Serve one of the MCP servers shipped inside warden over stdio
     /// (`notes`, `fixture`); used by the demo and the tests.
     #[command(name = "example-server", hide = true)]
@@ -315,6 +336,22 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Sandbox(cmd) => sandbox::run(&cli.global, cmd),
         Command::Policy(cmd) => policy::run(&cli.global, cmd),
         Command::Audit(cmd) => audit::run(&cli.global, cmd),
+        Command::Gateway {
+            stdio,
+            listen,
+            allow_remote,
+            allow_hosts,
+            no_prefix,
+        } => gateway::run(
+            &cli.global,
+            gateway::GatewayArgs {
+                stdio,
+                listen,
+                allow_remote,
+                allow_hosts,
+                no_prefix,
+            },
+        ),
         Command::ExampleServer { name, args } => run_example_server(&name, &args),
     }
 }

@@ -1,1 +1,559 @@
-//! `warden gateway`: the enforced tools served as an MCP server (later issue).
+//! `warden gateway`: the session's enforced, aggregated tools served as one
+//! MCP server, over stdio or streamable HTTP at `/mcp` (CONTRACT §2, §4, §5).
+//!
+//! The gateway is a thin [`ServerHandler`] over a [`Host`]:
+//!
+//! - `tools/list` shows the host's visible tools as `S__T` (the qualified
+//!   `mcp__S__T` without its `mcp__` prefix), or under their remote names
+//!   with `--no-prefix`, with description, schemas and annotations exactly
+//!   as the upstream server listed them. A name → qualified table is kept;
+//!   names are never parsed back.
+//! - `tools/call` goes through [`Host::call`] with [`Caller::Gateway`], so
+//!   the pipeline decides and the audit log records every call.
+//! - Error mapping (what a client sees):
+//!   - an unknown tool name → JSON-RPC error `-32602` (invalid params);
+//!   - a result the upstream sent (ok or `isError: true`) → passed through
+//!     unchanged;
+//!   - a denial → a tool result with `isError: true` whose text names the
+//!     deciding stage and the reasons ("Denied by warden's rules stage: …"),
+//!     so a model can adapt;
+//!   - an upstream JSON-RPC error, transport failure, timeout or
+//!     cancellation → a tool result with `isError: true` saying what
+//!     happened ("warden: the call to `S`/`T` failed (timeout): …"). MCP
+//!     clients tend to render protocol errors opaquely; the model should
+//!     read why the call failed.
+//! - `ask` → when the client declared form elicitation, an elicitation
+//!   request naming the server, tool, an arguments summary and the reasons,
+//!   with one required enum field `decision`: `allow_once` | `deny`.
+//!   Declining, cancelling, timing out or anything else is a deny. A client
+//!   without elicitation is never asked: the call is denied, and the text
+//!   says the client could not be asked.
+//! - When the host's tools change, every connected client gets
+//!   `notifications/tools/list_changed`.
+//!
+//! The gateway speaks the session protocol revisions (up to 2025-11-25),
+//! which carry server-to-client elicitation and list-changed notifications
+//! on the session; stdout of `--stdio` carries protocol messages only.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, DiscoverRequestMethod,
+    DiscoverResult, ElicitRequestParams, ElicitationAction, ElicitationSchema, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool,
+};
+use rmcp::service::{ElicitationMode, NotificationContext, RequestContext};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::Outcome;
+use crate::host::{CallReport, CallRequest, Caller, Host};
+use crate::policy::ask::sanitize_for_terminal;
+use crate::policy::{AskAnswer, AskPrompt, Asker, Mode};
+
+/// How long a client has to answer an elicitation before the call is denied.
+pub const ELICITATION_TIMEOUT: Duration = Duration::from_secs(300);
+/// The elicitation answer that allows the call (once).
+pub const ALLOW_ONCE: &str = "allow_once";
+/// The elicitation answer that denies the call.
+pub const DENY: &str = "deny";
+
+/// The protocol revision the gateway steers clients to (session-based: the
+/// elicitation and list-changed messages travel on the session).
+const MAX_PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+#[derive(Debug, Clone, Default)]
+pub struct GatewayOptions {
+    /// Expose remote names instead of `S__T` (one upstream server only).
+    pub no_prefix: bool,
+}
+
+/// The MCP server handler over a [`Host`]. Cheap to clone: one per HTTP
+/// session, all sharing the host.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    host: Arc<Host>,
+    options: GatewayOptions,
+    /// Cancelled when the gateway stops: ends the list-changed watchers.
+    stop: CancellationToken,
+}
+
+/// One exposed tool: its gateway name, the qualified name the host knows,
+/// and the definition shown to clients.
+#[derive(Debug, Clone)]
+struct Exposed {
+    qualified: String,
+    definition: Tool,
+}
+
+impl Gateway {
+    pub fn new(host: Arc<Host>, options: GatewayOptions, stop: CancellationToken) -> Gateway {
+        Gateway {
+            inner: Arc::new(Inner {
+                host,
+                options,
+                stop,
+            }),
+        }
+    }
+
+    pub fn host(&self) -> &Arc<Host> {
+        &self.inner.host
+    }
+
+    /// The exposed tools, by gateway name. Names that would collide (only
+    /// possible with `--no-prefix`) are left out, never guessed.
+    fn table(&self) -> BTreeMap<String, Exposed> {
+        let view = self.inner.host.tools();
+        let mut table: BTreeMap<String, Exposed> = BTreeMap::new();
+        let mut ambiguous = Vec::new();
+        for entry in view.visible() {
+            let name = if self.inner.options.no_prefix {
+                entry.remote.clone()
+            } else {
+                gateway_name(&entry.qualified)
+            };
+            let mut definition = entry.definition.clone();
+            definition.name = Cow::Owned(name.clone());
+            let exposed = Exposed {
+                qualified: entry.qualified.clone(),
+                definition,
+            };
+            if table.insert(name.clone(), exposed).is_some() {
+                ambiguous.push(name);
+            }
+        }
+        for name in ambiguous {
+            tracing::debug!(tool = %name, "two upstream tools share this gateway name; neither is exposed");
+            table.remove(&name);
+        }
+        table
+    }
+
+    /// A digest of what `tools/list` shows, to notify only on real changes.
+    fn listing_signature(&self) -> String {
+        let tools: Vec<Value> = self
+            .table()
+            .values()
+            .map(|t| serde_json::to_value(&t.definition).unwrap_or(Value::Null))
+            .collect();
+        crate::digest::sha256_json(&Value::Array(tools))
+    }
+
+    /// Sends `notifications/tools/list_changed` to `peer` whenever the
+    /// exposed tools change, until the peer goes away or the gateway stops.
+    fn watch_tools(&self, peer: Peer<RoleServer>) {
+        let gateway = self.clone();
+        let mut changes = self.inner.host.manager().subscribe();
+        let stop = self.inner.stop.clone();
+        tokio::spawn(async move {
+            let mut last = gateway.listing_signature();
+            // A client that went away without a change to tell it about is
+            // noticed here, so no watcher outlives its session for long.
+            let mut alive = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() {
+                            break;
+                        }
+                    }
+                    _ = alive.tick() => {
+                        if peer.is_transport_closed() {
+                            break;
+                        }
+                        continue;
+                    }
+                    () = stop.cancelled() => break,
+                }
+                let now = gateway.listing_signature();
+                if now == last {
+                    continue;
+                }
+                last = now;
+                tracing::info!("tools changed; notifying the client");
+                if let Err(error) = peer.notify_tool_list_changed().await {
+                    tracing::debug!(%error, "the client is gone; no more list_changed");
+                    break;
+                }
+            }
+        });
+    }
+
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let table = self.table();
+        let Some(exposed) = table.get(request.name.as_ref()) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`", request.name),
+                None,
+            ));
+        };
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let session_protocol = context
+            .protocol_version()
+            .is_none_or(|version| version.has_initialize());
+        let can_elicit = session_protocol
+            && context
+                .peer
+                .supported_elicitation_modes()
+                .contains(&ElicitationMode::Form);
+        let elicitor = ElicitationAsker {
+            peer: context.peer.clone(),
+            cancel: context.ct.clone(),
+            exposed_name: request.name.to_string(),
+        };
+        let asker: Option<&dyn Asker> = match self.inner.host.mode() {
+            Mode::Gateway if can_elicit => Some(&elicitor),
+            _ => None,
+        };
+        let report = self
+            .inner
+            .host
+            .call(
+                CallRequest {
+                    qualified: exposed.qualified.clone(),
+                    arguments,
+                    caller: Caller::Gateway,
+                },
+                asker,
+                context.ct.clone(),
+            )
+            .await
+            .map_err(|refusal| ErrorData::invalid_params(refusal.to_string(), None))?;
+        let cannot_ask = self.inner.host.mode() == Mode::Gateway && !can_elicit;
+        Ok(result_for_client(&report, cannot_ask))
+    }
+}
+
+/// The gateway name of a qualified `mcp__S__T`: `S__T`.
+pub fn gateway_name(qualified: &str) -> String {
+    qualified
+        .strip_prefix("mcp__")
+        .unwrap_or(qualified)
+        .to_string()
+}
+
+/// What the client receives for a call the host decided.
+fn result_for_client(report: &CallReport, cannot_ask: bool) -> CallToolResult {
+    match report.outcome {
+        Outcome::Ok | Outcome::ToolError => {
+            let sent = report
+                .result
+                .clone()
+                .and_then(|v| serde_json::from_value::<CallToolResult>(v).ok());
+            match sent {
+                Some(result) => result,
+                None => CallToolResult::error(vec![ContentBlock::text(format!(
+                    "warden: the result of `{}`/`{}` could not be passed on",
+                    report.server, report.tool
+                ))]),
+            }
+        }
+        Outcome::Denied => {
+            let mut text = format!(
+                "Denied by warden's {} stage: {}",
+                report.decision.stage,
+                report.decision.reasons.join("; ")
+            );
+            if cannot_ask && report.decision.reasons.iter().any(|r| r.contains("asked")) {
+                text.push_str(
+                    " (this MCP client did not declare the elicitation capability, \
+                     so it cannot be asked to approve the call)",
+                );
+            }
+            CallToolResult::error(vec![ContentBlock::text(text)])
+        }
+        Outcome::RpcError | Outcome::Timeout | Outcome::Cancelled => {
+            CallToolResult::error(vec![ContentBlock::text(format!(
+                "warden: the call to `{}`/`{}` failed ({}): {}",
+                report.server,
+                report.tool,
+                report.outcome.as_str(),
+                report.error.as_deref().unwrap_or("no details")
+            ))])
+        }
+    }
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("warden", env!("CARGO_PKG_VERSION")))
+        .with_instructions(if self.inner.options.no_prefix {
+            "warden gateway: the tools of one MCP server under their own names. Every call \
+             is decided by warden's permission pipeline and audited; a denied call returns \
+             an error naming the stage and reason."
+        } else {
+            "warden gateway: tools of the configured MCP servers, named SERVER__TOOL. Every \
+             call is decided by warden's permission pipeline and audited; a denied call \
+             returns an error naming the stage and reason."
+        });
+        info.protocol_version = MAX_PROTOCOL;
+        info
+    }
+
+    /// Every known revision is accepted on the wire, but `server/discover`
+    /// is answered like a server from before 2026-07-28 answers it (method
+    /// not found), so modern clients fall back to `initialize` and the
+    /// session protocol, which carries elicitation and list-changed
+    /// notifications. A request made statelessly under 2026-07-28 anyway is
+    /// served, but its `ask` decisions are denied: that revision has no
+    /// server-to-client elicitation request.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        Err(ErrorData::method_not_found::<DiscoverRequestMethod>())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tracing::info!("gateway client initialized");
+        self.watch_tools(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.table().into_values().map(|t| t.definition).collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.table().remove(name).map(|t| t.definition)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.call(request, context)
+            .await
+            .map(CallToolResponse::Complete)
+    }
+}
+
+/// Puts an `ask` to the MCP client as a form elicitation. Anything but an
+/// explicit `allow_once` is a deny; so is the client's request being
+/// cancelled while it is asked.
+struct ElicitationAsker {
+    peer: Peer<RoleServer>,
+    cancel: CancellationToken,
+    exposed_name: String,
+}
+
+impl Asker for ElicitationAsker {
+    fn ask<'a>(&'a self, prompt: &'a AskPrompt) -> BoxFuture<'a, AskAnswer> {
+        Box::pin(async move {
+            let Some(schema) = decision_schema() else {
+                tracing::error!("cannot build the elicitation schema; denying");
+                return AskAnswer::Deny;
+            };
+            let params = ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: elicitation_message(prompt, &self.exposed_name),
+                requested_schema: schema,
+            };
+            let answer = tokio::select! {
+                answer = self.peer.create_elicitation_with_timeout(params, Some(ELICITATION_TIMEOUT)) => answer,
+                () = self.cancel.cancelled() => {
+                    tracing::info!("the client cancelled the call while it was asked");
+                    return AskAnswer::Deny;
+                }
+            };
+            match answer {
+                Ok(result) => answer_of(result.action, result.content.as_ref()),
+                Err(error) => {
+                    tracing::warn!(%error, "elicitation failed; denying");
+                    AskAnswer::Deny
+                }
+            }
+        })
+    }
+}
+
+/// The one field the client fills in: `decision`, `allow_once` or `deny`.
+fn decision_schema() -> Option<ElicitationSchema> {
+    serde_json::from_value(json!({
+        "type": "object",
+        "properties": {
+            "decision": {
+                "type": "string",
+                "title": "Allow this tool call?",
+                "description": "allow_once runs this one call; deny refuses it.",
+                "enum": [ALLOW_ONCE, DENY],
+                "enumNames": ["Allow once", "Deny"]
+            }
+        },
+        "required": ["decision"]
+    }))
+    .map_err(|error| tracing::error!(%error, "elicitation schema"))
+    .ok()
+}
+
+fn answer_of(action: ElicitationAction, content: Option<&Value>) -> AskAnswer {
+    let decision = content
+        .and_then(|c| c.get("decision"))
+        .and_then(Value::as_str);
+    match (action, decision) {
+        (ElicitationAction::Accept, Some(ALLOW_ONCE)) => AskAnswer::AllowOnce,
+        _ => AskAnswer::Deny,
+    }
+}
+
+fn elicitation_message(prompt: &AskPrompt, exposed_name: &str) -> String {
+    const MAX_ARGS: usize = 1000;
+    let mut args = serde_json::to_string(&prompt.arguments).unwrap_or_default();
+    if args.len() > MAX_ARGS {
+        let cut = (0..=MAX_ARGS)
+            .rev()
+            .find(|i| args.is_char_boundary(*i))
+            .unwrap_or(0);
+        args.truncate(cut);
+        args.push_str("… (truncated)");
+    }
+    sanitize_for_terminal(&format!(
+        "warden asks before this tool call runs.\n\
+         server: {server}\ntool: {tool} (as {exposed_name})\narguments: {args}\n\
+         why warden asks (stage `{stage}`): {reasons}\n\
+         Choose allow_once to run this call once, or deny.",
+        server = prompt.server,
+        tool = prompt.tool,
+        stage = prompt.stage,
+        reasons = prompt.reasons.join("; "),
+    ))
+}
+
+/// Serves one client over stdin/stdout until it disconnects or `stop` is
+/// cancelled.
+pub async fn serve_stdio(gateway: Gateway, stop: CancellationToken) -> anyhow::Result<()> {
+    let running = gateway.serve(rmcp::transport::stdio()).await?;
+    let cancel = running.cancellation_token();
+    tokio::select! {
+        quit = running.waiting() => {
+            tracing::info!(reason = ?quit, "the gateway client disconnected");
+        }
+        () = stop.cancelled() => {
+            cancel.cancel();
+        }
+    }
+    Ok(())
+}
+
+/// Where to listen, and which `Host` names (besides loopback ones) to accept.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub addr: SocketAddr,
+    /// Extra `Host` header names accepted (for `--allow-remote`).
+    pub allowed_hosts: Vec<String>,
+}
+
+/// Binds `addr` and returns the bound address and the server future, which
+/// serves streamable HTTP at `/mcp` until `stop` is cancelled. Host and
+/// Origin headers are checked against loopback names, the bound address
+/// and `allowed_hosts`.
+pub async fn bind_http(
+    gateway: Gateway,
+    options: HttpOptions,
+    stop: CancellationToken,
+) -> anyhow::Result<(
+    SocketAddr,
+    impl std::future::Future<Output = anyhow::Result<()>>,
+)> {
+    let listener = tokio::net::TcpListener::bind(options.addr).await?;
+    let local = listener.local_addr()?;
+    let port = local.port();
+    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()];
+    if !local.ip().is_unspecified() && !local.ip().is_loopback() {
+        hosts.push(match local.ip() {
+            std::net::IpAddr::V4(ip) => ip.to_string(),
+            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        });
+    }
+    hosts.extend(options.allowed_hosts.iter().cloned());
+    let origins: Vec<String> = hosts.iter().map(|h| format!("http://{h}:{port}")).collect();
+    let mut allowed_hosts = hosts.clone();
+    allowed_hosts.push("::1".into());
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed_hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_cancellation_token(stop.child_token());
+    let service: StreamableHttpService<Gateway, LocalSessionManager> =
+        StreamableHttpService::new(move || Ok(gateway.clone()), Arc::default(), config);
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let serve = async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move { stop.cancelled_owned().await })
+            .await?;
+        Ok(())
+    };
+    Ok((local, serve))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gateway_names_drop_only_the_mcp_prefix() {
+        assert_eq!(gateway_name("mcp__notes__read_note"), "notes__read_note");
+        assert_eq!(gateway_name("mcp__a__mcp__b"), "a__mcp__b");
+    }
+
+    #[test]
+    fn only_an_accepted_allow_once_allows() {
+        let allow = json!({"decision": "allow_once"});
+        let deny = json!({"decision": "deny"});
+        assert_eq!(
+            answer_of(ElicitationAction::Accept, Some(&allow)),
+            AskAnswer::AllowOnce
+        );
+        assert_eq!(
+            answer_of(ElicitationAction::Accept, Some(&deny)),
+            AskAnswer::Deny
+        );
+        assert_eq!(
+            answer_of(ElicitationAction::Decline, Some(&allow)),
+            AskAnswer::Deny
+        );
+        assert_eq!(answer_of(ElicitationAction::Cancel, None), AskAnswer::Deny);
+        assert_eq!(
+            answer_of(ElicitationAction::Accept, Some(&json!({"decision": true}))),
+            AskAnswer::Deny
+        );
+    }
+
+    #[test]
+    fn the_decision_schema_is_valid() {
+        assert!(decision_schema().is_some());
+    }
+}

@@ -1,0 +1,149 @@
+//! `warden gateway --stdio | --listen ADDR`: the enforced, aggregated tools
+//! served as one MCP server (the work is in [`crate::gateway`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::{CliError, GlobalArgs, exit, session};
+use crate::gateway::{Gateway, GatewayOptions, HttpOptions};
+use crate::host::Host;
+use crate::mcp::ServerState;
+use crate::policy::Mode;
+
+/// The parsed `gateway` flags.
+#[derive(Debug, Clone)]
+pub struct GatewayArgs {
+    pub stdio: bool,
+    pub listen: Option<String>,
+    pub allow_remote: bool,
+    pub allow_hosts: Vec<String>,
+    pub no_prefix: bool,
+}
+
+pub fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<u8> {
+    let listen = match (&args.listen, args.stdio) {
+        (Some(addr), false) => Some(parse_listen(addr, args.allow_remote)?),
+        (None, true) => None,
+        _ => {
+            return Err(CliError::usage(
+                "give exactly one of --stdio and --listen ADDR",
+            ));
+        }
+    };
+    if !args.allow_hosts.is_empty() && !args.allow_remote {
+        return Err(CliError::usage("--allow-host needs --allow-remote"));
+    }
+    let options = session::host_options(global, Mode::Gateway)?;
+    session::run_async(|cancel| async move {
+        let host = Arc::new(Host::open(options).map_err(session::host_error)?);
+        tokio::select! {
+            () = host.connect() => {}
+            () = cancel.cancelled() => {
+                host.shutdown().await;
+                return Ok(exit::FAILED);
+            }
+        }
+        for status in host.statuses() {
+            if status.state != ServerState::Connected {
+                tracing::warn!(
+                    server = %status.name,
+                    state = ?status.state,
+                    error = status.error.as_deref().unwrap_or(""),
+                    "upstream server is not available; its tools are not served"
+                );
+            }
+        }
+        if args.no_prefix {
+            let connected: Vec<String> = host
+                .statuses()
+                .into_iter()
+                .filter(|s| s.state == ServerState::Connected)
+                .map(|s| s.name)
+                .collect();
+            if connected.len() != 1 {
+                host.shutdown().await;
+                return Err(CliError::usage(format!(
+                    "--no-prefix needs exactly one connected upstream server, not {} ({})",
+                    connected.len(),
+                    if connected.is_empty() {
+                        "none".to_string()
+                    } else {
+                        connected.join(", ")
+                    }
+                )));
+            }
+        }
+        let gateway = Gateway::new(
+            host.clone(),
+            GatewayOptions {
+                no_prefix: args.no_prefix,
+            },
+            cancel.clone(),
+        );
+        let result = match listen {
+            None => crate::gateway::serve_stdio(gateway, cancel.clone()).await,
+            Some(addr) => {
+                serve_http(
+                    gateway,
+                    addr,
+                    args.allow_remote,
+                    args.allow_hosts,
+                    cancel.clone(),
+                )
+                .await
+            }
+        };
+        cancel.cancel();
+        host.shutdown().await;
+        result
+            .map(|()| exit::OK)
+            .map_err(|e| match e.downcast::<CliError>() {
+                Ok(cli) => cli.into(),
+                Err(other) => CliError::with_code(exit::FAILED, format!("gateway: {other:#}")),
+            })
+    })
+}
+
+async fn serve_http(
+    gateway: Gateway,
+    addr: SocketAddr,
+    remote: bool,
+    allowed_hosts: Vec<String>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<()> {
+    let (local, serve) = crate::gateway::bind_http(
+        gateway,
+        HttpOptions {
+            addr,
+            allowed_hosts,
+        },
+        cancel,
+    )
+    .await
+    .map_err(|e| CliError::usage(format!("--listen {addr}: {e}")))?;
+    eprintln!("warden gateway: listening on http://{local}/mcp");
+    if remote {
+        eprintln!(
+            "warden gateway: WARNING: listening on a non-loopback address; clients are NOT \
+             authenticated: anyone who can reach {local} can call the served tools"
+        );
+    }
+    serve.await
+}
+
+/// `--listen ADDR`: an IP address and port; a non-loopback address only
+/// with `--allow-remote`.
+fn parse_listen(addr: &str, allow_remote: bool) -> anyhow::Result<SocketAddr> {
+    let parsed: SocketAddr = addr.parse().map_err(|_| {
+        CliError::usage(format!(
+            "--listen {addr}: expected IP:PORT, e.g. 127.0.0.1:8765"
+        ))
+    })?;
+    if !parsed.ip().is_loopback() && !allow_remote {
+        return Err(CliError::usage(format!(
+            "--listen {addr}: not a loopback address; the gateway does not authenticate \
+             clients, so pass --allow-remote to accept connections from other hosts"
+        )));
+    }
+    Ok(parsed)
+}

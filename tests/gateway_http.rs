@@ -1,0 +1,272 @@
+//! `warden gateway --listen`: streamable HTTP at `/mcp`, with rmcp as the
+//! client, the Host/Origin checks, and the loopback-only default.
+
+mod gateway_support;
+
+use std::time::Duration;
+
+use gateway_support::{
+    TestClient, World, call, eventually, gateway_command, is_error, standard_config, text_of,
+};
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::json;
+use tokio::io::AsyncBufReadExt;
+
+struct Listening {
+    child: tokio::process::Child,
+    url: String,
+    port: u16,
+}
+
+/// Starts the gateway on 127.0.0.1:0 and reads the bound address from stderr.
+async fn listen(world: &World) -> Listening {
+    let mut child = gateway_command(world, &["--listen", "127.0.0.1:0"])
+        .spawn()
+        .expect("spawn gateway");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let url = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut seen = Vec::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(url) = line.strip_prefix("warden gateway: listening on ") {
+                return url.trim().to_string();
+            }
+            seen.push(line);
+        }
+        panic!("the gateway never said where it listens: {seen:?}");
+    })
+    .await
+    .expect("listening in time");
+    // Keep draining stderr so the gateway never blocks on it.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let port = url
+        .trim_end_matches("/mcp")
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port in the url");
+    Listening { child, url, port }
+}
+
+impl Listening {
+    async fn stop(mut self, world: &World) {
+        if let Some(pid) = self.child.id() {
+            // SIGTERM: the gateway stops its servers and exits cleanly.
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
+        }
+        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("the gateway exits on SIGTERM")
+            .expect("wait");
+        assert!(status.success(), "{status:?}");
+        assert!(
+            eventually(10.0, || world.leftover_processes().is_empty()),
+            "left behind: {:?}",
+            world.leftover_processes()
+        );
+    }
+}
+
+fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("reqwest client")
+}
+
+fn initialize_body() -> String {
+    json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}
+        }
+    })
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rmcp_client_uses_the_gateway_over_streamable_http() {
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let gateway = listen(&world).await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    let handler = TestClient::answering("allow_once");
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(gateway.url.clone()),
+    );
+    let client = handler
+        .clone()
+        .serve(transport)
+        .await
+        .expect("initialize over HTTP");
+    let tools = client.list_all_tools().await.expect("list");
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert!(names.contains(&"notes__read_note"), "{names:?}");
+    assert!(!names.contains(&"notes__delete_note"), "{names:?}");
+
+    let result = client
+        .call_tool(call("notes__read_note", json!({"id": 2})))
+        .await
+        .expect("read_note");
+    assert!(text_of(&result).contains("Milk"), "{result:?}");
+
+    let result = client
+        .call_tool(call("fixture__echo", json!({"message": "my secret"})))
+        .await
+        .expect("echo");
+    assert!(is_error(&result));
+    assert!(text_of(&result).contains("rules stage"));
+
+    // Elicitation over HTTP.
+    let result = client
+        .call_tool(call("notes__add_note", json!({"title": "h", "body": "b"})))
+        .await
+        .expect("add_note");
+    assert!(!is_error(&result), "{result:?}");
+    assert_eq!(handler.asked().len(), 1);
+
+    // list_changed reaches an HTTP client too.
+    client
+        .call_tool(call("fixture__add_tool", json!({})))
+        .await
+        .expect("add_tool");
+    assert!(
+        eventually(10.0, || handler.list_changed() > 0),
+        "no list_changed over HTTP"
+    );
+    let _ = client.cancel().await;
+    gateway.stop(&world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_host_or_origin_is_refused_with_403() {
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let gateway = listen(&world).await;
+    let http = http_client();
+    let post = |host: Option<&str>, origin: Option<&str>| {
+        let mut request = http
+            .post(&gateway.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(initialize_body());
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+    let bad_host = post(Some("evil.example"), None).await.expect("send");
+    assert_eq!(bad_host.status().as_u16(), 403);
+    let rebinding = post(Some(&format!("evil.example:{}", gateway.port)), None)
+        .await
+        .expect("send");
+    assert_eq!(rebinding.status().as_u16(), 403);
+    let bad_origin = post(None, Some("http://evil.example")).await.expect("send");
+    assert_eq!(bad_origin.status().as_u16(), 403);
+    // The same request from a loopback origin is served.
+    let good = post(None, Some(&format!("http://127.0.0.1:{}", gateway.port)))
+        .await
+        .expect("send");
+    assert_eq!(good.status().as_u16(), 200);
+    gateway.stop(&world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warden_itself_can_use_the_gateway_as_an_http_upstream() {
+    // warden's own client negotiates with `server/discover` first and falls
+    // back to the session protocol the gateway speaks.
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let gateway = listen(&world).await;
+    let outer = World::new();
+    outer.write_config(&json!({
+        "mcpServers": {"gw": {"type": "http", "url": gateway.url}},
+        "permissions": {"allow": ["mcp__gw__*"]},
+    }));
+    let out = tokio::task::spawn_blocking(move || {
+        let out = outer.run(&[
+            "call",
+            "gw",
+            "notes__read_note",
+            "--json",
+            "--args",
+            r#"{"id": 2}"#,
+        ]);
+        drop(outer);
+        out
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Milk, bread, coffee."), "{stdout}");
+    gateway.stop(&world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_remote_listens_and_warns_that_clients_are_unauthenticated() {
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let mut child = gateway_command(&world, &["--listen", "0.0.0.0:0", "--allow-remote"])
+        .spawn()
+        .expect("spawn gateway");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let seen = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut seen = Vec::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let done = line.contains("NOT authenticated");
+            seen.push(line);
+            if done {
+                break;
+            }
+        }
+        seen
+    })
+    .await
+    .expect("stderr in time");
+    let text = seen.join("\n");
+    assert!(text.contains("listening on http://0.0.0.0:"), "{text}");
+    assert!(text.contains("NOT authenticated"), "{text}");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let gateway = Listening {
+        child,
+        url: String::new(),
+        port: 0,
+    };
+    gateway.stop(&world).await;
+}
+
+#[test]
+fn a_non_loopback_address_needs_allow_remote() {
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let out = world.run(&["gateway", "--listen", "0.0.0.0:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--allow-remote"), "{stderr}");
+    assert!(world.leftover_processes().is_empty());
+
+    let out = world.run(&["gateway"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = world.run(&["gateway", "--stdio", "--allow-host", "example.org"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = world.run(&["gateway", "--stdio", "--listen", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(2));
+}

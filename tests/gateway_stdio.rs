@@ -1,0 +1,505 @@
+//! `warden gateway --stdio`: the real binary, warden's real example servers
+//! launched in the sandbox, and rmcp as the client over the child's stdio.
+//! Any byte on stdout that is not protocol would break the client.
+
+mod gateway_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gateway_support::{
+    TestClient, World, audit_lines, audit_path, call, eventually, gateway_command_with, is_error,
+    standard_config, text_of,
+};
+use rmcp::model::ElicitationAction;
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+struct Session {
+    client: RunningService<RoleClient, TestClient>,
+    child: tokio::process::Child,
+    stderr: tokio::task::JoinHandle<String>,
+    /// stdout lines that were not JSON-RPC messages.
+    not_protocol: Arc<Mutex<Vec<String>>>,
+}
+
+/// Copies the gateway's stdout to the client, recording every line that is
+/// not a JSON-RPC 2.0 message.
+fn checked_stdout(
+    stdout: tokio::process::ChildStdout,
+) -> (tokio::io::DuplexStream, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let bad = Arc::new(Mutex::new(Vec::new()));
+    let (mut writer, reader) = tokio::io::duplex(1 << 20);
+    let record = bad.clone();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let ok = serde_json::from_str::<Value>(&line).is_ok_and(|v| v["jsonrpc"] == "2.0");
+            if !ok {
+                record.lock().unwrap().push(line.clone());
+            }
+            if writer
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    (reader, bad)
+}
+
+async fn start(world: &World, handler: TestClient, args: &[&str]) -> Session {
+    let mut full = vec!["--stdio"];
+    full.extend_from_slice(args);
+    start_with(world, handler, &[], &full).await
+}
+
+/// `warden GLOBAL… gateway ARGS…`, connected.
+async fn start_with(world: &World, handler: TestClient, global: &[&str], args: &[&str]) -> Session {
+    let mut child = gateway_command_with(world, global, args)
+        .spawn()
+        .expect("spawn gateway");
+    let (stdout, not_protocol) = checked_stdout(child.stdout.take().expect("stdout"));
+    let stdin = child.stdin.take().expect("stdin");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let stderr = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text).await;
+        text
+    });
+    let client = tokio::time::timeout(Duration::from_secs(60), handler.serve((stdout, stdin)))
+        .await
+        .expect("initialize in time")
+        .expect("initialize");
+    Session {
+        client,
+        child,
+        stderr,
+        not_protocol,
+    }
+}
+
+impl Session {
+    /// Disconnects; the gateway must exit by itself, cleanly, and leave no
+    /// server process behind. Returns its stderr.
+    async fn finish(mut self, world: &World) -> String {
+        let _ = self.client.cancel().await;
+        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("the gateway exits after its client disconnects")
+            .expect("wait");
+        let stderr = self.stderr.await.unwrap_or_default();
+        assert!(
+            status.success(),
+            "gateway exit {status:?}; stderr:\n{stderr}"
+        );
+        let not_protocol = self.not_protocol.lock().unwrap().clone();
+        assert!(
+            not_protocol.is_empty(),
+            "stdout carried non-protocol lines: {not_protocol:?}"
+        );
+        assert!(
+            eventually(10.0, || world.leftover_processes().is_empty()),
+            "server processes left behind: {:?}",
+            world.leftover_processes()
+        );
+        stderr
+    }
+}
+
+fn world_with_standard_config() -> World {
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    world
+}
+
+fn tool_calls(world: &World, qualified: &str) -> Vec<Value> {
+    audit_lines(&audit_path(world))
+        .into_iter()
+        .filter(|r| r["event"] == "tool_call" && r["qualified"] == qualified)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_and_decides_like_the_host_with_upstream_results_unchanged() {
+    let world = world_with_standard_config();
+    let handler = TestClient::plain();
+    let session = start(&world, handler.clone(), &[]).await;
+    let client = &session.client;
+
+    // tools/list: S__T names, the deny-without-conditions tool left out,
+    // definitions as the upstream listed them.
+    let tools = client.list_all_tools().await.expect("list");
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for expected in [
+        "notes__read_note",
+        "notes__list_notes",
+        "notes__add_note",
+        "fixture__echo",
+        "fixture__sleep",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    assert!(!names.contains(&"notes__delete_note"), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("mcp__")), "{names:?}");
+    let read_note = tools
+        .iter()
+        .find(|t| t.name == "notes__read_note")
+        .expect("read_note");
+    assert_eq!(
+        read_note.description.as_deref(),
+        Some("Read one note by id.")
+    );
+    assert_eq!(
+        read_note
+            .annotations
+            .as_ref()
+            .and_then(|a| a.read_only_hint),
+        Some(true)
+    );
+    assert!(read_note.input_schema.contains_key("properties"));
+    let peer = client.peer_info().expect("server info");
+    assert!(
+        peer.capabilities
+            .tools
+            .as_ref()
+            .and_then(|t| t.list_changed)
+            .unwrap_or(false),
+        "listChanged must be advertised"
+    );
+
+    // Allowed by a rule: the upstream content.
+    let result = client
+        .call_tool(call("notes__read_note", json!({"id": 2})))
+        .await
+        .expect("read_note");
+    assert!(!is_error(&result));
+    assert!(
+        text_of(&result).contains("Milk, bread, coffee."),
+        "{result:?}"
+    );
+
+    // structuredContent passes through unchanged.
+    let result = client
+        .call_tool(call("fixture__echo", json!({"message": "hi"})))
+        .await
+        .expect("echo");
+    assert_eq!(result.structured_content, Some(json!({"message": "hi"})));
+
+    // Denied by a rule with an argument condition: isError naming the stage.
+    let result = client
+        .call_tool(call("fixture__echo", json!({"message": "a secret"})))
+        .await
+        .expect("denied echo");
+    assert!(is_error(&result));
+    let text = text_of(&result);
+    assert!(text.contains("Denied by warden's rules stage"), "{text}");
+
+    // The upstream's own tool error passes through as it was sent.
+    let result = client
+        .call_tool(call("fixture__fail", json!({})))
+        .await
+        .expect("fail");
+    assert!(is_error(&result));
+    assert_eq!(text_of(&result), "this tool always fails");
+
+    // An upstream JSON-RPC error becomes an isError result that says so.
+    let result = client
+        .call_tool(call("fixture__rpc_error", json!({})))
+        .await
+        .expect("rpc_error");
+    assert!(is_error(&result));
+    let text = text_of(&result);
+    assert!(
+        text.contains("rpc_error") && text.contains("deliberate"),
+        "{text}"
+    );
+
+    // Unknown names (including the hidden tool and a qualified name) are
+    // invalid params.
+    for name in ["nope", "notes__delete_note", "mcp__notes__read_note"] {
+        let error = client
+            .call_tool(call(name, json!({})))
+            .await
+            .expect_err("unknown tool");
+        let text = format!("{error:?}");
+        assert!(
+            text.contains("-32602")
+                || text.contains("InvalidParams")
+                || text.contains("INVALID_PARAMS"),
+            "{text}"
+        );
+    }
+
+    // `ask` with a client that cannot be asked: denied, and the text says why.
+    let result = client
+        .call_tool(call("notes__add_note", json!({"title": "t", "body": "b"})))
+        .await
+        .expect("add_note");
+    assert!(is_error(&result));
+    let text = text_of(&result);
+    assert!(text.contains("cannot be asked"), "{text}");
+    assert!(handler.asked().is_empty());
+
+    // list_changed: the fixture adds a tool; the client hears of it.
+    let result = client
+        .call_tool(call("fixture__add_tool", json!({})))
+        .await
+        .expect("add_tool");
+    assert!(!is_error(&result), "{result:?}");
+    assert!(
+        eventually(10.0, || handler.list_changed() > 0),
+        "no notifications/tools/list_changed reached the client"
+    );
+    let tools = client.list_all_tools().await.expect("list again");
+    assert!(
+        tools.iter().any(|t| t.name == "fixture__added_tool"),
+        "{:?}",
+        tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>()
+    );
+    let result = client
+        .call_tool(call("fixture__added_tool", json!({})))
+        .await
+        .expect("added_tool");
+    assert_eq!(text_of(&result), "hello from the added tool");
+
+    let stderr = session.finish(&world).await;
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    // Every call is audited with caller "gateway", the denials included.
+    let denied = tool_calls(&world, "mcp__notes__add_note");
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert_eq!(denied[0]["caller"], "gateway");
+    assert_eq!(denied[0]["outcome"], "denied");
+    let read = tool_calls(&world, "mcp__notes__read_note");
+    assert_eq!(read.len(), 1);
+    assert_eq!(read[0]["caller"], "gateway");
+    assert_eq!(read[0]["outcome"], "ok");
+    let verify = world.run(&["audit", "verify", audit_path(&world).to_str().unwrap()]);
+    assert_eq!(verify.status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_is_put_to_a_client_that_supports_elicitation() {
+    let world = world_with_standard_config();
+    let handler = TestClient::answering("allow_once");
+    let session = start(&world, handler.clone(), &[]).await;
+    let result = session
+        .client
+        .call_tool(call(
+            "notes__add_note",
+            json!({"title": "From the gateway", "body": "b"}),
+        ))
+        .await
+        .expect("add_note");
+    assert!(!is_error(&result), "{result:?}");
+    assert_eq!(text_of(&result), "added note 3");
+    let asked = handler.asked();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    for needle in [
+        "notes",
+        "add_note",
+        "From the gateway",
+        "rules",
+        "allow_once",
+        "deny",
+    ] {
+        assert!(
+            asked[0].contains(needle),
+            "`{needle}` missing from:\n{}",
+            asked[0]
+        );
+    }
+    // "Allow once" is once: the next call asks again.
+    let result = session
+        .client
+        .call_tool(call("notes__add_note", json!({"title": "2", "body": "b"})))
+        .await
+        .expect("add_note again");
+    assert!(!is_error(&result));
+    assert_eq!(handler.asked().len(), 2);
+    session.finish(&world).await;
+
+    let records = audit_lines(&audit_path(&world));
+    let approvals: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "approval" && r["subject"] == "mcp__notes__add_note")
+        .collect();
+    assert_eq!(approvals.len(), 2, "{records:?}");
+    assert_eq!(approvals[0]["action"], "allow_once");
+    let calls = tool_calls(&world, "mcp__notes__add_note");
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0]["caller"], "gateway");
+    assert_eq!(calls[0]["outcome"], "ok");
+    assert_eq!(calls[0]["decision"]["effect"], "allow");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_answers_deny_or_declines_denies_the_call() {
+    let world = world_with_standard_config();
+    let handler = TestClient::answering("deny");
+    let session = start(&world, handler.clone(), &[]).await;
+    let result = session
+        .client
+        .call_tool(call("notes__add_note", json!({"title": "t", "body": "b"})))
+        .await
+        .expect("add_note");
+    assert!(is_error(&result));
+    assert!(
+        text_of(&result).contains("denied by the user"),
+        "{}",
+        text_of(&result)
+    );
+    session.finish(&world).await;
+
+    let world = world_with_standard_config();
+    let handler = TestClient {
+        answer: Some((ElicitationAction::Decline, json!({}))),
+        ..TestClient::default()
+    };
+    let session = start(&world, handler.clone(), &[]).await;
+    let result = session
+        .client
+        .call_tool(call("notes__add_note", json!({"title": "t", "body": "b"})))
+        .await
+        .expect("add_note");
+    assert!(is_error(&result));
+    assert_eq!(handler.asked().len(), 1);
+    session.finish(&world).await;
+    let calls = tool_calls(&world, "mcp__notes__add_note");
+    assert_eq!(calls[0]["outcome"], "denied");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_ci_an_ask_is_denied_without_asking() {
+    let world = world_with_standard_config();
+    let handler = TestClient::answering("allow_once");
+    let session = start_with(&world, handler.clone(), &["--ci"], &["--stdio"]).await;
+    let result = session
+        .client
+        .call_tool(call("notes__add_note", json!({"title": "t", "body": "b"})))
+        .await
+        .expect("add_note");
+    assert!(is_error(&result));
+    assert!(
+        text_of(&result).contains("no one could be asked"),
+        "{}",
+        text_of(&result)
+    );
+    assert!(handler.asked().is_empty());
+    session.finish(&world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_timeout_is_an_error_result_that_says_so() {
+    let world = World::new();
+    let mut fixture = world.fixture();
+    fixture["timeout"] = json!(0.5);
+    world.write_config(&json!({
+        "mcpServers": {"fixture": fixture},
+        "permissions": {"allow": ["mcp__fixture__sleep"]},
+    }));
+    let session = start(&world, TestClient::plain(), &[]).await;
+    let result = session
+        .client
+        .call_tool(call("fixture__sleep", json!({"ms": 5000})))
+        .await
+        .expect("sleep");
+    assert!(is_error(&result));
+    let text = text_of(&result);
+    assert!(text.contains("(timeout)"), "{text}");
+    session.finish(&world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cancellation_cancels_the_upstream_call() {
+    let world = world_with_standard_config();
+    let session = start(&world, TestClient::plain(), &[]).await;
+    let started = std::time::Instant::now();
+    // Dropping the request future sends notifications/cancelled.
+    let waited = tokio::time::timeout(
+        Duration::from_millis(1500),
+        session
+            .client
+            .call_tool(call("fixture__sleep", json!({"ms": 60000}))),
+    )
+    .await;
+    assert!(waited.is_err(), "the sleep should still be running");
+    assert!(
+        eventually(15.0, || {
+            tool_calls(&world, "mcp__fixture__sleep")
+                .first()
+                .is_some_and(|r| r["outcome"] == "cancelled")
+        }),
+        "the upstream call was not cancelled: {:?}",
+        tool_calls(&world, "mcp__fixture__sleep")
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    session.finish(&world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_call_while_the_client_is_asked_denies_it() {
+    let world = world_with_standard_config();
+    let handler = TestClient {
+        hang: true,
+        ..TestClient::answering("allow_once")
+    };
+    let session = start(&world, handler.clone(), &[]).await;
+    let waited = tokio::time::timeout(
+        Duration::from_secs(2),
+        session
+            .client
+            .call_tool(call("notes__add_note", json!({"title": "t", "body": "b"}))),
+    )
+    .await;
+    assert!(waited.is_err(), "the ask should still be open");
+    assert_eq!(handler.asked().len(), 1);
+    assert!(
+        eventually(15.0, || {
+            tool_calls(&world, "mcp__notes__add_note")
+                .first()
+                .is_some_and(|r| r["outcome"] == "denied")
+        }),
+        "the call was not settled as denied: {:?}",
+        tool_calls(&world, "mcp__notes__add_note")
+    );
+    session.finish(&world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_prefix_serves_remote_names_with_one_upstream_only() {
+    // Two upstream servers: refused, exit 2, nothing left running.
+    let world = world_with_standard_config();
+    let out = world.run(&["gateway", "--stdio", "--no-prefix"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--no-prefix"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(eventually(10.0, || world.leftover_processes().is_empty()));
+
+    let world = World::new();
+    world.write_config(&json!({
+        "mcpServers": {"notes": world.notes("notes")},
+        "permissions": {"allow": ["mcp__notes__read_note"]},
+    }));
+    let session = start(&world, TestClient::plain(), &["--no-prefix"]).await;
+    let tools = session.client.list_all_tools().await.expect("list");
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert!(names.contains(&"read_note"), "{names:?}");
+    assert!(!names.iter().any(|n| n.contains("__")), "{names:?}");
+    let result = session
+        .client
+        .call_tool(call("read_note", json!({"id": 1})))
+        .await
+        .expect("read_note");
+    assert!(text_of(&result).contains("Welcome"), "{result:?}");
+    session.finish(&world).await;
+}

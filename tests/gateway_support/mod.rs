@@ -1,0 +1,175 @@
+//! Helpers for the gateway tests: a private world (config dir, HOME,
+//! workspace in a temp folder), the real `warden gateway` process, and an
+//! rmcp client that may or may not support elicitation.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, Implementation,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
+use serde_json::{Value, json};
+
+#[path = "../cli_support/mod.rs"]
+pub mod cli_support;
+
+#[allow(unused_imports)]
+pub use cli_support::{World, audit_lines, eventually};
+
+/// The config every gateway test uses: `notes` and `fixture`, rules that
+/// allow, ask and deny, and an audit log.
+pub fn standard_config(world: &World) -> Value {
+    json!({
+        "mcpServers": {
+            "notes": world.notes("notes"),
+            "fixture": world.fixture(),
+        },
+        "permissions": {
+            "allow": [
+                "mcp__notes__read_note", "mcp__notes__list_notes",
+                "mcp__fixture__echo", "mcp__fixture__fail", "mcp__fixture__rpc_error",
+                "mcp__fixture__sleep", "mcp__fixture__add_tool", "mcp__fixture__added_tool"
+            ],
+            "ask": ["mcp__notes__add_note"],
+            "deny": ["mcp__notes__delete_note", "mcp__fixture__echo(message: *secret*)"]
+        },
+        "audit": {"path": world.path("audit.jsonl")}
+    })
+}
+
+pub fn audit_path(world: &World) -> PathBuf {
+    world.path("audit.jsonl")
+}
+
+/// `warden gateway ARGS…` in `world`, as a tokio command with piped stdio.
+pub fn gateway_command(world: &World, args: &[&str]) -> tokio::process::Command {
+    gateway_command_with(world, &[], args)
+}
+
+/// `warden GLOBAL… gateway ARGS…`.
+pub fn gateway_command_with(
+    world: &World,
+    global: &[&str],
+    args: &[&str],
+) -> tokio::process::Command {
+    let std_cmd = world.warden(global);
+    let mut cmd = tokio::process::Command::from(std_cmd);
+    cmd.arg("gateway")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// A test MCP client: declares elicitation only when it has an answer.
+#[derive(Clone, Default)]
+pub struct TestClient {
+    /// What to answer to an elicitation (`None`: elicitation not supported).
+    pub answer: Option<(ElicitationAction, Value)>,
+    pub asked: Arc<Mutex<Vec<String>>>,
+    pub list_changed: Arc<AtomicUsize>,
+    /// Never answer an elicitation (the person walked away).
+    pub hang: bool,
+}
+
+impl TestClient {
+    pub fn plain() -> TestClient {
+        TestClient::default()
+    }
+
+    pub fn answering(decision: &str) -> TestClient {
+        TestClient {
+            answer: Some((ElicitationAction::Accept, json!({ "decision": decision }))),
+            ..TestClient::default()
+        }
+    }
+
+    pub fn asked(&self) -> Vec<String> {
+        self.asked.lock().map(|a| a.clone()).unwrap_or_default()
+    }
+
+    pub fn list_changed(&self) -> usize {
+        self.list_changed.load(Ordering::SeqCst)
+    }
+}
+
+impl ClientHandler for TestClient {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = if self.answer.is_some() {
+            ClientCapabilities::builder().enable_elicitation().build()
+        } else {
+            ClientCapabilities::default()
+        };
+        ClientConfig::new(capabilities, Implementation::new("gateway-test", "0.0.0"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let text = match &request {
+            ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } => format!(
+                "{message}\n{}",
+                serde_json::to_string(requested_schema).unwrap_or_default()
+            ),
+            other => format!("{other:?}"),
+        };
+        if let Ok(mut asked) = self.asked.lock() {
+            asked.push(text);
+        }
+        if self.hang {
+            tokio::time::sleep(std::time::Duration::from_secs(600)).await;
+        }
+        Ok(match &self.answer {
+            Some((action, content)) => {
+                ElicitResult::new(action.clone()).with_content(content.clone())
+            }
+            None => ElicitResult::new(ElicitationAction::Decline),
+        })
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.list_changed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+pub fn call(name: &str, arguments: Value) -> CallToolRequestParams {
+    let params = CallToolRequestParams::new(name.to_string());
+    match arguments {
+        Value::Object(map) => params.with_arguments(map),
+        _ => params,
+    }
+}
+
+/// All text blocks of a result, joined.
+pub fn text_of(result: &CallToolResult) -> String {
+    let value = serde_json::to_value(result).unwrap_or_default();
+    value["content"]
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+pub fn is_error(result: &CallToolResult) -> bool {
+    result.is_error == Some(true)
+}
