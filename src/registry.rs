@@ -147,10 +147,20 @@ impl Registry {
     }
 }
 
-/// The input schema as an object schema every provider accepts: a missing
-/// or non-object `type` becomes `{"type": "object", "properties": {}}`.
+/// The input schema as an object schema every model provider accepts.
 pub fn object_schema(tool: &Tool) -> Value {
-    let mut schema: Map<String, Value> = (*tool.input_schema).clone();
+    normalize_object_schema(&Value::Object((*tool.input_schema).clone()))
+}
+
+/// A missing or non-object `type` becomes `"object"`, missing `properties`
+/// becomes `{}`; anything that is not an object becomes the empty object
+/// schema. The provider adapters (`crate::agent`) wrap the result in their
+/// own tool formats.
+pub fn normalize_object_schema(schema: &Value) -> Value {
+    let mut schema = match schema {
+        Value::Object(map) => map.clone(),
+        _ => Map::new(),
+    };
     if schema.get("type").and_then(Value::as_str) != Some("object") {
         schema.insert("type".into(), Value::String("object".into()));
     }
@@ -158,27 +168,6 @@ pub fn object_schema(tool: &Tool) -> Value {
         .entry("properties")
         .or_insert_with(|| Value::Object(Map::new()));
     Value::Object(schema)
-}
-
-/// OpenAI Chat Completions `tools[]` entry.
-pub fn openai_tool(entry: &ToolEntry) -> Value {
-    serde_json::json!({
-        "type": "function",
-        "function": {
-            "name": entry.qualified,
-            "description": entry.definition.description.as_deref().unwrap_or(""),
-            "parameters": object_schema(&entry.definition),
-        }
-    })
-}
-
-/// Anthropic Messages `tools[]` entry.
-pub fn anthropic_tool(entry: &ToolEntry) -> Value {
-    serde_json::json!({
-        "name": entry.qualified,
-        "description": entry.definition.description.as_deref().unwrap_or(""),
-        "input_schema": object_schema(&entry.definition),
-    })
 }
 
 #[cfg(test)]
@@ -222,16 +211,11 @@ mod tests {
     #[test]
     fn schema_conversion_forces_object() {
         let t = tool("x");
-        let e = ToolEntry {
-            server: "s".into(),
-            remote: "x".into(),
-            qualified: "mcp__s__x".into(),
-            definition: t,
-        };
+        assert_eq!(object_schema(&t)["properties"], serde_json::json!({}));
+        assert_eq!(object_schema(&t)["type"], "object");
         assert_eq!(
-            openai_tool(&e)["function"]["parameters"]["properties"],
-            serde_json::json!({})
+            normalize_object_schema(&serde_json::json!(true)),
+            serde_json::json!({"type": "object", "properties": {}})
         );
-        assert_eq!(anthropic_tool(&e)["input_schema"]["type"], "object");
     }
 }

@@ -200,16 +200,7 @@ pub trait Model: Send + Sync {
 /// registry already normalises ([`crate::registry::object_schema`]); this
 /// guards a hand-made [`ToolSpec`] the same way.
 pub(crate) fn object_schema(schema: &Value) -> Value {
-    let mut o = match schema {
-        Value::Object(o) => o.clone(),
-        _ => serde_json::Map::new(),
-    };
-    if o.get("type").and_then(Value::as_str) != Some("object") {
-        o.insert("type".into(), Value::String("object".into()));
-    }
-    o.entry("properties")
-        .or_insert_with(|| Value::Object(serde_json::Map::new()));
-    Value::Object(o)
+    crate::registry::normalize_object_schema(schema)
 }
 
 impl ToolSpec {
