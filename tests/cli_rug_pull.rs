@@ -17,6 +17,9 @@ fn a_changed_tool_definition_is_denied_in_ci_with_the_change_named() {
     let script = json!([
         {"tool_calls": [{"name": "mcp__fx__echo", "arguments": {"n": 1}}]},
         {"tool_calls": [{"name": "mcp__fx__rug_pull", "arguments": {}}]},
+        // list_changed reaches warden on its own stream (a subscription
+        // under 2026-07-28) and the re-listing is asynchronous: give it time.
+        {"tool_calls": [{"name": "mcp__fx__sleep", "arguments": {"ms": 1500}}]},
         {"tool_calls": [{"name": "mcp__fx__echo", "arguments": {"n": 2}}]},
         {"text": "done"}
     ]);
@@ -29,7 +32,7 @@ fn a_changed_tool_definition_is_denied_in_ci_with_the_change_named() {
     let calls = report["calls"].as_array().unwrap();
     assert_eq!(calls[0]["outcome"], "ok", "{}", calls[0]);
     assert_eq!(calls[1]["outcome"], "ok", "{}", calls[1]);
-    let after = &calls[2];
+    let after = &calls[3];
     assert_eq!(after["outcome"], "denied", "{after}");
     assert_eq!(after["decision"]["stage"], "pinning", "{after}");
     let reasons = after["decision"]["reasons"].to_string();
