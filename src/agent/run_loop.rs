@@ -289,11 +289,25 @@ pub async fn run_task(
     limits: &Limits,
     cancel: CancellationToken,
 ) -> RunReport {
-    let deadline = Instant::now() + limits.timeout;
-    let specs = tools.tools();
     let mut messages = vec![Message::User {
         text: task.to_string(),
     }];
+    run_conversation(model, tools, &mut messages, limits, cancel).await
+}
+
+/// [`run_task`] over a conversation that goes on: `messages` holds the
+/// earlier turns and ends with the new user message; the model's turns and
+/// the tool results are appended to it. The repl keeps one conversation
+/// across the lines a person types.
+pub async fn run_conversation(
+    model: &dyn Model,
+    tools: &dyn ToolExecutor,
+    messages: &mut Vec<Message>,
+    limits: &Limits,
+    cancel: CancellationToken,
+) -> RunReport {
+    let deadline = Instant::now() + limits.timeout;
+    let specs = tools.tools();
     let mut report = RunReport {
         final_text: None,
         status: RunStatus::Completed,
