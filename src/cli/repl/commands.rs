@@ -369,11 +369,20 @@ fn session_server(
     });
     std::fs::write(&file, serde_json::to_vec_pretty(&document)?)?;
     let loaded = config::load(&LoadOptions {
-        config_file: Some(file),
+        config_file: Some(file.clone()),
         workspace: host.config().workspace.clone(),
         config_dir: host.config().config_dir.clone(),
     })
-    .map_err(|e| anyhow::anyhow!("{}", e.to_string().replace(&dir.path().display().to_string(), "(/mcp add)")))?;
+    .map_err(|e| {
+        // The position in the generated file means nothing to the person.
+        let message = e.to_string();
+        let prefix = file.display().to_string();
+        let message = message
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.split_once(": "))
+            .map_or(message.as_str(), |(_, rest)| rest);
+        anyhow::anyhow!("{message}")
+    })?;
     let mut server = loaded
         .servers
         .get(name)

@@ -77,6 +77,10 @@ pub fn start(history: Option<PathBuf>) -> anyhow::Result<(Editor, EditorThread)>
 
 fn serve(mut editor: DefaultEditor, requests: mpsc::Receiver<Request>, history: Option<PathBuf>) {
     while let Ok(request) = requests.recv() {
+        if request.reply.is_closed() {
+            // Asked for by a turn that has been cancelled meanwhile.
+            continue;
+        }
         if !request.preamble.is_empty() {
             eprint!("{}", request.preamble);
         }

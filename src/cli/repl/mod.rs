@@ -290,7 +290,11 @@ impl Asker for ReplAsker {
                 None => ("", text.as_str()),
             };
             let message = self.spinner.stop();
-            let answer = match self.editor.read(preamble, question, false).await {
+            let read = tokio::select! {
+                read = self.editor.read(preamble, question, false) => read,
+                _ = self.turn.cancelled() => Read::Eof,
+            };
+            let answer = match read {
                 Read::Line(line) => parse_answer(&line),
                 Read::Interrupted | Read::Eof => {
                     self.turn.cancel();
