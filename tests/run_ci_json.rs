@@ -73,7 +73,7 @@ fn model_arg(script: &Path) -> String {
     format!("scripted:{}", script.display())
 }
 
-fn report(output: &Output) -> Value {
+fn parse_report(output: &Output) -> Value {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
             "stdout is not one JSON document ({e}):\n{}\nstderr:\n{}",
@@ -107,7 +107,7 @@ fn a_completed_run_reports_every_call_with_its_decision_and_outcome() {
         "stderr: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let report = report(&output);
+    let report = parse_report(&output);
     assert_eq!(report["status"], "completed");
     assert_eq!(report["final_text"], "Note 1 is the welcome note.");
     assert_eq!(report["error"], Value::Null);
@@ -179,7 +179,7 @@ fn an_ask_becomes_a_denial_in_ci_and_fail_on_deny_exits_3() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let report = report(&output);
+    let report = parse_report(&output);
     assert_eq!(report["status"], "completed");
     assert_eq!(report["denied_calls"], 1);
     let call = &report["calls"][0];
@@ -206,7 +206,7 @@ fn an_ask_becomes_a_denial_in_ci_and_fail_on_deny_exits_3() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert_eq!(report(&output)["denied_calls"], 1);
+    assert_eq!(parse_report(&output)["denied_calls"], 1);
 }
 
 #[test]
@@ -231,7 +231,7 @@ fn max_turns_stops_the_run_with_exit_1() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let report = report(&output);
+    let report = parse_report(&output);
     assert_eq!(report["status"], "max_turns");
     assert_eq!(report["turns"], 2);
     assert_eq!(report["tool_calls"], 2);
@@ -272,7 +272,7 @@ fn max_tool_calls_runs_only_the_budget_and_reports_the_rest_as_skipped() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let report = report(&output);
+    let report = parse_report(&output);
     assert_eq!(report["status"], "max_tool_calls");
     assert_eq!(report["final_text"], Value::Null);
     let calls = report["calls"].as_array().expect("calls");
