@@ -147,9 +147,17 @@ impl Repl {
                 .as_ref()
                 .map_or("none (start with --model SPEC)".to_string(), |m| m.name())
         );
+        let mut announced = false;
         loop {
+            // Once the background connections have settled, say how they
+            // went, above the next prompt (never in the middle of typing).
+            let mut preamble = String::new();
+            if !announced && *self.settled.borrow() {
+                announced = true;
+                preamble = format!("{}\n", connection_summary(&self.host));
+            }
             let read = tokio::select! {
-                read = self.editor.read("", "warden> ", true) => read,
+                read = self.editor.read(&preamble, "warden> ", true) => read,
                 _ = quit.cancelled() => return exit::FAILED,
             };
             let line = match read {
@@ -264,6 +272,39 @@ impl Repl {
             self.messages.truncate(before);
         }
     }
+}
+
+/// One line once the background connections have settled, e.g.
+/// `servers: 2 connected (11 tools), 1 error (see /mcp)`.
+fn connection_summary(host: &Host) -> String {
+    use crate::mcp::ServerState;
+    let statuses = host.statuses();
+    let connected = statuses
+        .iter()
+        .filter(|s| s.state == ServerState::Connected)
+        .count();
+    let errors = statuses
+        .iter()
+        .filter(|s| s.state == ServerState::Error)
+        .count();
+    let pending = statuses
+        .iter()
+        .filter(|s| s.state == ServerState::PendingApproval)
+        .count();
+    let tools = host.tools().visible().count();
+    let mut line = format!(
+        "servers: {connected} connected ({tools} tool{})",
+        plural(tools)
+    );
+    if errors > 0 {
+        line.push_str(&format!(", {errors} failed (see /mcp)"));
+    }
+    if pending > 0 {
+        line.push_str(&format!(
+            ", {pending} awaiting approval (/mcp approve NAME)"
+        ));
+    }
+    line
 }
 
 fn plural(n: usize) -> &'static str {
