@@ -543,3 +543,72 @@ fn ctrl_c_cancels_a_turn_but_keeps_the_servers_and_ctrl_d_exits() {
     assert_eq!(call["outcome"], "cancelled");
     env.assert_no_server_left();
 }
+
+#[test]
+fn a_project_server_is_offered_for_approval_on_first_use() {
+    let env = Env::new(json!([{"text": "unused"}]));
+    let project = json!({
+        "mcpServers": {
+            "proj": {"command": WARDEN, "args": ["example-server", "notes", "--name", env.marker]}
+        }
+    });
+    std::fs::write(
+        env.path("ws/.mcp.json"),
+        serde_json::to_vec_pretty(&project).expect("json"),
+    )
+    .expect("write .mcp.json");
+    let audit = env.path("audit.jsonl").display().to_string();
+    let args = vec!["--audit".to_string(), audit, "repl".to_string()];
+
+    // First session: the exact configuration is shown; declining keeps the
+    // server stopped, `/mcp approve` approves and starts it.
+    let mut pty = Pty::spawn(&env, &args);
+    let shown = pty.expect("Approve `proj` with exactly this configuration? [y/N] ");
+    assert!(shown.contains("Server `proj` from"), "{shown}");
+    assert!(shown.contains("\"example-server\""), "{shown}");
+    assert!(shown.contains("sandbox:     on"), "{shown}");
+    pty.send("n\r");
+    pty.expect("Not approved; `proj` will not start.");
+    pty.line("/mcp");
+    let status = pty.expect("warden> ");
+    assert!(status.contains("pending_approval"), "{status}");
+    pty.seen -= "warden> ".len();
+    pty.line("/mcp approve proj");
+    pty.expect("Approve `proj` with exactly this configuration? [y/N] ");
+    pty.send("y\r");
+    pty.expect("Approved `proj`");
+    pty.expect("proj: connected");
+    pty.line("/tools");
+    pty.expect("mcp__proj__read_note");
+    pty.line("/quit");
+    assert_eq!(pty.wait_exit(), 0, "screen:\n{}", pty.text());
+    let approvals = std::fs::read_to_string(env.path("cfg/approvals.json")).expect("approvals");
+    assert!(approvals.contains("proj"), "{approvals}");
+    assert!(
+        env.audit()
+            .iter()
+            .any(|r| r["event"] == "approval" && r["action"] == "approved")
+    );
+
+    // Second session: approved, so no question; the server just connects.
+    let mut pty = Pty::spawn(&env, &args);
+    pty.expect("warden repl: 1 server connecting in the background");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        pty.line("/mcp");
+        let shown = pty.expect("warden> ");
+        pty.seen -= "warden> ".len();
+        assert!(!shown.contains("Approve"), "{shown}");
+        if shown
+            .lines()
+            .any(|l| l.starts_with("proj ") && l.contains(" connected "))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "proj never connected:\n{shown}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    pty.line("/quit");
+    assert_eq!(pty.wait_exit(), 0, "screen:\n{}", pty.text());
+    env.assert_no_server_left();
+}
