@@ -612,3 +612,35 @@ fn a_project_server_is_offered_for_approval_on_first_use() {
     assert_eq!(pty.wait_exit(), 0, "screen:\n{}", pty.text());
     env.assert_no_server_left();
 }
+
+#[test]
+fn ctrl_c_at_an_ask_denies_the_call_and_cancels_the_turn() {
+    let env = Env::new(json!([
+        {"tool_calls": [{"name": "mcp__notes__read_note", "arguments": {"id": 2}}]},
+        {"text": "Answer to the second line."},
+        {"text": "Next turn."}
+    ]));
+    let mut pty = Pty::spawn(&env, &env.args());
+    pty.line("read note 2");
+    pty.expect("Allow? [o]nce / [s]ession / [N]o: ");
+    pty.send("\x03");
+    pty.expect("→ denied");
+    pty.expect("turn cancelled");
+    // The line after is a normal turn again, with a normal prompt.
+    pty.line("hello");
+    pty.expect("Answer to the second line.");
+    pty.line("/quit");
+    assert_eq!(pty.wait_exit(), 0, "screen:\n{}", pty.text());
+    let records = env.audit();
+    let call = records
+        .iter()
+        .find(|r| r["event"] == "tool_call")
+        .expect("the denied call is audited");
+    assert_eq!(call["outcome"], "denied");
+    assert!(
+        records
+            .iter()
+            .any(|r| r["event"] == "approval" && r["action"] == "deny")
+    );
+    env.assert_no_server_left();
+}
