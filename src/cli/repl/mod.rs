@@ -14,6 +14,7 @@ mod commands;
 mod editor;
 mod spinner;
 
+use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
@@ -26,7 +27,7 @@ use crate::agent::run_loop::{Limits, RunStatus, ToolExecutor, ToolOutcome, run_c
 use crate::agent::{Message, Model, ModelError, ModelRequest, ModelTurn, ToolCall, ToolSpec};
 use crate::host::Host;
 use crate::policy::ask::{parse_answer, render_prompt, sanitize_for_terminal};
-use crate::policy::{AskAnswer, AskPrompt, Asker, Mode};
+use crate::policy::{AskAnswer, AskPrompt, Asker, Mode, TerminalAsker};
 
 use editor::{Editor, Read};
 use spinner::Spinner;
@@ -312,7 +313,10 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// Puts an `ask` to the person through the line editor. Ctrl-C or Ctrl-D
-/// at the question denies the call and cancels the turn.
+/// at the question denies the call and cancels the turn. When standard
+/// input is not a terminal (lines piped in), the question goes to the
+/// controlling terminal instead ([`TerminalAsker`]), as everywhere else in
+/// warden: piped input can never answer an `ask`.
 struct ReplAsker {
     editor: Editor,
     spinner: Spinner,
@@ -324,6 +328,14 @@ impl Asker for ReplAsker {
         Box::pin(async move {
             if self.turn.is_cancelled() {
                 return AskAnswer::Deny;
+            }
+            if !std::io::stdin().is_terminal() {
+                let message = self.spinner.stop();
+                let answer = TerminalAsker::new().ask(prompt).await;
+                if let Some(message) = message {
+                    self.spinner.start(&message);
+                }
+                return answer;
             }
             let text = render_prompt(prompt);
             let (preamble, question) = match text.rfind('\n') {
