@@ -644,3 +644,33 @@ fn ctrl_c_at_an_ask_denies_the_call_and_cancels_the_turn() {
     );
     env.assert_no_server_left();
 }
+
+#[test]
+fn sigterm_at_the_prompt_stops_the_servers_and_exits_1() {
+    let env = Env::new(json!([{"text": "unused"}]));
+    let mut pty = Pty::spawn(&env, &env.args());
+    // Wait until both servers are up, so there is something to stop.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        pty.line("/mcp");
+        let shown = pty.expect("warden> ");
+        pty.seen -= "warden> ".len();
+        if connected_servers(&shown) == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "servers never connected:\n{shown}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let pid = nix::unistd::Pid::from_raw(pty.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    assert_eq!(pty.wait_exit(), 1, "screen:\n{}", pty.text());
+    let records = env.audit();
+    assert_eq!(
+        records.last().map(|r| r["event"].clone()),
+        Some(json!("session_end"))
+    );
+    env.assert_no_server_left();
+}

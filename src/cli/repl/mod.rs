@@ -60,6 +60,9 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    // The terminal's settings, to put back if a signal ends the session
+    // while the editor holds the terminal in raw mode.
+    let terminal = nix::sys::termios::tcgetattr(std::io::stdin()).ok();
     let (editor, editor_thread) = editor::start(Some(history))?;
     let code = runtime.block_on(async move {
         let host = Arc::new(Host::open(options).map_err(session::host_error)?);
@@ -84,7 +87,17 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<u8> {
     })?;
     // The runtime is gone, so is every editor handle: the thread saves the
     // history and ends (unless a read is still pending after SIGTERM).
-    if code != exit::FAILED {
+    if code == exit::FAILED {
+        // Ended by SIGTERM: a read may still be pending; leave it, and the
+        // terminal as it was before.
+        if let Some(settings) = terminal {
+            let _ = nix::sys::termios::tcsetattr(
+                std::io::stdin(),
+                nix::sys::termios::SetArg::TCSANOW,
+                &settings,
+            );
+        }
+    } else {
         editor_thread.join();
     }
     Ok(code)
