@@ -65,6 +65,9 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<u8> {
     let terminal = nix::sys::termios::tcgetattr(std::io::stdin()).ok();
     let (editor, editor_thread) = editor::start(Some(history))?;
     let code = runtime.block_on(async move {
+        let turn = Arc::new(Mutex::new(None));
+        let quit = CancellationToken::new();
+        watch_signals(turn.clone(), quit.clone());
         let host = Arc::new(Host::open(options).map_err(session::host_error)?);
         let mut repl = Repl {
             host,
@@ -74,22 +77,20 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<u8> {
             limits,
             messages: Vec::new(),
             settled: watch::channel(true).1,
-            turn: Arc::new(Mutex::new(None)),
+            turn,
         };
         repl.offer_approvals().await;
         repl.settled = repl.connect_in_background();
-        let quit = CancellationToken::new();
-        watch_signals(repl.turn.clone(), quit.clone());
         let code = repl.main_loop(quit).await;
         repl.spinner.stop();
         repl.host.shutdown().await;
         anyhow::Ok(code)
     })?;
-    // The runtime is gone, so is every editor handle: the thread saves the
-    // history and ends (unless a read is still pending after SIGTERM).
+    // Every editor handle is gone with the session: the thread saves the
+    // history and ends, unless a read is still pending.
     if code == exit::FAILED {
-        // Ended by SIGTERM: a read may still be pending; leave it, and the
-        // terminal as it was before.
+        // Only SIGTERM ends the loop with FAILED, possibly in the middle of
+        // a read: leave that thread, and put the terminal back as it was.
         if let Some(settings) = terminal {
             let _ = nix::sys::termios::tcsetattr(
                 std::io::stdin(),
