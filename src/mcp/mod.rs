@@ -3,7 +3,9 @@
 //! listing, list-changed, timeouts, cancellation and reconnects. Sends a
 //! call only with a [`crate::policy::Permit`].
 //!
-//! One [`Manager`] holds every configured server. Each server has a slot
+//! One [`Manager`] holds every configured server (and those added or
+//! removed at run time: [`Manager::add`], [`Manager::remove`],
+//! [`Manager::readmit`]). Each server has a slot
 //! with its status and, while connected, one connection: an rmcp client
 //! service plus two tasks, a monitor (notices the connection ending and
 //! records why) and a re-lister (re-reads `tools/list` after
