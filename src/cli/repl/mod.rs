@@ -343,20 +343,15 @@ impl Asker for ReplAsker {
             if self.turn.is_cancelled() {
                 return AskAnswer::Deny;
             }
+            let _hold = self.spinner.hold();
             if !std::io::stdin().is_terminal() {
-                let message = self.spinner.stop();
-                let answer = TerminalAsker::new().ask(prompt).await;
-                if let Some(message) = message {
-                    self.spinner.start(&message);
-                }
-                return answer;
+                return TerminalAsker::new().ask(prompt).await;
             }
             let text = render_prompt(prompt);
             let (preamble, question) = match text.rfind('\n') {
                 Some(i) => (&text[..=i], &text[i + 1..]),
                 None => ("", text.as_str()),
             };
-            let message = self.spinner.stop();
             let read = tokio::select! {
                 read = self.editor.read(preamble, question, false) => read,
                 _ = self.turn.cancelled() => Read::Eof,
@@ -368,9 +363,6 @@ impl Asker for ReplAsker {
                     AskAnswer::Deny
                 }
             };
-            if let Some(message) = message {
-                self.spinner.start(&message);
-            }
             answer
         })
     }

@@ -12,8 +12,21 @@ const FRAMES: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧"
 #[derive(Default)]
 struct State {
     message: Option<String>,
+    /// Nothing is drawn while anyone holds the line ([`Spinner::hold`]).
+    holds: usize,
     frame: usize,
     drawn: bool,
+}
+
+impl State {
+    fn clear(&mut self) {
+        if self.drawn {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[2K");
+            let _ = err.flush();
+            self.drawn = false;
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -40,6 +53,9 @@ impl Spinner {
                         break;
                     };
                     let mut state = lock(&state);
+                    if state.holds > 0 {
+                        continue;
+                    }
                     if let Some(message) = state.message.clone() {
                         state.frame = (state.frame + 1) % FRAMES.len();
                         let mut err = std::io::stderr().lock();
@@ -59,28 +75,39 @@ impl Spinner {
         }
     }
 
-    /// Stops and clears the line; returns the message that was showing.
-    pub fn stop(&self) -> Option<String> {
+    /// Stops and clears the line.
+    pub fn stop(&self) {
         let mut state = lock(&self.state);
-        let message = state.message.take();
-        if state.drawn {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[2K");
-            let _ = err.flush();
-            state.drawn = false;
-        }
-        message
+        state.message = None;
+        state.clear();
     }
 
-    /// Runs `f` (which prints) with the spinner out of the way, then
-    /// resumes it.
-    pub fn suspend<T>(&self, f: impl FnOnce() -> T) -> T {
-        let message = self.stop();
-        let out = f();
-        if let Some(message) = message {
-            self.start(&message);
+    /// Clears the line and keeps the spinner off it until the guard is
+    /// dropped (while a question is asked or output printed); holds nest.
+    pub fn hold(&self) -> Hold {
+        let mut state = lock(&self.state);
+        state.holds += 1;
+        state.clear();
+        Hold {
+            state: self.state.clone(),
         }
-        out
+    }
+
+    /// Runs `f` (which prints) with the spinner off the line.
+    pub fn suspend<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _hold = self.hold();
+        f()
+    }
+}
+
+pub struct Hold {
+    state: Arc<Mutex<State>>,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let mut state = lock(&self.state);
+        state.holds = state.holds.saturating_sub(1);
     }
 }
 
