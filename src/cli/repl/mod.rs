@@ -356,14 +356,13 @@ impl Asker for ReplAsker {
                 read = self.editor.read(preamble, question, false) => read,
                 _ = self.turn.cancelled() => Read::Eof,
             };
-            let answer = match read {
+            match read {
                 Read::Line(line) => parse_answer(&line),
                 Read::Interrupted | Read::Eof => {
                     self.turn.cancel();
                     AskAnswer::Deny
                 }
-            };
-            answer
+            }
         })
     }
 }
