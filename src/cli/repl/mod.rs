@@ -89,7 +89,7 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<u8> {
     // Every editor handle is gone with the session: the thread saves the
     // history and ends, unless a read is still pending.
     if code == exit::FAILED {
-        // Only SIGTERM ends the loop with FAILED, possibly in the middle of
+        // Only SIGTERM/SIGHUP end the loop with FAILED, possibly in the middle of
         // a read: leave that thread, and put the terminal back as it was.
         if let Some(settings) = terminal {
             let _ = nix::sys::termios::tcsetattr(
@@ -105,13 +105,15 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<u8> {
 }
 
 /// SIGINT cancels the running turn (outside a read the terminal is in
-/// cooked mode, so Ctrl-C arrives as a signal); SIGTERM ends the session.
+/// cooked mode, so Ctrl-C arrives as a signal); SIGTERM and SIGHUP (the
+/// terminal went away) end the session, stopping the servers cleanly.
 fn watch_signals(turn: Arc<Mutex<Option<CancellationToken>>>, quit: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
     tokio::spawn(async move {
-        let (Ok(mut int), Ok(mut term)) = (
+        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
             signal(SignalKind::interrupt()),
             signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
         ) else {
             tracing::warn!("cannot install signal handlers");
             return;
@@ -123,14 +125,13 @@ fn watch_signals(turn: Arc<Mutex<Option<CancellationToken>>>, quit: Cancellation
                         token.cancel();
                     }
                 }
-                _ = term.recv() => {
-                    quit.cancel();
-                    if let Some(token) = lock(&turn).as_ref() {
-                        token.cancel();
-                    }
-                    break;
-                }
+                _ = term.recv() => break,
+                _ = hup.recv() => break,
             }
+        }
+        quit.cancel();
+        if let Some(token) = lock(&turn).as_ref() {
+            token.cancel();
         }
     });
 }
