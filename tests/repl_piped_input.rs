@@ -88,3 +88,44 @@ fn piped_lines_run_commands_but_cannot_approve_an_ask() {
         "a piped line approved a call"
     );
 }
+
+#[test]
+fn a_piped_line_never_approves_a_project_server() {
+    let dir = tempfile::Builder::new()
+        .prefix("warden-repl-piped-")
+        .tempdir()
+        .expect("temp dir");
+    let path = |name: &str| dir.path().join(name);
+    for sub in ["home", "cfg", "ws"] {
+        std::fs::create_dir_all(path(sub)).expect("mkdir");
+    }
+    let project = json!({
+        "mcpServers": {"proj": {"command": WARDEN, "args": ["example-server", "notes"]}}
+    });
+    std::fs::write(path("ws/.mcp.json"), project.to_string()).expect("project file");
+    let mut child = Command::new(WARDEN)
+        .arg("repl")
+        .current_dir(path("ws"))
+        .env("HOME", path("home"))
+        .env("WARDEN_CONFIG_DIR", path("cfg"))
+        .env_remove("RUST_LOG")
+        .env_remove("WARDEN_MODEL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"y\n/mcp approve proj\ny\n/mcp\n/quit\n")
+        .expect("write");
+    let output = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains("run `warden mcp approve proj`"), "{stderr}");
+    assert!(stdout.contains("pending_approval"), "{stdout}");
+    assert!(!path("cfg/approvals.json").exists(), "nothing was approved");
+}

@@ -2,7 +2,7 @@
 //! `approve`), `/tools`, `/policy`, `/audit [N]`, `/help`, `/quit`; and the
 //! approval of project servers on first use.
 
-use std::io::BufRead;
+use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
@@ -287,6 +287,14 @@ impl Repl {
             .any(|s| s.name == name && s.state == ServerState::PendingApproval)
         {
             eprintln!("`{name}` is not waiting for approval");
+            return;
+        }
+        if !std::io::stdin().is_terminal() {
+            // As `warden mcp approve`: a piped line never approves a server.
+            eprintln!(
+                "`{name}` awaits approval; standard input is not a terminal, so it cannot be \
+                 approved here: run `warden mcp approve {name}`"
+            );
             return;
         }
         let raw = match config::raw_server_entry(server) {
