@@ -29,7 +29,8 @@ pub use anthropic::AnthropicModel;
 pub use http::HttpSettings;
 pub use openai::OpenAiModel;
 pub use run_loop::{
-    Limits, RunReport, RunStatus, SYSTEM_PROMPT, ToolExecutor, ToolOutcome, run_task,
+    Limits, RunReport, RunStatus, SYSTEM_PROMPT, ToolExecutor, ToolOutcome, run_conversation,
+    run_task,
 };
 pub use scripted::ScriptedModel;
 

@@ -32,6 +32,10 @@ the stage and the reason. Do not repeat a denied call: adapt, with another \
 permitted tool or by explaining what you could not do. status=\"error\" means \
 the tool itself failed.";
 
+/// How long a cancelled run waits for its running tool calls to notice the
+/// cancellation and return.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(3);
+
 /// What the host did with one tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutcome {
@@ -289,11 +293,25 @@ pub async fn run_task(
     limits: &Limits,
     cancel: CancellationToken,
 ) -> RunReport {
-    let deadline = Instant::now() + limits.timeout;
-    let specs = tools.tools();
     let mut messages = vec![Message::User {
         text: task.to_string(),
     }];
+    run_conversation(model, tools, &mut messages, limits, cancel).await
+}
+
+/// [`run_task`] over a conversation that goes on: `messages` holds the
+/// earlier turns and ends with the new user message; the model's turns and
+/// the tool results are appended to it. The repl keeps one conversation
+/// across the lines a person types.
+pub async fn run_conversation(
+    model: &dyn Model,
+    tools: &dyn ToolExecutor,
+    messages: &mut Vec<Message>,
+    limits: &Limits,
+    cancel: CancellationToken,
+) -> RunReport {
+    let deadline = Instant::now() + limits.timeout;
+    let specs = tools.tools();
     let mut report = RunReport {
         final_text: None,
         status: RunStatus::Completed,
@@ -377,7 +395,20 @@ pub async fn run_task(
             loop {
                 tokio::select! {
                     biased;
-                    _ = cancel.cancelled() => break Some(Stop::Cancelled),
+                    _ = cancel.cancelled() => {
+                        // The executor's calls watch the same token: give
+                        // them a moment to end as `cancelled` (and be
+                        // audited as such) instead of dropping them mid-call.
+                        let drain = async {
+                            while let Some((i, o)) = pending.next().await {
+                                if let Some(slot) = outcomes.get_mut(i) {
+                                    *slot = Some(o);
+                                }
+                            }
+                        };
+                        let _ = tokio::time::timeout(CANCEL_GRACE, drain).await;
+                        break Some(Stop::Cancelled);
+                    }
                     _ = tokio::time::sleep_until(deadline) => break Some(Stop::Timeout),
                     next = pending.next() => match next {
                         Some((i, o)) => {

@@ -198,7 +198,7 @@ fn target(s: &ServerConfig) -> String {
 }
 
 /// The full text shown before approval.
-fn describe(server: &ServerConfig, raw: &Value) -> String {
+pub(super) fn describe(server: &ServerConfig, raw: &Value) -> String {
     let mut shown = raw.clone();
     for key in ["env", "headers"] {
         if let Some(Value::Object(map)) = shown.get_mut(key) {

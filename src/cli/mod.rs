@@ -11,6 +11,7 @@ mod mcp_config;
 mod output;
 pub mod pin;
 mod policy;
+mod repl;
 mod run;
 mod sandbox;
 mod session;
@@ -149,6 +150,8 @@ pub enum Command {
         #[arg(long)]
         fail_on_deny: bool,
     },
+    /// Interactive agent session: type tasks; /mcp, /tools, /policy, /audit, /help.
+    Repl,
     /// Configured MCP servers: list, status, approval.
     #[command(subcommand)]
     Mcp(McpCommand),
@@ -300,6 +303,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             call::run(&cli.global, &server, &tool, args.as_deref())
         }
         Command::Run { task, fail_on_deny } => run::run(&cli.global, &task, fail_on_deny),
+        Command::Repl => repl::run(&cli.global),
         Command::Pin(cmd) => {
             let path = match &cli.global.lock {
                 Some(path) => path.clone(),

@@ -129,7 +129,8 @@ impl Host {
         let Some(entry) = view.get(&request.qualified).cloned() else {
             return Err(CallRefusal::UnknownTool(request.qualified));
         };
-        let server = self.config.servers.get(&entry.server);
+        let server = self.server_config(&entry.server);
+        let server = server.as_ref();
         let call_index = self.call_index.fetch_add(1, Ordering::Relaxed) + 1;
         let facts = CallFacts {
             server: ServerFacts {

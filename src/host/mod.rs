@@ -72,6 +72,8 @@ pub struct Host {
     call_index: AtomicU64,
     stats: Stats,
     forwarder: Mutex<Option<(CancellationToken, tokio::task::JoinHandle<()>)>>,
+    /// Servers added for this session only ([`Host::add_server`]).
+    session_servers: Mutex<std::collections::BTreeMap<String, config::ServerConfig>>,
     // Removed when the host is dropped: private HOME/TMPDIR of every server.
     _runtime: tempfile::TempDir,
 }
@@ -160,6 +162,7 @@ impl Host {
             call_index: AtomicU64::new(0),
             stats: Stats::default(),
             forwarder: Mutex::new(None),
+            session_servers: Mutex::new(Default::default()),
             _runtime: runtime,
             config,
         };
@@ -200,12 +203,77 @@ impl Host {
         &self.manager
     }
 
+    /// The session's audit log file, when there is one.
+    pub fn audit_path(&self) -> Option<PathBuf> {
+        self.audit.as_ref().map(|a| a.path().to_path_buf())
+    }
+
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
 
     pub fn statuses(&self) -> Vec<ServerStatus> {
         self.manager.statuses()
+    }
+
+    /// A server's configuration: from the configuration files, or added for
+    /// this session with [`Host::add_server`].
+    pub fn server_config(&self, name: &str) -> Option<config::ServerConfig> {
+        if let Some(server) = lock(&self.session_servers).get(name) {
+            return Some(server.clone());
+        }
+        self.config.servers.get(name).cloned()
+    }
+
+    /// Adds a server for this session only (the repl's `/mcp add`) and
+    /// connects it. The configuration must already be validated (trust,
+    /// sandbox). Returns the connect error, if any; the server stays listed.
+    pub async fn add_server(&self, server: config::ServerConfig) -> Result<(), HostError> {
+        let name = server.name.clone();
+        if self.statuses().iter().any(|s| s.name == name) {
+            return Err(HostError::Setup(format!(
+                "a server named `{name}` already exists in this session"
+            )));
+        }
+        lock(&self.session_servers).insert(name.clone(), server.clone());
+        let admission = if server.trust == Trust::Blocked {
+            Admission::Blocked
+        } else {
+            Admission::Start
+        };
+        if let Err(message) = self.manager.add(server, admission) {
+            lock(&self.session_servers).remove(&name);
+            return Err(HostError::Setup(message));
+        }
+        if admission == Admission::Start {
+            self.manager
+                .reconnect(&name)
+                .await
+                .map_err(|e| HostError::Setup(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Stops a server and forgets it for the rest of this session (the
+    /// configuration files are not touched). Returns whether it existed.
+    pub async fn remove_server(&self, name: &str) -> bool {
+        let removed = self.manager.remove(name).await;
+        if removed {
+            lock(&self.session_servers).remove(name);
+        }
+        removed
+    }
+
+    /// Lets a project server that was pending approval start (after the
+    /// caller recorded the approval), and connects it.
+    pub async fn admit_server(&self, name: &str) -> Result<(), HostError> {
+        self.manager
+            .readmit(name, Admission::Start)
+            .map_err(HostError::Setup)?;
+        self.manager
+            .reconnect(name)
+            .await
+            .map_err(|e| HostError::Setup(e.to_string()))
     }
 
     /// Whether `server` failed to start because its sandbox is unavailable.

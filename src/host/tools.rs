@@ -92,7 +92,7 @@ impl Host {
                 Err(poisoned) => poisoned.into_inner(),
             };
             for entry in registry.tools() {
-                let Some(server) = self.config.servers.get(&entry.server) else {
+                let Some(server) = self.server_config(&entry.server) else {
                     continue;
                 };
                 let state = store.check(

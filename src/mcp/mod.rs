@@ -3,7 +3,9 @@
 //! listing, list-changed, timeouts, cancellation and reconnects. Sends a
 //! call only with a [`crate::policy::Permit`].
 //!
-//! One [`Manager`] holds every configured server. Each server has a slot
+//! One [`Manager`] holds every configured server (and those added or
+//! removed at run time: [`Manager::add`], [`Manager::remove`],
+//! [`Manager::readmit`]). Each server has a slot
 //! with its status and, while connected, one connection: an rmcp client
 //! service plus two tasks, a monitor (notices the connection ending and
 //! records why) and a re-lister (re-reads `tools/list` after
@@ -204,6 +206,26 @@ struct SlotInner {
 }
 
 impl Slot {
+    fn new(config: ServerConfig, admission: Admission) -> Arc<Slot> {
+        Arc::new(Slot {
+            config,
+            admission,
+            inner: Mutex::new(SlotInner {
+                state: admission.state(),
+                protocol: None,
+                error: None,
+                sandbox: None,
+                sandbox_unavailable: false,
+                tools: Vec::new(),
+                conn: None,
+                generation: 0,
+                failures: 0,
+                retry_at: None,
+            }),
+            connecting: tokio::sync::Mutex::new(()),
+        })
+    }
+
     fn lock(&self) -> MutexGuard<'_, SlotInner> {
         // Every critical section leaves the slot consistent, so a poisoned
         // lock (a panic elsewhere) still holds usable state.
@@ -329,7 +351,9 @@ impl Connection {
 /// behind the `Arc` that [`Manager::new`] returns.
 pub struct Manager {
     launch: LaunchContext,
-    slots: Vec<Arc<Slot>>,
+    /// Configured servers, plus those added at run time ([`Manager::add`]).
+    /// Never locked across an `.await`: readers clone the `Arc`s out.
+    slots: Mutex<Vec<Arc<Slot>>>,
     shared: Arc<Shared>,
     events_rx: Mutex<Option<mpsc::UnboundedReceiver<LifecycleEvent>>>,
 }
@@ -340,29 +364,11 @@ impl Manager {
         let (events, events_rx) = mpsc::unbounded_channel();
         let slots = servers
             .into_iter()
-            .map(|(config, admission)| {
-                Arc::new(Slot {
-                    config,
-                    admission,
-                    inner: Mutex::new(SlotInner {
-                        state: admission.state(),
-                        protocol: None,
-                        error: None,
-                        sandbox: None,
-                        sandbox_unavailable: false,
-                        tools: Vec::new(),
-                        conn: None,
-                        generation: 0,
-                        failures: 0,
-                        retry_at: None,
-                    }),
-                    connecting: tokio::sync::Mutex::new(()),
-                })
-            })
+            .map(|(config, admission)| Slot::new(config, admission))
             .collect();
         Arc::new(Manager {
             launch,
-            slots,
+            slots: Mutex::new(slots),
             shared: Arc::new(Shared {
                 changed,
                 events,
@@ -373,16 +379,81 @@ impl Manager {
         })
     }
 
-    fn slot(&self, name: &str) -> Option<&Arc<Slot>> {
-        self.slots.iter().find(|s| s.name() == name)
+    fn slots(&self) -> Vec<Arc<Slot>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn slot(&self, name: &str) -> Option<Arc<Slot>> {
+        self.slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|s| s.name() == name)
+            .cloned()
+    }
+
+    /// Adds a server at run time (the repl's `/mcp add`), with its
+    /// admission; it is not connected yet (see [`Manager::reconnect`]).
+    /// Fails when the name is taken or the manager is shutting down.
+    pub fn add(&self, config: ServerConfig, admission: Admission) -> Result<(), String> {
+        if self.shared.shutting_down.load(Ordering::SeqCst) {
+            return Err("warden is shutting down".into());
+        }
+        {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            if slots.iter().any(|s| s.name() == config.name) {
+                return Err(format!("a server named `{}` already exists", config.name));
+            }
+            slots.push(Slot::new(config, admission));
+        }
+        self.shared.bump();
+        Ok(())
+    }
+
+    /// Replaces a server that is not connected (e.g. pending approval) by
+    /// the same configuration under another admission, keeping its place.
+    pub fn readmit(&self, name: &str, admission: Admission) -> Result<(), String> {
+        {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(index) = slots.iter().position(|s| s.name() == name) else {
+                return Err(format!("no server named `{name}`"));
+            };
+            if slots[index].lock().conn.is_some() {
+                return Err(format!("server `{name}` is connected"));
+            }
+            slots[index] = Slot::new(slots[index].config.clone(), admission);
+        }
+        self.shared.bump();
+        Ok(())
+    }
+
+    /// Stops a server (gracefully, as at shutdown) and forgets it for the
+    /// rest of the session. Returns whether it existed.
+    pub async fn remove(&self, name: &str) -> bool {
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(index) = slots.iter().position(|s| s.name() == name) else {
+                return false;
+            };
+            slots.remove(index)
+        };
+        let conn = {
+            let _connecting = slot.connecting.lock().await;
+            slot.lock().conn.take()
+        };
+        if let Some(conn) = conn {
+            conn.stop("removed by the user").await;
+        }
+        self.shared.bump();
+        true
     }
 
     /// Connects every admitted server concurrently and returns once every
     /// attempt has settled. Each attempt is bounded by its server's timeout
     /// (per step); one that fails or hangs does not hold up the others.
     pub async fn connect_all(&self) {
-        let attempts = self
-            .slots
+        let slots = self.slots();
+        let attempts = slots
             .iter()
             .filter(|slot| slot.admission == Admission::Start)
             .map(|slot| async move {
@@ -397,7 +468,7 @@ impl Manager {
 
     /// A snapshot of every configured server, in configuration order.
     pub fn statuses(&self) -> Vec<ServerStatus> {
-        self.slots
+        self.slots()
             .iter()
             .map(|slot| {
                 let inner = slot.lock();
@@ -473,7 +544,7 @@ impl Manager {
             reason: "no server of that name is configured".into(),
         })?;
         let conn = tokio::select! {
-            conn = self.ensure_connected(slot) => conn?,
+            conn = self.ensure_connected(&slot) => conn?,
             () = cancel.cancelled() => return Err(CallError::Cancelled),
         };
         let timeout = slot.config.timeout;
@@ -486,7 +557,7 @@ impl Manager {
             .await
         {
             Ok(handle) => handle,
-            Err(error) => return Err(map_service_error(&self.shared, slot, &conn, error).await),
+            Err(error) => return Err(map_service_error(&self.shared, &slot, &conn, error).await),
         };
         let id = handle.id.clone();
         let peer = handle.peer.clone();
@@ -512,7 +583,7 @@ impl Manager {
                 server: server.to_string(),
                 message: "the answer to tools/call is not a tool result".into(),
             }),
-            Err(error) => Err(map_service_error(&self.shared, slot, &conn, error).await),
+            Err(error) => Err(map_service_error(&self.shared, &slot, &conn, error).await),
         }
     }
 
@@ -588,7 +659,7 @@ impl Manager {
         if let Some(old) = old {
             old.stop("reconnect requested").await;
         }
-        self.connect_slot(slot)
+        self.connect_slot(&slot)
             .await
             .map(|_| ())
             .map_err(|reason| CallError::NotConnected {
@@ -606,7 +677,7 @@ impl Manager {
         // its process group); wait for them, so none survives the shutdown.
         let conns: Vec<Arc<Connection>> = {
             let mut conns = Vec::new();
-            for slot in &self.slots {
+            for slot in &self.slots() {
                 let _connecting = slot.connecting.lock().await;
                 let mut inner = slot.lock();
                 if let Some(conn) = inner.conn.take() {

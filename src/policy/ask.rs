@@ -123,7 +123,9 @@ pub fn sanitize_for_terminal(s: &str) -> String {
         .collect()
 }
 
-fn render_prompt(p: &AskPrompt) -> String {
+/// The text put to the person (control characters neutralised); its last
+/// line is the question itself.
+pub fn render_prompt(p: &AskPrompt) -> String {
     let mut args = serde_json::to_string_pretty(&p.arguments).unwrap_or_default();
     const MAX: usize = 2000;
     if args.len() > MAX {

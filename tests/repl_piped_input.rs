@@ -1,0 +1,131 @@
+//! `warden repl` with lines piped in and no controlling terminal: slash
+//! commands and turns work, but a piped line can never answer an `ask`
+//! (the question goes to the controlling terminal, and without one the
+//! call is denied).
+
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
+
+#[test]
+fn piped_lines_run_commands_but_cannot_approve_an_ask() {
+    let dir = tempfile::Builder::new()
+        .prefix("warden-repl-piped-")
+        .tempdir()
+        .expect("temp dir");
+    let path = |name: &str| dir.path().join(name);
+    for sub in ["home", "cfg", "ws"] {
+        std::fs::create_dir_all(path(sub)).expect("mkdir");
+    }
+    let config = json!({
+        "mcpServers": {"notes": {"command": WARDEN, "args": ["example-server", "notes"]}},
+        "permissions": {"ask": ["mcp__notes__read_note"]},
+        "audit": {"path": path("audit.jsonl")}
+    });
+    std::fs::write(path("warden.json"), config.to_string()).expect("config");
+    let script = json!([
+        {"tool_calls": [{"name": "mcp__notes__read_note", "arguments": {"id": 1}}]},
+        {"expect": "denied", "text": "It was denied."}
+    ]);
+    std::fs::write(path("script.json"), script.to_string()).expect("script");
+
+    let mut command = Command::new(WARDEN);
+    command
+        .arg("--config")
+        .arg(path("warden.json"))
+        .arg("--model")
+        .arg(format!("scripted:{}", path("script.json").display()))
+        .arg("repl")
+        .current_dir(path("ws"))
+        .env("HOME", path("home"))
+        .env("WARDEN_CONFIG_DIR", path("cfg"))
+        .env_remove("RUST_LOG")
+        .env_remove("WARDEN_MODEL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: setsid is async-signal-safe; it drops the controlling terminal.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"read note 1\no\n/tools\n/audit\n/quit\n")
+        .expect("write");
+    let output = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains("→ denied"), "{stderr}");
+    assert!(stdout.contains("It was denied."), "{stdout}");
+    assert!(stdout.contains("mcp__notes__read_note"), "{stdout}");
+
+    let records: Vec<Value> = std::fs::read_to_string(path("audit.jsonl"))
+        .expect("audit")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let calls: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "tool_call")
+        .collect();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["outcome"], "denied");
+    assert!(
+        !records
+            .iter()
+            .any(|r| r["event"] == "approval" && r["action"] == "allow_once"),
+        "a piped line approved a call"
+    );
+}
+
+#[test]
+fn a_piped_line_never_approves_a_project_server() {
+    let dir = tempfile::Builder::new()
+        .prefix("warden-repl-piped-")
+        .tempdir()
+        .expect("temp dir");
+    let path = |name: &str| dir.path().join(name);
+    for sub in ["home", "cfg", "ws"] {
+        std::fs::create_dir_all(path(sub)).expect("mkdir");
+    }
+    let project = json!({
+        "mcpServers": {"proj": {"command": WARDEN, "args": ["example-server", "notes"]}}
+    });
+    std::fs::write(path("ws/.mcp.json"), project.to_string()).expect("project file");
+    let mut child = Command::new(WARDEN)
+        .arg("repl")
+        .current_dir(path("ws"))
+        .env("HOME", path("home"))
+        .env("WARDEN_CONFIG_DIR", path("cfg"))
+        .env_remove("RUST_LOG")
+        .env_remove("WARDEN_MODEL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"y\n/mcp approve proj\ny\n/mcp\n/quit\n")
+        .expect("write");
+    let output = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains("run `warden mcp approve proj`"), "{stderr}");
+    assert!(stdout.contains("pending_approval"), "{stdout}");
+    assert!(!path("cfg/approvals.json").exists(), "nothing was approved");
+}
