@@ -2,7 +2,7 @@
 //!
 //! `cargo bench --bench pipeline` runs criterion on four setups, then a
 //! percentile pass (median, p99, decisions/s on one thread) printed as a
-//! table for BENCHMARKS-policy.md.
+//! table for BENCHMARKS.md.
 
 use std::hint::black_box;
 use std::path::PathBuf;

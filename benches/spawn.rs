@@ -3,7 +3,7 @@
 //! of the hostile example server, plain vs sandboxed.
 //!
 //! `cargo bench --bench spawn` (uses the `warden` binary of the same build
-//! as the sandbox helper). See BENCHMARKS-sandbox.md.
+//! as the sandbox helper). See BENCHMARKS.md.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -17,7 +17,7 @@
 //! `pre_exec` because a pid namespace needs a process that stays outside it
 //! (`unshare(CLONE_NEWPID)` affects only children) and an init inside it,
 //! which a `pre_exec` closure (no allocation, one process) cannot provide;
-//! the cost is about 2 ms per start (see BENCHMARKS-sandbox.md).
+//! the cost is about 2 ms per start (see BENCHMARKS.md).
 //!
 //! What is enforced for an untrusted server (see [`helper`] for the order):
 //!
