@@ -21,7 +21,15 @@ pub fn run(
     let mut options = session::host_options(global, Mode::Interactive)?;
     options.only_servers = vec![server.to_string()];
     let json = global.json;
+    let limit = super::run::limits(global)?.timeout;
     session::run_async(|cancel| async move {
+        // `--timeout`: the whole command, connecting included.
+        let deadline = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(limit).await;
+            tracing::warn!("--timeout reached; cancelling");
+            deadline.cancel();
+        });
         let host = Host::open(options).map_err(session::host_error)?;
         if !host.config().servers.contains_key(server) {
             let known: Vec<&str> = host.config().servers.keys().map(String::as_str).collect();

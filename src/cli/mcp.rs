@@ -87,6 +87,22 @@ fn print_status(document: &Value) {
         if let Some(error) = server["error"].as_str() {
             println!("    error: {error}");
         }
+        match server["sandbox"]["enabled"].as_bool() {
+            Some(true) => println!(
+                "    sandbox: network {}; {}",
+                server["sandbox"]["network"].as_str().unwrap_or("?"),
+                server["sandbox"]["mechanisms"]
+                    .as_array()
+                    .map(|m| m
+                        .iter()
+                        .filter_map(|x| x.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "))
+                    .unwrap_or_default()
+            ),
+            Some(false) => println!("    sandbox: off (trusted server)"),
+            None => {}
+        }
         for tool in server["tools"].as_array().into_iter().flatten() {
             println!("    {}", tool["qualified"].as_str().unwrap_or("?"));
         }
