@@ -108,3 +108,27 @@ fn sigkill_of_warden_leaves_nothing() {
         world.leftover_processes()
     );
 }
+
+#[test]
+fn a_later_session_removes_what_a_killed_one_left_in_tmp() {
+    let world = world();
+    let dead = {
+        let mut child = std::process::Command::new("/bin/true")
+            .spawn()
+            .expect("spawn");
+        let pid = child.id();
+        child.wait().expect("wait");
+        pid
+    };
+    let stale = world.dir.path().join(format!("warden-session-{dead}-left"));
+    std::fs::create_dir_all(stale.join("home")).unwrap();
+    let live = world
+        .dir
+        .path()
+        .join(format!("warden-session-{}-live", std::process::id()));
+    std::fs::create_dir_all(&live).unwrap();
+    let out = world.run(&["call", "fx", "echo", "--args", "{}"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stale.exists(), "the dead session's folder was not removed");
+    assert!(live.exists(), "a live process's folder must be left alone");
+}

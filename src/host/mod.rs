@@ -120,8 +120,9 @@ impl Host {
             None => opts.load.config_dir.join("pins.json"),
         };
         let pins = PinStore::open(&pins_path).map_err(|e| HostError::Setup(e.to_string()))?;
+        remove_stale_runtime_dirs();
         let runtime = tempfile::Builder::new()
-            .prefix("warden-session-")
+            .prefix(&format!("{RUNTIME_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(|e| HostError::Setup(format!("cannot create a runtime folder: {e}")))?;
         let approvals = config::Approvals::load(&opts.load.config_dir)?;
@@ -347,6 +348,40 @@ impl Host {
             tool_calls: self.stats.calls.load(Ordering::Relaxed),
             denied: self.stats.denied.load(Ordering::Relaxed),
         });
+    }
+}
+
+/// Runtime folders are `$TMPDIR/warden-session-<pid>-XXXXXX`; the pid lets
+/// a later session remove what a killed one (`kill -9`) could not.
+const RUNTIME_PREFIX: &str = "warden-session-";
+
+/// Removes runtime folders of warden processes that no longer exist.
+fn remove_stale_runtime_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(RUNTIME_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        // A live process with that pid (warden or a reuse of the pid):
+        // leave it alone.
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let path = entry.path();
+        // Only folders we own; never follow a link planted in /tmp.
+        let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw()
+        });
+        if ours && let Err(error) = std::fs::remove_dir_all(&path) {
+            tracing::debug!(path = %path.display(), %error, "could not remove a stale runtime folder");
+        }
     }
 }
 

@@ -65,6 +65,9 @@ impl World {
             .args(args)
             .env("WARDEN_CONFIG_DIR", &self.config_dir)
             .env("HOME", &self.home)
+            // warden's runtime folder lands in this world, so even a
+            // `kill -9` of warden leaves nothing in the real /tmp.
+            .env("TMPDIR", self.dir.path())
             .env_remove("RUST_LOG")
             .env_remove("WARDEN_AUDIT_KEY")
             .current_dir(&self.workspace);
