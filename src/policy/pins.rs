@@ -69,7 +69,51 @@ pub struct PinEntry {
 pub struct PinStore {
     path: PathBuf,
     file: PinFile,
-    dirty: bool,
+    /// Changes since the last save, replayed onto the file as it is on disk
+    /// at save time, so two warden processes never lose each other's pins.
+    pending: Vec<PinOp>,
+}
+
+#[derive(Debug)]
+enum PinOp {
+    Insert {
+        server: String,
+        digest: String,
+        tool: String,
+        record: PinRecord,
+        /// `accept` replaces a pin; a first listing never overwrites a pin
+        /// another process recorded meanwhile (first pin wins).
+        replace: bool,
+    },
+    Reset(Option<String>),
+}
+
+impl PinOp {
+    fn apply(&self, file: &mut PinFile) {
+        match self {
+            PinOp::Insert {
+                server,
+                digest,
+                tool,
+                record,
+                replace,
+            } => {
+                let tools = file
+                    .servers
+                    .entry(server.clone())
+                    .or_default()
+                    .entry(digest.clone())
+                    .or_default();
+                if *replace || !tools.contains_key(tool) {
+                    tools.insert(tool.clone(), record.clone());
+                }
+            }
+            PinOp::Reset(Some(server)) => {
+                file.servers.remove(server);
+            }
+            PinOp::Reset(None) => file.servers.clear(),
+        }
+    }
 }
 
 /// The pinned part of a tool definition.
@@ -101,35 +145,11 @@ impl PinStore {
     /// Opens a pin file; a missing file is an empty store.
     pub fn open(path: impl Into<PathBuf>) -> Result<PinStore, PinError> {
         let path = path.into();
-        let file = match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                let file: PinFile = serde_json::from_str(&text).map_err(|e| PinError::Format {
-                    path: path.clone(),
-                    message: e.to_string(),
-                })?;
-                if file.version != 1 {
-                    return Err(PinError::Format {
-                        path,
-                        message: format!("unsupported version {}", file.version),
-                    });
-                }
-                file
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => PinFile {
-                version: 1,
-                servers: BTreeMap::new(),
-            },
-            Err(e) => {
-                return Err(PinError::Io {
-                    path,
-                    message: e.to_string(),
-                });
-            }
-        };
+        let file = read_pin_file(&path)?;
         Ok(PinStore {
             path,
             file,
-            dirty: false,
+            pending: Vec::new(),
         })
     }
 
@@ -163,7 +183,14 @@ impl PinStore {
             },
             None if locked => PinState::Unpinned,
             None => {
-                self.insert(server, config_digest, tool.name.as_ref(), definition, sha);
+                self.insert(
+                    server,
+                    config_digest,
+                    tool.name.as_ref(),
+                    definition,
+                    sha,
+                    false,
+                );
                 PinState::Pinned
             }
         }
@@ -190,26 +217,38 @@ impl PinStore {
     pub fn accept(&mut self, server: &str, config_digest: &str, tool: &Tool) {
         let definition = pinned_definition(tool);
         let sha = sha256_json(&definition);
-        self.insert(server, config_digest, tool.name.as_ref(), definition, sha);
+        self.insert(
+            server,
+            config_digest,
+            tool.name.as_ref(),
+            definition,
+            sha,
+            true,
+        );
     }
 
-    fn insert(&mut self, server: &str, digest: &str, tool: &str, definition: Value, sha: String) {
-        self.file
-            .servers
-            .entry(server.to_string())
-            .or_default()
-            .entry(digest.to_string())
-            .or_default()
-            .insert(
-                tool.to_string(),
-                PinRecord {
-                    sha256: sha,
-                    definition,
-                    pinned_at: chrono::Utc::now()
-                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                },
-            );
-        self.dirty = true;
+    fn insert(
+        &mut self,
+        server: &str,
+        digest: &str,
+        tool: &str,
+        definition: Value,
+        sha: String,
+        replace: bool,
+    ) {
+        let op = PinOp::Insert {
+            server: server.to_string(),
+            digest: digest.to_string(),
+            tool: tool.to_string(),
+            record: PinRecord {
+                sha256: sha,
+                definition,
+                pinned_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            },
+            replace,
+        };
+        op.apply(&mut self.file);
+        self.pending.push(op);
     }
 
     pub fn list(&self) -> Vec<PinEntry> {
@@ -245,15 +284,16 @@ impl PinStore {
             }
         };
         if removed > 0 {
-            self.dirty = true;
+            self.pending.push(PinOp::Reset(server.map(str::to_string)));
         }
         removed
     }
 
-    /// Writes the file atomically (temp file in the same folder, fsync,
-    /// rename) when something changed.
+    /// Writes the changes since the last save: under an exclusive lock on
+    /// `FILE.lock`, re-reads the file, replays them onto it, and replaces it
+    /// atomically (temp file in the same folder, fsync, rename).
     pub fn save(&mut self) -> Result<(), PinError> {
-        if !self.dirty {
+        if self.pending.is_empty() {
             return Ok(());
         }
         let io = |e: std::io::Error| PinError::Io {
@@ -265,7 +305,21 @@ impl PinStore {
             _ => PathBuf::from("."),
         };
         std::fs::create_dir_all(&dir).map_err(io)?;
-        let mut text = serde_json::to_string_pretty(&self.file).map_err(|e| PinError::Format {
+        let mut lock_path = self.path.clone().into_os_string();
+        lock_path.push(".lock");
+        let lock_file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io)?;
+        let _lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, errno)| io(std::io::Error::from(errno)))?;
+        let mut merged = read_pin_file(&self.path)?;
+        for op in &self.pending {
+            op.apply(&mut merged);
+        }
+        let mut text = serde_json::to_string_pretty(&merged).map_err(|e| PinError::Format {
             path: self.path.clone(),
             message: e.to_string(),
         })?;
@@ -274,8 +328,36 @@ impl PinStore {
         tmp.write_all(text.as_bytes()).map_err(io)?;
         tmp.as_file().sync_all().map_err(io)?;
         tmp.persist(&self.path).map_err(|e| io(e.error))?;
-        self.dirty = false;
+        self.file = merged;
+        self.pending.clear();
         Ok(())
+    }
+}
+
+/// Reads a pin file; a missing file is an empty one.
+fn read_pin_file(path: &Path) -> Result<PinFile, PinError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let file: PinFile = serde_json::from_str(&text).map_err(|e| PinError::Format {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
+            if file.version != 1 {
+                return Err(PinError::Format {
+                    path: path.to_path_buf(),
+                    message: format!("unsupported version {}", file.version),
+                });
+            }
+            Ok(file)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(PinFile {
+            version: 1,
+            servers: BTreeMap::new(),
+        }),
+        Err(e) => Err(PinError::Io {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }),
     }
 }
 
@@ -372,4 +454,50 @@ fn schema_diff(field: &str, a: &Value, b: &Value) -> String {
         parts.push("other keywords changed".into());
     }
     format!("{field} changed: {}", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn tool(name: &str, description: &str) -> Tool {
+        let schema: Map<String, Value> =
+            serde_json::from_value(serde_json::json!({"type": "object"})).unwrap_or_default();
+        Tool::new(name.to_string(), description.to_string(), Arc::new(schema))
+    }
+
+    #[test]
+    fn two_stores_on_one_file_keep_each_others_pins() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pins.json");
+        let mut a = PinStore::open(&path).unwrap();
+        let mut b = PinStore::open(&path).unwrap();
+        assert_eq!(
+            a.check("s", "d", &tool("one", "x"), false),
+            PinState::Pinned
+        );
+        assert_eq!(
+            b.check("s", "d", &tool("two", "y"), false),
+            PinState::Pinned
+        );
+        // b pins `one` differently after a did: the first pin must win.
+        assert_eq!(
+            b.check("s", "d", &tool("one", "changed"), false),
+            PinState::Pinned
+        );
+        a.save().unwrap();
+        b.save().unwrap();
+        let mut fresh = PinStore::open(&path).unwrap();
+        let names: Vec<String> = fresh.list().into_iter().map(|e| e.tool).collect();
+        assert_eq!(names, ["one", "two"]);
+        assert!(matches!(
+            fresh.check("s", "d", &tool("one", "changed"), false),
+            PinState::Changed { .. }
+        ));
+        // A reset is replayed too.
+        fresh.reset(Some("s"));
+        fresh.save().unwrap();
+        assert!(PinStore::open(&path).unwrap().list().is_empty());
+    }
 }
