@@ -132,3 +132,49 @@ fn project_servers_wait_for_approval_of_their_exact_config() {
     std::fs::write(world.workspace.join(".mcp.json"), changed.to_string()).unwrap();
     assert_eq!(server(&status(&world), "proj")["state"], "pending_approval");
 }
+
+#[test]
+fn concurrent_approvals_lose_nothing() {
+    let world = World::new();
+    let names: Vec<String> = (0..6).map(|i| format!("p{i}")).collect();
+    let servers: serde_json::Map<String, Value> =
+        names.iter().map(|n| (n.clone(), world.notes(n))).collect();
+    std::fs::write(
+        world.workspace.join(".mcp.json"),
+        json!({"mcpServers": servers}).to_string(),
+    )
+    .unwrap();
+    let children: Vec<_> = names
+        .iter()
+        .map(|name| {
+            std::process::Command::new(WARDEN)
+                .args(["mcp", "approve", name, "--yes", "--workspace"])
+                .arg(&world.workspace)
+                .env("WARDEN_CONFIG_DIR", &world.config_dir)
+                .env("HOME", &world.home)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let out = std::process::Command::new(WARDEN)
+        .args(["mcp", "list", "--json", "--workspace"])
+        .arg(&world.workspace)
+        .env("WARDEN_CONFIG_DIR", &world.config_dir)
+        .env("HOME", &world.home)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let approvals = std::fs::read_to_string(world.config_dir.join("approvals.json")).unwrap();
+    for name in &names {
+        assert!(
+            approvals.contains(&format!("\"{name}\"")),
+            "{name} lost: {approvals}\n{text}"
+        );
+    }
+}

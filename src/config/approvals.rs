@@ -103,6 +103,7 @@ impl Approvals {
         if !server.needs_approval() {
             return Ok(());
         }
+        let _lock = self.lock()?;
         self.refresh()?;
         self.entries
             .retain(|a| !(a.name == server.name && a.source == server.source));
@@ -120,6 +121,7 @@ impl Approvals {
     /// Removes every approval of `name` (from any file). Returns whether
     /// there was one; saves only when something changed.
     pub fn revoke(&mut self, name: &str) -> Result<bool, ConfigError> {
+        let _lock = self.lock()?;
         self.refresh()?;
         let before = self.entries.len();
         self.entries.retain(|a| a.name != name);
@@ -141,6 +143,27 @@ impl Approvals {
 
     /// Atomic replace: a crash mid-write leaves the old file, never half a
     /// file (which would fail closed but lose every approval).
+    /// An exclusive lock on `approvals.json.lock`, held from the re-read to
+    /// the write, so two warden processes approving at once lose nothing.
+    fn lock(&self) -> Result<nix::fcntl::Flock<std::fs::File>, ConfigError> {
+        let fail = |e: std::io::Error| ConfigError::Approvals {
+            path: self.path.clone(),
+            message: format!("cannot lock: {e}"),
+        };
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        create_private_dir(dir).map_err(fail)?;
+        let mut lock_path = self.path.clone().into_os_string();
+        lock_path.push(".lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(fail)?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, errno)| fail(std::io::Error::from(errno)))
+    }
+
     fn save(&self) -> Result<(), ConfigError> {
         let fail = |what: &str, e: std::io::Error| ConfigError::Approvals {
             path: self.path.clone(),
