@@ -373,10 +373,29 @@ pub(super) fn human(duration: Duration) -> String {
 /// Reads every `tools/list` page, each within `timeout`. A repeated cursor,
 /// more than [`MAX_TOOL_PAGES`] pages or more than [`MAX_TOOLS`] tools is an
 /// error and nothing is returned.
+/// Why a listing produced no tools.
+#[derive(Debug)]
+pub(super) enum ListError {
+    /// The server answered, but the listing breaks warden's caps (pages,
+    /// tools, a repeated cursor): nothing of it may be registered.
+    Rejected(String),
+    /// No usable answer (timeout, transport closed, JSON-RPC error): the
+    /// last good listing stays; a dead connection is the monitor's business.
+    Failed(String),
+}
+
+impl std::fmt::Display for ListError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListError::Rejected(m) | ListError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
 pub(super) async fn list_tools(
     peer: &Peer<RoleClient>,
     timeout: Duration,
-) -> Result<Vec<Tool>, String> {
+) -> Result<Vec<Tool>, ListError> {
     let mut tools: Vec<Tool> = Vec::new();
     let mut seen = HashSet::new();
     let mut cursor: Option<String> = None;
@@ -387,33 +406,33 @@ pub(super) async fn list_tools(
         let result = tokio::time::timeout(timeout, peer.list_tools(params))
             .await
             .map_err(|_| {
-                format!(
+                ListError::Failed(format!(
                     "tools/list page {page} got no answer within {}",
                     human(timeout)
-                )
+                ))
             })?
-            .map_err(|e| format!("tools/list page {page} failed: {e}"))?;
+            .map_err(|e| ListError::Failed(format!("tools/list page {page} failed: {e}")))?;
         tools.extend(result.tools);
         if tools.len() > MAX_TOOLS {
-            return Err(format!(
+            return Err(ListError::Rejected(format!(
                 "the server lists more than {MAX_TOOLS} tools; none were registered"
-            ));
+            )));
         }
         match result.next_cursor {
             None => return Ok(tools),
             Some(next) => {
                 if !seen.insert(next.clone()) {
-                    return Err(format!(
+                    return Err(ListError::Rejected(format!(
                         "tools/list page {page} repeated an earlier cursor; none were registered"
-                    ));
+                    )));
                 }
                 cursor = Some(next);
             }
         }
     }
-    Err(format!(
+    Err(ListError::Rejected(format!(
         "tools/list has more than {MAX_TOOL_PAGES} pages; none were registered"
-    ))
+    )))
 }
 
 /// Protocol 2026-07-28: subscribe to list_changed with `subscriptions/listen`.

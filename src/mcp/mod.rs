@@ -920,12 +920,18 @@ async fn relist(
                     inner.tools = tools;
                     None
                 }
-                Err(error) => {
-                    tracing::warn!(server = slot.name(), %error, "re-listing tools failed");
+                Err(connect::ListError::Rejected(error)) => {
+                    tracing::warn!(server = slot.name(), %error, "tool list rejected");
                     inner.tools.clear();
                     let stale = inner.conn.take();
                     Slot::fail(&mut inner, format!("re-listing tools failed: {error}"));
                     stale
+                }
+                Err(connect::ListError::Failed(error)) => {
+                    // Keep the last good list. If the server is gone, the
+                    // monitor records why; stopping here would hide that.
+                    tracing::warn!(server = slot.name(), %error, "re-listing tools failed");
+                    continue;
                 }
             }
         };
