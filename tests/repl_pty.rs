@@ -4,6 +4,8 @@
 //! presses. Servers are the notes and fixture example servers, launched in
 //! their sandbox. Each test checks that no server process outlives the repl.
 
+mod cli_support;
+
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
@@ -12,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use cli_support::processes_with;
 use serde_json::{Value, json};
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
@@ -342,7 +345,7 @@ impl Env {
                 .iter()
                 .copied()
                 .filter(|pid| Path::new(&format!("/proc/{pid}")).exists())
-                .chain(processes_with(&self.marker))
+                .chain(processes_with(&self.marker).into_iter().map(u64::from))
                 .collect();
             if alive.is_empty() {
                 return;
@@ -365,21 +368,6 @@ fn connected_servers(shown: &str) -> usize {
             matches!(words.next(), Some("notes" | "fx")) && words.next() == Some("connected")
         })
         .count()
-}
-
-fn processes_with(marker: &str) -> Vec<u64> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(marker))
-                .unwrap_or(false)
-        })
-        .collect()
 }
 
 #[test]

@@ -9,7 +9,7 @@ use super::{CliError, GlobalArgs, exit, output, session};
 use crate::audit::Outcome;
 use crate::host::{CallRequest, Caller, Host};
 use crate::mcp::ServerState;
-use crate::policy::{Mode, TerminalAsker};
+use crate::policy::Mode;
 
 pub fn run(
     global: &GlobalArgs,
@@ -32,22 +32,10 @@ pub fn run(
         });
         let host = Host::open(options).map_err(session::host_error)?;
         if !host.config().servers.contains_key(server) {
-            let known: Vec<&str> = host.config().servers.keys().map(String::as_str).collect();
-            return Err(CliError::usage(format!(
-                "unknown server `{server}`; configured: {}",
-                if known.is_empty() {
-                    "none".to_string()
-                } else {
-                    known.join(", ")
-                }
-            )));
+            return Err(session::unknown_server(host.config(), server));
         }
-        tokio::select! {
-            _ = host.connect() => {}
-            _ = cancel.cancelled() => {
-                host.shutdown().await;
-                return Ok(exit::FAILED);
-            }
+        if !session::connect_or_cancel(&host, &cancel).await {
+            return Ok(exit::FAILED);
         }
         let code = call_connected(&host, server, tool, arguments, json, cancel).await;
         host.shutdown().await;
@@ -106,11 +94,8 @@ async fn call_connected(
             }
         )));
     };
-    let asker = TerminalAsker::new();
-    let asker: Option<&dyn crate::policy::Asker> = match host.mode() {
-        Mode::Interactive => Some(&asker),
-        _ => None,
-    };
+    let asker = session::terminal_asker(host.mode());
+    let asker = asker.as_ref().map(|a| a as &dyn crate::policy::Asker);
     let report = host
         .call(
             CallRequest {

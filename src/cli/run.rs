@@ -11,7 +11,7 @@ use crate::agent::model_from_spec;
 use crate::agent::run_loop::{Limits, RunStatus, run_task};
 use crate::host::Host;
 use crate::mcp::ServerState;
-use crate::policy::{Mode, TerminalAsker};
+use crate::policy::Mode;
 
 pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Result<u8> {
     let spec = global.model.clone().ok_or_else(|| {
@@ -27,12 +27,8 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
     let task = task.to_string();
     session::run_async(|cancel| async move {
         let host = Host::open(options).map_err(session::host_error)?;
-        tokio::select! {
-            _ = host.connect() => {}
-            _ = cancel.cancelled() => {
-                host.shutdown().await;
-                return Ok(exit::FAILED);
-            }
+        if !session::connect_or_cancel(&host, &cancel).await {
+            return Ok(exit::FAILED);
         }
         if let Some(server) = host
             .statuses()
@@ -55,11 +51,8 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
                 tracing::warn!(server = %status.name, %error, "server unavailable for this run");
             }
         }
-        let asker = TerminalAsker::new();
-        let asker: Option<&dyn crate::policy::Asker> = match host.mode() {
-            Mode::Interactive => Some(&asker),
-            _ => None,
-        };
+        let asker = session::terminal_asker(host.mode());
+        let asker = asker.as_ref().map(|a| a as &dyn crate::policy::Asker);
         let executor = HostExecutor::new(&host, asker, cancel.clone());
         let report = run_task(model.as_ref(), &executor, &task, &limits, cancel.clone()).await;
         host.shutdown().await;

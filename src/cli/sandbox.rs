@@ -96,15 +96,7 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
 fn check_server(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
     let config = super::session::load_config(global)?;
     let Some(server) = config.servers.get(name) else {
-        let known: Vec<&str> = config.servers.keys().map(String::as_str).collect();
-        return Err(CliError::usage(format!(
-            "unknown server `{name}`; configured: {}",
-            if known.is_empty() {
-                "none".to_string()
-            } else {
-                known.join(", ")
-            }
-        )));
+        return Err(super::session::unknown_server(&config, name));
     };
     if !matches!(server.transport, crate::config::TransportConfig::Stdio(_)) {
         return Err(CliError::usage(format!(

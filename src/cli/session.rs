@@ -9,8 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{CliError, GlobalArgs};
 use crate::config::{self, LoadOptions};
-use crate::host::{HostError, HostOptions};
-use crate::policy::Mode;
+use crate::host::{Host, HostError, HostOptions};
+use crate::policy::{Mode, TerminalAsker};
 
 pub fn workspace(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
     let dir = match &global.workspace {
@@ -57,6 +57,37 @@ pub fn host_options(global: &GlobalArgs, mode: Mode) -> anyhow::Result<HostOptio
 /// Configuration, policy and audit problems are usage errors (exit 2).
 pub fn host_error(error: HostError) -> anyhow::Error {
     CliError::usage(error.to_string())
+}
+
+/// The usage error for a server name the configuration does not have.
+pub fn unknown_server(config: &config::Config, name: &str) -> anyhow::Error {
+    let known: Vec<&str> = config.servers.keys().map(String::as_str).collect();
+    CliError::usage(format!(
+        "unknown server `{name}`; configured: {}",
+        if known.is_empty() {
+            "none".to_string()
+        } else {
+            known.join(", ")
+        }
+    ))
+}
+
+/// Connects the host's servers unless the command is cancelled first;
+/// on cancellation the servers are stopped and `false` is returned.
+pub async fn connect_or_cancel(host: &Host, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = host.connect() => true,
+        _ = cancel.cancelled() => {
+            host.shutdown().await;
+            false
+        }
+    }
+}
+
+/// The person at the terminal answers `ask` in interactive mode; in CI and
+/// gateway modes nobody here can.
+pub fn terminal_asker(mode: Mode) -> Option<TerminalAsker> {
+    (mode == Mode::Interactive).then(TerminalAsker::new)
 }
 
 /// Runs `body` on a multi-threaded runtime, cancelling its token on SIGINT

@@ -267,11 +267,7 @@ fn result_for_client(report: &CallReport, cannot_ask: bool) -> CallToolResult {
             }
         }
         Outcome::Denied => {
-            let mut text = format!(
-                "Denied by warden's {} stage: {}",
-                report.decision.stage,
-                report.decision.reasons.join("; ")
-            );
+            let mut text = report.denial_text();
             if cannot_ask && report.decision.reasons.iter().any(|r| r.contains("asked")) {
                 text.push_str(
                     " (this MCP client did not declare the elicitation capability, \

@@ -70,14 +70,20 @@ pub struct CallReport {
 }
 
 impl CallReport {
+    /// What a model or an MCP client is told about a denial: the deciding
+    /// stage and the reasons, so it can adapt.
+    pub fn denial_text(&self) -> String {
+        format!(
+            "Denied by warden's {} stage: {}",
+            self.decision.stage,
+            self.decision.reasons.join("; ")
+        )
+    }
+
     /// The text a model sees for this call.
     pub fn text_for_model(&self) -> String {
         match self.outcome {
-            Outcome::Denied => format!(
-                "Denied by warden's {} stage: {}",
-                self.decision.stage,
-                self.decision.reasons.join("; ")
-            ),
+            Outcome::Denied => self.denial_text(),
             Outcome::Ok | Outcome::ToolError => {
                 let mut out = Vec::new();
                 if let Some(result) = &self.result {
@@ -224,10 +230,6 @@ impl Host {
                 error: Some(error.to_string()),
                 ..base
             },
-        };
-        let report = CallReport {
-            duration_ms: elapsed_ms(started),
-            ..report
         };
         self.audit_call(&request, &facts, &decision, &report);
         Ok(report)
