@@ -132,8 +132,8 @@ fn record_cpu(c: &mut Criterion) {
     c.bench_function("audit_record_cpu/serialize_canonical_sha256", |b| {
         b.iter(|| {
             let v = serde_json::to_value(black_box(&template)).expect("serialise");
-            black_box(warden::digest::sha256_hex(
-                warden::digest::canonical_json(&v).as_bytes(),
+            black_box(warden_core::digest::sha256_hex(
+                warden_core::digest::canonical_json(&v).as_bytes(),
             ))
         });
     });

@@ -1,9 +1,11 @@
-//! Spawn cost through the launch seam (`sandbox::prepare` + spawn + wait),
-//! plain vs sandboxed, for `/bin/true`, and time to the first `tools/list`
-//! of the hostile example server, plain vs sandboxed.
+//! Spawn cost through the launch seam (`warden_sandbox::prepare` + spawn +
+//! wait) for `/bin/true`, and time to the first `tools/list` of the hostile
+//! example server: plain (trusted, sandbox off), sandboxed with the small
+//! `warden-sandbox-exec` helper, and sandboxed with the whole `warden`
+//! binary re-executed as the helper (`__sandbox-exec`, the fallback when
+//! the small helper is not installed), side by side in one run.
 //!
-//! `cargo bench --bench spawn` (uses the `warden` binary of the same build
-//! as the sandbox helper). See BENCHMARKS.md.
+//! `cargo bench --bench spawn` (helpers of the same build). See BENCHMARKS.md.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,12 +15,14 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use warden::config::{SandboxSpec, Scope, ServerConfig, StdioConfig, TransportConfig, Trust};
-use warden::sandbox::{LaunchContext, prepare};
+use warden::launch::launch_spec;
+use warden_sandbox::{LaunchContext, LaunchSpec, prepare};
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
+const HELPER: &str = env!("CARGO_BIN_EXE_warden-sandbox-exec");
 
-fn config(program: &Path, args: &[&str], sandboxed: bool) -> ServerConfig {
-    ServerConfig {
+fn spec(program: &Path, args: &[&str], sandboxed: bool) -> LaunchSpec {
+    let config = ServerConfig {
         name: "bench".into(),
         transport: TransportConfig::Stdio(StdioConfig {
             command: program.display().to_string(),
@@ -42,7 +46,8 @@ fn config(program: &Path, args: &[&str], sandboxed: bool) -> ServerConfig {
         scope: Scope::Explicit,
         source: PathBuf::from("bench"),
         digest: String::new(),
-    }
+    };
+    launch_spec(&config).expect("stdio")
 }
 
 fn bench(c: &mut Criterion) {
@@ -53,20 +58,25 @@ fn bench(c: &mut Criterion) {
         .expect("runtime");
     let ws = tempfile::tempdir().expect("tempdir");
     let runtime = tempfile::tempdir().expect("tempdir");
-    let ctx = LaunchContext::new(ws.path(), runtime.path()).with_helper(WARDEN);
+    let small = LaunchContext::new(ws.path(), runtime.path()).with_helper(HELPER);
+    let reexec = LaunchContext::new(ws.path(), runtime.path()).with_reexec_helper(WARDEN);
+    let variants = [
+        ("plain", false, &small),
+        ("sandboxed", true, &small),
+        ("sandboxed_reexec_warden", true, &reexec),
+    ];
 
     let mut g = c.benchmark_group("spawn_true");
     g.sample_size(200);
-    for sandboxed in [false, true] {
-        let cfg = config(Path::new("/bin/true"), &[], sandboxed);
-        let name = if sandboxed { "sandboxed" } else { "plain" };
+    for (name, sandboxed, ctx) in variants {
+        let spec = spec(Path::new("/bin/true"), &[], sandboxed);
         g.bench_function(name, |b| {
             b.iter(|| {
                 rt.block_on(async {
-                    let p = prepare(&cfg, &ctx).expect("prepare");
-                    let mut cmd = p.command;
+                    let p = prepare(&spec, ctx).expect("prepare");
+                    let mut cmd = tokio::process::Command::from(p.command);
                     let mut guard = p.guard;
-                    let mut child = cmd.spawn().expect("spawn");
+                    let mut child = cmd.kill_on_drop(true).spawn().expect("spawn");
                     if let Some(pid) = child.id() {
                         guard.attach(pid);
                     }
@@ -80,18 +90,18 @@ fn bench(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("first_tools_list_hostile");
     g.sample_size(30);
-    for sandboxed in [false, true] {
-        let cfg = config(Path::new(WARDEN), &["__hostile-server"], sandboxed);
-        let name = if sandboxed { "sandboxed" } else { "plain" };
+    for (name, sandboxed, ctx) in variants {
+        let spec = spec(Path::new(WARDEN), &["__hostile-server"], sandboxed);
         g.bench_function(name, |b| {
             b.iter(|| {
                 rt.block_on(async {
-                    let p = prepare(&cfg, &ctx).expect("prepare");
+                    let p = prepare(&spec, ctx).expect("prepare");
                     let mut guard = p.guard;
-                    let (t, _) = TokioChildProcess::builder(p.command)
-                        .stderr(std::process::Stdio::null())
-                        .spawn()
-                        .expect("spawn");
+                    let (t, _) =
+                        TokioChildProcess::builder(tokio::process::Command::from(p.command))
+                            .stderr(std::process::Stdio::null())
+                            .spawn()
+                            .expect("spawn");
                     if let Some(pid) = t.id() {
                         guard.attach(pid);
                     }

@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/test-deps.sh
-exec cargo test --locked --no-fail-fast "$@"
+exec cargo test --locked --workspace --no-fail-fast "$@"

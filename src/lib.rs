@@ -1,7 +1,7 @@
 //! warden: a policy-centred secure host for MCP tool servers.
 //!
 //! Data flows one way: [`config`] → [`mcp`] connections (launched through
-//! [`sandbox`]) → [`registry`] → [`policy`] pipeline → call → [`audit`].
+//! the `warden-sandbox` crate) → [`registry`] → [`policy`] pipeline → call → [`audit`].
 //! [`host::Host`] wires these together and owns the single call path;
 //! [`agent`], [`gateway`] and [`cli`] are its callers. See ARCHITECTURE.md.
 
@@ -9,11 +9,10 @@ pub mod agent;
 pub mod audit;
 pub mod cli;
 pub mod config;
-pub mod digest;
 pub mod example_servers;
 pub mod gateway;
 pub mod host;
+pub mod launch;
 pub mod mcp;
 pub mod policy;
 pub mod registry;
-pub mod sandbox;

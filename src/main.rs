@@ -1,9 +1,11 @@
 fn main() -> std::process::ExitCode {
     // Internal entry points, dispatched before clap, threads or a runtime
-    // exist: the sandbox helper must be single-threaded.
+    // exist: the sandbox helper must be single-threaded. `__sandbox-exec`
+    // is the fallback helper when `warden-sandbox-exec` is not installed
+    // beside this binary.
     let mut args = std::env::args_os();
     match args.nth(1).as_deref().and_then(|a| a.to_str()) {
-        Some("__sandbox-exec") => warden::sandbox::helper::main(args),
+        Some(warden_sandbox::REEXEC_ARG) => warden_sandbox::helper::main(args),
         Some("__hostile-server") => warden::example_servers::hostile::main(),
         _ => warden::cli::main(),
     }

@@ -167,7 +167,7 @@ fn every_event_kind_is_written_and_verifies() {
         // hash = SHA-256 of the canonical record without `hash`.
         let mut without = r.clone();
         let hash = without.as_object_mut().unwrap().remove("hash").unwrap();
-        assert_eq!(hash, warden::digest::sha256_json(&without).as_str());
+        assert_eq!(hash, warden_core::digest::sha256_json(&without).as_str());
         prev = hash.as_str().unwrap().to_string();
     }
     let outcomes: Vec<&str> = recs.iter().filter_map(|r| r["outcome"].as_str()).collect();
@@ -341,11 +341,11 @@ fn an_edited_record_with_a_recomputed_hash_breaks_the_next_link() {
     let r = recs[7].as_object_mut().unwrap();
     r["decision"]["effect"] = json!("allow");
     r.remove("hash");
-    let hash = warden::digest::sha256_json(&Value::Object(r.clone()));
+    let hash = warden_core::digest::sha256_json(&Value::Object(r.clone()));
     r.insert("hash".into(), hash.into());
     let text: String = recs
         .iter()
-        .map(|r| warden::digest::canonical_json(r) + "\n")
+        .map(|r| warden_core::digest::canonical_json(r) + "\n")
         .collect();
     assert_eq!(
         bad(verify_reader(text.as_bytes(), None)),
@@ -477,11 +477,11 @@ fn hmac_mode_needs_the_right_key_and_rejects_a_plain_forgery() {
             }
             m.insert("prev".into(), json!(prev));
             m.remove("hash");
-            prev = warden::digest::sha256_json(&r);
+            prev = warden_core::digest::sha256_json(&r);
             r.as_object_mut()
                 .unwrap()
                 .insert("hash".into(), json!(prev));
-            text += &(warden::digest::canonical_json(&r) + "\n");
+            text += &(warden_core::digest::canonical_json(&r) + "\n");
         }
         let (seq, problem) = bad(verify_reader(text.as_bytes(), Some(KEY)));
         assert_eq!(seq, 1);

@@ -10,11 +10,11 @@ use futures::future::BoxFuture;
 use policy_support::*;
 use serde_json::{Value, json};
 use warden::config::Trust;
-use warden::digest::sha256_json;
 use warden::mcp::Tool;
 use warden::policy::{
     AskAnswer, AskPrompt, Asker, Effect, Mode, PinState, PinStore, Pipeline, Stage,
 };
+use warden_core::digest::sha256_json;
 
 struct Scripted {
     answer: AskAnswer,

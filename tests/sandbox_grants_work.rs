@@ -94,7 +94,7 @@ fn sandbox_check_reports_json() {
 #[test]
 fn profiles_that_cannot_be_enforced_as_written_are_refused() {
     use warden::config::{NetworkSpec, Trust};
-    use warden::sandbox::{SandboxError, prepare};
+    use warden_sandbox::SandboxError;
     let fx = Fixture::new();
     let prog = std::path::Path::new("/bin/true");
     let bad = [
@@ -142,4 +142,42 @@ fn profiles_that_cannot_be_enforced_as_written_are_refused() {
     );
     let p = prepare(&cfg, &fx.ctx()).expect("trusted, sandbox off");
     assert!(!p.summary.enabled);
+}
+
+/// Where `warden-sandbox-exec` is not installed beside `warden` (e.g.
+/// after `cargo run`, which builds one binary), warden re-executes itself
+/// as the helper, says so at debug level, and the sandbox still holds.
+#[test]
+fn warden_alone_re_executes_itself_as_the_helper() {
+    let fx = Fixture::new();
+    let bin = fx.runtime.path().join("bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    let alone = bin.join("warden");
+    if std::fs::hard_link(WARDEN, &alone).is_err() {
+        std::fs::copy(WARDEN, &alone).expect("copy warden");
+    }
+    let secret = fx.secret_file.display().to_string();
+    let run = |exe: &std::path::Path, args: &[&str]| {
+        std::process::Command::new(exe)
+            .args(["-vv", "sandbox", "exec", "--"])
+            .args(args)
+            .env("TMPDIR", fx.runtime.path())
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("RUST_LOG")
+            .current_dir(fx.workspace.path())
+            .output()
+            .expect("run")
+    };
+    let o = run(&alone, &["/bin/sh", "-c", "exit 7"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(7), "{stderr}");
+    assert!(stderr.contains("re-executing"), "{stderr}");
+    let o = run(&alone, &["/bin/cat", &secret]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains(&fx.token));
+    // Beside its helper, warden uses it and says nothing about a fallback.
+    let o = run(std::path::Path::new(WARDEN), &["/bin/true"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("re-executing"), "{stderr}");
 }

@@ -96,9 +96,9 @@ fn server_outlives_the_thread_that_spawned_it() {
         SandboxSpec::default(),
         warden::config::Trust::Untrusted,
     );
-    let prepared = warden::sandbox::prepare(&cfg, &fx.ctx()).expect("prepare");
+    let prepared = prepare(&cfg, &fx.ctx()).expect("prepare");
     let mut guard = prepared.guard;
-    let mut cmd = prepared.command;
+    let mut cmd = tokio::process::Command::from(prepared.command);
     let child = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::{AuditError, HashMode};
-use crate::digest::canonical_json;
+use warden_core::digest::canonical_json;
 
 type HmacSha256 = Hmac<Sha256>;
 

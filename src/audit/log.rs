@@ -16,7 +16,7 @@ use super::chain::{Hasher, Tail, read_tail};
 use super::scrub::Scrubber;
 use super::{AuditError, Event, HashMode, RECORD_VERSION, ZERO_HASH};
 use crate::config::FsyncMode;
-use crate::digest::canonical_json;
+use warden_core::digest::canonical_json;
 
 /// `batch`: the longest a written record waits for its `fdatasync`.
 pub const BATCH_INTERVAL: Duration = Duration::from_millis(50);

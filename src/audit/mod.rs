@@ -19,7 +19,7 @@
 //!
 //! # Canonical JSON
 //!
-//! [`crate::digest::canonical_json`]: object keys sorted bytewise (UTF-8) at
+//! [`warden_core::digest::canonical_json`]: object keys sorted bytewise (UTF-8) at
 //! every level; no whitespace; strings and numbers exactly as `serde_json`
 //! writes them (strings UTF-8 with only `"`, `\`, and control characters
 //! escaped; integers in decimal; floats in the shortest form that round-trips,
@@ -375,12 +375,12 @@ pub fn load_key(path: Option<&Path>) -> Result<Option<Vec<u8>>, AuditError> {
 
 /// `args_sha256`: SHA-256 of the canonical JSON of the arguments as sent.
 pub fn args_digest(args: &Value) -> String {
-    crate::digest::sha256_json(args)
+    warden_core::digest::sha256_json(args)
 }
 
 /// `result_sha256`: SHA-256 of the canonical JSON of the result as received.
 pub fn result_digest(result: &Value) -> String {
-    crate::digest::sha256_json(result)
+    warden_core::digest::sha256_json(result)
 }
 
 /// The values the audit log must never contain, from a configuration: every

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::chain::Hasher;
 use super::{HashMode, RECORD_VERSION, ZERO_HASH};
-use crate::digest::canonical_json;
+use warden_core::digest::canonical_json;
 
 /// The outcome of [`verify`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -170,7 +170,7 @@ fn show(json_out: bool, file: &Path, filter: &Filter) -> anyhow::Result<u8> {
             continue;
         }
         if json_out {
-            out.push_str(&crate::digest::canonical_json(&record));
+            out.push_str(&warden_core::digest::canonical_json(&record));
             out.push('\n');
         } else {
             rows.push(row(&record));

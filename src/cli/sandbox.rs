@@ -10,7 +10,10 @@ use super::{CliError, GlobalArgs, SandboxCommand, exit};
 use crate::config::{
     Limits, NetworkSpec, SandboxSpec, Scope, ServerConfig, StdioConfig, TransportConfig, Trust,
 };
-use crate::sandbox::{self, LaunchContext, SandboxError, SandboxSummary, Support};
+use crate::launch::launch_spec;
+use warden_sandbox::{
+    self as sandbox, LaunchContext, LaunchSpec, SandboxError, SandboxSummary, Support,
+};
 
 pub fn run(global: &GlobalArgs, cmd: SandboxCommand) -> anyhow::Result<u8> {
     match cmd {
@@ -32,8 +35,8 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
     if let Some(name) = server {
         return check_server(global, &name);
     }
-    let k = &sandbox::kernel::support_live();
-    let probe = exec_config(
+    let k = &sandbox::support_live();
+    let probe = exec_spec(
         vec!["/bin/true".into()],
         SandboxSpec::default(),
         Trust::Untrusted,
@@ -98,15 +101,15 @@ fn check_server(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
     let Some(server) = config.servers.get(name) else {
         return Err(super::session::unknown_server(&config, name));
     };
-    if !matches!(server.transport, crate::config::TransportConfig::Stdio(_)) {
+    let Some(spec) = launch_spec(server) else {
         return Err(CliError::usage(format!(
             "server `{name}` is a {} server: only stdio servers are sandboxed",
             server.transport.kind()
         )));
-    }
+    };
     let runtime = tempfile::tempdir()?;
     let ctx = LaunchContext::new(config.workspace.clone(), runtime.path());
-    match sandbox::describe(server, &ctx) {
+    match sandbox::describe(&spec, &ctx) {
         Ok(summary) => {
             if global.json {
                 println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -123,7 +126,7 @@ fn check_server(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
             }
             Ok(exit::OK)
         }
-        Err(error @ sandbox::SandboxError::Unsupported { .. }) => Err(CliError::with_code(
+        Err(error @ SandboxError::Unsupported { .. }) => Err(CliError::with_code(
             exit::SANDBOX_UNAVAILABLE,
             error.to_string(),
         )),
@@ -225,11 +228,11 @@ fn load_profile(file: &Path, ws: &Path) -> anyhow::Result<SandboxSpec> {
         },
         ProfileFile::Spec(p) => {
             let p = *p;
-            let base = file.parent().unwrap_or(Path::new("."));
+            // Relative paths are relative to the profile's folder.
+            let base = std::path::absolute(file.parent().unwrap_or(Path::new(".")))?;
             let path = |s: &String| -> PathBuf {
                 let s = s.replace("${WORKSPACE}", &ws.display().to_string());
-                let p = PathBuf::from(s);
-                sandbox::paths::normalize(&if p.is_absolute() { p } else { base.join(p) })
+                warden_core::path::absolutize(&base, Path::new(&s))
             };
             let network = match p.network {
                 None => NetworkSpec::None,
@@ -271,24 +274,20 @@ fn load_profile(file: &Path, ws: &Path) -> anyhow::Result<SandboxSpec> {
     Ok(spec)
 }
 
-/// A server configuration for running `command` under `spec`.
-fn exec_config(
-    command: Vec<String>,
-    spec: SandboxSpec,
-    trust: Trust,
-) -> anyhow::Result<ServerConfig> {
+/// The launch of `command` under `spec`, as if it were a configured server.
+fn exec_spec(command: Vec<String>, spec: SandboxSpec, trust: Trust) -> anyhow::Result<LaunchSpec> {
     let Some((first, rest)) = command.split_first() else {
         return Err(CliError::usage("no command given"));
     };
     let path_var = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
-    let program = sandbox::paths::which_in(first, &path_var)
+    let program = sandbox::which_in(first, &path_var)
         .ok_or_else(|| CliError::usage(format!("command not found: {first}")))?;
     let program = if program.is_absolute() {
         program
     } else {
         std::env::current_dir()?.join(program)
     };
-    Ok(ServerConfig {
+    let server = ServerConfig {
         name: "exec".into(),
         transport: TransportConfig::Stdio(StdioConfig {
             command: first.clone(),
@@ -305,12 +304,12 @@ fn exec_config(
         scope: Scope::Explicit,
         source: PathBuf::from("<sandbox exec>"),
         digest: String::new(),
-    })
+    };
+    launch_spec(&server).ok_or_else(|| CliError::usage("not a stdio command"))
 }
 
 fn runtime_dir() -> PathBuf {
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
+    let uid = nix::unistd::getuid();
     std::env::var_os("XDG_RUNTIME_DIR")
         .map(|d| PathBuf::from(d).join("warden"))
         .unwrap_or_else(|| std::env::temp_dir().join(format!("warden-{uid}")))
@@ -324,7 +323,7 @@ fn exec(global: &GlobalArgs, profile: Option<&Path>, command: &[String]) -> anyh
     };
     // The operator runs this command line: the profile is theirs, so it may
     // use `"host"` or `false` (like a trusted server).
-    let server = exec_config(command.to_vec(), spec, Trust::Trusted)?;
+    let spec = exec_spec(command.to_vec(), spec, Trust::Trusted)?;
     let ctx = LaunchContext::new(ws, runtime_dir());
     let to_cli = |e: SandboxError| match e {
         SandboxError::Unsupported { .. } => {
@@ -332,36 +331,31 @@ fn exec(global: &GlobalArgs, profile: Option<&Path>, command: &[String]) -> anyh
         }
         other => CliError::usage(other.to_string()),
     };
-    if server.sandbox.enabled {
+    if spec.enabled {
         // Same plan and helper as a server launch; warden becomes the
         // helper (like bwrap), so the exit status is the command's.
-        return Err(to_cli(sandbox::exec_in_place(&server, &ctx)));
+        return Err(to_cli(sandbox::exec_in_place(&spec, &ctx)));
     }
-    let prepared = sandbox::prepare(&server, &ctx).map_err(to_cli)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let prepared = sandbox::prepare(&spec, &ctx).map_err(to_cli)?;
     let mut command = prepared.command;
     let mut guard = prepared.guard;
     command
         .stdin(std::process::Stdio::inherit())
         .stdout(std::process::Stdio::inherit())
         .stderr(std::process::Stdio::inherit());
-    let status = rt.block_on(async {
-        let mut child = command.spawn().map_err(|e| {
-            CliError::with_code(
-                exit::FAILED,
-                format!("spawning {}: {e}", command_name(&server)),
-            )
-        })?;
-        if let Some(pid) = child.id() {
-            guard.attach(pid);
-        }
-        child
-            .wait()
-            .await
-            .map_err(|e| CliError::with_code(exit::FAILED, format!("waiting: {e}")))
+    let mut child = command.spawn().map_err(|e| {
+        CliError::with_code(
+            exit::FAILED,
+            format!(
+                "spawning {}: {e}",
+                spec.argv0.as_deref().unwrap_or(&spec.name)
+            ),
+        )
     })?;
+    guard.attach(child.id());
+    let status = child
+        .wait()
+        .map_err(|e| CliError::with_code(exit::FAILED, format!("waiting: {e}")))?;
     drop(guard);
     use std::os::unix::process::ExitStatusExt;
     let code = status
@@ -369,11 +363,4 @@ fn exec(global: &GlobalArgs, profile: Option<&Path>, command: &[String]) -> anyh
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(1);
     Ok(u8::try_from(code).unwrap_or(1))
-}
-
-fn command_name(server: &ServerConfig) -> String {
-    match &server.transport {
-        TransportConfig::Stdio(s) => s.command.clone(),
-        _ => server.name.clone(),
-    }
 }

@@ -1,7 +1,7 @@
-//! `${VAR}`, `${VAR:-default}` and `${WORKSPACE}` expansion (CONTRACT §3),
-//! and lexical path normalisation.
+//! `${VAR}`, `${VAR:-default}` and `${WORKSPACE}` expansion (CONTRACT §3).
+//! Paths are then normalised by [`warden_core::path`].
 
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 
 /// Looks a host variable up. Passed in rather than read from the process so
 /// tests and embedders control it without mutating the global environment.
@@ -82,39 +82,6 @@ pub fn is_var_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Removes `.`, `..` and repeated separators without touching the disk, so
-/// `/ws/../etc` is `/etc` before any "is it inside the workspace" check. `..`
-/// at the root stays at the root.
-pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for comp in path.components() {
-        match comp {
-            Component::Prefix(p) => out.push(p.as_os_str()),
-            Component::RootDir => out.push(Component::RootDir),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() && !out.has_root() {
-                    out.push("..");
-                }
-            }
-            Component::Normal(c) => out.push(c),
-        }
-    }
-    if out.as_os_str().is_empty() {
-        out.push(".");
-    }
-    out
-}
-
-/// `path` made absolute against `base` (when relative) and normalised.
-pub fn absolutize(base: &Path, path: &Path) -> PathBuf {
-    if path.is_absolute() {
-        normalize(path)
-    } else {
-        normalize(&base.join(path))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,19 +115,6 @@ mod tests {
         assert_eq!(
             referenced_vars("${A}-${WORKSPACE}-${B:-x}-${"),
             vec!["A".to_string(), "B".to_string()]
-        );
-    }
-
-    #[test]
-    fn normalises_lexically() {
-        assert_eq!(
-            normalize(Path::new("/a/./b//c/../d")),
-            PathBuf::from("/a/b/d")
-        );
-        assert_eq!(normalize(Path::new("/../..")), PathBuf::from("/"));
-        assert_eq!(
-            absolutize(Path::new("/ws"), Path::new("../etc")),
-            PathBuf::from("/etc")
         );
     }
 }

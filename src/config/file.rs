@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use warden_core::path::{absolutize, normalize};
 
 use super::error::{ConfigError, ErrorKind};
 use super::expand::{self, EnvLookup, ExpandError};
@@ -166,7 +167,7 @@ pub fn raw_server(root: &Node, name: &str) -> Option<Value> {
 /// executable it resolved to, so the same text finding a different binary
 /// is a different server.
 pub fn server_digest(name: &str, raw: &Value, program: Option<&Path>) -> String {
-    crate::digest::sha256_json(&json!({
+    warden_core::digest::sha256_json(&json!({
         "name": name,
         "config": raw,
         "program": program.map(|p| p.to_string_lossy().into_owned()),
@@ -655,7 +656,7 @@ impl Ctx<'_> {
             Some(m) => {
                 let k = sub("cwd");
                 let raw = self.expand(self.string(&m.value, &k)?, &k, m.value.pos)?;
-                let dir = expand::absolutize(self.workspace, Path::new(&raw));
+                let dir = absolutize(self.workspace, Path::new(&raw));
                 if !dir.is_dir() {
                     return Err(self.err(
                         ErrorKind::MissingCwd,
@@ -682,7 +683,7 @@ impl Ctx<'_> {
     /// resolves them when granting the install prefix).
     fn resolve_program(&self, command: &str) -> std::result::Result<PathBuf, String> {
         if command.contains('/') {
-            let path = expand::absolutize(&self.dir, Path::new(command));
+            let path = absolutize(&self.dir, Path::new(command));
             return match std::fs::metadata(&path) {
                 Ok(md) if md.is_file() && is_executable(&md) => Ok(path),
                 Ok(md) if md.is_file() => Err(format!("{} is not executable", path.display())),
@@ -698,7 +699,7 @@ impl Ctx<'_> {
         // files: only absolute ones are searched.
         let dirs: Vec<&str> = path_var.split(':').filter(|d| d.starts_with('/')).collect();
         which::which_in(command, Some(dirs.join(":")), "/")
-            .map(|p| expand::normalize(&p))
+            .map(|p| normalize(&p))
             .map_err(|_| format!("`{command}` was not found on PATH"))
     }
 
@@ -820,7 +821,7 @@ impl Ctx<'_> {
                         Some("write `${HOME}/…` instead".into()),
                     ));
                 }
-                let path = expand::absolutize(self.workspace, Path::new(&raw));
+                let path = absolutize(self.workspace, Path::new(&raw));
                 if self.scope == Scope::Project && !self.inside_workspace(&path) {
                     return Err(self.boundary(
                         &k,
@@ -1014,7 +1015,7 @@ impl Ctx<'_> {
         let mut out = Vec::new();
         for (s, k, pos) in self.strings(node, "policy")? {
             let raw = self.expand(s, &k, pos)?;
-            let path = expand::absolutize(&self.dir, Path::new(&raw));
+            let path = absolutize(&self.dir, Path::new(&raw));
             if !path.exists() {
                 return Err(self.err(
                     ErrorKind::MissingPath,
@@ -1054,7 +1055,7 @@ impl Ctx<'_> {
                 "audit.path",
                 m.value.pos,
             )?;
-            audit.path = Some(expand::absolutize(self.workspace, Path::new(&raw)));
+            audit.path = Some(absolutize(self.workspace, Path::new(&raw)));
         }
         if let Some(m) = get(fields, "redact") {
             for (s, k, pos) in self.strings(&m.value, "audit.redact")? {

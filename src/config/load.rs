@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::error::ConfigError;
-use super::expand::{EnvLookup, normalize};
+use super::expand::EnvLookup;
 use super::file::{FileConfig, load_file};
 use super::{AuditConfig, Config, PolicySource, RuleSource, Scope, ServerConfig};
+use warden_core::path::normalize;
 
 /// Where to look. Built by the CLI from `--config`, `--workspace` and
 /// [`default_config_dir`].
@@ -154,7 +155,7 @@ fn merge(
     // policies: a project file may add policies, never remove the default.
     let default_policy = !own_policy_key;
 
-    let digest = crate::digest::sha256_json(&json!({
+    let digest = warden_core::digest::sha256_json(&json!({
         "workspace": workspace.to_string_lossy(),
         "sources": sources.iter().map(|p| p.to_string_lossy().into_owned()).collect::<Vec<_>>(),
         "servers": servers.values().map(|s: &ServerConfig| (s.name.clone(), json!({

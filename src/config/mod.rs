@@ -32,9 +32,10 @@ mod load;
 
 pub use approvals::{Approval, Approvals};
 pub use error::{ConfigError, Diagnostic, ErrorKind};
-pub use expand::{EnvLookup, normalize as normalize_path, referenced_vars};
+pub use expand::{EnvLookup, referenced_vars};
 pub use file::{DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS, invalid_server_name};
 pub use load::{LoadOptions, default_config_dir, find_project_file, load, load_with_env};
+pub use warden_core::{Scope, Trust};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -42,41 +43,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-
-/// Where a piece of configuration came from; decides what it may grant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    /// `$WARDEN_CONFIG_DIR/config.json`: the user's own file.
-    User,
-    /// A `.mcp.json` found in the workspace: shipped by a repository, so it
-    /// may only restrict (add servers that need approval, `ask`, `deny`).
-    Project,
-    /// `--config FILE`: the operator's file, fully trusted, used alone.
-    Explicit,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Trust {
-    /// Annotations are believed; the sandbox may be relaxed.
-    Trusted,
-    /// The default: annotations ignored, strict sandbox.
-    #[default]
-    Untrusted,
-    /// Never started; every call denied.
-    Blocked,
-}
-
-impl Trust {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Trust::Trusted => "trusted",
-            Trust::Untrusted => "untrusted",
-            Trust::Blocked => "blocked",
-        }
-    }
-}
 
 /// A value that must never reach logs, the audit log or error messages.
 #[derive(Clone, PartialEq, Eq)]
@@ -177,7 +143,7 @@ impl Default for Limits {
 
 /// The sandbox a stdio server asks for, after expansion and the trust
 /// boundary have been applied. Turned into an enforceable profile by
-/// [`crate::sandbox`].
+/// `warden-sandbox` (through [`crate::launch`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxSpec {
     /// `false` only for a trusted server with `"sandbox": false`.

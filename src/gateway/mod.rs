@@ -150,7 +150,7 @@ impl Gateway {
             .values()
             .map(|t| serde_json::to_value(&t.definition).unwrap_or(Value::Null))
             .collect();
-        crate::digest::sha256_json(&Value::Array(tools))
+        warden_core::digest::sha256_json(&Value::Array(tools))
     }
 
     /// Sends `notifications/tools/list_changed` to `peer` whenever the

@@ -10,13 +10,13 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::{DecisionRecord, Event, Outcome, ToolCallRecord};
-use crate::digest::sha256_json;
 use crate::mcp::CallError;
 use crate::policy::{
     AskAnswer, AskPrompt, Asker, CallContext, CallFacts, Decision, Effect, ServerFacts, Stage,
     ToolFacts,
 };
 use futures::future::BoxFuture;
+use warden_core::digest::sha256_json;
 
 use super::Host;
 

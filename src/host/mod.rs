@@ -1,6 +1,6 @@
 //! The host wires one session together, in the one direction data flows:
 //! config → connections ([`crate::mcp::Manager`], launched through
-//! [`crate::sandbox`]) → [`crate::registry`] (+ pins) → [`crate::policy::Pipeline`]
+//! `warden_sandbox`) → [`crate::registry`] (+ pins) → [`crate::policy::Pipeline`]
 //! → call → [`crate::audit`]. Every caller (the CLI, the agent loop, the
 //! gateway) reaches servers only through [`Host::call`].
 
@@ -15,8 +15,8 @@ use crate::audit::{AuditLog, AuditOptions, Event};
 use crate::config::{self, Config, Scope, Trust};
 use crate::mcp::{Admission, LifecycleEvent, Manager, ServerState, ServerStatus};
 use crate::policy::{Mode, PinStore, Pipeline, PipelineConfig};
-use crate::sandbox::LaunchContext;
 use tokio_util::sync::CancellationToken;
+use warden_sandbox::{Helper, LaunchContext};
 
 pub use call::{CallReport, CallRequest, Caller};
 pub use tools::ToolView;
@@ -47,8 +47,9 @@ pub struct HostOptions {
     pub locked: bool,
     /// Only these servers are started (all when empty): `warden call` needs one.
     pub only_servers: Vec<String>,
-    /// The warden executable that applies the sandbox (`None`: this one).
-    /// Embedders and tests whose executable is not warden set it.
+    /// The `warden-sandbox-exec` binary that applies the sandbox (`None`:
+    /// the one beside this executable, else this executable re-executed;
+    /// see [`warden_sandbox::Helper`]). Embedders and tests set it.
     pub sandbox_helper: Option<PathBuf>,
 }
 
@@ -148,7 +149,7 @@ impl Host {
             LaunchContext {
                 workspace: config.workspace.clone(),
                 runtime_dir: runtime.path().to_path_buf(),
-                helper: opts.sandbox_helper.clone(),
+                helper: opts.sandbox_helper.clone().map(Helper::Standalone),
             },
         );
         let host = Host {

@@ -25,7 +25,7 @@ use super::sse::SseTransport;
 use super::stdio::{self, ExitInfo, SharedStopNote, SpawnError};
 use super::{LifecycleEvent, MAX_TOOL_PAGES, MAX_TOOLS, Tool};
 use crate::config::{RemoteConfig, ServerConfig, TransportConfig};
-use crate::sandbox::{LaunchContext, SandboxError, SandboxSummary};
+use warden_sandbox::{LaunchContext, SandboxError, SandboxSummary};
 
 pub(super) type Running = RunningService<RoleClient, WardenClient>;
 
@@ -144,15 +144,16 @@ async fn establish_inner(
     let timeout = config.timeout;
     let transport = config.transport.kind();
     let (running, sandbox, pid, exit, stop_note) = match &config.transport {
-        TransportConfig::Stdio(_) => {
-            let spawned = stdio::spawn(config, launch, events).map_err(|e| Failure {
-                sandbox_unavailable: matches!(
-                    e,
-                    SpawnError::Sandbox(SandboxError::Unsupported { .. })
-                ),
-                message: e.to_string(),
-                tools_rejected: false,
-            })?;
+        TransportConfig::Stdio(stdio_config) => {
+            let spawned =
+                stdio::spawn(config, stdio_config, launch, events).map_err(|e| Failure {
+                    sandbox_unavailable: matches!(
+                        e,
+                        SpawnError::Sandbox(SandboxError::Unsupported { .. })
+                    ),
+                    message: e.to_string(),
+                    tools_rejected: false,
+                })?;
             stdio::note(&spawned.stop, |n| {
                 n.reason = Some("the connection could not be set up".into());
             });

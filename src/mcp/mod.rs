@@ -1,5 +1,5 @@
 //! Connections to MCP servers through rmcp: stdio (launched via
-//! [`crate::sandbox`]), streamable HTTP and legacy SSE. Owns connecting,
+//! `warden_sandbox`), streamable HTTP and legacy SSE. Owns connecting,
 //! listing, list-changed, timeouts, cancellation and reconnects. Sends a
 //! call only with a [`crate::policy::Permit`].
 //!
@@ -13,7 +13,7 @@
 //! `.await` except the per-server connect lock, which serialises connects.
 //!
 //! Invariants:
-//! - every stdio server is created by [`crate::sandbox::prepare`] and its
+//! - every stdio server is created by [`warden_sandbox::prepare`] and its
 //!   process group lives exactly as long as its connection;
 //! - every request carries a timeout (the server's `timeout`): initialize,
 //!   each `tools/list` page, each `tools/call`;
@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
 use crate::policy::Permit;
-use crate::sandbox::{LaunchContext, SandboxSummary};
+use warden_sandbox::{LaunchContext, SandboxSummary};
 
 pub use connect::{LEGACY_PROTOCOL, PREFERRED_PROTOCOL};
 pub use rmcp::model::{CallToolResult, Tool};
@@ -506,7 +506,7 @@ impl Manager {
     ///
     /// The permit must match the call: its server and (remote) tool name are
     /// used as given, and its `args_sha256` must equal
-    /// [`crate::digest::sha256_json`] of the arguments as sent, where
+    /// [`warden_core::digest::sha256_json`] of the arguments as sent, where
     /// `Some(map)` is hashed as the JSON object and `None` as JSON `null`.
     ///
     /// Outcomes: a result (also one with `isError: true`) is `Ok`; a JSON-RPC
@@ -524,7 +524,7 @@ impl Manager {
         cancel: CancellationToken,
     ) -> Result<CallToolResult, CallError> {
         let sent = arguments.clone().map_or(Value::Null, Value::Object);
-        if crate::digest::sha256_json(&sent) != permit.args_sha256() {
+        if warden_core::digest::sha256_json(&sent) != permit.args_sha256() {
             return Err(CallError::PermitMismatch);
         }
         self.call_unchecked(permit.server(), permit.tool(), arguments, cancel)

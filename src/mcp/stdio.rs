@@ -1,5 +1,5 @@
 //! A stdio server as an rmcp transport. The process is built by
-//! [`crate::sandbox::prepare`] (filtered environment, own process group,
+//! [`warden_sandbox::prepare`] (filtered environment, own process group,
 //! sandbox) and spawned here; rmcp's `AsyncRwTransport` does the framing.
 //!
 //! Why not rmcp's `TokioChildProcess`: it keeps the child to itself and only
@@ -26,8 +26,8 @@ use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, watch};
 
 use super::LifecycleEvent;
-use crate::config::ServerConfig;
-use crate::sandbox::{self, LaunchContext, ProcessGuard, SandboxError, SandboxSummary};
+use crate::config::{ServerConfig, StdioConfig};
+use warden_sandbox::{LaunchContext, ProcessGuard, SandboxError, SandboxSummary};
 
 /// How long each step of the graceful close waits for the process to exit.
 const CLOSE_STEP: Duration = Duration::from_secs(3);
@@ -90,17 +90,20 @@ pub(crate) enum SpawnError {
 
 pub(crate) fn spawn(
     config: &ServerConfig,
+    stdio: &StdioConfig,
     ctx: &LaunchContext,
     events: &mpsc::UnboundedSender<LifecycleEvent>,
 ) -> Result<Spawned, SpawnError> {
-    let prepared = sandbox::prepare(config, ctx)?;
-    let mut command = prepared.command;
-    let mut guard = prepared.guard;
-    let program = command
-        .as_std()
+    let spec = crate::launch::stdio_spec(config, stdio);
+    let prepared = warden_sandbox::prepare(&spec, ctx)?;
+    let program = prepared
+        .command
         .get_program()
         .to_string_lossy()
         .into_owned();
+    let mut command = tokio::process::Command::from(prepared.command);
+    command.kill_on_drop(true);
+    let mut guard = prepared.guard;
     let mut child = command
         .spawn()
         .map_err(|source| SpawnError::Spawn { program, source })?;

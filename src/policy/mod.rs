@@ -25,9 +25,8 @@ pub mod rules;
 pub mod testing;
 
 use std::collections::BTreeMap;
-use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 pub use ask::{AskAnswer, AskPrompt, Asker, TerminalAsker};
@@ -35,75 +34,7 @@ pub use error::PolicyError;
 pub use permit::Permit;
 pub use pins::{PinEntry, PinError, PinStore};
 pub use pipeline::{Pipeline, PipelineConfig};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Effect {
-    Allow,
-    Ask,
-    Deny,
-}
-
-impl Effect {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Effect::Allow => "allow",
-            Effect::Ask => "ask",
-            Effect::Deny => "deny",
-        }
-    }
-}
-
-impl fmt::Display for Effect {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Pipeline stages, in evaluation order, named as in `stage` fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Stage {
-    Trust,
-    Schema,
-    Pinning,
-    Annotations,
-    Rules,
-    Policy,
-    Default,
-}
-
-impl Stage {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stage::Trust => "trust",
-            Stage::Schema => "schema",
-            Stage::Pinning => "pinning",
-            Stage::Annotations => "annotations",
-            Stage::Rules => "rules",
-            Stage::Policy => "policy",
-            Stage::Default => "default",
-        }
-    }
-}
-
-impl fmt::Display for Stage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Who is deciding: changes what happens to `ask`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// A person at the terminal answers `ask`.
-    Interactive,
-    /// Nobody can answer: `ask` becomes `deny`.
-    Ci,
-    /// The MCP client is asked by elicitation when it supports it, else deny.
-    Gateway,
-}
+pub use warden_core::{Effect, Mode, Stage};
 
 /// One stage's verdict: `effect == None` means the stage had no opinion.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::PinState;
-use crate::digest::sha256_json;
 use crate::mcp::Tool;
+use warden_core::digest::sha256_json;
 
 /// Fields of a tool definition that are pinned.
 pub const PINNED_FIELDS: &[&str] = &[
@@ -364,7 +364,7 @@ fn read_pin_file(path: &Path) -> Result<PinFile, PinError> {
 fn show(v: &Value, max: usize) -> String {
     let s = match v {
         Value::String(s) => format!("{s:?}"),
-        other => crate::digest::canonical_json(other),
+        other => warden_core::digest::canonical_json(other),
     };
     if s.chars().count() > max {
         format!("{}…", s.chars().take(max).collect::<String>())

@@ -12,7 +12,7 @@ use super::rego::{DEFAULT_REGO, DEFAULT_REGO_NAME, PolicyInput, RegoSet};
 use super::rules::{Rule, RuleMatch};
 use super::{CallFacts, Decision, Effect, Mode, Permit, PinState, Stage, StageVerdict};
 use crate::config::{PolicySource, RuleEffect, RuleSource, Scope, Trust};
-use crate::digest::{sha256_hex, sha256_json};
+use warden_core::digest::{sha256_hex, sha256_json};
 
 /// Everything the pipeline is built from.
 #[derive(Debug, Clone)]

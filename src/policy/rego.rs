@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::error::PolicyError;
 use crate::config::Scope;
-use crate::digest::sha256_hex;
+use warden_core::digest::sha256_hex;
 
 /// The shipped policies, embedded so the binary works anywhere.
 pub const DEFAULT_REGO: &str = include_str!("../../policies/default.rego");

@@ -28,7 +28,7 @@
 //!   rule: a restriction the value cannot be checked against fails closed.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 use serde_json::Value;
@@ -294,11 +294,12 @@ impl Condition {
     }
 }
 
-/// Lexical normalisation: relative paths are joined to `workspace`; `.`,
-/// `..` and empty segments are resolved; `..` at the root stays at the root.
-/// A value starting with `~` keeps its `~` root (warden cannot know which
-/// home directory a server expands it to), so it never matches an absolute
-/// allow pattern.
+/// Lexical normalisation with [`warden_core::path::normalize`]: relative
+/// paths are joined to `workspace`; `.`, `..` and empty segments are
+/// resolved; `..` at the root stays at the root. A value starting with `~`
+/// keeps its `~` root (warden cannot know which home directory a server
+/// expands it to), so it never matches an absolute allow pattern; `..`
+/// never climbs above that `~` either.
 ///
 /// URIs: a `file:` URI is decoded (`%XX`) and normalised as the absolute
 /// path it names; a value with any other scheme (`https:`, `s3:`, also
@@ -313,21 +314,25 @@ pub fn normalize_path(value: &str, workspace: &str) -> String {
             .strip_prefix("//")
             .map(|r| r.find('/').map_or("/", |i| &r[i..]))
             .unwrap_or(rest);
-        let decoded = percent_decode(path);
-        return format!("/{}", normalize_segments(&decoded));
+        return rooted(&percent_decode(path));
     }
-    let (root, rest): (&str, String) = if let Some(stripped) = value.strip_prefix('/') {
-        ("/", stripped.to_string())
-    } else if value.starts_with('~') {
+    if value.starts_with('~') {
         let (head, tail) = value.split_once('/').unwrap_or((value, ""));
-        return format!("{head}/{}", normalize_segments(tail))
-            .trim_end_matches('/')
-            .to_string();
-    } else {
-        ("/", format!("{workspace}/{value}"))
-    };
-    let body = normalize_segments(&rest);
-    format!("{root}{body}")
+        // `~` acts as the root: `~/..` is `~`.
+        let tail = rooted(tail);
+        return format!("{head}{}", tail.trim_end_matches('/'));
+    }
+    let base = Path::new(workspace);
+    warden_core::path::absolutize(&Path::new("/").join(base), Path::new(value))
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `path` taken from `/` (absolute or not) and normalised.
+fn rooted(path: &str) -> String {
+    warden_core::path::normalize(&Path::new("/").join(path))
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// `scheme:rest` when `value` starts with an RFC 3986 scheme.
@@ -358,20 +363,6 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-fn normalize_segments(path: &str) -> String {
-    let mut out: Vec<&str> = Vec::new();
-    for seg in path.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                out.pop();
-            }
-            s => out.push(s),
-        }
-    }
-    out.join("/")
 }
 
 struct RawCondition<'a> {
@@ -660,6 +651,9 @@ mod tests {
         assert_eq!(normalize_path("a/./b//c", "/w"), "/w/a/b/c");
         assert_eq!(normalize_path("../../..", "/w"), "/");
         assert_eq!(normalize_path("~/a/../.ssh/k", "/w"), "~/.ssh/k");
+        assert_eq!(normalize_path("~/../../x", "/w"), "~/x");
+        assert_eq!(normalize_path("~", "/w"), "~");
+        assert_eq!(normalize_path("", "/w"), "/w");
         assert_eq!(normalize_path("...", "/w"), "/w/...");
         assert_eq!(
             normalize_path("file:///w/../etc/passwd", "/w"),

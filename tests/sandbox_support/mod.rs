@@ -12,9 +12,11 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use warden::config::{SandboxSpec, Scope, ServerConfig, StdioConfig, TransportConfig, Trust};
-use warden::sandbox::{LaunchContext, ProcessGuard, prepare};
+use warden_sandbox::{LaunchContext, Prepared, ProcessGuard, SandboxError};
 
 pub const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
+/// The sandbox helper binary of the same build.
+pub const HELPER: &str = env!("CARGO_BIN_EXE_warden-sandbox-exec");
 
 /// Temporary folders of one test: a workspace, a runtime dir for private
 /// HOME/TMPDIR, and a secret folder outside both holding a random token.
@@ -53,7 +55,7 @@ impl Fixture {
     }
 
     pub fn ctx(&self) -> LaunchContext {
-        LaunchContext::new(self.workspace.path(), self.runtime.path()).with_helper(WARDEN)
+        LaunchContext::new(self.workspace.path(), self.runtime.path()).with_helper(HELPER)
     }
 }
 
@@ -81,6 +83,13 @@ pub fn server_config(
         source: PathBuf::from("test"),
         digest: String::new(),
     }
+}
+
+/// `warden_sandbox::prepare` for a configured (stdio) server, through the
+/// same conversion warden uses.
+pub fn prepare(cfg: &ServerConfig, ctx: &LaunchContext) -> Result<Prepared, SandboxError> {
+    let spec = warden::launch::launch_spec(cfg).expect("a stdio server");
+    warden_sandbox::prepare(&spec, ctx)
 }
 
 /// How to launch the server under test.
@@ -125,7 +134,7 @@ pub async fn launch(
             let p = prepare(&cfg, &fx.ctx()).expect("prepare");
             assert!(p.summary.enabled);
             assert!(p.summary.gaps.is_empty(), "gaps: {:?}", p.summary.gaps);
-            (p.command, Some(p.guard))
+            (tokio::process::Command::from(p.command), Some(p.guard))
         }
         Mode::Unsandboxed => {
             let mut c = tokio::process::Command::new(program);

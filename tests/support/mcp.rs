@@ -15,7 +15,7 @@ use warden::config::{
 };
 use warden::mcp::{Admission, CallError, CallToolResult, LifecycleEvent, Manager, ServerStatus};
 use warden::policy::Permit;
-use warden::sandbox::LaunchContext;
+use warden_sandbox::LaunchContext;
 
 pub fn warden_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_warden"))
@@ -90,7 +90,9 @@ pub fn manager_with(dir: &Path, servers: Vec<(ServerConfig, Admission)>) -> Arc<
         LaunchContext {
             workspace: dir.to_path_buf(),
             runtime_dir: dir.join("run"),
-            helper: Some(env!("CARGO_BIN_EXE_warden").into()),
+            helper: Some(warden_sandbox::Helper::Standalone(
+                env!("CARGO_BIN_EXE_warden-sandbox-exec").into(),
+            )),
         },
     )
 }
@@ -105,7 +107,7 @@ pub fn args(value: Value) -> Option<Map<String, Value>> {
 /// A permit for exactly this call.
 pub fn permit(server: &str, tool: &str, arguments: &Option<Map<String, Value>>) -> Permit {
     let value = arguments.clone().map_or(Value::Null, Value::Object);
-    Permit::for_tests(server, tool, &warden::digest::sha256_json(&value))
+    Permit::for_tests(server, tool, &warden_core::digest::sha256_json(&value))
 }
 
 pub async fn call(

@@ -1,4 +1,5 @@
-//! Canonical JSON and SHA-256 digests shared by pinning, approvals and audit.
+//! Canonical JSON and SHA-256 digests shared by pinning, approvals, policy
+//! and audit.
 //!
 //! Canonical form: object keys sorted bytewise at every level, no
 //! insignificant whitespace, UTF-8, numbers and string escapes exactly as

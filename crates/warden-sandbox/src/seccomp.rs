@@ -14,11 +14,11 @@ use seccompiler::{
     SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
 };
 
-use super::plan::PlanNetwork;
+use crate::spec::Network;
 
 #[derive(Debug, thiserror::Error)]
 #[error("seccomp: {0}")]
-pub struct SeccompError(String);
+pub(crate) struct SeccompError(String);
 
 fn err(e: impl std::fmt::Display) -> SeccompError {
     SeccompError(e.to_string())
@@ -99,7 +99,10 @@ fn compile(
 }
 
 /// The filters for a network mode, in installation order.
-pub fn build(network: &PlanNetwork, deny_connect: bool) -> Result<Vec<BpfProgram>, SeccompError> {
+pub(crate) fn build(
+    network: &Network,
+    deny_connect: bool,
+) -> Result<Vec<BpfProgram>, SeccompError> {
     let mut programs = Vec::new();
 
     // 1. EPERM deny-list.
@@ -150,11 +153,11 @@ pub fn build(network: &PlanNetwork, deny_connect: bool) -> Result<Vec<BpfProgram
     let inet = libc::AF_INET as u64;
     let inet6 = libc::AF_INET6 as u64;
     let socket_rules = match network {
-        PlanNetwork::Host => Vec::new(),
+        Network::Host => Vec::new(),
         // Only AF_UNIX (socketpairs, and pathname sockets Landlock governs).
-        PlanNetwork::None => vec![rule(vec![cond(0, Op::Ne, unix)?])?],
+        Network::None => vec![rule(vec![cond(0, Op::Ne, unix)?])?],
         // AF_UNIX, and TCP over IPv4/IPv6 (ports enforced by Landlock).
-        PlanNetwork::Ports { .. } => {
+        Network::Ports { .. } => {
             let mut v = vec![rule(vec![
                 cond(0, Op::Ne, unix)?,
                 cond(0, Op::Ne, inet)?,
@@ -212,7 +215,7 @@ pub fn build(network: &PlanNetwork, deny_connect: bool) -> Result<Vec<BpfProgram
 }
 
 /// Installs the filters on the calling thread (no_new_privs must be set).
-pub fn apply(programs: &[BpfProgram]) -> Result<(), SeccompError> {
+pub(crate) fn apply(programs: &[BpfProgram]) -> Result<(), SeccompError> {
     for p in programs {
         seccompiler::apply_filter(p).map_err(err)?;
     }
@@ -225,13 +228,13 @@ mod tests {
 
     #[test]
     fn filters_compile_for_every_network_mode() {
-        let ports = PlanNetwork::Ports {
+        let ports = Network::Ports {
             connect_tcp: vec![443],
             bind_tcp: vec![],
         };
-        assert_eq!(build(&PlanNetwork::None, true).expect("none").len(), 3);
+        assert_eq!(build(&Network::None, true).expect("none").len(), 3);
         assert_eq!(build(&ports, false).expect("ports").len(), 3);
         // `host`: no socket filter.
-        assert_eq!(build(&PlanNetwork::Host, false).expect("host").len(), 2);
+        assert_eq!(build(&Network::Host, false).expect("host").len(), 2);
     }
 }

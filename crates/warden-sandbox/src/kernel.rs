@@ -10,6 +10,9 @@
 
 use std::sync::OnceLock;
 
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{ForkResult, fork};
 use serde::Serialize;
 
 /// Kernel features the sandbox can use.
@@ -39,14 +42,6 @@ pub struct Support {
     pub euid: u32,
 }
 
-impl Support {
-    /// `RLIMIT_NPROC` is ignored by the kernel for uid 0, so a process cap
-    /// for root needs a pid namespace with its own `pid_max`.
-    pub fn process_cap(&self) -> bool {
-        self.euid != 0 || (self.pid_namespaces && self.pid_max_per_namespace)
-    }
-}
-
 /// The support this process launches with, computed on first use without
 /// starting a process.
 pub fn support() -> &'static Support {
@@ -61,15 +56,14 @@ pub fn support_live() -> Support {
 
 fn probe(live: bool) -> Support {
     let landlock_abi = landlock_abi();
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
+    let euid = nix::unistd::geteuid().as_raw();
     let (user_namespaces, others) = if live {
         // A user namespace lets this user create the others (owned by it);
         // without one, only root can.
-        let user = try_unshare(libc::CLONE_NEWUSER);
-        let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNET | libc::CLONE_NEWIPC;
+        let user = try_unshare(CloneFlags::CLONE_NEWUSER);
+        let flags = CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWIPC;
         let others = try_unshare(if user {
-            flags | libc::CLONE_NEWUSER
+            flags | CloneFlags::CLONE_NEWUSER
         } else {
             flags
         });
@@ -95,10 +89,12 @@ fn probe(live: bool) -> Support {
     }
 }
 
-/// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`.
+/// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`
+/// (neither nix nor the landlock crate exposes the raw version).
 fn landlock_abi() -> u8 {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: a version query takes no pointer and creates no descriptor.
+    // SAFETY: a version query passes a null attribute pointer with size 0,
+    // which the kernel never dereferences, and creates no descriptor.
     let v = unsafe {
         libc::syscall(
             libc::SYS_landlock_create_ruleset,
@@ -111,7 +107,8 @@ fn landlock_abi() -> u8 {
 }
 
 fn seccomp_available() -> bool {
-    // SAFETY: PR_GET_SECCOMP takes no pointer.
+    // nix has no PR_GET_SECCOMP wrapper.
+    // SAFETY: PR_GET_SECCOMP reads no argument and passes no pointer.
     let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
     // EINVAL means the kernel was built without seccomp; filter support
     // came with it in every kernel Landlock runs on.
@@ -121,23 +118,16 @@ fn seccomp_available() -> bool {
 /// Forks a child that tries `unshare(flags)` and reports by exit status.
 /// The child only makes raw syscalls (safe after fork in a threaded
 /// process).
-fn try_unshare(flags: libc::c_int) -> bool {
-    // SAFETY: the child calls only async-signal-safe functions, then _exit.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return false;
-    }
-    if pid == 0 {
-        // SAFETY: raw syscalls in the forked child.
-        unsafe {
-            let rc = libc::unshare(flags);
-            libc::_exit(if rc == 0 { 0 } else { 1 });
+fn try_unshare(flags: CloneFlags) -> bool {
+    // SAFETY: the child calls only async-signal-safe functions (unshare,
+    // _exit) and allocates nothing, so forking a threaded process is sound.
+    match unsafe { fork() } {
+        Err(_) => false,
+        Ok(ForkResult::Child) => crate::exit_now(if unshare(flags).is_ok() { 0 } else { 1 }),
+        Ok(ForkResult::Parent { child }) => {
+            matches!(waitpid(child, None), Ok(WaitStatus::Exited(_, 0)))
         }
     }
-    let mut status = 0;
-    // SAFETY: waiting for our own child.
-    let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
-    rc == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }
 
 /// The sysctls that switch user namespaces off (upstream, Debian/Ubuntu,

@@ -30,15 +30,17 @@
 
 use std::collections::BTreeSet;
 use std::io::Read;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use warden_core::path::normalize;
 
 /// Read + execute system directories (missing ones are skipped).
-pub const SYSTEM_RX: &[&str] = &[
+pub(crate) const SYSTEM_RX: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
 
 /// Read-only files and folders under `/etc` that ordinary runtimes need.
-pub const ETC_READ: &[&str] = &[
+pub(crate) const ETC_READ: &[&str] = &[
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
@@ -67,9 +69,9 @@ pub const ETC_READ: &[&str] = &[
 ];
 
 /// Device nodes readable and writable.
-pub const DEV_RW: &[&str] = &["/dev/null", "/dev/full"];
+pub(crate) const DEV_RW: &[&str] = &["/dev/null", "/dev/full"];
 /// Device nodes readable only.
-pub const DEV_READ: &[&str] = &["/dev/zero", "/dev/random", "/dev/urandom"];
+pub(crate) const DEV_READ: &[&str] = &["/dev/zero", "/dev/random", "/dev/urandom"];
 
 /// Folders never granted automatically as an install prefix: granting one
 /// would open far more than the server's own files.
@@ -87,7 +89,7 @@ fn too_wide(dir: &Path, host_home: Option<&Path>) -> bool {
 
 /// The install prefixes (read + execute) of an executable: the executable
 /// and every interpreter it names, with the folders their symlinks point to.
-pub fn install_prefixes(program: &Path, path_var: &str) -> BTreeSet<PathBuf> {
+pub(crate) fn install_prefixes(program: &Path, path_var: &str) -> BTreeSet<PathBuf> {
     let host_home = std::env::var_os("HOME").map(PathBuf::from);
     let mut out = BTreeSet::new();
     let mut todo = vec![program.to_path_buf()];
@@ -153,21 +155,6 @@ fn symlink_chain(p: &Path) -> Vec<PathBuf> {
         cur = next;
     }
     chain
-}
-
-/// Lexical normalisation (`..` and `.`), without touching the filesystem.
-pub fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }
 
 /// `<venv>` when `p` is `<venv>/bin/NAME` and `<venv>/pyvenv.cfg` exists.

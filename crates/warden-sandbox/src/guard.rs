@@ -15,7 +15,7 @@ pub struct ProcessGuard {
 }
 
 impl ProcessGuard {
-    pub fn new(server: &str, runtime_dir: &Path) -> io::Result<Self> {
+    pub(crate) fn new(server: &str, runtime_dir: &Path) -> io::Result<Self> {
         std::fs::create_dir_all(runtime_dir)?;
         let dir = tempfile::Builder::new()
             .prefix(&format!("{server}-"))
@@ -32,26 +32,21 @@ impl ProcessGuard {
         })
     }
 
-    pub fn home(&self) -> &Path {
+    pub(crate) fn home(&self) -> &Path {
         &self.home
     }
 
-    pub fn tmp(&self) -> &Path {
+    pub(crate) fn tmp(&self) -> &Path {
         &self.tmp
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.dir.path()
     }
 
     /// Records the spawned leader; its pid is the group id.
     pub fn attach(&mut self, pid: u32) {
         self.pgid = i32::try_from(pid).ok();
-    }
-
-    /// The pid of the spawned leader (the sandbox helper), if attached.
-    pub fn pid(&self) -> Option<i32> {
-        self.pgid
     }
 
     /// Kills every process in the server's group. With the sandbox the

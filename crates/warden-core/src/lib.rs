@@ -1,0 +1,14 @@
+//! The vocabulary every layer of warden speaks: canonical JSON and SHA-256
+//! digests ([`digest`]), the one lexical path normaliser ([`path`]), and the
+//! small enums that cross crate boundaries (a server's [`Trust`], [`Scope`]
+//! and [`TransportKind`]; a decision's [`Effect`], [`Stage`] and [`Mode`]).
+//!
+//! Tiny on purpose: it depends only on serde, serde_json, sha2 and hex, so
+//! every other crate (sandbox, policy, audit) can use it without pulling in
+//! anything else. See ARCHITECTURE.md.
+
+pub mod digest;
+mod kinds;
+pub mod path;
+
+pub use kinds::{Effect, Mode, Scope, Stage, TransportKind, Trust};

@@ -1,0 +1,247 @@
+//! `prepare`, `describe` and `exec_in_place`: the only ways a process is
+//! launched, and where the helper is found.
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use crate::SandboxError;
+use crate::env::filtered_env;
+use crate::guard::ProcessGuard;
+use crate::kernel::support;
+use crate::resolve;
+use crate::spec::LaunchSpec;
+use crate::summary::SandboxSummary;
+
+/// File name of the small helper binary, installed next to `warden`.
+pub const HELPER_BIN: &str = "warden-sandbox-exec";
+/// First argument that makes the `warden` binary itself act as the helper
+/// (the fallback when [`HELPER_BIN`] is not installed beside it).
+pub const REEXEC_ARG: &str = "__sandbox-exec";
+
+/// The program that applies the sandbox and runs the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Helper {
+    /// The `warden-sandbox-exec` binary: started as `PATH PLAN-JSON`.
+    Standalone(PathBuf),
+    /// A program whose `main` hands `REEXEC_ARG PLAN-JSON` to
+    /// [`crate::helper::main`] before anything else runs (warden itself).
+    Reexec(PathBuf),
+}
+
+impl Helper {
+    /// `warden-sandbox-exec` next to the running executable, else the
+    /// running executable itself re-executed with [`REEXEC_ARG`] (e.g.
+    /// after `cargo run`, which builds only the `warden` binary). Looked up
+    /// once per process; the fallback is logged once at debug level.
+    pub fn beside_current_exe() -> Result<Helper, String> {
+        static FOUND: OnceLock<Result<Helper, String>> = OnceLock::new();
+        FOUND
+            .get_or_init(|| {
+                let exe = std::env::current_exe().map_err(|e| format!("locating warden: {e}"))?;
+                let beside = exe.with_file_name(HELPER_BIN);
+                if beside.is_file() {
+                    return Ok(Helper::Standalone(beside));
+                }
+                tracing::debug!(
+                    missing = %beside.display(),
+                    "sandbox helper binary not found; re-executing {} as the helper",
+                    exe.display()
+                );
+                Ok(Helper::Reexec(exe))
+            })
+            .clone()
+    }
+
+    fn command(&self, plan_json: String) -> Command {
+        match self {
+            Helper::Standalone(path) => {
+                let mut c = Command::new(path);
+                c.arg(plan_json);
+                c
+            }
+            Helper::Reexec(path) => {
+                let mut c = Command::new(path);
+                c.arg(REEXEC_ARG).arg(plan_json);
+                c
+            }
+        }
+    }
+}
+
+/// What every launch needs to know about the session.
+#[derive(Debug, Clone)]
+pub struct LaunchContext {
+    /// The workspace root (absolute): the default working directory.
+    pub workspace: PathBuf,
+    /// Where per-server private HOME/TMPDIR folders are created.
+    pub runtime_dir: PathBuf,
+    /// The helper to run. `None`: [`Helper::beside_current_exe`] (right
+    /// for the `warden` binary; tests and other embedders name it, e.g.
+    /// `env!("CARGO_BIN_EXE_warden-sandbox-exec")`).
+    pub helper: Option<Helper>,
+}
+
+impl LaunchContext {
+    pub fn new(workspace: impl Into<PathBuf>, runtime_dir: impl Into<PathBuf>) -> Self {
+        LaunchContext {
+            workspace: workspace.into(),
+            runtime_dir: runtime_dir.into(),
+            helper: None,
+        }
+    }
+
+    /// Uses the `warden-sandbox-exec` binary at `path`.
+    pub fn with_helper(mut self, path: impl Into<PathBuf>) -> Self {
+        self.helper = Some(Helper::Standalone(path.into()));
+        self
+    }
+
+    /// Re-executes `path` (a warden binary) as the helper.
+    pub fn with_reexec_helper(mut self, path: impl Into<PathBuf>) -> Self {
+        self.helper = Some(Helper::Reexec(path.into()));
+        self
+    }
+}
+
+/// A process ready to spawn and the guard that must outlive it. The
+/// command's stdin, stdout and stderr are piped.
+pub struct Prepared {
+    pub command: Command,
+    pub guard: ProcessGuard,
+    pub summary: SandboxSummary,
+}
+
+/// What [`prepare`] would enforce, without starting anything (for
+/// `warden sandbox check --server NAME` and `mcp status`).
+pub fn describe(spec: &LaunchSpec, ctx: &LaunchContext) -> Result<SandboxSummary, SandboxError> {
+    prepare(spec, ctx).map(|p| p.summary)
+}
+
+/// Builds the launch of one process: the command (the helper with the
+/// plan, or, unsandboxed, the program itself), the guard owning its
+/// process group and private folders, and the summary.
+pub fn prepare(spec: &LaunchSpec, ctx: &LaunchContext) -> Result<Prepared, SandboxError> {
+    prepare_with(spec, ctx, false)
+}
+
+/// Replaces the current process with the sandboxed command, like `bwrap`
+/// does (for `warden sandbox exec`): the same plan and helper as
+/// [`prepare`], one process and one hand-off fewer. The helper then is the
+/// top of the tree: it removes the private HOME/TMPDIR when the command
+/// ends, and `kill -9` of it still takes the whole pid namespace down.
+/// stdin/stdout/stderr are inherited. Returns only on failure; a spec
+/// whose sandbox is disabled is refused here (use [`prepare`]).
+pub fn exec_in_place(spec: &LaunchSpec, ctx: &LaunchContext) -> SandboxError {
+    if !spec.enabled {
+        return SandboxError::Setup {
+            server: spec.name.clone(),
+            detail: "exec_in_place needs an enabled sandbox".into(),
+        };
+    }
+    let prepared = match prepare_with(spec, ctx, true) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    let mut command = prepared.command;
+    command
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit());
+    let err = command.exec();
+    // Only reached when exec failed: the guard removes the folders.
+    drop(prepared.guard);
+    SandboxError::Setup {
+        server: spec.name.clone(),
+        detail: format!("exec of the sandbox helper failed: {err}"),
+    }
+}
+
+fn prepare_with(
+    spec: &LaunchSpec,
+    ctx: &LaunchContext,
+    in_place: bool,
+) -> Result<Prepared, SandboxError> {
+    let setup = |detail: String| SandboxError::Setup {
+        server: spec.name.clone(),
+        detail,
+    };
+    // Checked here, where the path can still be named: inside the helper an
+    // exec failure only shows as the server ending.
+    if let Err(e) = std::fs::metadata(&spec.program) {
+        return Err(setup(format!(
+            "cannot execute {}: {e}",
+            spec.program.display()
+        )));
+    }
+    let guard = ProcessGuard::new(&spec.name, &ctx.runtime_dir).map_err(|e| {
+        setup(format!(
+            "private HOME/TMPDIR under {}: {e}",
+            ctx.runtime_dir.display()
+        ))
+    })?;
+    let env = filtered_env(spec, guard.home(), guard.tmp())?;
+    let cwd = spec.cwd.clone().unwrap_or_else(|| ctx.workspace.clone());
+    if !spec.enabled {
+        if !spec.trusted {
+            return Err(setup(
+                "only a trusted server may run without the sandbox".into(),
+            ));
+        }
+        let mut command = Command::new(&spec.program);
+        command
+            .args(&spec.args)
+            .env_clear()
+            .envs(env)
+            .current_dir(&cwd)
+            .process_group(0);
+        piped(&mut command);
+        let summary = SandboxSummary {
+            enabled: false,
+            network: "host".into(),
+            mechanisms: vec!["filtered environment".into(), "process group".into()],
+            ..Default::default()
+        };
+        return Ok(Prepared {
+            command,
+            guard,
+            summary,
+        });
+    }
+    let path_var = env.get("PATH").cloned().unwrap_or_default();
+    let k = support();
+    let gates = resolve::gate(spec, k)?;
+    let grants = resolve::grants(spec, &guard, &path_var)?;
+    let mut plan = resolve::plan(spec, &gates, &grants);
+    let summary = resolve::summary(&plan, gates, grants, k);
+    if in_place {
+        plan.parent_pid = None;
+        plan.cleanup = Some(guard.root().to_path_buf());
+    }
+    let helper = match &ctx.helper {
+        Some(h) => h.clone(),
+        None => Helper::beside_current_exe().map_err(setup)?,
+    };
+    let json = serde_json::to_string(&plan).map_err(|e| setup(e.to_string()))?;
+    let mut command = helper.command(json);
+    // The helper calls setsid(): its pid is the process group the guard kills.
+    command.env_clear().envs(env).current_dir(&cwd);
+    piped(&mut command);
+    for gap in &summary.gaps {
+        tracing::warn!(server = %spec.name, gap = %gap, "sandbox protection not enforced (best_effort)");
+    }
+    tracing::debug!(server = %spec.name, mechanisms = ?summary.mechanisms, "sandbox prepared");
+    Ok(Prepared {
+        command,
+        guard,
+        summary,
+    })
+}
+
+fn piped(command: &mut Command) {
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+}

@@ -1,0 +1,66 @@
+//! The launch seam: every stdio server process warden starts is created
+//! here, and only here. Given a [`LaunchSpec`] (program, environment
+//! inputs, grants, network, limits) this crate builds the process
+//! (filtered environment, own process group, and the sandbox of CONTRACT
+//! §7) and hands back a ready [`std::process::Command`] plus a
+//! [`ProcessGuard`] that owns the process group and the private folders.
+//!
+//! Nothing outside this crate calls Landlock, seccomp, namespaces or
+//! rlimits, and it is the only crate of the workspace allowed `unsafe`
+//! (each block says why it is sound). Why the sandbox is a helper process
+//! that re-applies everything before `exec`, what each mechanism covers
+//! and the order they are applied in: ARCHITECTURE.md, "The sandbox".
+//!
+//! Map: [`LaunchSpec`] (the input), `resolve` (spec + [`Support`] → plan
+//! and [`SandboxSummary`]; fails closed on a missing kernel feature unless
+//! `best_effort`), `paths` (system folders, install prefixes), `env` (the
+//! filtered environment), [`helper`] (the process that applies the plan:
+//! the `warden-sandbox-exec` binary, or `warden __sandbox-exec`), `seccomp`,
+//! `kernel` (what this kernel offers), `guard` (process group and folders).
+
+mod env;
+mod guard;
+pub mod helper;
+mod kernel;
+mod launch;
+mod paths;
+mod plan;
+mod resolve;
+mod seccomp;
+mod spec;
+mod summary;
+
+pub use guard::ProcessGuard;
+pub use kernel::{Support, support, support_live};
+pub use launch::{
+    HELPER_BIN, Helper, LaunchContext, Prepared, REEXEC_ARG, describe, exec_in_place, prepare,
+};
+pub use paths::which_in;
+pub use spec::{EnvInputs, HostVar, LaunchSpec, Limits, Network};
+pub use summary::SandboxSummary;
+
+/// Ends a forked child at once: no atexit handlers, no flushing of buffers
+/// shared with the parent (`_exit(2)`; nix has no wrapper).
+fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit takes an integer, never returns and is
+    // async-signal-safe, so it is sound even in the child of a threaded fork.
+    unsafe { libc::_exit(code) }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("server `{server}`: host variable `{var}` named in {key} is not set")]
+    MissingEnv {
+        server: String,
+        var: String,
+        key: &'static str,
+    },
+    #[error("server `{server}` needs {feature}, which this kernel does not provide: {detail}")]
+    Unsupported {
+        server: String,
+        feature: String,
+        detail: String,
+    },
+    #[error("server `{server}`: preparing the sandbox failed: {detail}")]
+    Setup { server: String, detail: String },
+}

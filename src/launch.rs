@@ -1,0 +1,67 @@
+//! Configuration → [`warden_sandbox::LaunchSpec`]: the one place that
+//! knows both a server's configuration and the sandbox crate's input. The
+//! sandbox sees no trust levels, scopes or config files: trust becomes the
+//! single `trusted` permission (run unsandboxed, or with `"host"` network).
+
+use warden_sandbox::{EnvInputs, HostVar, LaunchSpec, Limits, Network};
+
+use crate::config::{NetworkSpec, ServerConfig, StdioConfig, TransportConfig, Trust};
+
+/// The launch of a stdio server; `None` for a remote one (nothing to start).
+pub fn launch_spec(server: &ServerConfig) -> Option<LaunchSpec> {
+    match &server.transport {
+        TransportConfig::Stdio(stdio) => Some(stdio_spec(server, stdio)),
+        TransportConfig::Http(_) | TransportConfig::Sse(_) => None,
+    }
+}
+
+pub(crate) fn stdio_spec(server: &ServerConfig, stdio: &StdioConfig) -> LaunchSpec {
+    let sandbox = &server.sandbox;
+    let from_host = stdio
+        .env_from
+        .iter()
+        .map(|name| (name, "env_from"))
+        .chain(sandbox.env.iter().map(|name| (name, "sandbox.env")))
+        .map(|(name, named_in)| HostVar {
+            name: name.clone(),
+            named_in,
+        })
+        .collect();
+    let set = stdio
+        .env
+        .iter()
+        .map(|(name, value)| (name.clone(), value.expose().to_string()))
+        .collect();
+    let l = sandbox.limits;
+    LaunchSpec {
+        name: server.name.clone(),
+        program: stdio.program.clone(),
+        argv0: (!stdio.command.is_empty()).then(|| stdio.command.clone()),
+        args: stdio.args.clone(),
+        env: EnvInputs { from_host, set },
+        cwd: stdio.cwd.clone(),
+        enabled: sandbox.enabled,
+        trusted: server.trust == Trust::Trusted,
+        read: sandbox.read.clone(),
+        write: sandbox.write.clone(),
+        network: match &sandbox.network {
+            NetworkSpec::None => Network::None,
+            NetworkSpec::Ports {
+                connect_tcp,
+                bind_tcp,
+            } => Network::Ports {
+                connect_tcp: connect_tcp.clone(),
+                bind_tcp: bind_tcp.clone(),
+            },
+            NetworkSpec::Host => Network::Host,
+        },
+        limits: Limits {
+            memory_mb: l.memory_mb,
+            processes: l.processes,
+            open_files: l.open_files,
+            cpu_seconds: l.cpu_seconds,
+            file_size_mb: l.file_size_mb,
+        },
+        best_effort: sandbox.best_effort,
+    }
+}
