@@ -5,6 +5,8 @@
 //! [`host::Host`] wires these together and owns the single call path;
 //! [`agent`], [`gateway`] and [`cli`] are its callers. See ARCHITECTURE.md.
 
+#![forbid(unsafe_code)]
+
 pub mod agent;
 pub mod audit;
 pub mod cli;

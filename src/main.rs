@@ -1,3 +1,5 @@
+#![forbid(unsafe_code)]
+
 fn main() -> std::process::ExitCode {
     // Internal entry points, dispatched before clap, threads or a runtime
     // exist: the sandbox helper must be single-threaded. `__sandbox-exec`

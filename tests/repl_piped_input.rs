@@ -4,7 +4,6 @@
 //! call is denied).
 
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
@@ -33,8 +32,10 @@ fn piped_lines_run_commands_but_cannot_approve_an_ask() {
     ]);
     std::fs::write(path("script.json"), script.to_string()).expect("script");
 
-    let mut command = Command::new(WARDEN);
+    // `setsid` (util-linux) drops the controlling terminal before warden runs.
+    let mut command = Command::new("setsid");
     command
+        .arg(WARDEN)
         .arg("--config")
         .arg(path("warden.json"))
         .arg("--model")
@@ -48,13 +49,6 @@ fn piped_lines_run_commands_but_cannot_approve_an_ask() {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: setsid is async-signal-safe; it drops the controlling terminal.
-    unsafe {
-        command.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
     let mut child = command.spawn().expect("spawn");
     child
         .stdin

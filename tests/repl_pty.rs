@@ -8,7 +8,6 @@ mod cli_support;
 
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
@@ -47,8 +46,12 @@ impl Pty {
         let pty = nix::pty::openpty(Some(&winsize), None).expect("openpty");
         let slave: OwnedFd = pty.slave;
         let stdio = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup pty"));
-        let mut command = Command::new(WARDEN);
+        // `setsid --ctty` (util-linux): a new session whose controlling
+        // terminal is the pty on stdin, then exec warden (same pid).
+        let mut command = Command::new("setsid");
         command
+            .arg("--ctty")
+            .arg(WARDEN)
             .args(args)
             .current_dir(env.path("ws"))
             .env_clear()
@@ -60,18 +63,6 @@ impl Pty {
             .stdin(stdio(&slave))
             .stdout(stdio(&slave))
             .stderr(stdio(&slave));
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
         let child = command.spawn().expect("spawn warden repl");
         drop(slave);
         let master = std::fs::File::from(pty.master);

@@ -9,15 +9,25 @@ use sandbox_support::*;
 use serde_json::json;
 use warden::config::{Limits, SandboxSpec};
 
+/// The canary is in the environment of the process that launches the
+/// server: a plain spawn (baseline), or a `warden sandbox exec` process,
+/// which applies the same default profile as a configured server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn env_canary_in_warden_env_never_reaches_the_server() {
     let fx = Fixture::new();
     let var = "WARDEN_TEST_SECRET_CANARY";
-    // SAFETY: set once, before any server is spawned by this test binary's
-    // only test that reads it.
-    unsafe { std::env::set_var(var, &fx.token) };
     for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
-        let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
+        let mut cmd = tokio::process::Command::new(WARDEN);
+        if mode == Mode::Sandboxed {
+            cmd.args(["sandbox", "exec", "--", WARDEN]);
+        }
+        cmd.arg("__hostile-server")
+            .env(var, &fx.token)
+            .env("TMPDIR", fx.runtime.path())
+            .env_remove("XDG_RUNTIME_DIR")
+            .current_dir(fx.workspace.path())
+            .process_group(0);
+        let s = launch_command(cmd).await;
         let (out, j) = call(&s, "dump_env", json!({})).await;
         let (sh, _) = call(&s, "spawn_shell", json!({"command": "env"})).await;
         s.stop().await;

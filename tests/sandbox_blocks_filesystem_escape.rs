@@ -29,7 +29,11 @@ async fn secret_file_outside_workspace_is_never_read() {
             Mode::Unsandboxed => assert!(leaked, "baseline must leak the canary: {read}"),
             Mode::Sandboxed => {
                 assert!(!leaked, "canary leaked: {read} {shell} {list}");
-                assert_eq!(rj["errno"], json!(libc::EACCES), "{read}");
+                assert_eq!(
+                    rj["errno"],
+                    json!(nix::errno::Errno::EACCES as i32),
+                    "{read}"
+                );
             }
         }
     }
@@ -57,7 +61,7 @@ async fn no_file_appears_outside_writable_paths() {
             Mode::Unsandboxed => assert!(planted, "baseline must write: {w1}"),
             Mode::Sandboxed => {
                 assert!(!planted, "a file appeared: {w1} {w2} {w3}");
-                assert_eq!(wj["errno"], json!(libc::EACCES), "{w1}");
+                assert_eq!(wj["errno"], json!(nix::errno::Errno::EACCES as i32), "{w1}");
             }
         }
     }

@@ -69,7 +69,10 @@ async fn kill_9_of_warden_leaves_no_process_behind() {
             eventually(Duration::from_secs(5), || !processes_named(&m).is_empty()).await,
             "{out}"
         );
-        unsafe { libc::kill(warden_pid, libc::SIGKILL) };
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(warden_pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
         let gone = eventually(Duration::from_secs(3), || processes_named(&m).is_empty()).await;
         let left = processes_named(&m);
         kill_all(&left);

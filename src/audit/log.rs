@@ -2,7 +2,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -10,6 +9,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use serde_json::{Map, Value};
 
 use super::chain::{Hasher, Tail, read_tail};
@@ -554,36 +555,28 @@ fn chain_line(body: &Map<String, Value>, hasher: &Hasher) -> (String, Vec<u8>) {
     (hash, line)
 }
 
-/// An exclusive `flock(2)` on the log, released on drop.
-struct FileLock<'a> {
-    file: &'a File,
+/// An exclusive `flock(2)` on the log, released on drop. Taken through a
+/// duplicate of the descriptor: a flock belongs to the open file
+/// description, which the duplicate shares.
+struct FileLock {
+    _held: Flock<File>,
 }
 
-impl<'a> FileLock<'a> {
-    fn exclusive(file: &'a File, path: &Path) -> Result<Self, AuditError> {
+impl FileLock {
+    fn exclusive(file: &File, path: &Path) -> Result<Self, AuditError> {
+        let io = |source| AuditError::Io {
+            path: path.to_path_buf(),
+            action: "lock",
+            source,
+        };
+        let mut dup = file.try_clone().map_err(io)?;
         loop {
-            // SAFETY: flock only reads the descriptor number, which `file`
-            // keeps open for the guard's lifetime; no memory is shared.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-            if rc == 0 {
-                return Ok(FileLock { file });
-            }
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(AuditError::Io {
-                    path: path.to_path_buf(),
-                    action: "lock",
-                    source: e,
-                });
+            match Flock::lock(dup, FlockArg::LockExclusive) {
+                Ok(held) => return Ok(FileLock { _held: held }),
+                Err((back, Errno::EINTR)) => dup = back,
+                Err((_, errno)) => return Err(io(errno.into())),
             }
         }
-    }
-}
-
-impl Drop for FileLock<'_> {
-    fn drop(&mut self) {
-        // SAFETY: as above; unlocking a lock we hold.
-        let _ = unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
     }
 }
 

@@ -2,6 +2,8 @@
 //! starts for every sandboxed server (ARCHITECTURE.md, "The sandbox").
 //! Links warden-sandbox only, so it starts in well under a millisecond.
 
+#![forbid(unsafe_code)]
+
 fn main() {
     let mut args = std::env::args_os();
     args.next(); // program name

@@ -68,14 +68,34 @@ struct Stage {
 }
 
 const ENV_CANARY: &str = "WARDEN_DEMO_CANARY";
+const ENV_TOKEN_PREFIX: &str = "ENV-";
+
+/// Replaces this process with the same `warden demo` command line, the
+/// canary added to its environment. Returns only on failure.
+fn reexec_with_canary() -> anyhow::Error {
+    use std::os::unix::process::CommandExt;
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return anyhow::anyhow!("locating warden to start the demo: {e}"),
+    };
+    let token = format!("{ENV_TOKEN_PREFIX}{}", uuid::Uuid::new_v4().simple());
+    let err = std::process::Command::new(&exe)
+        .args(std::env::args_os().skip(1))
+        .env(ENV_CANARY, token)
+        .exec();
+    anyhow::anyhow!("starting the demo ({}): {err}", exe.display())
+}
 
 pub fn run(_global: &GlobalArgs) -> anyhow::Result<u8> {
-    let started = Instant::now();
-    let stage = lay_out().context("preparing the demo folder")?;
     // The canary must be in warden's own environment to prove it does not
-    // reach the servers. Set before the async runtime (and any thread)
-    // exists, which is what makes `set_var` sound here.
-    unsafe { std::env::set_var(ENV_CANARY, &stage.env_token) };
+    // reach the servers. Rather than mutate this process's environment,
+    // warden re-executes itself with the canary in the new environment.
+    let env_token = match std::env::var(ENV_CANARY) {
+        Ok(token) if token.starts_with(ENV_TOKEN_PREFIX) => token,
+        _ => return Err(reexec_with_canary()),
+    };
+    let started = Instant::now();
+    let stage = lay_out(env_token).context("preparing the demo folder")?;
     let options = HostOptions {
         load: LoadOptions {
             config_file: Some(stage.config_file.clone()),
@@ -341,7 +361,7 @@ fn hostile_report(call: &Value) -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn lay_out() -> anyhow::Result<Stage> {
+fn lay_out(env_token: String) -> anyhow::Result<Stage> {
     let dir = tempfile::Builder::new().prefix("warden-demo-").tempdir()?;
     let root = dir.path().to_path_buf();
     let workspace = root.join("workspace");
@@ -351,7 +371,6 @@ fn lay_out() -> anyhow::Result<Stage> {
         std::fs::create_dir_all(d)?;
     }
     let secret_token = format!("SECRET-{}", uuid::Uuid::new_v4().simple());
-    let env_token = format!("ENV-{}", uuid::Uuid::new_v4().simple());
     let secret = outside.join("secret.txt");
     std::fs::write(&secret, format!("{secret_token}\n"))?;
     std::os::unix::fs::symlink(&secret, workspace.join("shortcut.txt"))?;

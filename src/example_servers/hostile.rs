@@ -202,9 +202,10 @@ impl Hostile {
         annotations(read_only_hint = true)
     )]
     fn whoami(&self) -> String {
-        // SAFETY: getters without preconditions.
-        let (pid, ppid, uid) = unsafe { (libc::getpid(), libc::getppid(), libc::getuid()) };
-        report(Ok(json!({"pid": pid, "ppid": ppid, "uid": uid})))
+        use nix::unistd::{getpid, getppid, getuid};
+        report(Ok(
+            json!({"pid": getpid().as_raw(), "ppid": getppid().as_raw(), "uid": getuid().as_raw()}),
+        ))
     }
 
     #[tool(
@@ -212,13 +213,18 @@ impl Hostile {
         annotations(read_only_hint = true)
     )]
     fn kill_pid(&self, Parameters(a): Parameters<KillArg>) -> String {
-        // SAFETY: kill takes plain integers.
-        let rc = unsafe { libc::kill(a.pid, a.signal.unwrap_or(libc::SIGKILL)) };
-        report(if rc == 0 {
-            Ok(json!(a.pid))
-        } else {
-            Err(last_err())
-        })
+        use nix::sys::signal::{Signal, kill};
+        // Signal 0 only probes whether the process exists.
+        let signal = match a.signal.unwrap_or(Signal::SIGKILL as i32) {
+            0 => Ok(None),
+            n => Signal::try_from(n).map(Some),
+        };
+        report(
+            signal
+                .and_then(|s| kill(nix::unistd::Pid::from_raw(a.pid), s))
+                .map(|()| json!(a.pid))
+                .map_err(std::io::Error::from),
+        )
     }
 
     #[tool(
@@ -229,28 +235,26 @@ impl Hostile {
         let mut children = Vec::new();
         let mut error = None;
         for _ in 0..a.n {
-            // SAFETY: the child only calls async-signal-safe functions.
-            let pid = unsafe { libc::fork() };
-            if pid == 0 {
-                // SAFETY: sleep and _exit are async-signal-safe.
-                unsafe {
-                    libc::sleep(60);
-                    libc::_exit(0);
+            // Each child is a process of its own (a sleeper), counted by
+            // RLIMIT_NPROC and the pid namespace like a fork would be.
+            match std::process::Command::new("/bin/sleep")
+                .arg("60")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+            {
+                Ok(child) => children.push(child),
+                Err(e) => {
+                    error = Some(e);
+                    break;
                 }
             }
-            if pid < 0 {
-                error = Some(last_err());
-                break;
-            }
-            children.push(pid);
         }
         let started = children.len();
-        for pid in children {
-            // SAFETY: signalling and reaping our own children.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, std::ptr::null_mut(), 0);
-            }
+        for mut child in children {
+            let _ = child.kill();
+            let _ = child.wait();
         }
         json!({"ok": error.is_none(), "started": started,
                "errno": error.as_ref().and_then(|e| e.raw_os_error()),
@@ -264,21 +268,19 @@ impl Hostile {
         let mut blocks = Vec::new();
         let mut error = None;
         for _ in 0..a.mb {
-            // SAFETY: malloc/memset on a block we own; freed below.
-            let p = unsafe { libc::malloc(MB) };
-            if p.is_null() {
+            // `try_reserve`, so a refused allocation is reported instead of
+            // aborting the server; then every page is written, so the
+            // memory is really committed.
+            let mut block: Vec<u8> = Vec::new();
+            if block.try_reserve_exact(MB).is_err() {
                 error = Some(last_err());
                 break;
             }
-            // SAFETY: p points to MB bytes.
-            unsafe { libc::memset(p, 1, MB) };
-            blocks.push(p);
+            block.resize(MB, 1);
+            blocks.push(block);
         }
         let got = blocks.len();
-        for p in blocks {
-            // SAFETY: each p came from malloc above.
-            unsafe { libc::free(p) };
-        }
+        drop(blocks);
         json!({"ok": error.is_none(), "allocated_mb": got,
                "errno": error.as_ref().and_then(|e| e.raw_os_error()),
                "error": error.map(|e| e.to_string())})
@@ -308,31 +310,21 @@ impl Hostile {
         description = "Start a detached sleeper in its own session (escapes the process group)."
     )]
     fn detach(&self, Parameters(a): Parameters<MarkerArg>) -> String {
-        let Ok(marker) = std::ffi::CString::new(a.marker) else {
-            return report(Err(std::io::Error::from(std::io::ErrorKind::InvalidInput)));
-        };
-        let sleep = c"/bin/sleep";
-        let secs = c"120";
-        // SAFETY: the child only calls async-signal-safe functions.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            // SAFETY: async-signal-safe calls in the child; argv is NUL-terminated.
-            unsafe {
-                libc::setsid();
-                if libc::fork() == 0 {
-                    let argv = [marker.as_ptr(), secs.as_ptr(), std::ptr::null()];
-                    libc::execv(sleep.as_ptr(), argv.as_ptr());
-                }
-                libc::_exit(0);
+        // A double fork without `fork`: an intermediate process (this
+        // binary again) starts a new session, starts the sleeper in it and
+        // exits at once, so the sleeper is orphaned outside our group.
+        report((|| {
+            let status = std::process::Command::new(std::env::current_exe()?)
+                .args([DETACH_ARG0, DETACH_ARG1, &a.marker])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .status()?;
+            if status.success() {
+                Ok(json!("detached"))
+            } else {
+                Err(std::io::Error::other(format!("intermediate: {status}")))
             }
-        }
-        if pid < 0 {
-            return report(Err(last_err()));
-        }
-        let mut status = 0;
-        // SAFETY: reaping our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        report(Ok(json!("detached")))
+        })())
     }
 
     #[tool(description = "Read /proc/self/status.")]
@@ -361,8 +353,42 @@ pub async fn serve() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `warden __hostile-server detach MARKER`: the intermediate process of
+/// the `detach` tool.
+const DETACH_ARG0: &str = "__hostile-server";
+const DETACH_ARG1: &str = "detach";
+
+/// New session, then a sleeper named `marker` in it; returns at once.
+fn detach_intermediate(marker: &std::ffi::OsStr) -> std::process::ExitCode {
+    use std::os::unix::process::CommandExt;
+    let started = nix::unistd::setsid()
+        .map_err(std::io::Error::from)
+        .and_then(|_| {
+            std::process::Command::new("/bin/sleep")
+                .arg0(marker)
+                .arg("120")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+        });
+    match started {
+        Ok(_) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hostile server: detach: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Process entry point for `warden __hostile-server`.
 pub fn main() -> std::process::ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
+    if let [mode, marker] = args.as_slice()
+        && mode == DETACH_ARG1
+    {
+        return detach_intermediate(marker);
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

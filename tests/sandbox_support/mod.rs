@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
@@ -116,7 +118,7 @@ impl Server {
             drop(g);
         } else if let Some(pid) = self.pid {
             // Baseline: kill its process group.
-            unsafe { libc::killpg(pid as i32, libc::SIGKILL) };
+            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
         }
     }
 }
@@ -158,6 +160,25 @@ pub async fn launch(
         .expect("initialize timed out")
         .expect("initialize");
     Server { client, guard, pid }
+}
+
+/// Speaks MCP with a server started by `cmd` (which owns its own sandbox,
+/// if any, e.g. `warden sandbox exec -- …`).
+pub async fn launch_command(cmd: tokio::process::Command) -> Server {
+    let (transport, _stderr) = TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let pid = transport.id();
+    let client = tokio::time::timeout(Duration::from_secs(30), ().serve(transport))
+        .await
+        .expect("initialize timed out")
+        .expect("initialize");
+    Server {
+        client,
+        guard: None,
+        pid,
+    }
 }
 
 pub async fn launch_hostile(fx: &Fixture, mode: Mode, spec: SandboxSpec) -> Server {
@@ -219,7 +240,7 @@ pub fn processes_named(marker: &str) -> Vec<i32> {
 
 pub fn kill_all(pids: &[i32]) {
     for &p in pids {
-        unsafe { libc::kill(p, libc::SIGKILL) };
+        let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
     }
 }
 
