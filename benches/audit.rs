@@ -13,7 +13,7 @@ use warden::audit::{
     AuditLog, AuditOptions, DecisionRecord, Event, Outcome, ToolCallRecord, verify,
 };
 use warden::config::FsyncMode;
-use warden::policy::{Effect, Stage};
+use warden_policy::{Effect, Stage};
 
 /// A typical allowed call: a few short arguments, one reason.
 fn event() -> Event {

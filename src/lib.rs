@@ -1,7 +1,7 @@
 //! warden: a policy-centred secure host for MCP tool servers.
 //!
 //! Data flows one way: [`config`] → [`mcp`] connections (launched through
-//! the `warden-sandbox` crate) → [`registry`] → [`policy`] pipeline → call → [`audit`].
+//! the `warden-sandbox` crate) → [`registry`] → the `warden-policy` pipeline → call → [`audit`].
 //! [`host::Host`] wires these together and owns the single call path;
 //! [`agent`], [`gateway`] and [`cli`] are its callers. See ARCHITECTURE.md.
 
@@ -16,5 +16,6 @@ pub mod gateway;
 pub mod host;
 pub mod launch;
 pub mod mcp;
-pub mod policy;
+pub mod pins;
 pub mod registry;
+pub mod terminal;

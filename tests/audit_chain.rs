@@ -11,7 +11,7 @@ use warden::audit::{
     ToolCallRecord, VerifyReport, verify, verify_reader,
 };
 use warden::config::FsyncMode;
-use warden::policy::{Effect, Mode, Stage};
+use warden_policy::{Effect, Mode, Stage};
 
 const KEY: &[u8] = b"an audit key of thirty-two bytes";
 
@@ -60,7 +60,7 @@ fn all_events() -> Vec<Event> {
         },
         Event::ServerStart {
             server: "fs".into(),
-            transport: "stdio".into(),
+            transport: warden_core::TransportKind::Stdio,
             pid: Some(4242),
             sandbox: json!({"landlock": "fully_enforced", "network": "none", "limits": {"memory_mb": 1024}}),
         },
@@ -621,7 +621,7 @@ fn secret_canaries_never_reach_the_file() {
     log.append(ev).unwrap();
     log.append(Event::ServerStart {
         server: "fs".into(),
-        transport: "http".into(),
+        transport: warden_core::TransportKind::Http,
         pid: None,
         sandbox: json!({"headers": {"Authorization": format!("Bearer {CANARY}")}}),
     })

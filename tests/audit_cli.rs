@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 use warden::audit::{AuditLog, AuditOptions, DecisionRecord, Event, Outcome, ToolCallRecord};
 use warden::config::FsyncMode;
-use warden::policy::{Effect, Mode, Stage};
+use warden_policy::{Effect, Mode, Stage};
 
 const KEY: &str = "0123456789abcdef0123456789abcdef";
 
@@ -73,7 +73,7 @@ fn write_sample(path: &Path, session: &str, key: Option<&str>) {
         },
         Event::ServerStart {
             server: "fs".into(),
-            transport: "stdio".into(),
+            transport: warden_core::TransportKind::Stdio,
             pid: Some(77),
             sandbox: json!({}),
         },

@@ -15,7 +15,7 @@ use warden::audit::{
     VerifyReport, verify,
 };
 use warden::config::FsyncMode;
-use warden::policy::{Effect, Stage};
+use warden_policy::{Effect, Stage};
 
 const LOG: &str = "WARDEN_AUDIT_TEST_LOG";
 const SESSION: &str = "WARDEN_AUDIT_TEST_SESSION";

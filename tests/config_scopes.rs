@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use warden::config::{
-    Approvals, Config, ConfigError, ErrorKind, LoadOptions, RuleEffect, Scope, TransportConfig,
-    Trust, load_with_env,
+    Approvals, Config, ConfigError, ErrorKind, LoadOptions, Scope, TransportConfig, Trust,
+    load_with_env,
 };
+use warden_policy::RuleEffect;
 
 struct Fx {
     _tmp: tempfile::TempDir,
@@ -206,10 +207,10 @@ fn claude_code_mcp_json_loads_unchanged() {
             .all(|s| s.scope == Scope::Project && s.source == file)
     );
     assert!(cfg.servers.values().all(|s| s.trust == Trust::Untrusted));
-    assert_eq!(cfg.servers["filesystem"].transport.kind(), "stdio");
-    assert_eq!(cfg.servers["everything"].transport.kind(), "stdio");
-    assert_eq!(cfg.servers["sentry"].transport.kind(), "http");
-    assert_eq!(cfg.servers["linear"].transport.kind(), "sse");
+    assert_eq!(cfg.servers["filesystem"].transport.kind().as_str(), "stdio");
+    assert_eq!(cfg.servers["everything"].transport.kind().as_str(), "stdio");
+    assert_eq!(cfg.servers["sentry"].transport.kind().as_str(), "http");
+    assert_eq!(cfg.servers["linear"].transport.kind().as_str(), "sse");
     match &cfg.servers["everything"].transport {
         TransportConfig::Stdio(s) => assert_eq!(s.env["API_KEY"].expose(), "none"),
         other => panic!("{other:?}"),

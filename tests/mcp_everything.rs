@@ -140,7 +140,7 @@ async fn server_everything_over_stdio_sse_and_streamable_http() {
         exercise(&manager, name).await;
     }
     // The legacy transport negotiates an older revision than stdio may.
-    assert_eq!(status(&manager, "ev_sse").transport, "sse");
+    assert_eq!(status(&manager, "ev_sse").transport.as_str(), "sse");
 
     manager.shutdown().await;
     let pids = started_pids(&mut events);

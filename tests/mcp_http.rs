@@ -46,7 +46,7 @@ async fn streamable_http_connects_lists_calls_and_follows_list_changed() {
 
     let st = status(&manager, "fx");
     assert_eq!(st.state, ServerState::Connected, "{:?}", st.error);
-    assert_eq!(st.transport, "http");
+    assert_eq!(st.transport.as_str(), "http");
     assert!(st.protocol.is_some());
     assert!(st.sandbox.is_none());
     assert!(tool_names(&st).contains(&"mixed_content".to_string()));

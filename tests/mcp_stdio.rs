@@ -25,7 +25,7 @@ async fn connect_list_and_call_keep_every_block_and_outcome() {
 
     let st = status(&manager, "fx");
     assert_eq!(st.state, ServerState::Connected, "{:?}", st.error);
-    assert_eq!(st.transport, "stdio");
+    assert_eq!(st.transport.as_str(), "stdio");
     let protocol = st.protocol.clone().unwrap();
     assert!(
         protocol == "2026-07-28" || protocol == "2025-11-25",

@@ -11,10 +11,9 @@ use policy_support::*;
 use serde_json::{Value, json};
 use warden::config::Trust;
 use warden::mcp::Tool;
-use warden::policy::{
-    AskAnswer, AskPrompt, Asker, Effect, Mode, PinState, PinStore, Pipeline, Stage,
-};
+use warden::pins::PinStore;
 use warden_core::digest::sha256_json;
+use warden_policy::{AskAnswer, AskPrompt, Asker, Effect, Mode, PinState, Pipeline, Stage};
 
 struct Scripted {
     answer: AskAnswer,
@@ -39,7 +38,7 @@ impl Asker for Scripted {
     }
 }
 
-fn writer(args: Value) -> warden::policy::CallFacts {
+fn writer(args: Value) -> warden_policy::CallFacts {
     facts(Trust::Untrusted, "write_file", json!({}), args)
 }
 
@@ -159,7 +158,7 @@ async fn user_deny_is_a_deny() {
 fn pipeline_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync + 'static>() {}
     assert_send_sync::<Pipeline>();
-    assert_send_sync::<warden::policy::TerminalAsker>();
+    assert_send_sync::<warden::terminal::TerminalAsker>();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -350,7 +349,7 @@ async fn terminal_asker_reads_the_answer_from_the_tty() {
     let slave = std::fs::read_link(format!("/proc/self/fd/{}", pty.slave.as_raw_fd())).unwrap();
     let mut master = std::fs::File::from(pty.master);
     master.write_all(b"s\n").unwrap();
-    let asker = warden::policy::TerminalAsker::with_device(&slave);
+    let asker = warden::terminal::TerminalAsker::with_device(&slave);
     let p = prompt();
     assert_eq!(asker.ask(&p).await, AskAnswer::AllowSession);
     // The prompt reached the terminal, with escape sequences neutralised.
@@ -364,7 +363,7 @@ async fn terminal_asker_reads_the_answer_from_the_tty() {
 
 #[tokio::test]
 async fn terminal_asker_without_a_terminal_denies() {
-    let asker = warden::policy::TerminalAsker::with_device("/nonexistent/tty");
+    let asker = warden::terminal::TerminalAsker::with_device("/nonexistent/tty");
     assert_eq!(asker.ask(&prompt()).await, AskAnswer::Deny);
 }
 

@@ -5,8 +5,9 @@ mod policy_support;
 
 use policy_support::*;
 use serde_json::{Value, json};
-use warden::config::{RuleEffect, RuleSource, Scope, Trust};
-use warden::policy::{CallFacts, Effect, Mode, PinState, Stage};
+use warden::config::{Scope, Trust};
+use warden_policy::{CallFacts, Effect, Mode, PinState, Stage};
+use warden_policy::{RuleEffect, RuleSource};
 
 /// Which Rego stage a case runs with.
 #[derive(Clone, Copy)]

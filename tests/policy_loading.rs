@@ -9,10 +9,11 @@ use std::process::Command;
 
 use policy_support::*;
 use serde_json::json;
-use warden::config::{RuleEffect, Scope, Trust};
-use warden::policy::{Effect, Mode, Pipeline, PipelineConfig, PolicyError, Stage};
+use warden::config::{Scope, Trust};
+use warden_policy::RuleEffect;
+use warden_policy::{Effect, Mode, Pipeline, PipelineConfig, PolicyError, Stage};
 
-fn load_rules(rules: Vec<warden::config::RuleSource>) -> Result<Pipeline, PolicyError> {
+fn load_rules(rules: Vec<warden_policy::RuleSource>) -> Result<Pipeline, PolicyError> {
     Pipeline::load(PipelineConfig {
         rules,
         policies: Some(vec![]),

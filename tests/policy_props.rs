@@ -6,8 +6,9 @@ mod policy_support;
 use policy_support::*;
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use warden::config::{RuleEffect, RuleSource, Trust};
-use warden::policy::{Effect, Mode};
+use warden::config::Trust;
+use warden_policy::{Effect, Mode};
+use warden_policy::{RuleEffect, RuleSource};
 
 const TOOLS: &[&str] = &[
     "mcp__fs__*",

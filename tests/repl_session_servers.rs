@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use warden::config::{self, LoadOptions, Scope, Trust};
 use warden::host::{CallRequest, Caller, Host, HostOptions};
 use warden::mcp::ServerState;
-use warden::policy::Mode;
+use warden_policy::Mode;
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 

@@ -10,7 +10,7 @@ use super::run_loop::{ToolExecutor, ToolOutcome};
 use super::{ToolCall, ToolSpec};
 use crate::audit::Outcome;
 use crate::host::{CallRequest, Caller, Host};
-use crate::policy::Asker;
+use warden_policy::Asker;
 
 pub struct HostExecutor<'a> {
     host: &'a Host,

@@ -156,8 +156,8 @@ impl Outcome {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecisionRecord {
-    pub effect: crate::policy::Effect,
-    pub stage: crate::policy::Stage,
+    pub effect: warden_policy::Effect,
+    pub stage: warden_policy::Stage,
     pub reasons: Vec<String>,
     pub policy_sha256: Option<String>,
 }
@@ -189,12 +189,12 @@ pub enum Event {
         warden_version: String,
         config_sha256: String,
         policy_sha256: Option<String>,
-        mode: crate::policy::Mode,
+        mode: warden_policy::Mode,
         workspace: String,
     },
     ServerStart {
         server: String,
-        transport: String,
+        transport: warden_core::TransportKind,
         pid: Option<u32>,
         sandbox: Value,
     },

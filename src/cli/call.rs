@@ -9,7 +9,7 @@ use super::{CliError, GlobalArgs, exit, output, session};
 use crate::audit::Outcome;
 use crate::host::{CallRequest, Caller, Host};
 use crate::mcp::ServerState;
-use crate::policy::Mode;
+use warden_policy::Mode;
 
 pub fn run(
     global: &GlobalArgs,
@@ -95,7 +95,7 @@ async fn call_connected(
         )));
     };
     let asker = session::terminal_asker(host.mode());
-    let asker = asker.as_ref().map(|a| a as &dyn crate::policy::Asker);
+    let asker = asker.as_ref().map(|a| a as &dyn warden_policy::Asker);
     let report = host
         .call(
             CallRequest {

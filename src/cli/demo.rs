@@ -21,7 +21,7 @@ use crate::agent::{Model, ScriptedModel};
 use crate::config::LoadOptions;
 use crate::host::{Host, HostOptions};
 use crate::mcp::ServerState;
-use crate::policy::Mode;
+use warden_policy::Mode;
 
 /// Collects the checks; prints each as it is made.
 struct Checks {

@@ -8,7 +8,7 @@ use super::{CliError, GlobalArgs, exit, session};
 use crate::gateway::{Gateway, GatewayOptions, HttpOptions};
 use crate::host::Host;
 use crate::mcp::ServerState;
-use crate::policy::Mode;
+use warden_policy::Mode;
 
 /// The parsed `gateway` flags.
 #[derive(Debug, Clone)]

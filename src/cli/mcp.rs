@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::{GlobalArgs, exit, session};
 use crate::host::Host;
-use crate::policy::Mode;
+use warden_policy::Mode;
 
 pub fn status(global: &GlobalArgs) -> anyhow::Result<u8> {
     let options = session::host_options(global, Mode::Interactive)?;

@@ -310,7 +310,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 None => session::config_dir()?.join("pins.json"),
             };
             let mut store =
-                crate::policy::PinStore::open(&path).map_err(|e| CliError::usage(e.to_string()))?;
+                crate::pins::PinStore::open(&path).map_err(|e| CliError::usage(e.to_string()))?;
             match cmd {
                 PinCommand::List => pin::list(&store, cli.global.json),
                 PinCommand::Reset { server } => pin::reset(&mut store, server.as_deref()),

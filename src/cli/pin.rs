@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::exit;
-use crate::policy::PinStore;
+use crate::pins::PinStore;
 
 /// Prints the pinned tool definitions, as a table or JSON.
 pub fn list(store: &PinStore, json: bool) -> anyhow::Result<u8> {

@@ -8,10 +8,10 @@ use serde_json::{Value, json};
 
 use super::{CliError, GlobalArgs, PolicyCommand, exit};
 use crate::config::Config;
-use crate::policy::testing::{
+use warden_policy::testing::{
     TestOutcome, TestReport, groups_for_paths, run_groups, shipped_groups,
 };
-use crate::policy::{Decision, Effect, Mode, Pipeline, PipelineConfig, Stage, StageVerdict};
+use warden_policy::{Decision, Effect, Mode, Pipeline, PipelineConfig, Stage, StageVerdict};
 
 pub fn run(global: &GlobalArgs, cmd: PolicyCommand) -> anyhow::Result<u8> {
     // `policy test` needs no configuration; the others use the configured
@@ -132,15 +132,12 @@ pub fn eval(config: PipelineConfig, input: &Path, json: bool) -> anyhow::Result<
     ] {
         let given = doc.pointer(&format!("/stages/{}", stage.as_str()));
         let effect = given.and_then(parse_effect);
-        stages.push(StageVerdict {
-            stage,
-            effect,
-            reasons: if given.is_some_and(|v| !v.is_null()) {
-                vec!["from input.stages".into()]
-            } else {
-                vec![]
-            },
-        });
+        let reasons = if given.is_some_and(|v| !v.is_null()) {
+            vec!["from input.stages".into()]
+        } else {
+            vec![]
+        };
+        stages.push(StageVerdict::new(stage, effect, reasons));
     }
     if pipeline.policy_sha256().is_some() {
         stages.push(pipeline.policy_verdict_for_input(&doc));

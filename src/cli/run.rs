@@ -11,7 +11,7 @@ use crate::agent::model_from_spec;
 use crate::agent::run_loop::{Limits, RunStatus, run_task};
 use crate::host::Host;
 use crate::mcp::ServerState;
-use crate::policy::Mode;
+use warden_policy::Mode;
 
 pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Result<u8> {
     let spec = global.model.clone().ok_or_else(|| {
@@ -52,7 +52,7 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
             }
         }
         let asker = session::terminal_asker(host.mode());
-        let asker = asker.as_ref().map(|a| a as &dyn crate::policy::Asker);
+        let asker = asker.as_ref().map(|a| a as &dyn warden_policy::Asker);
         let executor = HostExecutor::new(&host, asker, cancel.clone());
         let report = run_task(model.as_ref(), &executor, &task, &limits, cancel.clone()).await;
         host.shutdown().await;

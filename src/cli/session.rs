@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 use super::{CliError, GlobalArgs};
 use crate::config::{self, LoadOptions};
 use crate::host::{Host, HostError, HostOptions};
-use crate::policy::{Mode, TerminalAsker};
+use crate::terminal::TerminalAsker;
+use warden_policy::Mode;
 
 pub fn workspace(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
     let dir = match &global.workspace {

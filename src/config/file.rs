@@ -11,13 +11,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use warden_core::path::{absolutize, normalize};
+use warden_policy::{PolicySource, RuleEffect, RuleSource};
 
 use super::error::{ConfigError, ErrorKind};
 use super::expand::{self, EnvLookup, ExpandError};
 use super::json::{self, Kind, Member, Node, Pos, push_index, push_key};
 use super::{
-    AuditConfig, FsyncMode, Limits, NetworkSpec, PolicySource, RemoteConfig, RuleEffect,
-    RuleSource, SandboxSpec, Scope, Secret, ServerConfig, StdioConfig, TransportConfig, Trust,
+    AuditConfig, FsyncMode, Limits, NetworkSpec, RemoteConfig, SandboxSpec, Scope, Secret,
+    ServerConfig, StdioConfig, TransportConfig, Trust,
 };
 
 const TOP_KEYS: &[&str] = &["$schema", "mcpServers", "permissions", "policy", "audit"];

@@ -35,7 +35,8 @@ pub use error::{ConfigError, Diagnostic, ErrorKind};
 pub use expand::{EnvLookup, referenced_vars};
 pub use file::{DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS, invalid_server_name};
 pub use load::{LoadOptions, default_config_dir, find_project_file, load, load_with_env};
-pub use warden_core::{Scope, Trust};
+pub use warden_core::{Scope, TransportKind, Trust};
+use warden_policy::{PolicySource, RuleSource};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -96,11 +97,11 @@ pub enum TransportConfig {
 }
 
 impl TransportConfig {
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> TransportKind {
         match self {
-            TransportConfig::Stdio(_) => "stdio",
-            TransportConfig::Http(_) => "http",
-            TransportConfig::Sse(_) => "sse",
+            TransportConfig::Stdio(_) => TransportKind::Stdio,
+            TransportConfig::Http(_) => TransportKind::Http,
+            TransportConfig::Sse(_) => TransportKind::Sse,
         }
     }
 }
@@ -190,34 +191,6 @@ pub struct ServerConfig {
     /// are recorded against. Secret values enter only as written (before
     /// `${VAR}` expansion), never expanded.
     pub digest: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RuleEffect {
-    Allow,
-    Ask,
-    Deny,
-}
-
-/// One permission rule as written, with where it came from. Parsed and
-/// checked by [`crate::policy::rules`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuleSource {
-    pub effect: RuleEffect,
-    /// The rule text, `${VAR}`/`${WORKSPACE}` already expanded.
-    pub text: String,
-    pub scope: Scope,
-    pub file: PathBuf,
-    /// Index in its list, for error messages (`permissions.allow[2]`).
-    pub index: usize,
-}
-
-/// A Rego policy file or folder to load.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PolicySource {
-    pub path: PathBuf,
-    pub scope: Scope,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -57,8 +57,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::Outcome;
 use crate::host::{CallReport, CallRequest, Caller, Host};
-use crate::policy::ask::sanitize_for_terminal;
-use crate::policy::{AskAnswer, AskPrompt, Asker, Mode};
+use crate::terminal::sanitize_for_terminal;
+use warden_policy::{AskAnswer, AskPrompt, Asker, Mode};
 
 /// How long a client has to answer an elicitation before the call is denied.
 pub const ELICITATION_TIMEOUT: Duration = Duration::from_secs(300);

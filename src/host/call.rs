@@ -11,12 +11,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::{DecisionRecord, Event, Outcome, ToolCallRecord};
 use crate::mcp::CallError;
-use crate::policy::{
+use futures::future::BoxFuture;
+use warden_core::TransportKind;
+use warden_core::digest::sha256_json;
+use warden_policy::{
     AskAnswer, AskPrompt, Asker, CallContext, CallFacts, Decision, Effect, ServerFacts, Stage,
     ToolFacts,
 };
-use futures::future::BoxFuture;
-use warden_core::digest::sha256_json;
 
 use super::Host;
 
@@ -142,9 +143,7 @@ impl Host {
             server: ServerFacts {
                 name: entry.server.clone(),
                 trust: server.map(|s| s.trust).unwrap_or_default(),
-                transport: server
-                    .map(|s| s.transport.kind().to_string())
-                    .unwrap_or_default(),
+                transport: server.map_or(TransportKind::Stdio, |s| s.transport.kind()),
                 scope: server.map_or(crate::config::Scope::Project, |s| s.scope),
             },
             tool: ToolFacts {
@@ -163,7 +162,6 @@ impl Host {
             context: CallContext {
                 mode: self.mode,
                 session: self.session.clone(),
-                workspace: self.config.workspace.display().to_string(),
                 call_index,
             },
         };

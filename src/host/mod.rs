@@ -1,6 +1,6 @@
 //! The host wires one session together, in the one direction data flows:
 //! config → connections ([`crate::mcp::Manager`], launched through
-//! `warden_sandbox`) → [`crate::registry`] (+ pins) → [`crate::policy::Pipeline`]
+//! `warden_sandbox`) → [`crate::registry`] (+ pins) → [`warden_policy::Pipeline`]
 //! → call → [`crate::audit`]. Every caller (the CLI, the agent loop, the
 //! gateway) reaches servers only through [`Host::call`].
 
@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex};
 use crate::audit::{AuditLog, AuditOptions, Event};
 use crate::config::{self, Config, Scope, Trust};
 use crate::mcp::{Admission, LifecycleEvent, Manager, ServerState, ServerStatus};
-use crate::policy::{Mode, PinStore, Pipeline, PipelineConfig};
+use crate::pins::PinStore;
 use tokio_util::sync::CancellationToken;
+use warden_policy::{Mode, Pipeline, PipelineConfig};
 use warden_sandbox::{Helper, LaunchContext};
 
 pub use call::{CallReport, CallRequest, Caller};
@@ -26,7 +27,7 @@ pub enum HostError {
     #[error(transparent)]
     Config(#[from] config::ConfigError),
     #[error(transparent)]
-    Policy(#[from] crate::policy::PolicyError),
+    Policy(#[from] warden_policy::PolicyError),
     #[error(transparent)]
     Audit(#[from] crate::audit::AuditError),
     #[error("{0}")]

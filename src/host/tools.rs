@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use crate::mcp::ServerState;
-use crate::policy::PinState;
 use crate::registry::{Registry, SkippedTool, ToolEntry};
+use warden_policy::PinState;
 
 use super::Host;
 

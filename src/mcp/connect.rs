@@ -25,6 +25,7 @@ use super::sse::SseTransport;
 use super::stdio::{self, ExitInfo, SharedStopNote, SpawnError};
 use super::{LifecycleEvent, MAX_TOOL_PAGES, MAX_TOOLS, Tool};
 use crate::config::{RemoteConfig, ServerConfig, TransportConfig};
+use warden_core::TransportKind;
 use warden_sandbox::{LaunchContext, SandboxError, SandboxSummary};
 
 pub(super) type Running = RunningService<RoleClient, WardenClient>;
@@ -65,7 +66,7 @@ pub(super) struct Established {
     pub exit: Option<watch::Receiver<Option<ExitInfo>>>,
     pub stop_note: Option<SharedStopNote>,
     pub list_changed: mpsc::UnboundedReceiver<()>,
-    pub transport: &'static str,
+    pub transport: TransportKind,
     /// Cancelled when warden stops the connection.
     pub stop_requested: CancellationToken,
     /// The `subscriptions/listen` task (protocol 2026-07-28), if any.
@@ -221,7 +222,7 @@ async fn establish_inner(
         let _ = events.send(LifecycleEvent::Started {
             server: config.name.clone(),
             pid: None,
-            transport: transport.to_string(),
+            transport,
             sandbox: None,
         });
     }

@@ -1,7 +1,7 @@
 //! Connections to MCP servers through rmcp: stdio (launched via
 //! `warden_sandbox`), streamable HTTP and legacy SSE. Owns connecting,
 //! listing, list-changed, timeouts, cancellation and reconnects. Sends a
-//! call only with a [`crate::policy::Permit`].
+//! call only with a [`warden_policy::Permit`].
 //!
 //! One [`Manager`] holds every configured server (and those added or
 //! removed at run time: [`Manager::add`], [`Manager::remove`],
@@ -41,7 +41,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
-use crate::policy::Permit;
+use warden_core::TransportKind;
+use warden_policy::Permit;
 use warden_sandbox::{LaunchContext, SandboxSummary};
 
 pub use connect::{LEGACY_PROTOCOL, PREFERRED_PROTOCOL};
@@ -73,7 +74,7 @@ pub enum ServerState {
 pub struct ServerStatus {
     pub name: String,
     pub state: ServerState,
-    pub transport: String,
+    pub transport: TransportKind,
     /// Negotiated protocol version.
     pub protocol: Option<String>,
     pub error: Option<String>,
@@ -154,7 +155,7 @@ pub enum LifecycleEvent {
     Started {
         server: String,
         pid: Option<u32>,
-        transport: String,
+        transport: TransportKind,
         sandbox: Option<Box<SandboxSummary>>,
     },
     Exited {
@@ -475,7 +476,7 @@ impl Manager {
                 ServerStatus {
                     name: slot.config.name.clone(),
                     state: inner.state,
-                    transport: slot.config.transport.kind().to_string(),
+                    transport: slot.config.transport.kind(),
                     protocol: inner.protocol.clone(),
                     error: inner.error.clone(),
                     sandbox: inner.sandbox.clone(),
@@ -851,7 +852,7 @@ async fn monitor(
     dead: watch::Sender<Option<String>>,
     exit: Option<watch::Receiver<Option<ExitInfo>>>,
     pid: Option<u32>,
-    transport: &'static str,
+    transport: TransportKind,
 ) {
     let quit = running.waiting().await;
     let stopped = stop_requested.is_cancelled();
@@ -878,7 +879,7 @@ async fn monitor(
         shared.bump();
     }
     let _ = dead.send(Some(reason.clone()));
-    if transport != "stdio" {
+    if transport != TransportKind::Stdio {
         // stdio exits are reported by the process reaper, with the status.
         let _ = shared.events.send(LifecycleEvent::Exited {
             server: slot.name().to_string(),

@@ -117,7 +117,7 @@ pub(crate) fn spawn(
     let _ = events.send(LifecycleEvent::Started {
         server: config.name.clone(),
         pid: Some(pid),
-        transport: "stdio".into(),
+        transport: warden_core::TransportKind::Stdio,
         sandbox: Some(Box::new(prepared.summary.clone())),
     });
     tracing::info!(server = %config.name, pid, "server process started");

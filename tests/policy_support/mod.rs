@@ -4,10 +4,11 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use warden::config::{PolicySource, RuleEffect, RuleSource, Scope, Trust};
-use warden::policy::{
+use warden::config::{Scope, Trust};
+use warden_policy::{
     CallContext, CallFacts, Mode, PinState, Pipeline, PipelineConfig, ServerFacts, ToolFacts,
 };
+use warden_policy::{PolicySource, RuleEffect, RuleSource};
 
 pub const WS: &str = "/srv/repo";
 
@@ -88,7 +89,7 @@ pub fn facts(trust: Trust, tool: &str, annotations: Value, args: Value) -> CallF
         server: ServerFacts {
             name: "fs".into(),
             trust,
-            transport: "stdio".into(),
+            transport: warden_core::TransportKind::Stdio,
             scope: Scope::User,
         },
         tool: ToolFacts {
@@ -102,7 +103,6 @@ pub fn facts(trust: Trust, tool: &str, annotations: Value, args: Value) -> CallF
         context: CallContext {
             mode: Mode::Interactive,
             session: "session-1".into(),
-            workspace: WS.into(),
             call_index: 1,
         },
     }

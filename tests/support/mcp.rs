@@ -14,7 +14,7 @@ use warden::config::{
     RemoteConfig, SandboxSpec, Scope, Secret, ServerConfig, StdioConfig, TransportConfig, Trust,
 };
 use warden::mcp::{Admission, CallError, CallToolResult, LifecycleEvent, Manager, ServerStatus};
-use warden::policy::Permit;
+use warden_policy::Permit;
 use warden_sandbox::LaunchContext;
 
 pub fn warden_bin() -> PathBuf {

@@ -12,3 +12,8 @@ mod kinds;
 pub mod path;
 
 pub use kinds::{Effect, Mode, Scope, Stage, TransportKind, Trust};
+
+/// Longest qualified tool name (`mcp__S__T`), CONTRACT §4: a longer one is
+/// an error for that tool, never truncated. Rules use it to reject tool
+/// globs that could never match.
+pub const MAX_QUALIFIED_LEN: usize = 64;

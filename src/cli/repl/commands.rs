@@ -12,7 +12,7 @@ use super::editor::Read;
 use crate::audit::Event;
 use crate::config::{self, Approvals, LoadOptions, Scope};
 use crate::mcp::ServerState;
-use crate::policy::ask::sanitize_for_terminal;
+use crate::terminal::sanitize_for_terminal;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {

@@ -26,8 +26,9 @@ use crate::agent::host_executor::HostExecutor;
 use crate::agent::run_loop::{Limits, RunStatus, ToolExecutor, ToolOutcome, run_conversation};
 use crate::agent::{Message, Model, ModelError, ModelRequest, ModelTurn, ToolCall, ToolSpec};
 use crate::host::Host;
-use crate::policy::ask::{parse_answer, render_prompt, sanitize_for_terminal};
-use crate::policy::{AskAnswer, AskPrompt, Asker, Mode, TerminalAsker};
+use crate::terminal::TerminalAsker;
+use crate::terminal::{parse_answer, render_prompt, sanitize_for_terminal};
+use warden_policy::{AskAnswer, AskPrompt, Asker, Mode};
 
 use editor::{Editor, Read};
 use spinner::Spinner;

@@ -1,41 +1,13 @@
-//! Asking a person (or an MCP client) about an `ask` decision.
+//! Text that reaches a person's terminal: neutralising control characters
+//! from servers and models, the `ask` question, and [`TerminalAsker`], the
+//! [`Asker`] that puts it on the controlling terminal.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use futures::future::BoxFuture;
-use serde::Serialize;
-use serde_json::Value;
-
-use super::{Effect, Stage};
-
-/// What is put to the person deciding.
-#[derive(Debug, Clone, Serialize)]
-pub struct AskPrompt {
-    pub server: String,
-    /// The server's own tool name.
-    pub tool: String,
-    pub qualified: String,
-    pub arguments: Value,
-    /// The stage that asked.
-    pub stage: Stage,
-    pub reasons: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AskAnswer {
-    AllowOnce,
-    /// Allow this tool for the rest of the session (for the same kind of ask).
-    AllowSession,
-    Deny,
-}
-
-/// Answers `ask` decisions. Implementations: [`TerminalAsker`] (the person
-/// at `/dev/tty`), the gateway's elicitation asker, test doubles.
-pub trait Asker: Send + Sync {
-    fn ask<'a>(&'a self, prompt: &'a AskPrompt) -> BoxFuture<'a, AskAnswer>;
-}
+use warden_core::Effect;
+use warden_policy::{AskAnswer, AskPrompt, Asker};
 
 /// Prompts on the controlling terminal (`/dev/tty`, not stdin/stdout, which
 /// may carry protocol). Any error, EOF or unrecognised answer is a deny.

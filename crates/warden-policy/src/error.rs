@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::rules::RuleError;
+use crate::rules::RuleError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {

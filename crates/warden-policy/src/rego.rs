@@ -1,8 +1,9 @@
 //! The Rego stage (CONTRACT §5): policies in package `warden`, evaluated
 //! with regorus. Policies are parsed, compiled and evaluated once at load
-//! (so a syntax error or an unknown function is a startup error); each
-//! decision clones the prepared engine (an `Rc`/`Arc` copy) and evaluates
-//! one internal rule that gathers `deny`, `ask` and `allow` in one pass.
+//! (so a syntax error or an unknown function is a startup error), and one
+//! internal rule that gathers `deny`, `ask` and `allow` is compiled into a
+//! `CompiledPolicy`; each decision evaluates it from `&self` with the
+//! call's input (no engine is cloned).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -10,15 +11,16 @@ use std::path::{Path, PathBuf};
 use regorus::{Engine, Value as RegoValue};
 use serde_json::Value;
 
-use super::error::PolicyError;
-use crate::config::Scope;
+use warden_core::Scope;
+
+use crate::error::PolicyError;
 use warden_core::digest::sha256_hex;
 
 /// The shipped policies, embedded so the binary works anywhere.
-pub const DEFAULT_REGO: &str = include_str!("../../policies/default.rego");
-pub const DEFAULT_TEST_REGO: &str = include_str!("../../policies/default_test.rego");
-pub const CI_REGO: &str = include_str!("../../policies/ci.rego");
-pub const CI_TEST_REGO: &str = include_str!("../../policies/ci_test.rego");
+pub const DEFAULT_REGO: &str = include_str!("../../../policies/default.rego");
+pub const DEFAULT_TEST_REGO: &str = include_str!("../../../policies/default_test.rego");
+pub const CI_REGO: &str = include_str!("../../../policies/ci.rego");
+pub const CI_TEST_REGO: &str = include_str!("../../../policies/ci_test.rego");
 /// Name under which the embedded default is reported.
 pub const DEFAULT_REGO_NAME: &str = "<builtin>/policies/default.rego";
 
@@ -275,7 +277,7 @@ impl RegoSet {
     pub fn load(
         inputs: &[PolicyInput],
         scope: Scope,
-        probe: &Value,
+        probe: &RegoValue,
     ) -> Result<RegoSet, PolicyError> {
         let (mut engine, files, sources) = build_engine(inputs, false)?;
         if !sources
@@ -316,7 +318,7 @@ impl RegoSet {
                 files: names(),
                 message: e.to_string(),
             })?;
-        engine.set_input(to_rego(probe));
+        engine.set_input(probe.clone());
         engine
             .eval_rule(GATHER_RULE.into())
             .map_err(|e| PolicyError::RegoEval {
@@ -329,13 +331,14 @@ impl RegoSet {
             restrict_only: scope == Scope::Project,
             files,
         };
-        set.eval(probe).map_err(|message| PolicyError::RegoEval {
-            files: names(),
-            message,
-        })?;
+        set.eval_value(probe.clone())
+            .map_err(|message| PolicyError::RegoEval {
+                files: names(),
+                message,
+            })?;
         if set.restrict_only {
             let mut e = set.engine.clone();
-            e.set_input(to_rego(probe));
+            e.set_input(probe.clone());
             if let Ok(RegoValue::Bool(true)) = e.eval_rule("data.warden__internal.allow".into()) {
                 tracing::warn!(files = %names(), "project-scope policy defines `allow`; it is ignored");
             }
@@ -345,10 +348,6 @@ impl RegoSet {
 
     /// Evaluates against one input. Errors are returned as text; the
     /// pipeline turns them into a deny.
-    pub fn eval(&self, input: &Value) -> Result<RegoVerdict, String> {
-        self.eval_value(to_rego(input))
-    }
-
     pub fn eval_value(&self, input: RegoValue) -> Result<RegoVerdict, String> {
         let out = self
             .compiled

@@ -33,7 +33,9 @@ use std::path::{Path, PathBuf};
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 use serde_json::Value;
 
-use crate::config::{RuleEffect, RuleSource, Scope};
+use warden_core::Scope;
+
+use crate::sources::{RuleEffect, RuleSource};
 
 /// A malformed rule, with where it came from and where in the text the
 /// problem is.
@@ -60,14 +62,6 @@ impl fmt::Display for RuleError {
             self.text,
             " ".repeat(self.column.saturating_sub(1))
         )
-    }
-}
-
-pub(crate) fn list_name(effect: RuleEffect) -> &'static str {
-    match effect {
-        RuleEffect::Allow => "allow",
-        RuleEffect::Ask => "ask",
-        RuleEffect::Deny => "deny",
     }
 }
 
@@ -104,7 +98,6 @@ struct Condition {
 pub struct Rule {
     pub effect: RuleEffect,
     pub text: String,
-    pub scope: Scope,
     /// `permissions.deny[2] in FILE`.
     pub origin: String,
     tool: GlobMatcher,
@@ -123,7 +116,7 @@ impl Rule {
     /// Parses and checks one rule. Project-scope `allow` rules are refused
     /// (CONTRACT §3), whatever the config loader did.
     pub fn compile(source: &RuleSource) -> Result<Rule, RuleError> {
-        let key = format!("permissions.{}[{}]", list_name(source.effect), source.index);
+        let key = format!("permissions.{}[{}]", source.effect.as_str(), source.index);
         let err = |column: usize, message: String| RuleError {
             file: source.file.clone(),
             key: key.clone(),
@@ -156,7 +149,6 @@ impl Rule {
         Ok(Rule {
             effect: source.effect,
             text: source.text.clone(),
-            scope: source.scope,
             origin: format!("{key} in {}", source.file.display()),
             tool,
             conditions,
@@ -531,12 +523,12 @@ fn compile_tool_glob(tool: &str, at: usize) -> Result<GlobMatcher, (usize, Strin
                 ));
             }
         }
-        if tool.len() > crate::registry::MAX_QUALIFIED_LEN {
+        if tool.len() > warden_core::MAX_QUALIFIED_LEN {
             return Err((
                 at,
                 format!(
                     "`{tool}` can never match: qualified names are at most {} characters",
-                    crate::registry::MAX_QUALIFIED_LEN
+                    warden_core::MAX_QUALIFIED_LEN
                 ),
             ));
         }

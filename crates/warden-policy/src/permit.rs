@@ -1,16 +1,17 @@
 //! The capability that lets a call reach a server.
 
-use super::Decision;
+use crate::decision::Decision;
 
 /// Proof that the pipeline allowed one specific call (server, tool and
-/// argument digest). Constructed only inside `crate::policy`; consumed by
-/// [`crate::mcp`] when the call is sent, so it cannot be reused.
+/// argument digest). Constructed only inside this crate, by
+/// [`crate::Pipeline::authorize`]; consumed by warden's connection layer
+/// when the call is sent, so it cannot be reused.
 ///
-/// Nothing outside `crate::policy` can make one, not even with the fields
-/// at hand:
+/// No other crate can make one, not even with the fields at hand (the
+/// constructor is private to this crate and the fields are private):
 ///
 /// ```compile_fail,E0624
-/// use warden::policy::{Decision, Effect, Permit, Stage};
+/// use warden_policy::{Decision, Effect, Permit, Stage};
 /// let decision = Decision {
 ///     effect: Effect::Allow,
 ///     stage: Stage::Rules,
@@ -22,7 +23,7 @@ use super::Decision;
 /// ```
 ///
 /// ```compile_fail,E0451
-/// use warden::policy::{Decision, Effect, Permit, Stage};
+/// use warden_policy::{Decision, Effect, Permit, Stage};
 /// let decision = Decision {
 ///     effect: Effect::Allow,
 ///     stage: Stage::Rules,
@@ -43,7 +44,7 @@ pub struct Permit {
 }
 
 impl Permit {
-    pub(in crate::policy) fn new(
+    pub(crate) fn new(
         server: String,
         tool: String,
         args_sha256: String,
@@ -75,8 +76,9 @@ impl Permit {
     }
 
     /// A permit that no pipeline issued, for tests of the connection layer
-    /// only. Exists only with the `test-permit` feature, which release
-    /// builds never enable.
+    /// only. Exists only with this crate's `test-permit` feature, which only
+    /// the root package's `[dev-dependencies]` turn on: no release build
+    /// has it.
     #[cfg(feature = "test-permit")]
     #[doc(hidden)]
     pub fn for_tests(server: &str, tool: &str, args_sha256: &str) -> Self {
@@ -85,8 +87,8 @@ impl Permit {
             tool.to_string(),
             args_sha256.to_string(),
             Decision {
-                effect: super::Effect::Allow,
-                stage: super::Stage::Default,
+                effect: warden_core::Effect::Allow,
+                stage: warden_core::Stage::Default,
                 reasons: vec!["test permit (feature `test-permit`)".to_string()],
                 stages: Vec::new(),
                 policy_sha256: None,

@@ -1,8 +1,9 @@
-//! Tool pinning (CONTRACT §5, stage 3): the first listing of a server's
-//! tools under a given server configuration records a digest of each
-//! tool's whole definition (name, title, description, input and output
-//! schema, annotations); a later listing that differs is a "rug pull" and
-//! is reported with what changed.
+//! Tool pinning (CONTRACT §5, stage 3), the storage side: the first listing
+//! of a server's tools under a given server configuration records a digest
+//! of the canonical JSON of each tool's whole definition (name, title,
+//! description, input and output schema, annotations); a later listing
+//! that differs is a "rug pull" and is reported with what changed. The
+//! pipeline sees only the resulting [`PinState`].
 //!
 //! File format (`$WARDEN_CONFIG_DIR/pins.json` or `--lock FILE`):
 //! `{"version": 1, "servers": {SERVER: {CONFIG_DIGEST: {TOOL: {"sha256",
@@ -15,12 +16,13 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::PinState;
-use crate::mcp::Tool;
 use warden_core::digest::sha256_json;
+use warden_policy::PinState;
+
+use crate::mcp::Tool;
 
 /// Fields of a tool definition that are pinned.
-pub const PINNED_FIELDS: &[&str] = &[
+const PINNED_FIELDS: &[&str] = &[
     "name",
     "title",
     "description",
@@ -35,8 +37,6 @@ pub enum PinError {
     Io { path: PathBuf, message: String },
     #[error("pin file {path} is not valid: {message}")]
     Format { path: PathBuf, message: String },
-    #[error("cannot find the pin file: set WARDEN_CONFIG_DIR or HOME, or pass --lock FILE")]
-    NoLocation,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -117,7 +117,7 @@ impl PinOp {
 }
 
 /// The pinned part of a tool definition.
-pub fn pinned_definition(tool: &Tool) -> Value {
+fn pinned_definition(tool: &Tool) -> Value {
     let full = serde_json::to_value(tool).unwrap_or(Value::Null);
     let mut out = Map::new();
     for field in PINNED_FIELDS {
@@ -131,17 +131,6 @@ pub fn pinned_definition(tool: &Tool) -> Value {
 }
 
 impl PinStore {
-    /// `$WARDEN_CONFIG_DIR/pins.json`, else `~/.config/warden/pins.json`.
-    pub fn default_path() -> Result<PathBuf, PinError> {
-        if let Some(dir) = std::env::var_os("WARDEN_CONFIG_DIR").filter(|d| !d.is_empty()) {
-            return Ok(PathBuf::from(dir).join("pins.json"));
-        }
-        std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(|h| PathBuf::from(h).join(".config/warden/pins.json"))
-            .ok_or(PinError::NoLocation)
-    }
-
     /// Opens a pin file; a missing file is an empty store.
     pub fn open(path: impl Into<PathBuf>) -> Result<PinStore, PinError> {
         let path = path.into();
@@ -375,7 +364,7 @@ fn show(v: &Value, max: usize) -> String {
 
 /// Which pinned fields changed, readably: descriptions old → new, schema
 /// properties added/removed/changed, annotation hints.
-pub fn diff_definitions(old: &Value, new: &Value) -> Vec<String> {
+fn diff_definitions(old: &Value, new: &Value) -> Vec<String> {
     let mut out = Vec::new();
     for field in PINNED_FIELDS {
         let (a, b) = (old.get(*field), new.get(*field));

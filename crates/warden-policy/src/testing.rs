@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::error::PolicyError;
-use super::rego::{
+use crate::error::PolicyError;
+use crate::rego::{
     CI_REGO, CI_TEST_REGO, DEFAULT_REGO, DEFAULT_TEST_REGO, PolicyInput, build_engine, collect,
     package_of,
 };

@@ -1,0 +1,55 @@
+//! What the pipeline knows about one proposed call. Every fact comes from
+//! warden's own state (config, the server's `tools/list`, the pin store),
+//! never from the caller, except `arguments`.
+
+use serde::Serialize;
+use serde_json::Value;
+use warden_core::{Mode, Scope, TransportKind, Trust};
+
+/// Pin state of a tool definition, computed when the tool was listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum PinState {
+    /// The definition matches the pinned digest (or was pinned just now).
+    Pinned,
+    /// The definition changed since it was pinned; `changes` says how.
+    Changed { changes: Vec<String> },
+    /// `--locked` and the lock file has no entry for this tool.
+    Unpinned,
+}
+
+/// One proposed call.
+#[derive(Debug, Clone)]
+pub struct CallFacts {
+    pub server: ServerFacts,
+    pub tool: ToolFacts,
+    pub arguments: Value,
+    pub context: CallContext,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerFacts {
+    pub name: String,
+    pub trust: Trust,
+    pub transport: TransportKind,
+    pub scope: Scope,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolFacts {
+    /// The server's own name for the tool.
+    pub name: String,
+    /// `mcp__S__T`.
+    pub qualified: String,
+    /// As the server listed them (`null` when absent).
+    pub annotations: Value,
+    pub input_schema: Value,
+    pub pin: PinState,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CallContext {
+    pub mode: Mode,
+    pub session: String,
+    pub call_index: u64,
+}

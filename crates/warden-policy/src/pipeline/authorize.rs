@@ -1,0 +1,113 @@
+//! From a [`Decision`] to a [`Permit`] (the only way to obtain one) or a
+//! final denial, asking a person when the decision is `ask`.
+
+use warden_core::digest::sha256_json;
+use warden_core::{Effect, Stage};
+
+use super::Pipeline;
+use crate::ask::{AskAnswer, AskPrompt, Asker};
+use crate::decision::Decision;
+use crate::facts::CallFacts;
+use crate::permit::Permit;
+
+impl Pipeline {
+    /// Turns a decision into a [`Permit`] or a final denial: `allow` gives
+    /// a permit; `ask` goes to `asker` (a session approval is remembered
+    /// per session, tool and kind of ask), or is denied when there is
+    /// nobody to ask; `deny` is returned as is.
+    pub async fn authorize(
+        &self,
+        facts: &CallFacts,
+        decision: Decision,
+        asker: Option<&dyn Asker>,
+    ) -> Result<Permit, Decision> {
+        match decision.effect {
+            Effect::Allow => Ok(self.permit(facts, decision)),
+            Effect::Deny => Err(decision),
+            Effect::Ask => {
+                let key = session_key(facts, &decision);
+                let remembered = self
+                    .session_allowed
+                    .lock()
+                    .map(|s| s.contains(&key))
+                    .unwrap_or(false);
+                if remembered {
+                    let d = approved(decision, "allowed for this session by the user");
+                    return Ok(self.permit(facts, d));
+                }
+                let Some(asker) = asker else {
+                    return Err(denied(
+                        decision,
+                        "no one could be asked, so `ask` is a deny",
+                    ));
+                };
+                let prompt = AskPrompt {
+                    server: facts.server.name.clone(),
+                    tool: facts.tool.name.clone(),
+                    qualified: facts.tool.qualified.clone(),
+                    arguments: facts.arguments.clone(),
+                    stage: decision.stage,
+                    reasons: decision.reasons.clone(),
+                };
+                match asker.ask(&prompt).await {
+                    AskAnswer::AllowOnce => {
+                        let d = approved(decision, "allowed once by the user");
+                        Ok(self.permit(facts, d))
+                    }
+                    AskAnswer::AllowSession => {
+                        if let Ok(mut s) = self.session_allowed.lock() {
+                            s.insert(key);
+                        }
+                        let d = approved(decision, "allowed for this session by the user");
+                        Ok(self.permit(facts, d))
+                    }
+                    AskAnswer::Deny => Err(denied(decision, "denied by the user")),
+                }
+            }
+        }
+    }
+
+    fn permit(&self, facts: &CallFacts, decision: Decision) -> Permit {
+        Permit::new(
+            facts.server.name.clone(),
+            facts.tool.name.clone(),
+            sha256_json(&facts.arguments),
+            decision,
+        )
+    }
+}
+
+/// What "allow for this session" covers: the same session, tool and
+/// reasons to ask. For the rules stage the matched rules count, not the
+/// values they matched (so other arguments under the same rule are
+/// covered); pinning, annotation and policy reasons count in full, so a
+/// new pin change or a different policy concern asks again.
+fn session_key(facts: &CallFacts, decision: &Decision) -> String {
+    let mut parts = vec![facts.context.session.clone(), facts.tool.qualified.clone()];
+    for s in &decision.stages {
+        if s.effect == Some(Effect::Ask) {
+            parts.push(s.stage.as_str().into());
+            let covered = match s.stage {
+                Stage::Rules => &s.matched_rules,
+                _ => &s.reasons,
+            };
+            parts.extend(covered.iter().cloned());
+        }
+    }
+    if decision.stage == Stage::Default {
+        parts.push("default".into());
+    }
+    parts.join("\u{1f}")
+}
+
+fn approved(mut d: Decision, why: &str) -> Decision {
+    d.effect = Effect::Allow;
+    d.reasons.push(why.into());
+    d
+}
+
+fn denied(mut d: Decision, why: &str) -> Decision {
+    d.effect = Effect::Deny;
+    d.reasons.push(why.into());
+    d
+}

@@ -1,0 +1,247 @@
+//! The stages of CONTRACT §5, in order: trust, schema, pinning,
+//! annotations, rules and the Rego policy. Each gives `allow`, `ask`,
+//! `deny` or nothing, with reasons; none can fail (an error is its deny).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use warden_core::{Effect, Stage, Trust};
+
+use super::{CompiledSchema, Pipeline};
+use crate::decision::StageVerdict;
+use crate::facts::{CallFacts, PinState};
+use crate::rules::RuleMatch;
+use crate::sources::RuleEffect;
+
+/// Stage 1, server trust: a blocked server's calls are denied.
+pub(super) fn trust(facts: &CallFacts) -> StageVerdict {
+    let (effect, reasons) = if facts.server.trust == Trust::Blocked {
+        (
+            Some(Effect::Deny),
+            vec![format!("server `{}` is blocked", facts.server.name)],
+        )
+    } else {
+        (None, vec![])
+    };
+    StageVerdict::new(Stage::Trust, effect, reasons)
+}
+
+/// Stage 4, annotations, believed for trusted servers only; a missing hint takes
+/// the MCP default (may write, destructive).
+pub(super) fn annotations(facts: &CallFacts) -> StageVerdict {
+    let v = |effect, reason: &str| {
+        StageVerdict::new(Stage::Annotations, effect, vec![reason.to_string()])
+    };
+    if facts.server.trust != Trust::Trusted {
+        return v(
+            None,
+            "annotations of a server that is not trusted are not believed",
+        );
+    }
+    let ann = &facts.tool.annotations;
+    let hint = |k: &str| ann.get(k).and_then(Value::as_bool);
+    if hint("readOnlyHint") == Some(true) {
+        return v(
+            Some(Effect::Allow),
+            "trusted server marks the tool read-only",
+        );
+    }
+    match hint("destructiveHint") {
+        Some(true) => v(
+            Some(Effect::Ask),
+            "trusted server marks the tool destructive",
+        ),
+        None => v(
+            Some(Effect::Ask),
+            "trusted server gives no readOnlyHint/destructiveHint: by MCP default the tool \
+             may write and be destructive",
+        ),
+        Some(false) => v(
+            None,
+            "trusted server marks the tool as writing but not destructive",
+        ),
+    }
+}
+
+impl Pipeline {
+    /// Stage 2, arguments against the tool's `inputSchema` (no remote `$ref`).
+    pub(super) fn stage_schema(&self, facts: &CallFacts) -> StageVerdict {
+        let v = |effect, reason: String| StageVerdict::new(Stage::Schema, effect, vec![reason]);
+        let schema = &facts.tool.input_schema;
+        if schema.is_null() {
+            return v(None, "the tool declares no inputSchema".into());
+        }
+        let empty = Value::Object(Default::default());
+        let args = match &facts.arguments {
+            Value::Null => &empty,
+            Value::Object(_) => &facts.arguments,
+            _ => {
+                return v(Some(Effect::Deny), "arguments must be a JSON object".into());
+            }
+        };
+        let compiled = self.compiled_schema(&facts.tool.qualified, schema);
+        match compiled.as_ref() {
+            Err(e) => v(
+                Some(Effect::Deny),
+                format!(
+                    "server `{}` sent an invalid inputSchema for `{}`: {e}",
+                    facts.server.name, facts.tool.name
+                ),
+            ),
+            Ok(validator) => {
+                let errors: Vec<String> = validator
+                    .iter_errors(args)
+                    .take(3)
+                    .map(|e| {
+                        let at = e.instance_path().to_string();
+                        let at = if at.is_empty() { "/".to_string() } else { at };
+                        truncate(&format!("at {at}: {e}"), 200)
+                    })
+                    .collect();
+                if errors.is_empty() {
+                    v(None, "arguments match the tool's inputSchema".into())
+                } else {
+                    v(
+                        Some(Effect::Deny),
+                        format!(
+                            "arguments do not match the tool's inputSchema: {}",
+                            errors.join("; ")
+                        ),
+                    )
+                }
+            }
+        }
+    }
+
+    fn compiled_schema(&self, qualified: &str, schema: &Value) -> CompiledSchema {
+        if let Ok(cache) = self.schemas.read()
+            && let Some((cached, compiled)) = cache.get(qualified)
+            && cached == schema
+        {
+            return compiled.clone();
+        }
+        let compiled: CompiledSchema = Arc::new(
+            jsonschema::options()
+                .offline()
+                .build(schema)
+                .map_err(|e| truncate(&e.to_string(), 300)),
+        );
+        if let Ok(mut cache) = self.schemas.write() {
+            cache.insert(qualified.to_string(), (schema.clone(), compiled.clone()));
+        }
+        compiled
+    }
+
+    /// Stage 3, tool pinning: a changed definition asks (denies with `--locked`).
+    pub(super) fn stage_pinning(&self, facts: &CallFacts) -> StageVerdict {
+        let (effect, reasons) = match &facts.tool.pin {
+            PinState::Pinned => (None, vec![]),
+            PinState::Changed { changes } => {
+                let msg = format!(
+                    "tool definition changed since approval: {}",
+                    changes.join("; ")
+                );
+                if self.locked {
+                    (Some(Effect::Deny), vec![format!("{msg} (--locked)")])
+                } else {
+                    (Some(Effect::Ask), vec![msg])
+                }
+            }
+            PinState::Unpinned => (
+                Some(Effect::Deny),
+                vec![format!(
+                    "tool `{}` is not in the lock file (--locked)",
+                    facts.tool.qualified
+                )],
+            ),
+        };
+        StageVerdict::new(Stage::Pinning, effect, reasons)
+    }
+
+    /// Stage 5, permission rules: any deny rule, else any ask rule, else any
+    /// allow rule. The verdict names the rules that decided.
+    pub(super) fn stage_rules(&self, facts: &CallFacts) -> StageVerdict {
+        // (reason, rule) per effect: deny, ask, allow.
+        let mut hits: [(Vec<String>, Vec<String>); 3] = Default::default();
+        for rule in &self.rules {
+            if let RuleMatch::Yes(detail) =
+                rule.matches(&facts.tool.qualified, &facts.arguments, &self.workspace)
+            {
+                let slot = match rule.effect {
+                    RuleEffect::Deny => 0,
+                    RuleEffect::Ask => 1,
+                    RuleEffect::Allow => 2,
+                };
+                let named = format!(
+                    "{} rule `{}` ({})",
+                    rule.effect.as_str(),
+                    rule.text,
+                    rule.origin
+                );
+                let reason = if detail.is_empty() {
+                    format!("{named} matched")
+                } else {
+                    format!("{named} matched on {detail}")
+                };
+                hits[slot].0.push(reason);
+                hits[slot].1.push(named);
+            }
+        }
+        let [deny, ask, allow] = hits;
+        let (effect, (reasons, matched_rules)) = if !deny.0.is_empty() {
+            (Some(Effect::Deny), deny)
+        } else if !ask.0.is_empty() {
+            (Some(Effect::Ask), ask)
+        } else if !allow.0.is_empty() {
+            (Some(Effect::Allow), allow)
+        } else {
+            (None, Default::default())
+        };
+        StageVerdict {
+            stage: Stage::Rules,
+            effect,
+            reasons,
+            matched_rules,
+        }
+    }
+
+    /// Stage 6, the Rego policy, for a ready `input`: any `deny` reason, else any
+    /// `ask` reason, else `allow == true`. An evaluation error is a deny.
+    pub(super) fn policy_verdict(&self, input: regorus::Value) -> StageVerdict {
+        let mut deny = Vec::new();
+        let mut ask = Vec::new();
+        let mut allow = false;
+        for set in &self.rego {
+            match set.eval_value(input.clone()) {
+                Ok(v) => {
+                    deny.extend(v.deny);
+                    ask.extend(v.ask);
+                    // A project set never reports `allow` (it is ignored).
+                    allow |= v.allow;
+                }
+                Err(e) => deny.push(format!("policy failed to evaluate (fail closed): {e}")),
+            }
+        }
+        let (effect, reasons) = if !deny.is_empty() {
+            (Some(Effect::Deny), deny)
+        } else if !ask.is_empty() {
+            (Some(Effect::Ask), ask)
+        } else if allow {
+            (Some(Effect::Allow), vec!["policy allows the call".into()])
+        } else {
+            (None, vec![])
+        };
+        StageVerdict::new(Stage::Policy, effect, reasons)
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let cut = (0..=max)
+        .rev()
+        .find(|i| s.is_char_boundary(*i))
+        .unwrap_or(0);
+    format!("{}…", &s[..cut])
+}
