@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
-use warden::audit::{
+use warden_audit::FsyncMode;
+use warden_audit::{
     AuditLog, AuditOptions, DecisionRecord, Event, Outcome, ToolCallRecord, verify,
 };
-use warden::config::FsyncMode;
 use warden_policy::{Effect, Stage};
 
 /// A typical allowed call: a few short arguments, one reason.
@@ -22,8 +22,8 @@ fn event() -> Event {
         server: "fs".into(),
         tool: "read_text_file".into(),
         qualified: "mcp__fs__read_text_file".into(),
-        caller: "model".into(),
-        args_sha256: warden::audit::args_digest(&args),
+        caller: warden_audit::Caller::Model,
+        args_sha256: warden_audit::args_digest(&args),
         arguments: args,
         decision: DecisionRecord {
             effect: Effect::Allow,

@@ -8,7 +8,6 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
-pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod example_servers;

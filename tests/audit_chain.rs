@@ -6,11 +6,10 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
-use warden::audit::{
-    self, AuditError, AuditLog, AuditOptions, DecisionRecord, Event, HashMode, Outcome, Problem,
-    ToolCallRecord, VerifyReport, verify, verify_reader,
+use warden_audit::{
+    self as audit, AuditError, AuditLog, AuditOptions, DecisionRecord, Event, FsyncMode, HashMode,
+    Outcome, Problem, ToolCallRecord, VerifyReport, verify, verify_reader,
 };
-use warden::config::FsyncMode;
 use warden_policy::{Effect, Mode, Stage};
 
 const KEY: &[u8] = b"an audit key of thirty-two bytes";
@@ -28,7 +27,7 @@ fn call(i: u64, effect: Effect, outcome: Outcome, args: Value) -> Event {
         server: "fs".into(),
         tool: "read_text_file".into(),
         qualified: "mcp__fs__read_text_file".into(),
-        caller: "model".into(),
+        caller: warden_audit::Caller::Model,
         args_sha256: audit::args_digest(&args),
         arguments: args,
         decision: DecisionRecord {
@@ -67,7 +66,7 @@ fn all_events() -> Vec<Event> {
         Event::Approval {
             server: "fs".into(),
             config_sha256: "ef".repeat(32),
-            action: "approved".into(),
+            action: audit::ApprovalAction::Approved,
             subject: "server".into(),
         },
     ];
@@ -832,7 +831,7 @@ fn secrets_of_a_config_cover_env_env_from_and_headers() {
         digest: "00".repeat(32),
         ..Default::default()
     };
-    let secrets = audit::secrets_of(&config);
+    let secrets = warden::config::secrets_of(&config);
     let path_value = std::env::var("PATH").unwrap();
     for s in [
         "env-canary-123",

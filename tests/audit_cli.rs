@@ -4,8 +4,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use warden::audit::{AuditLog, AuditOptions, DecisionRecord, Event, Outcome, ToolCallRecord};
-use warden::config::FsyncMode;
+use warden_audit::FsyncMode;
+use warden_audit::{AuditLog, AuditOptions, DecisionRecord, Event, Outcome, ToolCallRecord};
 use warden_policy::{Effect, Mode, Stage};
 
 const KEY: &str = "0123456789abcdef0123456789abcdef";
@@ -32,7 +32,7 @@ fn call(tool: &str, effect: Effect, outcome: Outcome, ms: u64) -> Event {
         server: "fs".into(),
         tool: tool.into(),
         qualified: format!("mcp__fs__{tool}"),
-        caller: "cli".into(),
+        caller: warden_audit::Caller::Cli,
         arguments: json!({"path": "/srv/x"}),
         args_sha256: "00".repeat(32),
         decision: DecisionRecord {

@@ -10,11 +10,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use warden::audit::{
+use warden_audit::FsyncMode;
+use warden_audit::{
     AuditError, AuditLog, AuditOptions, DecisionRecord, Event, Outcome, Problem, ToolCallRecord,
     VerifyReport, verify,
 };
-use warden::config::FsyncMode;
 use warden_policy::{Effect, Stage};
 
 const LOG: &str = "WARDEN_AUDIT_TEST_LOG";
@@ -29,8 +29,8 @@ fn event(i: u64) -> Event {
         server: "fs".into(),
         tool: "read_text_file".into(),
         qualified: "mcp__fs__read_text_file".into(),
-        caller: "model".into(),
-        args_sha256: warden::audit::args_digest(&args),
+        caller: warden_audit::Caller::Model,
+        args_sha256: warden_audit::args_digest(&args),
         arguments: args,
         decision: DecisionRecord {
             effect: Effect::Allow,

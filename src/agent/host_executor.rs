@@ -8,8 +8,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::run_loop::{ToolExecutor, ToolOutcome};
 use super::{ToolCall, ToolSpec};
-use crate::audit::Outcome;
 use crate::host::{CallRequest, Caller, Host};
+use warden_audit::Outcome;
 use warden_policy::Asker;
 
 pub struct HostExecutor<'a> {

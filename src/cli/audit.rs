@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::{AuditCommand, CliError, GlobalArgs, exit};
-use crate::audit::{self, VerifyReport};
+use warden_audit::{self as audit, VerifyReport};
 
 pub fn run(global: &GlobalArgs, cmd: AuditCommand) -> anyhow::Result<u8> {
     match cmd {

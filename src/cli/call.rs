@@ -6,9 +6,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{CliError, GlobalArgs, exit, output, session};
-use crate::audit::Outcome;
 use crate::host::{CallRequest, Caller, Host};
 use crate::mcp::ServerState;
+use warden_audit::Outcome;
 use warden_policy::Mode;
 
 pub fn run(

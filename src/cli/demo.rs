@@ -318,9 +318,9 @@ async fn demo(
 
     step("The audit log: every decision, hash-chained, verified");
     drop(host);
-    let verified = crate::audit::verify(&stage.audit_file, None);
+    let verified = warden_audit::verify(&stage.audit_file, None);
     match verified {
-        crate::audit::VerifyReport::Ok {
+        warden_audit::VerifyReport::Ok {
             count, last_hash, ..
         } => {
             checks.check(

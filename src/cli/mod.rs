@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use warden_audit::ApprovalAction;
 
 /// Exit codes of CONTRACT §2.
 pub mod exit {
@@ -325,7 +326,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             let config = session::load_config(&cli.global)?;
             let code = mcp_config::approve(&config, &session::config_dir()?, &name, yes)?;
             if code == exit::OK {
-                session::audit_approval(&cli.global, &config, &name, "approved")?;
+                session::audit_approval(&cli.global, &config, &name, ApprovalAction::Approved)?;
             }
             Ok(code)
         }
@@ -333,7 +334,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             let config = session::load_config(&cli.global)?;
             let code = mcp_config::revoke(&config, &session::config_dir()?, &name)?;
             if code == exit::OK {
-                session::audit_approval(&cli.global, &config, &name, "revoked")?;
+                session::audit_approval(&cli.global, &config, &name, ApprovalAction::Revoked)?;
             }
             Ok(code)
         }

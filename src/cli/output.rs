@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use crate::audit::Outcome;
 use crate::host::CallReport;
+use warden_audit::Outcome;
 
 /// Prints a call's result for a person: text blocks as they are, other
 /// blocks summarised on one line each, then the decision on stderr.

@@ -133,9 +133,9 @@ pub fn audit_approval(
     global: &GlobalArgs,
     config: &config::Config,
     server: &str,
-    action: &str,
+    action: warden_audit::ApprovalAction,
 ) -> anyhow::Result<()> {
-    use crate::audit::{AuditLog, AuditOptions, Event};
+    use warden_audit::{AuditLog, AuditOptions, Event};
     let Some(path) = global.audit.clone().or_else(|| config.audit.path.clone()) else {
         return Ok(());
     };
@@ -149,16 +149,16 @@ pub fn audit_approval(
         AuditOptions {
             session: uuid::Uuid::new_v4().to_string(),
             fsync: config.audit.fsync,
-            key: crate::audit::load_key(None).map_err(|e| CliError::usage(e.to_string()))?,
+            key: warden_audit::load_key(None).map_err(|e| CliError::usage(e.to_string()))?,
             redact: Vec::new(),
-            secrets: crate::audit::secrets_of(config),
+            secrets: crate::config::secrets_of(config),
         },
     )
     .map_err(|e| CliError::usage(e.to_string()))?;
     log.append(Event::Approval {
         server: server.to_string(),
         config_sha256,
-        action: action.to_string(),
+        action,
         subject: "server configuration".to_string(),
     })
     .map_err(|e| CliError::usage(e.to_string()))?;

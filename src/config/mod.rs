@@ -35,6 +35,7 @@ pub use error::{ConfigError, Diagnostic, ErrorKind};
 pub use expand::{EnvLookup, referenced_vars};
 pub use file::{DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, MIN_TIMEOUT_SECS, invalid_server_name};
 pub use load::{LoadOptions, default_config_dir, find_project_file, load, load_with_env};
+use warden_audit::FsyncMode;
 pub use warden_core::{Scope, TransportKind, Trust};
 use warden_policy::{PolicySource, RuleSource};
 
@@ -42,8 +43,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
 
 /// A value that must never reach logs, the audit log or error messages.
 #[derive(Clone, PartialEq, Eq)]
@@ -193,15 +192,6 @@ pub struct ServerConfig {
     pub digest: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FsyncMode {
-    #[default]
-    EveryRecord,
-    Batch,
-    Never,
-}
-
 #[derive(Debug, Clone, Default)]
 pub struct AuditConfig {
     /// `None`: no audit file unless `--audit` gives one.
@@ -264,4 +254,39 @@ pub fn raw_server_entry(server: &ServerConfig) -> Result<serde_json::Value, Conf
         return Err(changed());
     }
     Ok(raw)
+}
+
+/// The values the audit log must never contain, from a configuration: every
+/// server's `env` values, the host values of its `env_from` variables, and
+/// its `headers` values (for `Scheme credential` headers also the
+/// credential alone). Feed them to
+/// [`warden_audit::AuditOptions::secrets`].
+pub fn secrets_of(config: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for server in config.servers.values() {
+        match &server.transport {
+            TransportConfig::Stdio(stdio) => {
+                out.extend(stdio.env.values().map(|s| s.expose().to_string()));
+                // `sandbox.env` passes host variables through like `env_from`.
+                for name in stdio.env_from.iter().chain(&server.sandbox.env) {
+                    if let Some(value) = std::env::var_os(name) {
+                        out.push(value.to_string_lossy().into_owned());
+                    }
+                }
+            }
+            TransportConfig::Http(remote) | TransportConfig::Sse(remote) => {
+                for value in remote.headers.values() {
+                    let value = value.expose();
+                    out.push(value.to_string());
+                    if let Some((_, credential)) = value.trim().split_once(' ') {
+                        out.push(credential.trim().to_string());
+                    }
+                }
+            }
+        }
+    }
+    out.retain(|s| !s.is_empty());
+    out.sort();
+    out.dedup();
+    out
 }

@@ -55,9 +55,9 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::Outcome;
 use crate::host::{CallReport, CallRequest, Caller, Host};
 use crate::terminal::sanitize_for_terminal;
+use warden_audit::Outcome;
 use warden_policy::{AskAnswer, AskPrompt, Asker, Mode};
 
 /// How long a client has to answer an elicitation before the call is denied.

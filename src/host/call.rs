@@ -9,9 +9,10 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::{DecisionRecord, Event, Outcome, ToolCallRecord};
 use crate::mcp::CallError;
 use futures::future::BoxFuture;
+pub use warden_audit::Caller;
+use warden_audit::{ApprovalAction, DecisionRecord, Event, Outcome, ToolCallRecord};
 use warden_core::TransportKind;
 use warden_core::digest::sha256_json;
 use warden_policy::{
@@ -20,25 +21,6 @@ use warden_policy::{
 };
 
 use super::Host;
-
-/// Who proposed a call; recorded in the audit log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Caller {
-    Model,
-    Cli,
-    Gateway,
-}
-
-impl Caller {
-    fn as_str(self) -> &'static str {
-        match self {
-            Caller::Model => "model",
-            Caller::Cli => "cli",
-            Caller::Gateway => "gateway",
-        }
-    }
-}
 
 /// A proposed call, by qualified name (`mcp__S__T`).
 #[derive(Debug, Clone)]
@@ -247,7 +229,7 @@ impl Host {
             server: report.server.clone(),
             tool: report.tool.clone(),
             qualified: report.qualified.clone(),
-            caller: request.caller.as_str().to_string(),
+            caller: request.caller,
             arguments: audit.redact_arguments(&facts.arguments),
             args_sha256: sha256_json(&facts.arguments),
             decision: DecisionRecord {
@@ -277,9 +259,9 @@ impl Asker for RecordingAsker<'_> {
         Box::pin(async move {
             let answer = self.inner.ask(prompt).await;
             let action = match answer {
-                AskAnswer::AllowOnce => "allow_once",
-                AskAnswer::AllowSession => "allow_session",
-                AskAnswer::Deny => "deny",
+                AskAnswer::AllowOnce => ApprovalAction::AllowOnce,
+                AskAnswer::AllowSession => ApprovalAction::AllowSession,
+                AskAnswer::Deny => ApprovalAction::Deny,
             };
             let config_sha256 = self
                 .host
@@ -291,7 +273,7 @@ impl Asker for RecordingAsker<'_> {
             self.host.audit_event(Event::Approval {
                 server: prompt.server.clone(),
                 config_sha256,
-                action: action.to_string(),
+                action,
                 subject: prompt.qualified.clone(),
             });
             answer

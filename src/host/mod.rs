@@ -1,7 +1,7 @@
 //! The host wires one session together, in the one direction data flows:
 //! config → connections ([`crate::mcp::Manager`], launched through
 //! `warden_sandbox`) → [`crate::registry`] (+ pins) → [`warden_policy::Pipeline`]
-//! → call → [`crate::audit`]. Every caller (the CLI, the agent loop, the
+//! → call → `warden_audit`. Every caller (the CLI, the agent loop, the
 //! gateway) reaches servers only through [`Host::call`].
 
 mod call;
@@ -11,11 +11,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::audit::{AuditLog, AuditOptions, Event};
 use crate::config::{self, Config, Scope, Trust};
 use crate::mcp::{Admission, LifecycleEvent, Manager, ServerState, ServerStatus};
 use crate::pins::PinStore;
 use tokio_util::sync::CancellationToken;
+use warden_audit::{AuditLog, AuditOptions, Event};
 use warden_policy::{Mode, Pipeline, PipelineConfig};
 use warden_sandbox::{Helper, LaunchContext};
 
@@ -29,7 +29,7 @@ pub enum HostError {
     #[error(transparent)]
     Policy(#[from] warden_policy::PolicyError),
     #[error(transparent)]
-    Audit(#[from] crate::audit::AuditError),
+    Audit(#[from] warden_audit::AuditError),
     #[error("{0}")]
     Setup(String),
 }
@@ -102,7 +102,7 @@ impl Host {
             .or_else(|| config.audit.path.clone())
         {
             Some(path) => {
-                let key = crate::audit::load_key(None)?;
+                let key = warden_audit::load_key(None)?;
                 let log = AuditLog::open(
                     &path,
                     AuditOptions {
@@ -110,7 +110,7 @@ impl Host {
                         fsync: config.audit.fsync,
                         key,
                         redact: config.audit.redact.clone(),
-                        secrets: crate::audit::secrets_of(&config),
+                        secrets: crate::config::secrets_of(&config),
                     },
                 )?;
                 Some(Arc::new(log))

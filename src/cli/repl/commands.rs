@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 
 use super::Repl;
 use super::editor::Read;
-use crate::audit::Event;
 use crate::config::{self, Approvals, LoadOptions, Scope};
 use crate::mcp::ServerState;
 use crate::terminal::sanitize_for_terminal;
+use warden_audit::Event;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
@@ -330,7 +330,7 @@ impl Repl {
         self.host.audit_event(Event::Approval {
             server: name.to_string(),
             config_sha256: server.digest.clone(),
-            action: "approved".to_string(),
+            action: warden_audit::ApprovalAction::Approved,
             subject: "server configuration".to_string(),
         });
         if connect {

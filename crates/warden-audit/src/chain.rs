@@ -9,7 +9,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::{AuditError, HashMode};
+use crate::{AuditError, HashMode};
 use warden_core::digest::canonical_json;
 
 type HmacSha256 = Hmac<Sha256>;

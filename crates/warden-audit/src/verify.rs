@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::chain::Hasher;
-use super::{HashMode, RECORD_VERSION, ZERO_HASH};
+use crate::chain::Hasher;
+use crate::{HashMode, RECORD_VERSION, ZERO_HASH};
 use warden_core::digest::canonical_json;
 
 /// The outcome of [`verify`].

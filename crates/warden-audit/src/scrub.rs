@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{AuditError, REDACTED};
+use crate::{AuditError, REDACTED};
 
 /// Compiled `redact` pointers and the secret values to scrub.
 #[derive(Debug, Clone, Default)]

@@ -13,10 +13,9 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use serde_json::{Map, Value};
 
-use super::chain::{Hasher, Tail, read_tail};
-use super::scrub::Scrubber;
-use super::{AuditError, Event, HashMode, RECORD_VERSION, ZERO_HASH};
-use crate::config::FsyncMode;
+use crate::chain::{Hasher, Tail, read_tail};
+use crate::scrub::Scrubber;
+use crate::{AuditError, Event, FsyncMode, HashMode, RECORD_VERSION, ZERO_HASH};
 use warden_core::digest::canonical_json;
 
 /// `batch`: the longest a written record waits for its `fdatasync`.
@@ -33,11 +32,11 @@ pub struct AuditOptions {
     /// The session id written in every record.
     pub session: String,
     pub fsync: FsyncMode,
-    /// HMAC key ([`super::load_key`]); `None`: plain SHA-256.
+    /// HMAC key ([`crate::load_key`]); `None`: plain SHA-256.
     pub key: Option<Vec<u8>>,
     /// JSON pointers into tool arguments replaced by `"[REDACTED]"`.
     pub redact: Vec<String>,
-    /// Values of `env`, `env_from` and `headers` ([`super::secrets_of`]):
+    /// Values of `env`, `env_from` and `headers` (warden collects them from its configuration):
     /// scrubbed from every string of every record, whatever the pointers say.
     pub secrets: Vec<String>,
 }

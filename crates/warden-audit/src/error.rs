@@ -1,0 +1,75 @@
+//! Errors of the audit writer and of key loading.
+
+use crate::HashMode;
+
+/// Errors of the audit writer and of key loading. Messages name the file
+/// and say what to do; they never contain key material.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("audit log {}: cannot {action}: {source}", .path.display())]
+    Io {
+        path: std::path::PathBuf,
+        action: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "audit log {} ends with a torn record ({len} bytes at byte offset {offset}) left by a crash mid-write; \
+         check the rest with `warden audit verify {}`, then cut the torn bytes off \
+         (`truncate -s {offset} {}`) or use a new log file",
+        .path.display(), .path.display(), .path.display()
+    )]
+    TornTail {
+        path: std::path::PathBuf,
+        offset: u64,
+        len: u64,
+    },
+    #[error(
+        "audit log {}: the last line (at byte offset {offset}) is not an audit record ({detail}); \
+         run `warden audit verify {}` and use a new log file",
+        .path.display(), .path.display()
+    )]
+    CorruptTail {
+        path: std::path::PathBuf,
+        offset: u64,
+        detail: String,
+    },
+    #[error("audit log {} is chained with {log_mode} but this session uses {ours}: {}", .path.display(), mode_hint(*.ours))]
+    ModeMismatch {
+        path: std::path::PathBuf,
+        log_mode: String,
+        ours: HashMode,
+    },
+    #[error(
+        "audit log {}: the last record (seq {seq}) does not verify with this session's {mode} \
+         (a different key, or the log was altered); run `warden audit verify {}`",
+        .path.display(), .path.display()
+    )]
+    TailMismatch {
+        path: std::path::PathBuf,
+        seq: u64,
+        mode: HashMode,
+    },
+    #[error("audit key from {origin}: {detail}")]
+    Key { origin: String, detail: String },
+    #[error(
+        "audit redact pointer {pointer:?} is not a JSON pointer: it must be empty or start with '/'"
+    )]
+    BadPointer { pointer: String },
+    #[error("audit record could not be serialised: {0}")]
+    Serialize(#[from] serde_json::Error),
+    #[error("audit log {} is unusable after an earlier failure: {detail}", .path.display())]
+    Failed {
+        path: std::path::PathBuf,
+        detail: String,
+    },
+}
+
+fn mode_hint(ours: HashMode) -> &'static str {
+    match ours {
+        HashMode::Sha256 => "set WARDEN_AUDIT_KEY (or the key file) to the log's key",
+        HashMode::HmacSha256 => {
+            "the log was written without a key; use a new log file for keyed records, or no key"
+        }
+    }
+}
