@@ -4,7 +4,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -13,10 +13,15 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use serde_json::{Map, Value};
 
+mod batch;
+mod line;
+
+use batch::batch_writer;
+use line::chain_line;
+
 use crate::chain::{Hasher, Tail, read_tail};
 use crate::scrub::Scrubber;
 use crate::{AuditError, Event, FsyncMode, HashMode, RECORD_VERSION, ZERO_HASH};
-use warden_core::digest::canonical_json;
 
 /// `batch`: the longest a written record waits for its `fdatasync`.
 pub const BATCH_INTERVAL: Duration = Duration::from_millis(50);
@@ -412,148 +417,6 @@ impl Inner {
     }
 }
 
-/// `batch` mode: drains the queue as soon as there is work, writing each
-/// batch with one `write(2)`; `fdatasync`s at most [`BATCH_INTERVAL`] after
-/// the first unsynced record or once [`BATCH_MAX_RECORDS`] are unsynced,
-/// and a last time on shutdown.
-fn batch_writer(inner: &Inner) {
-    let mut st = inner.lock_state();
-    loop {
-        // Wait for records, a due sync, or shutdown.
-        while st.queue.is_empty() && !st.shutdown {
-            let due = st
-                .unsynced_since
-                .map(|since| BATCH_INTERVAL.saturating_sub(since.elapsed()));
-            st.writer_idle = true;
-            st = match due {
-                Some(left) if left.is_zero() => break,
-                Some(left) => {
-                    inner
-                        .wake
-                        .wait_timeout(st, left)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0
-                }
-                None => inner.wake.wait(st).unwrap_or_else(PoisonError::into_inner),
-            };
-        }
-        st.writer_idle = false;
-        let batch = std::mem::take(&mut st.queue);
-        inner.space.notify_all();
-        if !batch.is_empty() && st.failed.is_none() {
-            let mut head = st.head.clone();
-            drop(st);
-            let result = batch
-                .into_iter()
-                .map(|(ts, event)| inner.prepare(ts, event))
-                .collect::<Result<Vec<_>, _>>()
-                .and_then(|bodies| inner.write_records(&mut head, bodies));
-            st = inner.lock_state();
-            st.head = head;
-            match result {
-                Ok(n) => {
-                    if st.unsynced == 0 {
-                        st.unsynced_since = Some(Instant::now());
-                    }
-                    st.unsynced += n;
-                }
-                Err(e) => {
-                    tracing::error!("{e}");
-                    st.failed = Some(e.to_string());
-                }
-            }
-        }
-        let finishing = st.shutdown && st.queue.is_empty();
-        let due = st
-            .unsynced_since
-            .is_some_and(|since| since.elapsed() >= BATCH_INTERVAL);
-        if st.unsynced > 0 && (finishing || due || st.unsynced >= BATCH_MAX_RECORDS) {
-            st.unsynced = 0;
-            st.unsynced_since = None;
-            drop(st);
-            let result = inner.file.sync_data();
-            st = inner.lock_state();
-            if let Err(e) = result {
-                tracing::error!(path = %inner.path.display(), error = %e, "audit log fdatasync failed");
-                st.failed = Some(format!("fdatasync failed: {e}"));
-            }
-        }
-        if finishing && st.unsynced == 0 {
-            break;
-        }
-    }
-}
-
-/// Whether `serde_json::Map` iterates in sorted key order, as it does
-/// unless some crate in the build enables serde_json's `preserve_order`.
-/// Then `serde_json::to_writer` already writes canonical JSON (compact,
-/// keys sorted bytewise, the same escapes and numbers), in one pass; else
-/// [`canonical_json`] sorts explicitly. `verify` always uses
-/// [`canonical_json`], so the two are checked against each other.
-fn maps_are_sorted() -> bool {
-    static SORTED: OnceLock<bool> = OnceLock::new();
-    *SORTED.get_or_init(|| {
-        let mut map = Map::new();
-        map.insert("b".into(), Value::Null);
-        map.insert("a".into(), Value::Null);
-        map.insert("B".into(), Value::Null);
-        map.keys().map(String::as_str).eq(["B", "a", "b"])
-    })
-}
-
-fn write_canonical(out: &mut Vec<u8>, value: &Value) {
-    if maps_are_sorted() && serde_json::to_writer(&mut *out, value).is_ok() {
-        return;
-    }
-    out.extend_from_slice(canonical_json(value).as_bytes());
-}
-
-/// The record's `hash` and its line: the canonical JSON of `body` (which
-/// has no `hash`) is hashed, then `"hash":"…"` is spliced in at its sorted
-/// place and `\n` added, so the record is serialised once.
-fn chain_line(body: &Map<String, Value>, hasher: &Hasher) -> (String, Vec<u8>) {
-    let mut keys: Vec<&String> = body.keys().collect();
-    if !maps_are_sorted() {
-        keys.sort();
-    }
-    let mut buf = Vec::with_capacity(1024);
-    buf.push(b'{');
-    // Where `"hash":…` goes, and whether a comma goes before (it follows a
-    // member) or after it (it precedes one).
-    let mut splice: Option<(usize, bool, bool)> = None;
-    for (i, key) in keys.iter().enumerate() {
-        if splice.is_none() && key.as_str() > "hash" {
-            splice = Some((buf.len(), i > 0, i == 0));
-        }
-        if i > 0 {
-            buf.push(b',');
-        }
-        if serde_json::to_writer(&mut buf, key.as_str()).is_err() {
-            buf.extend_from_slice(canonical_json(&Value::String((*key).clone())).as_bytes());
-        }
-        buf.push(b':');
-        write_canonical(&mut buf, &body[key.as_str()]);
-    }
-    buf.push(b'}');
-    let hash = hasher.hash(&buf);
-
-    let (at, comma_before, comma_after) =
-        splice.unwrap_or((buf.len() - 1, !keys.is_empty(), false));
-    let member = format!("\"hash\":\"{hash}\"");
-    let mut line = Vec::with_capacity(buf.len() + member.len() + 2);
-    line.extend_from_slice(&buf[..at]);
-    if comma_before {
-        line.push(b',');
-    }
-    line.extend_from_slice(member.as_bytes());
-    if comma_after {
-        line.push(b',');
-    }
-    line.extend_from_slice(&buf[at..]);
-    line.push(b'\n');
-    (hash, line)
-}
-
 /// An exclusive `flock(2)` on the log, released on drop. Taken through a
 /// duplicate of the descriptor: a flock belongs to the open file
 /// description, which the duplicate shares.
@@ -582,37 +445,10 @@ impl FileLock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn audit_log_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<AuditLog>();
-    }
-
-    #[test]
-    fn chain_line_is_the_canonical_record_with_its_hash() {
-        for key in [None, Some(b"k".as_slice())] {
-            let hasher = Hasher::new(key).unwrap();
-            for body in [
-                json!({}),
-                json!({"a": 1}),
-                json!({"z": "\u{1}é\"", "hasg": null, "hasi": [1.5, -0.0, 1e300]}),
-                json!({"b": {"y": 1, "x": [{"d": 1, "c": 2}]}, "a": "x", "seq": 7, "v": 1}),
-            ] {
-                let Value::Object(map) = body else {
-                    unreachable!()
-                };
-                let (hash, line) = chain_line(&map, &hasher);
-                assert_eq!(
-                    hash,
-                    hasher.hash(canonical_json(&Value::Object(map.clone())).as_bytes())
-                );
-                let mut with = map.clone();
-                with.insert("hash".into(), hash.into());
-                let expected = canonical_json(&Value::Object(with)) + "\n";
-                assert_eq!(String::from_utf8(line).unwrap(), expected);
-            }
-        }
     }
 }
