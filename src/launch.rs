@@ -61,6 +61,7 @@ pub(crate) fn stdio_spec(server: &ServerConfig, stdio: &StdioConfig) -> LaunchSp
             open_files: l.open_files,
             cpu_seconds: l.cpu_seconds,
             file_size_mb: l.file_size_mb,
+            ..Limits::default()
         },
         best_effort: sandbox.best_effort,
     }
