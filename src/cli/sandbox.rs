@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{CliError, GlobalArgs, SandboxCommand, exit};
 use crate::config::{
-    Limits, NetworkSpec, SandboxSpec, Scope, ServerConfig, StdioConfig, TransportConfig, Trust,
+    ExplicitLimits, Limits, NetworkSpec, SandboxSpec, Scope, ServerConfig, StdioConfig,
+    TransportConfig, Trust,
 };
 use crate::launch::launch_spec;
 use warden_sandbox::{
@@ -204,6 +205,7 @@ struct ProfileLimits {
     open_files: Option<u64>,
     cpu_seconds: Option<u64>,
     file_size_mb: Option<u64>,
+    private_mb: Option<u64>,
 }
 
 fn workspace(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
@@ -266,6 +268,15 @@ fn load_profile(file: &Path, ws: &Path) -> anyhow::Result<SandboxSpec> {
                     open_files: l.open_files.unwrap_or(d.open_files),
                     cpu_seconds: l.cpu_seconds.unwrap_or(d.cpu_seconds),
                     file_size_mb: l.file_size_mb.unwrap_or(d.file_size_mb),
+                    private_mb: l.private_mb.unwrap_or(d.private_mb),
+                    explicit: ExplicitLimits {
+                        memory_mb: l.memory_mb.is_some(),
+                        processes: l.processes.is_some(),
+                        open_files: l.open_files.is_some(),
+                        cpu_seconds: l.cpu_seconds.is_some(),
+                        file_size_mb: l.file_size_mb.is_some(),
+                        private_mb: l.private_mb.is_some(),
+                    },
                 },
                 best_effort: p.best_effort,
             }

@@ -181,6 +181,18 @@ pub async fn launch_command(cmd: tokio::process::Command) -> Server {
     }
 }
 
+/// `prepare` of the hostile server with `spec`, for tests of what is
+/// refused before anything starts.
+pub fn prepare_hostile(fx: &Fixture, spec: SandboxSpec) -> Result<Prepared, SandboxError> {
+    let cfg = server_config(
+        Path::new(WARDEN),
+        &["__hostile-server"],
+        spec,
+        Trust::Untrusted,
+    );
+    prepare(&cfg, &fx.ctx())
+}
+
 pub async fn launch_hostile(fx: &Fixture, mode: Mode, spec: SandboxSpec) -> Server {
     launch(fx, mode, Path::new(WARDEN), &["__hostile-server"], spec).await
 }
@@ -231,6 +243,20 @@ pub async fn call(server: &Server, tool: &str, args: Value) -> (String, Value) {
         .to_string();
     let parsed = serde_json::from_str(&text).unwrap_or(json!(null));
     (raw, parsed)
+}
+
+/// Whether the tests run as root (some attacks need root to fire, some
+/// mechanisms, e.g. writable cgroups, are there only for root).
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Says loudly that (part of) a test did not run, and why.
+pub fn skipped(test: &str, why: &str) {
+    eprintln!(
+        "SKIPPED {test} (uid {}): {why}",
+        nix::unistd::geteuid().as_raw()
+    );
 }
 
 /// Asserts that a hostile tool's report is a refusal by one of the
