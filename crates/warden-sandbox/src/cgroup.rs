@@ -160,7 +160,10 @@ fn writable(p: &Path) -> bool {
 }
 
 fn below(mount: &Path, own: &str) -> PathBuf {
-    mount.join(own.trim_start_matches('/'))
+    match own.trim_matches('/') {
+        "" => mount.to_path_buf(),
+        rel => mount.join(rel),
+    }
 }
 
 /// Which hierarchy enforces which limit (decided in `prepare`).

@@ -680,7 +680,11 @@ pub(crate) fn summary(
         layer(
             "network namespace",
             l.net_ns,
-            "no interface up",
+            match &plan.network {
+                Network::None if l.net_ns => "no interface up",
+                Network::None => "not available on this kernel",
+                _ => "not used: the granted ports (or \"host\") are on the host's network",
+            },
             "TCP, UDP, raw and abstract sockets to the host (network none)",
         ),
         layer(
@@ -709,7 +713,11 @@ pub(crate) fn summary(
         layer(
             "listen() supervisor",
             l.listen_supervisor,
-            "seccomp user notification answered by init",
+            match &plan.network {
+                Network::Ports { .. } => "seccomp user notification answered by init",
+                Network::None => "not needed: no TCP socket can be made (network none)",
+                Network::Host => "not used (network \"host\")",
+            },
             "listen() without bind() auto-binding a port the bind rule never saw (ports mode)",
         ),
         layer(
