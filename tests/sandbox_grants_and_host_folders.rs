@@ -196,12 +196,13 @@ fn proc_falls_back_to_a_snapshot_where_a_fresh_proc_is_refused() {
     assert!(out.contains("SELF"), "fresh proc expected: {out}");
 
     // A private mount namespace (root), or a user + mount namespace of our
-    // own (anyone), with /proc/timer_list masked like a container's.
+    // own where we are root (anyone: mount(8) wants uid 0), with
+    // /proc/timer_list masked like a container's.
     let mut cmd = Command::new("unshare");
     if is_root() {
         cmd.args(["--mount", "--propagation", "private"]);
     } else {
-        cmd.args(["--user", "--map-current-user", "--mount"]);
+        cmd.args(["--user", "--map-root-user", "--mount"]);
     }
     let o = cmd
         .args(["--", "/bin/sh", "-c"])

@@ -695,14 +695,14 @@ fn plant_setid(path: &str, how: &str) -> std::io::Result<Value> {
                 FchmodatFlags::FollowSymlink,
             )?;
         }
-        // openat(O_CREAT) with the mode 04755.
+        // openat(O_CREAT) with the mode 04755 (and no write after it: a
+        // write by an unprivileged user clears the set-id bits).
         "open" => {
             std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o4755)
-                .open(path)?
-                .write_all(script)?;
+                .open(path)?;
         }
         "mknod" => mknod(path, SFlag::S_IFREG, Mode::from_bits_truncate(0o4755), 0)?,
         _ => return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput)),
