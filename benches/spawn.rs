@@ -1,9 +1,14 @@
 //! Spawn cost through the launch seam (`warden_sandbox::prepare` + spawn +
 //! wait) for `/bin/true`, and time to the first `tools/list` of the hostile
 //! example server: plain (trusted, sandbox off), sandboxed with the small
-//! `warden-sandbox-exec` helper, and sandboxed with the whole `warden`
-//! binary re-executed as the helper (`__sandbox-exec`, the fallback when
-//! the small helper is not installed), side by side in one run.
+//! `warden-sandbox-exec` helper (every layer: user, pid, IPC, mount and
+//! network namespaces, the view with a fresh /proc, per-server cgroups
+//! where the host has them, Landlock, seccomp, no capabilities), the same
+//! in ports mode (no network namespace; the listen() supervisor), and
+//! sandboxed with the whole `warden` binary re-executed as the helper
+//! (`__sandbox-exec`, the fallback when the small helper is not
+//! installed), side by side in one run. The layering before issue 10 is
+//! measured with an older build through `scripts/bench-spawn.sh`.
 //!
 //! `cargo bench --bench spawn` (helpers of the same build). See BENCHMARKS.md.
 
@@ -14,14 +19,16 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
-use warden::config::{SandboxSpec, Scope, ServerConfig, StdioConfig, TransportConfig, Trust};
+use warden::config::{
+    NetworkSpec, SandboxSpec, Scope, ServerConfig, StdioConfig, TransportConfig, Trust,
+};
 use warden::launch::launch_spec;
 use warden_sandbox::{LaunchContext, LaunchSpec, prepare};
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 const HELPER: &str = env!("CARGO_BIN_EXE_warden-sandbox-exec");
 
-fn spec(program: &Path, args: &[&str], sandboxed: bool) -> LaunchSpec {
+fn spec(program: &Path, args: &[&str], sandboxed: bool, ports: bool) -> LaunchSpec {
     let config = ServerConfig {
         name: "bench".into(),
         transport: TransportConfig::Stdio(StdioConfig {
@@ -41,6 +48,14 @@ fn spec(program: &Path, args: &[&str], sandboxed: bool) -> LaunchSpec {
         },
         sandbox: SandboxSpec {
             enabled: sandboxed,
+            network: if ports {
+                NetworkSpec::Ports {
+                    connect_tcp: vec![443],
+                    bind_tcp: vec![],
+                }
+            } else {
+                NetworkSpec::None
+            },
             ..SandboxSpec::default()
         },
         scope: Scope::Explicit,
@@ -61,15 +76,16 @@ fn bench(c: &mut Criterion) {
     let small = LaunchContext::new(ws.path(), runtime.path()).with_helper(HELPER);
     let reexec = LaunchContext::new(ws.path(), runtime.path()).with_reexec_helper(WARDEN);
     let variants = [
-        ("plain", false, &small),
-        ("sandboxed", true, &small),
-        ("sandboxed_reexec_warden", true, &reexec),
+        ("plain", false, false, &small),
+        ("sandboxed", true, false, &small),
+        ("sandboxed_ports", true, true, &small),
+        ("sandboxed_reexec_warden", true, false, &reexec),
     ];
 
     let mut g = c.benchmark_group("spawn_true");
     g.sample_size(200);
-    for (name, sandboxed, ctx) in variants {
-        let spec = spec(Path::new("/bin/true"), &[], sandboxed);
+    for (name, sandboxed, ports, ctx) in variants {
+        let spec = spec(Path::new("/bin/true"), &[], sandboxed, ports);
         g.bench_function(name, |b| {
             b.iter(|| {
                 rt.block_on(async {
@@ -90,8 +106,8 @@ fn bench(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("first_tools_list_hostile");
     g.sample_size(30);
-    for (name, sandboxed, ctx) in variants {
-        let spec = spec(Path::new(WARDEN), &["__hostile-server"], sandboxed);
+    for (name, sandboxed, ports, ctx) in variants {
+        let spec = spec(Path::new(WARDEN), &["__hostile-server"], sandboxed, ports);
         g.bench_function(name, |b| {
             b.iter(|| {
                 rt.block_on(async {

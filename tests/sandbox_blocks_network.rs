@@ -202,3 +202,200 @@ async fn pathname_unix_socket_outside_is_refused() {
         }
     }
 }
+
+/// A pathname datagram socket the host listens on (think journald or
+/// syslog): under network `none`, `sendmsg`/`sendmmsg` with a `msg_name`
+/// never deliver, from a socket or a socketpair, whether the socket is
+/// outside the grants or inside a read grant (a read-only bind does not
+/// stop sends to a socket).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn datagrams_to_a_pathname_unix_socket_are_refused_under_none() {
+    let fx = Fixture::new();
+    let granted = fx.workspace.path().join("sockets");
+    std::fs::create_dir(&granted).expect("mkdir");
+    let spec = SandboxSpec {
+        read: vec![granted.clone()],
+        ..SandboxSpec::default()
+    };
+    for dir in [fx.secret_dir.path(), granted.as_path()] {
+        let path = dir.join("log.sock");
+        let listener = std::os::unix::net::UnixDatagram::bind(&path).expect("bind");
+        listener
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .expect("timeout");
+        for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
+            let s = launch_hostile(&fx, mode, spec.clone()).await;
+            let mut outs = Vec::new();
+            for via in ["socket", "socketpair", "sendmmsg"] {
+                let token = format!("{}-{via}", fx.token);
+                let (raw, j) = call(
+                    &s,
+                    "dgram_send",
+                    json!({"path": path, "message": token, "via": via}),
+                )
+                .await;
+                let mut buf = [0u8; 256];
+                let got = listener
+                    .recv(&mut buf)
+                    .map(|n| String::from_utf8_lossy(&buf[..n]).into_owned())
+                    .unwrap_or_default();
+                outs.push((via, raw, j, got.contains(&token)));
+            }
+            s.stop().await;
+            for (via, raw, j, delivered) in outs {
+                match mode {
+                    Mode::Unsandboxed => {
+                        assert!(delivered, "baseline {via} must deliver: {raw}")
+                    }
+                    Mode::Sandboxed => {
+                        assert!(!delivered, "{via} delivered ({}): {raw}", dir.display());
+                        assert_eq!(j["errno"], json!(nix::errno::Errno::EACCES as i32), "{raw}");
+                    }
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// `connect_tcp: [A]`: TCP Fast Open (`sendto`/`sendmsg` with MSG_FASTOPEN,
+/// `TCP_FASTOPEN_CONNECT` + connect) never reaches another port B. A still
+/// works with `TCP_FASTOPEN_CONNECT` (Landlock sees that connect);
+/// MSG_FASTOPEN is refused outright (seccomp cannot read its address).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_fast_open_never_reaches_an_ungranted_port() {
+    let fx = Fixture::new();
+    let (granted, gport) = tcp_listener();
+    let (other, oport) = tcp_listener();
+    let spec = SandboxSpec {
+        network: NetworkSpec::Ports {
+            connect_tcp: vec![gport],
+            bind_tcp: vec![],
+        },
+        ..SandboxSpec::default()
+    };
+    for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
+        let s = launch_hostile(&fx, mode, spec.clone()).await;
+        let mut outs = Vec::new();
+        for via in ["sendto", "sendmsg", "connect"] {
+            let token = format!("{}-{via}", fx.token);
+            let (raw, j) = call(
+                &s,
+                "tfo_send",
+                json!({"port": oport, "message": token, "via": via}),
+            )
+            .await;
+            outs.push((via, raw, j, tcp_saw(&other, &token)));
+        }
+        let gtoken = format!("{}-granted", fx.token);
+        let (g, gj) = call(
+            &s,
+            "tfo_send",
+            json!({"port": gport, "message": gtoken, "via": "connect"}),
+        )
+        .await;
+        let granted_saw = tcp_saw(&granted, &gtoken);
+        s.stop().await;
+        assert_eq!(gj["ok"], json!(true), "{g}");
+        assert!(granted_saw, "the granted port must get TFO data: {g}");
+        for (via, raw, j, delivered) in outs {
+            match mode {
+                Mode::Unsandboxed => assert!(delivered, "baseline {via} must deliver: {raw}"),
+                Mode::Sandboxed => {
+                    assert!(!delivered, "{via} reached port {oport}: {raw}");
+                    assert_eq!(j["ok"], json!(false), "{raw}");
+                }
+            }
+        }
+    }
+}
+
+/// `listen()` on a TCP socket that was never bound auto-binds a port on all
+/// interfaces; in ports mode that is refused whether `bind_tcp` is empty
+/// or not, while bind(granted port) + listen works and the host reaches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_without_bind_never_opens_a_port() {
+    let fx = Fixture::new();
+    let out = fx.workspace.path().join("out");
+    std::fs::create_dir(&out).expect("mkdir");
+    let free_port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port()
+    };
+    let bport = free_port();
+    for bind_tcp in [vec![], vec![bport]] {
+        let spec = SandboxSpec {
+            network: NetworkSpec::Ports {
+                connect_tcp: vec![],
+                bind_tcp: bind_tcp.clone(),
+            },
+            write: vec![out.clone()],
+            ..SandboxSpec::default()
+        };
+        for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
+            let s = launch_hostile(&fx, mode, spec.clone()).await;
+            let (raw, j) = listen_and_connect(&s, &out, None, &fx.token).await;
+            let positive = if bind_tcp.is_empty() {
+                None
+            } else {
+                Some(listen_and_connect(&s, &out, Some(bport), &fx.token).await)
+            };
+            s.stop().await;
+            let reached = j["detail"]["received"].as_str() == Some(fx.token.as_str());
+            match mode {
+                Mode::Unsandboxed => assert!(reached, "baseline must auto-bind: {raw}"),
+                Mode::Sandboxed => {
+                    assert!(!reached, "auto-bound port reached ({bind_tcp:?}): {raw}");
+                    assert_eq!(j["errno"], json!(nix::errno::Errno::EACCES as i32), "{raw}");
+                }
+            }
+            if let Some((praw, pj)) = positive {
+                assert_eq!(
+                    pj["detail"]["received"].as_str(),
+                    Some(fx.token.as_str()),
+                    "bind of the granted port + listen must work: {praw}"
+                );
+            }
+        }
+    }
+}
+
+/// Calls `listen_tcp` and, meanwhile, connects to the port it reports
+/// (through a file in `dir`) and sends `token`.
+async fn listen_and_connect(
+    s: &Server,
+    dir: &std::path::Path,
+    port: Option<u16>,
+    token: &str,
+) -> (String, serde_json::Value) {
+    let port_file = dir.join(format!("port-{}", uuid::Uuid::new_v4().simple()));
+    let pf = port_file.clone();
+    let token = token.to_string();
+    let connector = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if let Some(p) = std::fs::read_to_string(&pf)
+                .ok()
+                .and_then(|s| s.trim().parse::<u16>().ok())
+            {
+                if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", p)) {
+                    use std::io::Write;
+                    let _ = c.write_all(token.as_bytes());
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let r = call(
+        s,
+        "listen_tcp",
+        json!({"port": port, "port_file": port_file, "wait_ms": 2000}),
+    )
+    .await;
+    let _ = connector.join();
+    let _ = std::fs::remove_file(&port_file);
+    r
+}

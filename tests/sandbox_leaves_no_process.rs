@@ -2,6 +2,7 @@
 //! started survives, even a process that left the group with setsid().
 //! Without the sandbox the detached process survives (the canary fires).
 
+mod cli_support;
 mod sandbox_support;
 
 use std::process::Stdio;
@@ -126,4 +127,102 @@ fn server_outlives_the_thread_that_spawned_it() {
         matches!(state, Some("S") | Some("R")),
         "helper state {state:?}: {stat}"
     );
+}
+
+/// The per-server cgroups go with the server: `kill -9` of warden makes the
+/// helper kill the sandbox and remove them; `kill -9` of the helper itself
+/// leaves an empty folder that the next sandbox start sweeps.
+#[test]
+fn kill_9_leaves_no_cgroup_behind() {
+    let pids_root = std::path::Path::new("/sys/fs/cgroup/pids");
+    let probe = Fixture::new();
+    let writable = is_root() && pids_root.join("cgroup.procs").exists();
+    if !writable || prepare_hostile(&probe, SandboxSpec::default()).is_err() {
+        skipped(
+            "kill_9_leaves_no_cgroup_behind",
+            "needs a writable pids cgroup (v1 at /sys/fs/cgroup/pids)",
+        );
+        return;
+    }
+    let find = |suffix: &str| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(pids_root)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        p.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.starts_with("warden-") && n.ends_with(suffix))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let wait = |f: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if f() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    };
+
+    // 1. warden (a gateway hosting one server) killed with SIGKILL.
+    let world = cli_support::World::new();
+    let name = format!("leak{}", &world.marker[1..9]);
+    world.write_config(&json!({
+        "mcpServers": {&name: {"command": WARDEN, "args": ["__hostile-server"]}},
+    }));
+    let mut gateway = world
+        .warden(&["gateway", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gateway");
+    let suffix = format!("-{name}");
+    let started = wait(&|| !find(&suffix).is_empty());
+    let _ = gateway.kill();
+    let _ = gateway.wait();
+    assert!(started, "the server's cgroup never appeared");
+    assert!(
+        wait(&|| find(&suffix).is_empty()),
+        "cgroups left after kill -9 of warden: {:?}",
+        find(&suffix)
+    );
+
+    // 2. The helper itself killed with SIGKILL (`sandbox exec` becomes the
+    //    helper): its empty cgroup stays until the next start sweeps it.
+    let fx = Fixture::new();
+    let run = |args: &[&str]| {
+        let mut c = std::process::Command::new(WARDEN);
+        c.args(["sandbox", "exec", "--"])
+            .args(args)
+            .env("TMPDIR", fx.runtime.path())
+            .env_remove("XDG_RUNTIME_DIR")
+            .current_dir(fx.workspace.path());
+        c
+    };
+    let mut helper = run(&["/bin/sleep", "30"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("sandbox exec");
+    let mine = format!("warden-{}-exec", helper.id());
+    let folder = pids_root.join(&mine);
+    let appeared = wait(&|| folder.exists());
+    let _ = helper.kill();
+    let _ = helper.wait();
+    assert!(appeared, "no cgroup {mine}");
+    // init died with the helper (PDEATHSIG), taking the namespace along.
+    assert!(
+        wait(&|| std::fs::read_to_string(folder.join("cgroup.procs"))
+            .is_ok_and(|p| p.trim().is_empty())),
+        "processes left in {mine}"
+    );
+    assert!(folder.exists(), "nothing to sweep: the test proves nothing");
+    let o = run(&["/bin/true"]).output().expect("sandbox exec");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!folder.exists(), "the stale cgroup {mine} was not swept");
 }

@@ -99,3 +99,42 @@ async fn pypi_mcp_server_time_in_a_venv_runs_sandboxed() {
     assert!(out.contains("Europe/Paris"), "{out}");
     s.stop().await;
 }
+
+/// `node` (libuv reads /proc/cpuinfo and /proc/stat) sees the host's CPUs
+/// inside the sandbox: its /proc is a fresh one of its own pid namespace.
+#[test]
+fn node_sees_the_cpus_inside_the_sandbox() {
+    let fx = Fixture::new();
+    let script = "console.log(require('os').cpus().length)";
+    let count = |out: std::process::Output| -> usize {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    let plain = count(
+        std::process::Command::new("node")
+            .args(["-e", script])
+            .output()
+            .expect("run node"),
+    );
+    let sandboxed = count(
+        std::process::Command::new(WARDEN)
+            .args(["sandbox", "exec", "--", "node", "-e", script])
+            .env("TMPDIR", fx.runtime.path())
+            .env_remove("XDG_RUNTIME_DIR")
+            .current_dir(fx.workspace.path())
+            .output()
+            .expect("run warden"),
+    );
+    assert!(plain > 0);
+    assert_eq!(
+        sandboxed, plain,
+        "node sees {sandboxed} CPUs sandboxed, {plain} plain"
+    );
+}

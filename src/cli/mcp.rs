@@ -103,6 +103,25 @@ fn print_status(document: &Value) {
             Some(false) => println!("    sandbox: off (trusted server)"),
             None => {}
         }
+        // Limits this host enforces only as well as it allows (defaults;
+        // an explicit one would have stopped the server).
+        for limit in server["sandbox"]["limit_report"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|l| l["exact"] == false)
+        {
+            println!(
+                "    limit {} {}: not exact here: {} ({})",
+                limit["limit"].as_str().unwrap_or("?"),
+                limit["value"],
+                limit["mechanism"].as_str().unwrap_or("?"),
+                limit["why_not_exact"].as_str().unwrap_or("?")
+            );
+        }
+        for gap in server["sandbox"]["gaps"].as_array().into_iter().flatten() {
+            println!("    sandbox gap: {}", gap.as_str().unwrap_or("?"));
+        }
         for tool in server["tools"].as_array().into_iter().flatten() {
             println!("    {}", tool["qualified"].as_str().unwrap_or("?"));
         }

@@ -8,11 +8,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{CliError, GlobalArgs, SandboxCommand, exit};
 use crate::config::{
-    Limits, NetworkSpec, SandboxSpec, Scope, ServerConfig, StdioConfig, TransportConfig, Trust,
+    ExplicitLimits, Limits, NetworkSpec, SandboxSpec, Scope, ServerConfig, StdioConfig,
+    TransportConfig, Trust,
 };
 use crate::launch::launch_spec;
 use warden_sandbox::{
-    self as sandbox, LaunchContext, LaunchSpec, SandboxError, SandboxSummary, Support,
+    self as sandbox, LaunchContext, LaunchSpec, LiveCheck, SandboxError, SandboxSummary, Support,
 };
 
 pub fn run(global: &GlobalArgs, cmd: SandboxCommand) -> anyhow::Result<u8> {
@@ -29,6 +30,8 @@ struct CheckReport<'a> {
     default_profile: Option<SandboxSummary>,
     /// Why the default profile would not start, if it would not.
     unsupported: Option<String>,
+    /// The default profile really started (`/bin/sh` under the helper).
+    live: Option<LiveCheck>,
 }
 
 fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
@@ -48,7 +51,9 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
         Ok(p) => (Some(p.summary), None),
         Err(e) => (None, Some(e.to_string())),
     };
-    let code = if unsupported.is_some() {
+    // Start it for real: namespaces, view, cgroups, Landlock, seccomp.
+    let live = summary.as_ref().map(|_| sandbox::live_check(&ctx));
+    let code = if unsupported.is_some() || live.as_ref().is_some_and(|l| !l.started) {
         exit::SANDBOX_UNAVAILABLE
     } else {
         exit::OK
@@ -58,6 +63,7 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
             kernel: k,
             default_profile: summary,
             unsupported,
+            live,
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -78,11 +84,41 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
             "  per-namespace pid_max:        {}",
             yn(k.pid_max_per_namespace)
         );
+        println!("  mount API (the view):         {}", yn(k.mount_api));
+        println!(
+            "  listen() supervision:         {}",
+            yn(k.listen_supervision)
+        );
+        println!(
+            "  RLIMIT_NPROC per user ns:     {}",
+            yn(k.nproc_per_user_namespace)
+        );
+        let cg = |c: &Option<String>| c.clone().unwrap_or_else(|| "none".into());
+        println!("  cgroup for processes:         {}", cg(&k.cgroups.pids));
+        println!("  cgroup for memory:            {}", cg(&k.cgroups.memory));
+        println!("  cgroup for CPU time:          {}", cg(&k.cgroups.cpu));
+        for why in &k.cgroups.missing {
+            println!("    (no cgroup for {why})");
+        }
         println!("  running as uid:               {}", k.euid);
         println!();
         match (&summary, &unsupported) {
             (Some(s), _) => {
-                println!("default profile for an untrusted server: ENFORCED");
+                match &live {
+                    Some(LiveCheck {
+                        started: true,
+                        proc,
+                        ..
+                    }) => println!(
+                        "default profile for an untrusted server: ENFORCED (started; /proc: {})",
+                        proc.as_deref().unwrap_or("?")
+                    ),
+                    Some(LiveCheck { error, .. }) => println!(
+                        "default profile for an untrusted server: NOT AVAILABLE: {}",
+                        error.as_deref().unwrap_or("it did not start")
+                    ),
+                    None => {}
+                }
                 print_summary(s);
             }
             (None, Some(why)) => {
@@ -137,16 +173,35 @@ fn check_server(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
 pub fn print_summary(s: &SandboxSummary) {
     println!("  mechanisms: {}", s.mechanisms.join(", "));
     println!("  network:    {}", s.network);
-    if let Some(l) = s.limits {
-        println!(
-            "  limits:     memory {} MB, processes {}, open files {}, cpu {} s, file size {} MB",
-            l.memory_mb, l.processes, l.open_files, l.cpu_seconds, l.file_size_mb
-        );
+    if !s.layers.is_empty() {
+        println!("  layers:");
+        for l in &s.layers {
+            println!(
+                "    [{}] {}: {}",
+                if l.enforced { "on " } else { "off" },
+                l.layer,
+                l.detail
+            );
+            println!("          answers: {}", l.answers);
+        }
     }
-    println!(
-        "  install prefix (read+exec): {}",
-        join_paths(&s.install_prefix)
-    );
+    if !s.limit_report.is_empty() {
+        println!("  limits:");
+        for l in &s.limit_report {
+            println!("    {}", l.line());
+        }
+    }
+    if s.install_prefix_reasons.is_empty() {
+        println!(
+            "  install prefix (read+exec): {}",
+            join_paths(&s.install_prefix)
+        );
+    } else {
+        println!("  install prefix (read+exec):");
+        for g in &s.install_prefix_reasons {
+            println!("    {} ({})", g.path.display(), g.reason);
+        }
+    }
     println!("  read:       {}", join_paths(&s.read));
     println!("  write:      {}", join_paths(&s.write));
     for n in &s.notes {
@@ -204,6 +259,7 @@ struct ProfileLimits {
     open_files: Option<u64>,
     cpu_seconds: Option<u64>,
     file_size_mb: Option<u64>,
+    private_mb: Option<u64>,
 }
 
 fn workspace(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
@@ -266,6 +322,15 @@ fn load_profile(file: &Path, ws: &Path) -> anyhow::Result<SandboxSpec> {
                     open_files: l.open_files.unwrap_or(d.open_files),
                     cpu_seconds: l.cpu_seconds.unwrap_or(d.cpu_seconds),
                     file_size_mb: l.file_size_mb.unwrap_or(d.file_size_mb),
+                    private_mb: l.private_mb.unwrap_or(d.private_mb),
+                    explicit: ExplicitLimits {
+                        memory_mb: l.memory_mb.is_some(),
+                        processes: l.processes.is_some(),
+                        open_files: l.open_files.is_some(),
+                        cpu_seconds: l.cpu_seconds.is_some(),
+                        file_size_mb: l.file_size_mb.is_some(),
+                        private_mb: l.private_mb.is_some(),
+                    },
                 },
                 best_effort: p.best_effort,
             }

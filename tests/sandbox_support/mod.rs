@@ -181,8 +181,44 @@ pub async fn launch_command(cmd: tokio::process::Command) -> Server {
     }
 }
 
+/// `prepare` of the hostile server with `spec`, for tests of what is
+/// refused before anything starts.
+pub fn prepare_hostile(fx: &Fixture, spec: SandboxSpec) -> Result<Prepared, SandboxError> {
+    let cfg = server_config(
+        Path::new(WARDEN),
+        &["__hostile-server"],
+        spec,
+        Trust::Untrusted,
+    );
+    prepare(&cfg, &fx.ctx())
+}
+
 pub async fn launch_hostile(fx: &Fixture, mode: Mode, spec: SandboxSpec) -> Server {
     launch(fx, mode, Path::new(WARDEN), &["__hostile-server"], spec).await
+}
+
+/// Like [`call`], but a call the server never answers (it was ended, e.g.
+/// by the OOM killer or at the CPU limit) is `Err` with the error.
+pub async fn try_call(server: &Server, tool: &str, args: Value) -> Result<(String, Value), String> {
+    let Value::Object(map) = args else {
+        panic!("args must be an object")
+    };
+    let result = tokio::time::timeout(
+        Duration::from_secs(60),
+        server
+            .client
+            .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(map)),
+    )
+    .await
+    .map_err(|_| "tool call timed out".to_string())?
+    .map_err(|e| e.to_string())?;
+    let raw = serde_json::to_string(&result).expect("serialize");
+    let text = serde_json::to_value(&result).expect("value")["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let parsed = serde_json::from_str(&text).unwrap_or(json!(null));
+    Ok((raw, parsed))
 }
 
 /// Calls a tool and returns the raw text of its result (what a model or
@@ -207,6 +243,35 @@ pub async fn call(server: &Server, tool: &str, args: Value) -> (String, Value) {
         .to_string();
     let parsed = serde_json::from_str(&text).unwrap_or(json!(null));
     (raw, parsed)
+}
+
+/// Whether the tests run as root (some attacks need root to fire, some
+/// mechanisms, e.g. writable cgroups, are there only for root).
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Says loudly that (part of) a test did not run, and why.
+pub fn skipped(test: &str, why: &str) {
+    eprintln!(
+        "SKIPPED {test} (uid {}): {why}",
+        nix::unistd::geteuid().as_raw()
+    );
+}
+
+/// Asserts that a hostile tool's report is a refusal by one of the
+/// filesystem layers: ENOENT (not in the view), EROFS (read-only bind) or
+/// EACCES (Landlock).
+pub fn assert_refused(report: &Value, raw: &str) {
+    assert_eq!(report["ok"], json!(false), "{raw}");
+    use nix::errno::Errno;
+    let errno = report["errno"].as_i64().unwrap_or_default() as i32;
+    assert!(
+        [Errno::ENOENT, Errno::EROFS, Errno::EACCES]
+            .iter()
+            .any(|e| *e as i32 == errno),
+        "errno {errno}: {raw}"
+    );
 }
 
 /// Pids of live (non-zombie) processes whose argv[0] is `marker`.

@@ -1,47 +1,33 @@
-//! Owns what a launched server leaves on the host: its process group and its
-//! private HOME/TMPDIR. Dropping the guard kills the group and removes them.
+//! Owns what a launched server leaves on the host: its process group and,
+//! when it has no mount namespace view, its private HOME/TMPDIR folder.
+//! Dropping the guard kills the group and removes the folder. (With the
+//! view, HOME and TMPDIR are a tmpfs that dies with the namespace, and
+//! the helper removes the server's cgroups itself.)
 
-use std::io;
 use std::path::{Path, PathBuf};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
 pub struct ProcessGuard {
-    dir: tempfile::TempDir,
-    home: PathBuf,
-    tmp: PathBuf,
+    /// `exec-<pid>-<n>` in the runtime folder, with `home/` and `tmp/`.
+    dir: Option<PathBuf>,
     pgid: Option<i32>,
 }
 
 impl ProcessGuard {
-    pub(crate) fn new(server: &str, runtime_dir: &Path) -> io::Result<Self> {
-        std::fs::create_dir_all(runtime_dir)?;
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{server}-"))
-            .tempdir_in(runtime_dir)?;
-        let home = dir.path().join("home");
-        let tmp = dir.path().join("tmp");
-        std::fs::create_dir(&home)?;
-        std::fs::create_dir(&tmp)?;
-        Ok(ProcessGuard {
-            dir,
-            home,
-            tmp,
-            pgid: None,
-        })
+    pub(crate) fn new(dir: Option<PathBuf>) -> Self {
+        ProcessGuard { dir, pgid: None }
     }
 
-    pub(crate) fn home(&self) -> &Path {
-        &self.home
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
     }
 
-    pub(crate) fn tmp(&self) -> &Path {
-        &self.tmp
-    }
-
-    pub(crate) fn root(&self) -> &Path {
-        self.dir.path()
+    /// Hands the folder to someone else to remove (the helper, when warden
+    /// replaces itself with it).
+    pub(crate) fn release_dir(&mut self) -> Option<PathBuf> {
+        self.dir.take()
     }
 
     /// Records the spawned leader; its pid is the group id.
@@ -62,5 +48,8 @@ impl ProcessGuard {
 impl Drop for ProcessGuard {
     fn drop(&mut self) {
         self.kill_group();
+        if let Some(dir) = self.dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }

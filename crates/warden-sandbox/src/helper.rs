@@ -6,24 +6,30 @@
 //! PLAN-JSON`), or as `warden __sandbox-exec PLAN-JSON` when that binary is
 //! not installed; either way [`main`] is called before any thread or
 //! runtime exists, so ordinary (allocating) code is safe everywhere here,
-//! also after `fork`. Three processes:
+//! also after `fork`/`clone3`. Three processes:
 //!
 //! ```text
-//! helper (warden's child; own session; unshares user, pid+ipc and, for
-//!   │     network "none", net namespaces; dies with warden via a pidfd of it
-//!   │     (not PR_SET_PDEATHSIG, which follows the spawning thread);
-//!   │     forwards signals; exits with the server's status)
-//!   └─ init (pid 1 of the new pid namespace; dies with the helper; reaps;
-//!        │   when it exits the kernel kills everything left in the namespace)
-//!        └─ server (rlimits, close-on-exec for inherited fds, Landlock with
-//!                   no_new_privs, seccomp, then exec)
+//! helper   host namespaces, outside the server's cgroup: pidfd of warden
+//!   │      (dies with it), setsid, sweep stale cgroups, create the cgroup
+//!   │      with the limits, clone3(NEWUSER|NEWNS|NEWPID|NEWIPC[|NEWNET]
+//!   │      [|INTO_CGROUP on v2]) → init, write init's uid/gid maps from
+//!   │      outside, "go"; then supervise: forward signals, end the sandbox
+//!   │      at the CPU-time limit, die with warden, reap, remove the cgroup
+//!   └─ init   pid 1: dies with the helper; waits for "go"; joins the v1
+//!        │    cgroups ("0" → tasks); closes everything inherited; pid_max
+//!        │    (root); builds the mount view and pivots; forks the server;
+//!        │    reaps; answers listen() notifications (ports mode); exits
+//!        │    with the server's status (the kernel then kills the rest)
+//!        └─ server  rlimits, close-on-exec, no_new_privs, [listen()
+//!                   notification filter → its fd to init], chdir, drop all
+//!                   capabilities, Landlock, seccomp, exec
 //! ```
 
 use std::convert::Infallible;
 use std::ffi::{CString, OsString};
 use std::fs::File;
-use std::io;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
 use landlock::{
@@ -33,24 +39,30 @@ use landlock::{
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sched::{CloneFlags, unshare};
 use nix::sys::prctl;
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
+    sendmsg, socketpair,
+};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{
     ForkResult, Pid, dup2_stdin, dup2_stdout, execv, fork, getegid, geteuid, getppid, pipe2, setsid,
 };
 
+use crate::cgroup::{self, Cgroup, CgroupLimits};
+use crate::mountns::{self, ProcKind};
 use crate::plan::Plan;
-use crate::seccomp;
 use crate::spec::Network;
+use crate::sys::{self, Cloned, SysError};
+use crate::{caps, seccomp};
 
 /// Exit status of the helper when the sandbox could not be applied.
 pub const SETUP_FAILED: i32 = 125;
-/// Exit status when the kernel refused a required namespace (the CLI's
-/// "sandbox unavailable" code).
+/// Exit status when the kernel or host refused a required part of the
+/// sandbox (the CLI's "sandbox unavailable" code).
 pub const UNSUPPORTED: i32 = 4;
 
 /// Signals the helper and init receive through a signalfd and forward.
@@ -70,23 +82,20 @@ enum HelperError {
     Usage,
     #[error("bad plan: {0}")]
     Plan(#[from] serde_json::Error),
-    #[error("{what}: {err}")]
-    Sys { what: &'static str, err: io::Error },
+    #[error(transparent)]
+    Sys(#[from] SysError),
     #[error("landlock: {0}")]
     Landlock(String),
     #[error(transparent)]
     Seccomp(#[from] seccomp::SeccompError),
 }
 
-fn sys(what: &'static str) -> impl FnOnce(io::Error) -> HelperError {
-    move |err| HelperError::Sys { what, err }
+fn errno(what: &'static str) -> impl FnOnce(Errno) -> HelperError {
+    move |e| HelperError::Sys(sys::errno_from(what, e))
 }
 
-fn errno(what: &'static str) -> impl FnOnce(Errno) -> HelperError {
-    move |e| HelperError::Sys {
-        what,
-        err: io::Error::from(e),
-    }
+fn io_err(what: &'static str) -> impl FnOnce(io::Error) -> HelperError {
+    move |e| HelperError::Sys(sys::err_from(what, e))
 }
 
 /// Entry point: `args` are the arguments after the program name (and
@@ -110,79 +119,93 @@ fn run(plan: &Plan) -> Result<i32, HelperError> {
     // No PR_SET_PDEATHSIG here: it fires when the *thread* that spawned us
     // exits (a tokio blocking thread idles out after 10 s), which would kill
     // a healthy server. A pidfd follows the warden process itself.
-    let pidfd = match plan.parent_pid {
+    let warden = match plan.parent_pid {
         // We replaced warden: stay in the caller's process group (so a
         // terminal's Ctrl-C reaches us) and watch no parent.
         None => None,
         Some(parent) => {
-            let pidfd = pidfd_open(parent);
+            let pidfd = sys::pidfd_open(parent);
             if getppid().as_raw() != parent {
                 return Ok(SETUP_FAILED); // warden already gone
             }
-            let pidfd = pidfd.map_err(sys("pidfd_open"))?;
+            let pidfd = pidfd?;
             // Fails only if already a group leader, which is harmless.
             let _ = setsid();
             Some(pidfd)
         }
     };
-    close_inherited();
-    let result = run_namespaced(plan, pidfd);
+    sys::cloexec_from_3();
+
+    // cgroups, before any namespace: created with host credentials, the
+    // limits written before any process joins.
+    let mut cg = None;
+    if let Some(cp) = &plan.cgroup {
+        for parent in cp.parents() {
+            cgroup::sweep(&parent);
+        }
+        let mb = 1024 * 1024;
+        let limits = CgroupLimits {
+            pids_max: Some(plan.limits.processes.saturating_add(1)),
+            memory_bytes: Some(plan.limits.memory_mb.saturating_mul(mb)),
+        };
+        match cgroup::create(cp, &cgroup::name_for(&plan.name), limits) {
+            Ok(c) => cg = Some(c),
+            Err(e) if plan.cgroup_required => {
+                eprintln!(
+                    "warden sandbox: `{}`: cannot create its cgroup ({e}); the limits written in \
+                     its configuration cannot be enforced exactly (set best_effort to run anyway)",
+                    plan.name
+                );
+                return Ok(UNSUPPORTED);
+            }
+            Err(e) => eprintln!(
+                "warden sandbox: `{}`: no cgroup ({e}); its limits hold per process only",
+                plan.name
+            ),
+        }
+    }
+    let result = spawn_and_supervise(plan, cg.as_mut(), warden.as_ref());
+    if let Some(mut c) = cg {
+        c.remove();
+    }
     if let Some(dir) = &plan.cleanup {
         let _ = std::fs::remove_dir_all(dir);
     }
     result
 }
 
-/// `pidfd_open(pid, 0)`, which nix does not wrap.
-fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags by value, no pointer.
-    let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let fd = RawFd::try_from(rc).map_err(|_| io::Error::other("pidfd out of range"))?;
-    // SAFETY: the kernel just returned this descriptor to us; nothing else
-    // owns it, so the OwnedFd is its only owner.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn run_namespaced(plan: &Plan, pidfd: Option<OwnedFd>) -> Result<i32, HelperError> {
-    let (uid, gid) = (geteuid(), getegid());
-    let mut flags = CloneFlags::empty();
-    if plan.user_ns {
-        flags |= CloneFlags::CLONE_NEWUSER;
-    }
-    if plan.net_ns {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
-    if plan.pid_ns {
-        // SysV IPC objects are per namespace too.
-        flags |= CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWIPC;
-    }
-    if !flags.is_empty()
-        && let Err(err) = unshare(flags)
-    {
-        eprintln!(
-            "warden sandbox: the kernel refused the sandbox's namespaces (unshare: {err}); \
-             see `warden sandbox check`"
-        );
-        return Ok(UNSUPPORTED);
-    }
-    if plan.user_ns {
-        // Same ids inside as outside: files keep their owners.
-        std::fs::write("/proc/self/setgroups", "deny").map_err(sys("setgroups"))?;
-        std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n")).map_err(sys("uid_map"))?;
-        std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n")).map_err(sys("gid_map"))?;
+fn spawn_and_supervise(
+    plan: &Plan,
+    mut cg: Option<&mut Cgroup>,
+    warden: Option<&OwnedFd>,
+) -> Result<i32, HelperError> {
+    let (uid, gid) = (geteuid().as_raw(), getegid().as_raw());
+    let l = &plan.layers;
+    let mut flags: u64 = 0;
+    for (on, flag) in [
+        (l.user_ns, libc::CLONE_NEWUSER),
+        (plan.view.is_some(), libc::CLONE_NEWNS),
+        (l.pid_ns, libc::CLONE_NEWPID),
+        (l.ipc_ns, libc::CLONE_NEWIPC),
+        (l.net_ns, libc::CLONE_NEWNET),
+    ] {
+        if on {
+            flags |= flag as u64;
+        }
     }
     let sigfd = block_signals()?;
-    // The helper keeps the write end; its death closes it, which init sees.
-    let (death_r, death_w) = pipe2(OFlag::O_CLOEXEC).map_err(errno("pipe2"))?;
+    // The helper keeps the write end until "go"; init reads EOF if the
+    // helper dies first.
+    let (go_r, go_w) = pipe2(OFlag::O_CLOEXEC).map_err(errno("pipe2"))?;
+    let into = cg.as_ref().and_then(|c| c.v2_dir.as_ref()).map(AsFd::as_fd);
     // SAFETY: the helper is single-threaded (`main` runs before any thread
-    // exists), so the child may go on with ordinary, allocating code.
-    match unsafe { fork() }.map_err(errno("fork"))? {
-        ForkResult::Child => {
-            drop(death_w);
-            let code = match init_main(plan, sigfd, death_r) {
+    // exists); the child only continues with ordinary code and leaves with
+    // `exit_now` (see `sys::clone3_fork`).
+    let cloned = unsafe { sys::clone3_fork(flags, into) };
+    let (init, init_pidfd) = match cloned {
+        Ok(Cloned::Child) => {
+            drop(go_w);
+            let code = match init_main(plan, cg.as_deref(), &sigfd, go_r, uid, gid) {
                 Ok(code) => code,
                 Err(e) => {
                     eprintln!("warden sandbox: {e}");
@@ -192,14 +215,43 @@ fn run_namespaced(plan: &Plan, pidfd: Option<OwnedFd>) -> Result<i32, HelperErro
             // Leave without running the helper's destructors.
             crate::exit_now(code)
         }
-        ForkResult::Parent { child: init } => {
-            drop(death_r);
-            release_stdio();
-            let status = supervise(init, &sigfd, pidfd.as_ref());
-            drop(death_w);
-            status
+        Ok(Cloned::Parent { pid, pidfd }) => (Pid::from_raw(pid), pidfd),
+        Err(e) => {
+            let hint = if uid != 0 && l.user_ns {
+                "; unprivileged user namespaces may be off on this host (sysctls \
+                 user.max_user_namespaces, kernel.unprivileged_userns_clone, \
+                 kernel.apparmor_restrict_unprivileged_userns)"
+            } else {
+                ""
+            };
+            eprintln!(
+                "warden sandbox: the kernel refused the sandbox's namespaces ({e}){hint}; \
+                 see `warden sandbox check`"
+            );
+            return Ok(UNSUPPORTED);
+        }
+    };
+    drop(go_r);
+    if let Some(c) = cg.as_deref_mut() {
+        c.close_join_handles();
+    }
+    if l.user_ns {
+        // Same ids inside as outside (files keep their owners), written
+        // from outside by the parent namespace's process.
+        let base = format!("/proc/{init}");
+        let maps = std::fs::write(format!("{base}/setgroups"), "deny")
+            .and_then(|()| std::fs::write(format!("{base}/uid_map"), format!("{uid} {uid} 1\n")))
+            .and_then(|()| std::fs::write(format!("{base}/gid_map"), format!("{gid} {gid} 1\n")));
+        if let Err(e) = maps {
+            let _ = sys::pidfd_send_signal(init_pidfd.as_fd(), libc::SIGKILL);
+            let _ = waitpid(init, None);
+            return Err(io_err("uid/gid maps")(e));
         }
     }
+    sys::write_all(go_w.as_fd(), b"g").map_err(io_err("go"))?;
+    drop(go_w);
+    release_stdio();
+    supervise(plan, cg.as_deref(), init, &init_pidfd, &sigfd, warden)
 }
 
 /// Whether poll reported anything on this descriptor.
@@ -207,92 +259,187 @@ fn ready(fd: Option<&PollFd<'_>>) -> bool {
     fd.and_then(PollFd::revents).is_some_and(|r| !r.is_empty())
 }
 
-/// Waits until one of `fds` is ready (retrying on EINTR).
-fn wait_ready(fds: &mut [PollFd<'_>]) -> Result<(), HelperError> {
+/// The helper's loop: forward signals to init, exit with its status, kill
+/// it when warden dies or the sandbox has used its CPU time.
+fn supervise(
+    plan: &Plan,
+    cg: Option<&Cgroup>,
+    init: Pid,
+    init_pidfd: &OwnedFd,
+    sigfd: &SignalFd,
+    warden: Option<&OwnedFd>,
+) -> Result<i32, HelperError> {
+    let cpu_limit_ns = cg
+        .filter(|c| c.counts_cpu())
+        .map(|_| plan.limits.cpu_seconds.saturating_mul(1_000_000_000));
+    let ncpus = sys::ncpus().max(1);
+    let mut killed_for_cpu = false;
     loop {
-        match poll(fds, PollTimeout::NONE) {
-            Ok(_) => return Ok(()),
-            Err(Errno::EINTR) => continue,
+        // The sandbox cannot burn more than `ncpus` CPU-seconds per second:
+        // it cannot reach the limit before the next check.
+        let mut timeout = PollTimeout::NONE;
+        if let (Some(limit), Some(c), false) = (cpu_limit_ns, cg, killed_for_cpu) {
+            let used = c.cpu_ns().unwrap_or(0);
+            if used >= limit {
+                killed_for_cpu = true;
+                eprintln!(
+                    "warden sandbox: `{}` used its {} s of CPU time (cpu_seconds): ending it",
+                    plan.name, plan.limits.cpu_seconds
+                );
+                c.kill_all();
+                let _ = sys::pidfd_send_signal(init_pidfd.as_fd(), libc::SIGKILL);
+            } else {
+                let ms = (limit - used) / ncpus / 1_000_000;
+                timeout =
+                    PollTimeout::try_from(ms.clamp(10, 10_000) as i32).unwrap_or(PollTimeout::NONE);
+            }
+        }
+        let mut fds = vec![
+            PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(init_pidfd.as_fd(), PollFlags::POLLIN),
+        ];
+        if let Some(w) = warden {
+            fds.push(PollFd::new(w.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, timeout) {
+            Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => return Err(errno("poll")(e)),
         }
-    }
-}
-
-/// The helper's loop: forward signals to init, exit with its status, kill
-/// it when warden dies.
-fn supervise(init: Pid, sigfd: &SignalFd, pidfd: Option<&OwnedFd>) -> Result<i32, HelperError> {
-    loop {
-        let mut fds = vec![PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
-        if let Some(p) = pidfd {
-            fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
-        }
-        wait_ready(&mut fds)?;
-        if ready(fds.get(1)) {
-            // warden is gone: take everything down.
-            let _ = kill(init, Signal::SIGKILL);
+        if ready(fds.get(2)) {
+            // warden is gone: take everything down (pid namespace teardown).
+            if let Some(c) = cg {
+                c.kill_all();
+            }
+            let _ = sys::pidfd_send_signal(init_pidfd.as_fd(), libc::SIGKILL);
             let _ = waitpid(init, None);
             return Ok(128 + Signal::SIGKILL as i32);
         }
         if ready(fds.first()) {
             match read_signal(sigfd)? {
-                Some(Signal::SIGCHLD) => {
-                    if let Some(code) = reap(init) {
-                        return Ok(code);
-                    }
-                }
+                Some(Signal::SIGCHLD) | None => {}
                 Some(sig) => {
-                    let _ = kill(init, sig);
+                    let _ = sys::pidfd_send_signal(init_pidfd.as_fd(), sig as i32);
                 }
-                None => {}
             }
+        }
+        match waitpid(init, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {}
+            Ok(status) => return Ok(exit_code(status)),
+            Err(e) => return Err(errno("waitpid")(e)),
         }
     }
 }
 
-/// pid 1 of the namespace: start the server, forward signals, reap
-/// orphans, exit with the server's status (the kernel then kills the rest).
-fn init_main(plan: &Plan, sigfd: SignalFd, death_r: OwnedFd) -> Result<i32, HelperError> {
+/// pid 1 of the namespace: join the cgroups, build the view, start the
+/// server, forward signals, reap orphans, answer listen() notifications,
+/// exit with the server's status (the kernel then kills the rest).
+fn init_main(
+    plan: &Plan,
+    cg: Option<&Cgroup>,
+    sigfd: &SignalFd,
+    go_r: OwnedFd,
+    uid: u32,
+    gid: u32,
+) -> Result<i32, HelperError> {
     prctl::set_pdeathsig(Signal::SIGKILL).map_err(errno("prctl"))?;
-    if !plan.pid_ns {
+    let mut go = [0u8; 1];
+    match nix::unistd::read(&go_r, &mut go) {
+        Ok(1) => {}
+        // EOF: the helper died before "go".
+        _ => return Ok(SETUP_FAILED),
+    }
+    drop(go_r);
+    if let Some(c) = cg {
+        c.join_v1()?;
+    }
+    // init never execs, so close-on-exec alone would leave warden's pidfd,
+    // the cgroup files and anything inherited open behind /proc/1/fd.
+    sys::close_all_but(&[sigfd.as_fd().as_raw_fd()]);
+    if !plan.layers.pid_ns {
         // Without a pid namespace, orphans of the server are reparented to
         // us rather than to the host's init. Best effort.
         let _ = prctl::set_child_subreaper(true);
     }
-    if let (true, Some(pid_max)) = (plan.pid_ns, plan.pid_max) {
-        // Per pid namespace since Linux 6.14 (prepare checked): caps the
-        // number of processes in the namespace, also for root.
-        std::fs::write("/proc/sys/kernel/pid_max", pid_max.to_string()).map_err(sys("pid_max"))?;
+    if let (true, Some(pid_max)) = (plan.layers.pid_ns, plan.pid_max) {
+        // Per pid namespace since Linux 6.14 (prepare checked): a process
+        // cap that holds for root without a pids cgroup.
+        std::fs::write("/proc/sys/kernel/pid_max", pid_max.to_string())
+            .map_err(io_err("pid_max"))?;
     }
-    // SAFETY: init is a fork of the single-threaded helper and has started
-    // no thread, so the child may go on with ordinary code.
+    if let Some(view) = &plan.view
+        && let ProcKind::Snapshot(why) = mountns::build(view, &plan.cwd, uid, gid)?
+    {
+        eprintln!(
+            "warden sandbox: `{}`: /proc is a read-only snapshot (a fresh proc was refused: \
+             {why})",
+            plan.name
+        );
+    }
+    // The server hands init its listen() notification descriptor here.
+    let pair = if plan.layers.listen_supervisor {
+        Some(
+            socketpair(
+                AddressFamily::Unix,
+                SockType::SeqPacket,
+                None,
+                SockFlag::SOCK_CLOEXEC,
+            )
+            .map_err(errno("socketpair"))?,
+        )
+    } else {
+        None
+    };
+    // SAFETY: init is single-threaded (a clone of the single-threaded
+    // helper that started no thread), so the child may continue with
+    // ordinary code.
     let server = match unsafe { fork() }.map_err(errno("fork"))? {
         ForkResult::Child => {
-            // The server must not hold these (they are close-on-exec too).
-            drop(sigfd);
-            drop(death_r);
-            let e = exec_server(plan);
+            let sock = pair.map(|(ours, theirs)| {
+                drop(ours);
+                theirs
+            });
+            let e = match restrict_and_exec(plan, sock) {
+                Ok(never) => match never {},
+                Err(e) => e,
+            };
             eprintln!("warden sandbox: {e}");
             crate::exit_now(SETUP_FAILED)
         }
         ForkResult::Parent { child } => child,
     };
+    let mut listener = match pair {
+        Some((ours, theirs)) => {
+            drop(theirs);
+            recv_fd(&ours)
+        }
+        None => None,
+    };
     release_stdio();
     loop {
-        let mut fds = [
-            PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
-            PollFd::new(death_r.as_fd(), PollFlags::POLLIN),
-        ];
-        wait_ready(&mut fds)?;
-        if ready(fds.get(1)) {
-            // The helper died: end the namespace.
-            if !plan.pid_ns {
-                let _ = kill(server, Signal::SIGKILL);
-            }
-            return Ok(128 + Signal::SIGKILL as i32);
+        let mut fds = vec![PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
+        if let Some(l) = &listener {
+            fds.push(PollFd::new(l.as_fd(), PollFlags::POLLIN));
         }
-        if ready(fds.first()) {
-            match read_signal(&sigfd)? {
-                Some(Signal::SIGCHLD) => {
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => return Err(errno("poll")(e)),
+        }
+        let sig_ready = ready(fds.first());
+        let listen_events = fds.get(1).and_then(PollFd::revents);
+        drop(fds);
+        if let (Some(ev), Some(l)) = (listen_events, listener.as_ref()) {
+            let alive = if ev.contains(PollFlags::POLLIN) {
+                seccomp::handle_listen(l.as_fd())
+            } else {
+                ev.is_empty()
+            };
+            if !alive {
+                listener = None;
+            }
+        }
+        if sig_ready {
+            match read_signal(sigfd)? {
+                Some(Signal::SIGCHLD) | None => {
                     // Reap everything; stop when the server itself is gone.
                     let mut done = None;
                     while let Ok(status) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
@@ -307,29 +454,26 @@ fn init_main(plan: &Plan, sigfd: SignalFd, death_r: OwnedFd) -> Result<i32, Help
                     }
                 }
                 Some(sig) => {
-                    let _ = kill(server, sig);
+                    let _ = nix::sys::signal::kill(server, sig);
                 }
-                None => {}
             }
         }
     }
 }
 
-/// One signal from the signalfd (`None`: a number nix does not know).
+/// One signal from the signalfd (`None`: none pending, or a number nix
+/// does not know).
 fn read_signal(sigfd: &SignalFd) -> Result<Option<Signal>, HelperError> {
-    let info = sigfd.read_signal().map_err(errno("read(signalfd)"))?;
+    let info = match sigfd.read_signal() {
+        Ok(info) => info,
+        Err(Errno::EAGAIN | Errno::EINTR) => None,
+        Err(e) => return Err(errno("read(signalfd)")(e)),
+    };
     Ok(info.and_then(|i| {
         i32::try_from(i.ssi_signo)
             .ok()
             .and_then(|n| Signal::try_from(n).ok())
     }))
-}
-
-fn reap(child: Pid) -> Option<i32> {
-    match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
-        Ok(status) if status.pid() == Some(child) => Some(exit_code(status)),
-        _ => None,
-    }
 }
 
 fn exit_code(status: WaitStatus) -> i32 {
@@ -340,43 +484,85 @@ fn exit_code(status: WaitStatus) -> i32 {
     }
 }
 
-/// The server process: apply the per-process restrictions and exec.
-fn exec_server(plan: &Plan) -> HelperError {
-    match restrict_and_exec(plan) {
-        Ok(never) => match never {},
-        Err(e) => e,
+/// Receives one descriptor over SCM_RIGHTS.
+fn recv_fd(sock: &OwnedFd) -> Option<OwnedFd> {
+    let mut byte = [0u8; 1];
+    let mut iov = [IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!(RawFd);
+    let msg = recvmsg::<()>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .ok()?;
+    for c in msg.cmsgs().ok()? {
+        if let ControlMessageOwned::ScmRights(fds) = c
+            && let Some(&fd) = fds.first()
+        {
+            // SAFETY: SCM_RIGHTS installed this new descriptor in our
+            // table; nothing else owns it.
+            return Some(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
     }
+    None
 }
 
-fn restrict_and_exec(plan: &Plan) -> Result<Infallible, HelperError> {
+fn send_fd(sock: &OwnedFd, fd: BorrowedFd<'_>) -> Result<(), HelperError> {
+    let fds = [fd.as_raw_fd()];
+    let cmsg = [ControlMessage::ScmRights(&fds)];
+    let iov = [IoSlice::new(b"f")];
+    sendmsg::<()>(sock.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None)
+        .map_err(errno("sendmsg(listener fd)"))?;
+    Ok(())
+}
+
+/// The server process: apply the per-process restrictions and exec.
+fn restrict_and_exec(plan: &Plan, notify_sock: Option<OwnedFd>) -> Result<Infallible, HelperError> {
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
         .map_err(errno("sigprocmask"))?;
     set_rlimits(plan)?;
-    close_inherited();
+    sys::cloexec_from_3();
+    prctl::set_no_new_privs().map_err(errno("no_new_privs"))?;
+    if let Some(sock) = notify_sock {
+        let listener = seccomp::listen_notify_filter()?;
+        send_fd(&sock, listener.as_fd())?;
+    }
+    std::env::set_current_dir(&plan.cwd)
+        .map_err(|e| HelperError::Sys(sys::err_from(format!("chdir {}", plan.cwd.display()), e)))?;
     let program = cstring(plan.program.as_os_str().as_bytes())?;
     let argv: Vec<CString> = plan
         .argv
         .iter()
         .map(|a| cstring(a.as_bytes()))
         .collect::<Result<_, _>>()?;
-    let filters = if plan.seccomp {
-        seccomp::build(&plan.network, plan.deny_connect)?
+    let filters = if plan.layers.seccomp {
+        seccomp::build(&plan.network)?
     } else {
         Vec::new()
     };
-    match plan.landlock_abi {
-        Some(abi) => apply_landlock(plan, abi)?,
-        None => prctl::set_no_new_privs().map_err(errno("no_new_privs"))?,
+    if plan.layers.drop_caps {
+        caps::drop_all()?;
+    }
+    if let Some(abi) = plan.layers.landlock_abi {
+        apply_landlock(plan, abi)?;
     }
     seccomp::apply(&filters)?;
     // The environment is the one warden prepared for the helper.
-    execv(&program, &argv).map_err(errno("exec"))
+    execv(&program, &argv).map_err(|e| {
+        HelperError::Sys(sys::errno_from(
+            format!("exec {}", plan.program.display()),
+            e,
+        ))
+    })
 }
 
 fn cstring(bytes: &[u8]) -> Result<CString, HelperError> {
-    CString::new(bytes).map_err(|e| HelperError::Sys {
-        what: "argument with NUL byte",
-        err: io::Error::new(io::ErrorKind::InvalidInput, e),
+    CString::new(bytes).map_err(|e| {
+        HelperError::Sys(sys::err_from(
+            "argument with NUL byte",
+            io::Error::new(io::ErrorKind::InvalidInput, e),
+        ))
     })
 }
 
@@ -416,14 +602,17 @@ fn apply_landlock(plan: &Plan, abi: u8) -> Result<(), HelperError> {
     if abi >= ABI::V6 {
         ruleset = ruleset.scope(Scope::from_all(abi)).map_err(ll)?;
     }
+    let paths = &plan.landlock;
     let mut created = ruleset
         .create()
         .map_err(ll)?
-        .add_rules(path_beneath_rules(&plan.read_exec, read_exec))
+        .add_rules(path_beneath_rules(&paths.read_exec, read_exec))
         .map_err(ll)?
-        .add_rules(path_beneath_rules(&plan.read, read))
+        .add_rules(path_beneath_rules(&paths.read, read))
         .map_err(ll)?
-        .add_rules(path_beneath_rules(&plan.write, write))
+        .add_rules(path_beneath_rules(&paths.write, write))
+        .map_err(ll)?
+        .add_rules(path_beneath_rules(&paths.list, AccessFs::ReadDir))
         .map_err(ll)?;
     if let (
         true,
@@ -460,52 +649,41 @@ fn apply_landlock(plan: &Plan, abi: u8) -> Result<(), HelperError> {
 fn set_rlimits(plan: &Plan) -> Result<(), HelperError> {
     const MB: u64 = 1024 * 1024;
     let l = plan.limits;
-    let set = |res: Resource, v: u64, what: &'static str| -> Result<(), HelperError> {
-        let (_, hard) = getrlimit(res).map_err(errno(what))?;
+    let set = |res: Resource, soft: Option<u64>, hard: u64, what: &'static str| {
+        let (cur_soft, cur_hard) = getrlimit(res).map_err(errno(what))?;
         // Never above the current hard limit (raising it needs privilege).
-        let v = v.min(hard);
-        setrlimit(res, v, v).map_err(errno(what))
+        let hard = hard.min(cur_hard);
+        let soft = soft.unwrap_or(cur_soft).min(hard);
+        setrlimit(res, soft, hard).map_err(errno(what))
     };
     // RLIMIT_DATA (not AS): V8 and others reserve large PROT_NONE ranges
     // that RLIMIT_AS would count; DATA counts what is actually writable.
+    // Per process: the memory cgroup bounds all of them together.
+    let memory = l.memory_mb.saturating_mul(MB);
+    set(Resource::RLIMIT_DATA, Some(memory), memory, "RLIMIT_DATA")?;
+    // The stack's hard limit is often unlimited: a process could raise its
+    // own and grow a stack past the memory limit.
+    set(Resource::RLIMIT_STACK, None, memory / 4, "RLIMIT_STACK")?;
+    // Counted per (user namespace, uid) since Linux 5.14, so for a non-root
+    // user a per-sandbox cap; init is one of them. Ignored for host root.
+    let nproc = l.processes.saturating_add(1);
+    set(Resource::RLIMIT_NPROC, Some(nproc), nproc, "RLIMIT_NPROC")?;
     set(
-        Resource::RLIMIT_DATA,
-        l.memory_mb.saturating_mul(MB),
-        "RLIMIT_DATA",
+        Resource::RLIMIT_NOFILE,
+        Some(l.open_files),
+        l.open_files,
+        "RLIMIT_NOFILE",
     )?;
-    set(Resource::RLIMIT_NPROC, l.processes, "RLIMIT_NPROC")?;
-    set(Resource::RLIMIT_NOFILE, l.open_files, "RLIMIT_NOFILE")?;
-    set(Resource::RLIMIT_CPU, l.cpu_seconds, "RLIMIT_CPU")?;
     set(
-        Resource::RLIMIT_FSIZE,
-        l.file_size_mb.saturating_mul(MB),
-        "RLIMIT_FSIZE",
+        Resource::RLIMIT_CPU,
+        Some(l.cpu_seconds),
+        l.cpu_seconds,
+        "RLIMIT_CPU",
     )?;
-    set(Resource::RLIMIT_CORE, 0, "RLIMIT_CORE")?;
+    let fsize = l.file_size_mb.saturating_mul(MB);
+    set(Resource::RLIMIT_FSIZE, Some(fsize), fsize, "RLIMIT_FSIZE")?;
+    set(Resource::RLIMIT_CORE, Some(0), 0, "RLIMIT_CORE")?;
     Ok(())
-}
-
-/// Marks every descriptor above stderr close-on-exec (not closed: Rust's
-/// std and our own pipes rely on them until exec). nix wraps neither
-/// `close_range` nor `fcntl` on a descriptor we do not own.
-fn close_inherited() {
-    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC takes no pointer and only
-    // sets a flag on descriptors; it closes nothing.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            3u32,
-            u32::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        )
-    };
-    if rc < 0 {
-        for fd in 3..1024 {
-            // SAFETY: F_SETFD takes no pointer; on a descriptor that is not
-            // open it fails with EBADF and changes nothing.
-            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-        }
-    }
 }
 
 /// Blocks the forwarded signals and returns a signalfd that receives them.
@@ -515,7 +693,8 @@ fn block_signals() -> Result<SignalFd, HelperError> {
         set.add(s);
     }
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None).map_err(errno("sigprocmask"))?;
-    SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC).map_err(errno("signalfd"))
+    SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(errno("signalfd"))
 }
 
 /// Points stdin and stdout at /dev/null, so that only the server holds the

@@ -1,12 +1,17 @@
-//! What the running kernel offers.
+//! What the running kernel and host offer.
 //!
 //! Landlock and seccomp are asked directly (`landlock_create_ruleset`
 //! version query, `PR_GET_SECCOMP`). Namespaces are judged from the
 //! sysctls that govern them ([`support`], no process started: it runs on
 //! every `warden sandbox exec`), and really attempted by [`support_live`]
-//! (a forked child calling `unshare`) for `warden sandbox check`. Should
-//! the kernel still refuse a namespace at launch (e.g. a container's
-//! seccomp profile), the helper fails closed with exit status 4.
+//! (a forked child calling `unshare`) for `warden sandbox check`; system
+//! calls newer than the oldest kernel Landlock runs on (the mount API,
+//! pidfd_getfd, per-user-namespace RLIMIT_NPROC) by the kernel release.
+//! cgroups: which hierarchy would enforce each limit, and why none would
+//! (`cgroup::discover`). Should the kernel still refuse something at
+//! launch (e.g. a container's seccomp profile), the helper fails closed
+//! with exit status 4; [`crate::live_check`] runs the real helper once to
+//! find out.
 
 use std::sync::OnceLock;
 
@@ -38,8 +43,34 @@ pub struct Support {
     /// process cap that also holds for root, for whom the kernel ignores
     /// `RLIMIT_NPROC`.
     pub pid_max_per_namespace: bool,
+    /// The mount API with `mount_setattr` (Linux ≥ 5.12): the mount
+    /// namespace view.
+    pub mount_api: bool,
+    /// `pidfd_getfd` and seccomp user notification (Linux ≥ 5.6): the
+    /// `listen()` supervisor of ports mode.
+    pub listen_supervision: bool,
+    /// `RLIMIT_NPROC` counted per user namespace (Linux ≥ 5.14): an exact
+    /// process cap for a non-root user without a pids cgroup.
+    pub nproc_per_user_namespace: bool,
+    /// Per limit, the cgroup that would enforce it on this host, or why
+    /// none would.
+    pub cgroups: CgroupSupport,
     /// Effective uid of warden.
     pub euid: u32,
+}
+
+/// Where each cgroup-enforced limit would be enforced (e.g. "cgroup v1
+/// /sys/fs/cgroup/pids"), and why not where none would.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct CgroupSupport {
+    /// `pids` (processes + threads).
+    pub pids: Option<String>,
+    /// `memory`.
+    pub memory: Option<String>,
+    /// CPU time accounting (`cpuacct` on v1, `cpu.stat` on v2).
+    pub cpu: Option<String>,
+    /// "memory: <why not>", one line per missing controller.
+    pub missing: Vec<String>,
 }
 
 /// The support this process launches with, computed on first use without
@@ -84,8 +115,38 @@ fn probe(live: bool) -> Support {
         pid_namespaces: others,
         net_namespaces: others,
         seccomp: seccomp_available(),
-        pid_max_per_namespace: pid_max_per_namespace(),
+        pid_max_per_namespace: kernel_at_least(6, 14),
+        mount_api: kernel_at_least(5, 12),
+        listen_supervision: kernel_at_least(5, 6),
+        nproc_per_user_namespace: kernel_at_least(5, 14),
+        cgroups: cgroup_support(),
         euid,
+    }
+}
+
+fn cgroup_support() -> CgroupSupport {
+    use crate::cgroup::{Controller, discover, host, v2_parent_from_env};
+    let all = [Controller::Pids, Controller::Memory, Controller::Cpu];
+    let (plan, missing) = discover(&host(), &all, v2_parent_from_env().as_deref());
+    let one = |c: Controller| -> Option<String> {
+        let where_ = if plan.v2.contains(&c) {
+            plan.v2_parent.clone()
+        } else {
+            plan.v1
+                .iter()
+                .find(|(x, _)| *x == c)
+                .map(|(_, p)| p.clone())
+        };
+        Some(format!("{} {}", plan.version_of(c)?, where_?.display()))
+    };
+    CgroupSupport {
+        pids: one(Controller::Pids),
+        memory: one(Controller::Memory),
+        cpu: one(Controller::Cpu),
+        missing: missing
+            .iter()
+            .map(|(c, why)| format!("{}: {why}", c.label()))
+            .collect(),
     }
 }
 
@@ -148,14 +209,17 @@ fn userns_allowed(euid: u32) -> bool {
             && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") != Some(1))
 }
 
-/// `kernel.pid_max` is per pid namespace from Linux 6.14 on; before that
-/// it is global and must never be written.
-fn pid_max_per_namespace() -> bool {
-    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
-        return false;
-    };
-    let mut parts = release.trim().split(['.', '-']);
-    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    (major, minor) >= (6, 14)
+/// Whether the running kernel's release is at least `major.minor`.
+pub(crate) fn kernel_at_least(major: u32, minor: u32) -> bool {
+    static RELEASE: OnceLock<(u32, u32)> = OnceLock::new();
+    let have = *RELEASE.get_or_init(|| {
+        let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
+            return (0, 0);
+        };
+        let mut parts = release.trim().split(['.', '-']);
+        let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        (major, minor)
+    });
+    have >= (major, minor)
 }

@@ -1,16 +1,19 @@
 //! `prepare`, `describe` and `exec_in_place`: the only ways a process is
 //! launched, and where the helper is found.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use crate::SandboxError;
+use crate::cgroup;
 use crate::env::filtered_env;
 use crate::guard::ProcessGuard;
 use crate::kernel::support;
-use crate::resolve;
+use crate::prepare as steps;
+use crate::runtime_dir::{ensure_runtime_dir, make_exec_dir, sweep_runtime_dir};
 use crate::spec::LaunchSpec;
 use crate::summary::SandboxSummary;
 
@@ -75,7 +78,10 @@ impl Helper {
 pub struct LaunchContext {
     /// The workspace root (absolute): the default working directory.
     pub workspace: PathBuf,
-    /// Where per-server private HOME/TMPDIR folders are created.
+    /// Where a launch without a mount namespace view (a trusted server
+    /// with `"sandbox": false`, or the `best_effort` fallback) gets its
+    /// private HOME/TMPDIR folder. Created 0700 when missing; an existing
+    /// one must be ours and not a symlink.
     pub runtime_dir: PathBuf,
     /// The helper to run. `None`: [`Helper::beside_current_exe`] (right
     /// for the `warden` binary; tests and other embedders name it, e.g.
@@ -150,12 +156,33 @@ pub fn exec_in_place(spec: &LaunchSpec, ctx: &LaunchContext) -> SandboxError {
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
     let err = command.exec();
-    // Only reached when exec failed: the guard removes the folders.
+    // Only reached when exec failed. A host folder the helper was to
+    // remove is swept by the next launch (its pid, ours, will be gone).
     drop(prepared.guard);
     SandboxError::Setup {
         server: spec.name.clone(),
         detail: format!("exec of the sandbox helper failed: {err}"),
     }
+}
+
+/// The host folder of a launch without a view: `exec-<pid>-<n>` in the
+/// checked runtime folder, with `home/` and `tmp/`.
+fn host_folder(spec: &LaunchSpec, ctx: &LaunchContext) -> Result<PathBuf, SandboxError> {
+    let setup = |detail: String| SandboxError::Setup {
+        server: spec.name.clone(),
+        detail,
+    };
+    let uid = nix::unistd::geteuid().as_raw();
+    ensure_runtime_dir(&ctx.runtime_dir, uid).map_err(|e| setup(e.to_string()))?;
+    sweep_runtime_dir(&ctx.runtime_dir);
+    let dir = make_exec_dir(&ctx.runtime_dir).map_err(|e| setup(e.to_string()))?;
+    for sub in ["home", "tmp"] {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(dir.join(sub))
+            .map_err(|e| setup(format!("{}: {e}", dir.join(sub).display())))?;
+    }
+    Ok(dir)
 }
 
 fn prepare_with(
@@ -175,13 +202,6 @@ fn prepare_with(
             spec.program.display()
         )));
     }
-    let guard = ProcessGuard::new(&spec.name, &ctx.runtime_dir).map_err(|e| {
-        setup(format!(
-            "private HOME/TMPDIR under {}: {e}",
-            ctx.runtime_dir.display()
-        ))
-    })?;
-    let env = filtered_env(spec, guard.home(), guard.tmp())?;
     let cwd = spec.cwd.clone().unwrap_or_else(|| ctx.workspace.clone());
     if !spec.enabled {
         if !spec.trusted {
@@ -189,6 +209,9 @@ fn prepare_with(
                 "only a trusted server may run without the sandbox".into(),
             ));
         }
+        let guard = ProcessGuard::new(Some(host_folder(spec, ctx)?));
+        let dir = guard.dir().map(Path::to_path_buf).unwrap_or_default();
+        let env = filtered_env(spec, &dir.join("home"), &dir.join("tmp"))?;
         let mut command = Command::new(&spec.program);
         command
             .args(&spec.args)
@@ -209,15 +232,32 @@ fn prepare_with(
             summary,
         });
     }
-    let path_var = env.get("PATH").cloned().unwrap_or_default();
     let k = support();
-    let gates = resolve::gate(spec, k)?;
-    let grants = resolve::grants(spec, &guard, &path_var)?;
-    let mut plan = resolve::plan(spec, &gates, &grants);
-    let summary = resolve::summary(&plan, gates, grants, k);
+    let gates = steps::gate(spec, k)?;
+    let limits = steps::limits(spec, k, &gates, &cgroup::host())?;
+    // Without a view (best_effort on an old kernel), HOME and TMPDIR are a
+    // folder on the host.
+    let mut guard = ProcessGuard::new(if gates.view {
+        None
+    } else {
+        Some(host_folder(spec, ctx)?)
+    });
+    let (home, tmp) = match guard.dir() {
+        Some(d) => (d.join("home"), d.join("tmp")),
+        None => (
+            PathBuf::from(steps::PRIVATE_HOME),
+            PathBuf::from(steps::PRIVATE_DIR),
+        ),
+    };
+    let env = filtered_env(spec, &home, &tmp)?;
+    let path_var = env.get("PATH").cloned().unwrap_or_default();
+    let host_dirs = guard.dir().map(|_| (home.as_path(), tmp.as_path()));
+    let grants = steps::grants(spec, &path_var, gates.view, host_dirs)?;
+    let mut plan = steps::plan(spec, cwd.clone(), &gates, &limits, &grants);
+    let summary = steps::summary(&plan, gates, limits, grants);
     if in_place {
         plan.parent_pid = None;
-        plan.cleanup = Some(guard.root().to_path_buf());
+        plan.cleanup = guard.release_dir();
     }
     let helper = match &ctx.helper {
         Some(h) => h.clone(),
@@ -244,4 +284,80 @@ fn piped(command: &mut Command) {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+}
+
+/// What running the default sandbox for real showed (for `warden sandbox
+/// check`): whether it starts, and which `/proc` it got.
+#[derive(Debug, Clone, serde::Serialize, PartialEq, Eq)]
+pub struct LiveCheck {
+    /// The default profile started a command and it ran.
+    pub started: bool,
+    /// "fresh" (the pid namespace's own) or "snapshot (why)".
+    pub proc: Option<String>,
+    /// Why it did not start, or what the helper said.
+    pub error: Option<String>,
+}
+
+/// Runs `/bin/sh -c 'test -r /proc/self/status'` under the default
+/// untrusted sandbox with the real helper (namespaces, view, cgroups,
+/// Landlock, seccomp), and reports what happened. Sweeps stale cgroups
+/// and runtime folders on the way (the helper does).
+pub fn live_check(ctx: &LaunchContext) -> LiveCheck {
+    let spec = LaunchSpec {
+        name: "check".into(),
+        program: PathBuf::from("/bin/sh"),
+        argv0: None,
+        args: vec!["-c".into(), "test -r /proc/self/status".into()],
+        env: crate::spec::EnvInputs::default(),
+        cwd: Some(PathBuf::from("/")),
+        enabled: true,
+        trusted: false,
+        read: Vec::new(),
+        write: Vec::new(),
+        network: crate::spec::Network::None,
+        limits: crate::spec::Limits::default(),
+        best_effort: false,
+    };
+    let failed = |error: String| LiveCheck {
+        started: false,
+        proc: None,
+        error: Some(error),
+    };
+    let prepared = match prepare(&spec, ctx) {
+        Ok(p) => p,
+        Err(e) => return failed(e.to_string()),
+    };
+    let mut command = prepared.command;
+    let mut guard = prepared.guard;
+    command.stdin(Stdio::null()).stdout(Stdio::null());
+    let child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => return failed(format!("starting the helper: {e}")),
+    };
+    guard.attach(child.id());
+    let out = match child.wait_with_output() {
+        Ok(o) => o,
+        Err(e) => return failed(format!("waiting for the helper: {e}")),
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    match out.status.code() {
+        Some(0) => LiveCheck {
+            started: true,
+            proc: Some("fresh".into()),
+            error: None,
+        },
+        // The test failed: /proc has no `self`, i.e. the snapshot.
+        Some(1) => LiveCheck {
+            started: true,
+            proc: Some(match stderr.split_once("refused: ") {
+                Some((_, why)) => format!("snapshot (a fresh proc was refused: {why}"),
+                None => "snapshot".into(),
+            }),
+            error: None,
+        },
+        code => failed(format!(
+            "the sandbox did not start (exit {}): {stderr}",
+            code.map_or_else(|| "by signal".to_string(), |c| c.to_string())
+        )),
+    }
 }

@@ -11,33 +11,43 @@
 //! that re-applies everything before `exec`, what each mechanism covers
 //! and the order they are applied in: ARCHITECTURE.md, "The sandbox".
 //!
-//! Map: [`LaunchSpec`] (the input), `resolve` (spec + [`Support`] → plan
-//! and [`SandboxSummary`]; fails closed on a missing kernel feature unless
-//! `best_effort`), `paths` (system folders, install prefixes), `env` (the
-//! filtered environment), [`helper`] (the process that applies the plan:
-//! the `warden-sandbox-exec` binary, or `warden __sandbox-exec`), `seccomp`,
-//! `kernel` (what this kernel offers), `guard` (process group and folders).
+//! Map: [`LaunchSpec`] (the input), `prepare` (spec + [`Support`] → plan
+//! and [`SandboxSummary`]; fails closed on a missing kernel feature or an
+//! explicit limit it cannot enforce exactly, unless `best_effort`), `paths`
+//! (system folders, install prefixes), `env` (the filtered environment),
+//! [`helper`] (the processes that apply the plan: the `warden-sandbox-exec`
+//! binary, or `warden __sandbox-exec`), and the mechanisms it uses:
+//! `mountns` (the view), `cgroup`, `seccomp`, `caps`, `sys` (raw system
+//! calls); `kernel` (what this host offers), `runtime_dir` and `guard`
+//! (host folders and the process group).
 
+mod caps;
+mod cgroup;
 mod env;
 mod guard;
 pub mod helper;
 mod kernel;
 mod launch;
+mod mountns;
 mod paths;
 mod plan;
-mod resolve;
+mod prepare;
+mod runtime_dir;
 mod seccomp;
 mod spec;
 mod summary;
+mod sys;
 
 pub use guard::ProcessGuard;
-pub use kernel::{Support, support, support_live};
+pub use kernel::{CgroupSupport, Support, support, support_live};
 pub use launch::{
-    HELPER_BIN, Helper, LaunchContext, Prepared, REEXEC_ARG, describe, exec_in_place, prepare,
+    HELPER_BIN, Helper, LaunchContext, LiveCheck, Prepared, REEXEC_ARG, describe, exec_in_place,
+    live_check, prepare,
 };
 pub use paths::which_in;
-pub use spec::{EnvInputs, HostVar, LaunchSpec, Limits, Network};
-pub use summary::SandboxSummary;
+pub use runtime_dir::{RuntimeDirError, ensure_runtime_dir, sweep_runtime_dir};
+pub use spec::{EnvInputs, ExplicitLimits, HostVar, LaunchSpec, Limits, Network};
+pub use summary::{LayerReport, LimitReport, PrefixGrant, SandboxSummary};
 
 /// Ends a forked child at once: no atexit handlers, no flushing of buffers
 /// shared with the parent (`_exit(2)`; nix has no wrapper).

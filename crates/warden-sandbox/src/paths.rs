@@ -1,34 +1,44 @@
 //! Which paths a sandboxed server may read, execute and write.
 //!
-//! - System directories (`/usr`, `/bin`, `/lib*`, `/sbin`): read + execute.
+//! - System folders (`/usr`, `/bin`, `/lib*`, `/sbin`): read + execute.
 //! - A short allow-list under `/etc` (dynamic loader, time zone, TLS roots,
-//!   name service files); never all of `/etc` (`/etc/shadow`, ssh host keys).
+//!   name service files) and `/sys/devices/system/cpu`; never all of
+//!   `/etc` (`/etc/shadow`, ssh host keys).
 //! - Device nodes by name: `/dev/null`, `/dev/zero`, `/dev/full`,
-//!   `/dev/random`, `/dev/urandom`. Never all of `/dev` or `/proc`.
-//! - The install prefix of the server's executable, found by following the
-//!   symlink chain, `#!` interpreters (including `/usr/bin/env NAME`), and a
-//!   Python venv's `pyvenv.cfg` `home`: read + execute.
+//!   `/dev/random`, `/dev/urandom`.
+//! - The install prefix of the server's executable: for the executable,
+//!   every hop of its symlink chain and every `#!` interpreter (including
+//!   `/usr/bin/env NAME`), its *recognised self-contained prefix*, else the
+//!   file alone:
+//!
+//! | recognised | granted |
+//! | --- | --- |
+//! | `<v>/bin/X` with `<v>/pyvenv.cfg` | `<v>`, and the prefix of the interpreter its `home =` names |
+//! | `…/.pyenv/versions/<ver>/…` | that version folder |
+//! | `…/.nvm/versions/node/<ver>/…` | that version folder |
+//! | `…/.rustup/toolchains/<name>/…` | that toolchain folder |
+//! | `…/node_modules/…` | the outermost `node_modules` folder (packages only) |
+//! | `/usr/…`, `/bin`, `/sbin`, `/lib*` | already granted as system folders |
+//! | `/opt/<pkg>/…`, `/nix/store/<entry>/…`, `/snap/<name>/<rev>/…` | that package folder |
+//! | anything else (`~/.cargo/bin/x`, `~/proj/bin/server`, `/tmp/x.sh`) | the file alone |
+//!
+//! A recognised folder is still refused (the file alone is granted) when
+//! it is too wide (`/`, `/home`, the user's HOME or an ancestor, `/tmp`,
+//! `/opt`, …) or holds credentials at its top level (`.env`,
+//! `credentials.toml`, `.netrc`, `.npmrc`, `.pypirc`, `.git-credentials`,
+//! `.ssh`, `.aws`, `.docker`, `.gnupg`, `.kube`). `warden sandbox check
+//! --server NAME` lists each grant with its reason.
 //!
 //! What real servers need (checked by `tests/sandbox_runs_real_servers.rs`):
-//!
-//! - `node_modules/.bin/NAME` (npm): the `.bin` symlink leads into
-//!   `node_modules/<pkg>/…`; the outermost `node_modules` folder is granted
-//!   (the package and its dependencies), and `#!/usr/bin/env node` resolves
-//!   to `/usr/bin/node` (system). A node installed elsewhere (`/opt/node`,
-//!   nvm) is found the same way through `env`. `npx -y PKG` downloads into
-//!   HOME at start and needs the network: install the package first and
-//!   point `command` at its `.bin` entry.
-//! - `<venv>/bin/NAME` (pip, `python -m venv`, `uv tool install`, pipx):
-//!   the venv, plus the prefix of the interpreter `pyvenv.cfg` names (for
-//!   pyenv `~/.pyenv/versions/X.Y.Z`, never all of `~/.pyenv`). `uvx NAME`
-//!   downloads at start like `npx`: use `uv tool install` and the tool's venv.
-//! - Anything else a server reads (a data folder, a config file, a runtime
-//!   installed outside these rules): grant it with `sandbox.read` (read +
-//!   execute) or `sandbox.write` (read + write); `warden sandbox check
-//!   --server NAME` lists what is granted. The host HOME, `/`, `/tmp` and
-//!   similar folders are never granted automatically, only the single file.
+//! `node_modules/.bin/NAME` (npm) gets the outer `node_modules` and, through
+//! `#!/usr/bin/env node`, the system node; `<venv>/bin/NAME` (pip, `python
+//! -m venv`, `uv tool install`, pipx) gets the venv and its interpreter's
+//! prefix (for pyenv `~/.pyenv/versions/X.Y.Z`, never all of `~/.pyenv`).
+//! `npx -y PKG` and `uvx NAME` download at start and need the network:
+//! install the package first and point `command` at its entry. Anything
+//! else a server reads: grant it with `sandbox.read` or `sandbox.write`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -73,12 +83,45 @@ pub(crate) const DEV_RW: &[&str] = &["/dev/null", "/dev/full"];
 /// Device nodes readable only.
 pub(crate) const DEV_READ: &[&str] = &["/dev/zero", "/dev/random", "/dev/urandom"];
 
-/// Folders never granted automatically as an install prefix: granting one
-/// would open far more than the server's own files.
+/// Files or folders whose presence at the top of a folder means it holds
+/// credentials: such a folder is never granted as an install prefix.
+const CREDENTIAL_NAMES: &[&str] = &[
+    ".env",
+    "credentials.toml",
+    "credentials",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    ".ssh",
+    ".aws",
+    ".docker",
+    ".gnupg",
+    ".kube",
+];
+
+/// Folders never granted as an install prefix: granting one would open far
+/// more than the server's own files.
 fn too_wide(dir: &Path, host_home: Option<&Path>) -> bool {
     const WIDE: &[&str] = &[
-        "/", "/home", "/root", "/tmp", "/var", "/var/tmp", "/opt", "/srv", "/mnt", "/media",
-        "/run", "/etc", "/dev", "/proc", "/sys",
+        "/",
+        "/home",
+        "/root",
+        "/tmp",
+        "/var",
+        "/var/tmp",
+        "/opt",
+        "/srv",
+        "/mnt",
+        "/media",
+        "/run",
+        "/etc",
+        "/dev",
+        "/proc",
+        "/sys",
+        "/nix",
+        "/nix/store",
+        "/snap",
     ];
     if WIDE.iter().any(|w| Path::new(w) == dir) {
         return true;
@@ -87,11 +130,93 @@ fn too_wide(dir: &Path, host_home: Option<&Path>) -> bool {
     host_home.is_some_and(|home| home.starts_with(dir))
 }
 
-/// The install prefixes (read + execute) of an executable: the executable
-/// and every interpreter it names, with the folders their symlinks point to.
-pub(crate) fn install_prefixes(program: &Path, path_var: &str) -> BTreeSet<PathBuf> {
-    let host_home = std::env::var_os("HOME").map(PathBuf::from);
-    let mut out = BTreeSet::new();
+fn holds_credentials(dir: &Path) -> Option<&'static str> {
+    CREDENTIAL_NAMES
+        .iter()
+        .find(|n| dir.join(n).symlink_metadata().is_ok())
+        .copied()
+}
+
+/// The recognised self-contained prefix of a canonical file path and the
+/// rule that recognised it; `None`: not recognised (the file alone is
+/// granted).
+fn recognised_prefix(real: &Path) -> Option<(PathBuf, &'static str)> {
+    let comps: Vec<std::path::Component> = real.components().collect();
+    let name = |i: usize| {
+        comps
+            .get(i)
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+    };
+    let upto = |i: usize| comps.iter().take(i + 1).collect::<PathBuf>();
+    for sys in SYSTEM_RX {
+        if real.starts_with(sys) {
+            return Some((PathBuf::from(sys), "system folder"));
+        }
+    }
+    // The outermost node_modules (the package and its dependencies).
+    if let Some(i) =
+        (0..comps.len().saturating_sub(1)).find(|&i| name(i).as_deref() == Some("node_modules"))
+    {
+        return Some((upto(i), "node_modules folder"));
+    }
+    for i in 0..comps.len() {
+        match (name(i).as_deref(), name(i + 1).as_deref()) {
+            (Some(".pyenv"), Some("versions")) if comps.len() > i + 3 => {
+                return Some((upto(i + 2), "pyenv version folder"));
+            }
+            (Some(".nvm"), Some("versions"))
+                if name(i + 2).as_deref() == Some("node") && comps.len() > i + 4 =>
+            {
+                return Some((upto(i + 3), "nvm version folder"));
+            }
+            (Some(".rustup"), Some("toolchains")) if comps.len() > i + 3 => {
+                return Some((upto(i + 2), "rustup toolchain folder"));
+            }
+            _ => {}
+        }
+    }
+    if real.starts_with("/opt") && comps.len() > 3 {
+        return Some((upto(2), "/opt package folder"));
+    }
+    if real.starts_with("/nix/store") && comps.len() > 4 {
+        return Some((upto(3), "nix store entry"));
+    }
+    if real.starts_with("/snap") && comps.len() > 4 {
+        return Some((upto(3), "snap revision"));
+    }
+    None
+}
+
+/// Grants `dir` for `why`, unless it is too wide or holds credentials:
+/// then only `file`.
+fn grant_dir(out: &mut Prefixes, dir: &Path, why: &str, home: Option<&Path>, file: &Path) {
+    if too_wide(dir, home) {
+        out.insert(
+            file.to_path_buf(),
+            format!("file alone ({} is too wide)", dir.display()),
+        );
+    } else if let Some(c) = holds_credentials(dir) {
+        out.insert(
+            file.to_path_buf(),
+            format!("file alone ({} holds {c})", dir.display()),
+        );
+    } else if dir.exists() {
+        out.insert(dir.to_path_buf(), why.to_string());
+    }
+}
+
+/// Install-prefix grants with the reason each was granted.
+pub(crate) type Prefixes = BTreeMap<PathBuf, String>;
+
+/// The install prefixes (read + execute) of an executable: for the
+/// executable, every hop of its symlink chain and every `#!` interpreter,
+/// its recognised self-contained prefix, else the file alone.
+pub(crate) fn install_prefixes(
+    program: &Path,
+    path_var: &str,
+    host_home: Option<&Path>,
+) -> Prefixes {
+    let mut out = Prefixes::new();
     let mut todo = vec![program.to_path_buf()];
     let mut seen = BTreeSet::new();
     while let Some(exe) = todo.pop() {
@@ -102,11 +227,15 @@ pub(crate) fn install_prefixes(program: &Path, path_var: &str) -> BTreeSet<PathB
         // whose folder is the venv.
         for hop in symlink_chain(&exe) {
             if let Some(venv) = venv_root(&hop) {
-                add(&mut out, &venv, host_home.as_deref());
+                grant_dir(&mut out, &venv, "python venv", host_home, &hop);
                 if let Some(home) = venv_home(&venv) {
-                    add(&mut out, &prefix_of_dir(&home), host_home.as_deref());
-                    if let Ok(real) = home.canonicalize() {
-                        add(&mut out, &prefix_of_dir(&real), host_home.as_deref());
+                    let home = home.canonicalize().unwrap_or(home);
+                    match recognised_prefix(&home.join("python")) {
+                        Some((p, why)) => grant_dir(&mut out, &p, why, host_home, &home),
+                        None if !too_wide(&home, host_home) && home.exists() => {
+                            out.insert(home.clone(), "venv interpreter folder".into());
+                        }
+                        None => {}
                     }
                 }
             }
@@ -114,13 +243,10 @@ pub(crate) fn install_prefixes(program: &Path, path_var: &str) -> BTreeSet<PathB
         let Ok(real) = exe.canonicalize() else {
             continue;
         };
-        match prefix_of_file(&real) {
-            Some(prefix) if !too_wide(&prefix, host_home.as_deref()) => {
-                out.insert(prefix);
-            }
-            // Too wide: grant only the file itself.
-            _ => {
-                out.insert(real.clone());
+        match recognised_prefix(&real) {
+            Some((p, why)) => grant_dir(&mut out, &p, why, host_home, &real),
+            None => {
+                out.insert(real.clone(), "file alone (no recognised prefix)".into());
             }
         }
         if let Some(interp) = shebang_interpreter(&real, path_var) {
@@ -128,15 +254,9 @@ pub(crate) fn install_prefixes(program: &Path, path_var: &str) -> BTreeSet<PathB
         }
     }
     // Drop entries already covered by another one.
-    let all: Vec<PathBuf> = out.iter().cloned().collect();
-    out.retain(|p| !all.iter().any(|q| q != p && p.starts_with(q)));
+    let all: Vec<PathBuf> = out.keys().cloned().collect();
+    out.retain(|p, _| !all.iter().any(|q| q != p && p.starts_with(q)));
     out
-}
-
-fn add(out: &mut BTreeSet<PathBuf>, dir: &Path, host_home: Option<&Path>) {
-    if !too_wide(dir, host_home) && dir.exists() {
-        out.insert(dir.to_path_buf());
-    }
 }
 
 /// `p`, then what it links to, and so on (at most 16 hops), made absolute.
@@ -178,35 +298,6 @@ fn venv_home(venv: &Path) -> Option<PathBuf> {
     })
 }
 
-/// The install prefix of a file (canonical path):
-/// - inside `node_modules`: the outermost `node_modules` folder (the
-///   package and all its dependencies);
-/// - `<prefix>/bin/NAME` or `<prefix>/sbin/NAME`: `<prefix>`;
-/// - otherwise the file's folder.
-fn prefix_of_file(real: &Path) -> Option<PathBuf> {
-    let mut outer_nm = None;
-    for anc in real.ancestors().skip(1) {
-        if anc.file_name().is_some_and(|n| n == "node_modules") {
-            outer_nm = Some(anc.to_path_buf());
-        }
-    }
-    if outer_nm.is_some() {
-        return outer_nm;
-    }
-    Some(prefix_of_dir(real.parent()?))
-}
-
-fn prefix_of_dir(dir: &Path) -> PathBuf {
-    match (dir.file_name(), dir.parent()) {
-        (Some(name), Some(parent))
-            if (name == "bin" || name == "sbin") && parent != Path::new("/") =>
-        {
-            parent.to_path_buf()
-        }
-        _ => dir.to_path_buf(),
-    }
-}
-
 /// The interpreter named on a `#!` line, resolving `/usr/bin/env NAME`
 /// through `path_var`.
 fn shebang_interpreter(file: &Path, path_var: &str) -> Option<PathBuf> {
@@ -244,24 +335,41 @@ fn is_executable(p: &Path) -> bool {
 mod tests {
     use super::*;
 
+    fn exe(p: &Path, body: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, body).expect("write");
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
+    fn canon(p: &Path) -> PathBuf {
+        p.canonicalize().expect("canonicalize")
+    }
+
     #[test]
-    fn bin_prefix_and_node_modules() {
+    fn recognises_self_contained_prefixes_only() {
+        let r = |p: &str| recognised_prefix(Path::new(p)).map(|(p, _)| p);
         assert_eq!(
-            prefix_of_file(Path::new("/opt/node/bin/node")),
-            Some(PathBuf::from("/opt/node"))
+            r("/home/u/.pyenv/versions/3.11.7/bin/python3.11"),
+            Some("/home/u/.pyenv/versions/3.11.7".into())
         );
         assert_eq!(
-            prefix_of_file(Path::new("/w/node_modules/@x/y/node_modules/z/dist/i.js")),
-            Some(PathBuf::from("/w/node_modules"))
+            r("/home/u/.nvm/versions/node/v22.1.0/bin/node"),
+            Some("/home/u/.nvm/versions/node/v22.1.0".into())
         );
         assert_eq!(
-            prefix_of_file(Path::new("/usr/bin/true")),
-            Some(PathBuf::from("/usr"))
+            r("/home/u/.rustup/toolchains/stable-x86_64-unknown-linux-gnu/bin/rustc"),
+            Some("/home/u/.rustup/toolchains/stable-x86_64-unknown-linux-gnu".into())
         );
         assert_eq!(
-            prefix_of_file(Path::new("/bin/true")),
-            Some(PathBuf::from("/bin"))
+            r("/w/node_modules/@x/y/node_modules/z/dist/i.js"),
+            Some("/w/node_modules".into())
         );
+        assert_eq!(r("/opt/node/bin/node"), Some("/opt/node".into()));
+        assert_eq!(r("/usr/local/bin/x"), Some("/usr".into()));
+        assert_eq!(r("/home/u/.cargo/bin/x"), None);
+        assert_eq!(r("/home/u/proj/bin/server"), None);
+        assert_eq!(r("/home/u/.pyenv/shims/python"), None);
     }
 
     #[test]
@@ -276,16 +384,94 @@ mod tests {
     }
 
     #[test]
-    fn script_in_tmp_grants_only_itself() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let script = dir.path().join("s.sh");
-        std::fs::write(&script, "#!/bin/sh\necho hi\n").expect("write");
-        let got = install_prefixes(&script, "/usr/bin:/bin");
-        let real = script.canonicalize().expect("canon");
-        assert!(got.contains(&real) || got.contains(real.parent().expect("parent")));
+    fn cargo_bin_grants_the_file_alone_never_the_credentials() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let home = d.path().join("home");
+        let x = home.join(".cargo/bin/x");
+        exe(&x, "#!/bin/sh\n");
+        std::fs::write(home.join(".cargo/credentials.toml"), "token").expect("write");
+        let g = install_prefixes(&x, "/usr/bin:/bin", Some(&home));
+        assert!(g.contains_key(&canon(&x)), "{g:?}");
         assert!(
-            got.iter()
-                .any(|p| p.starts_with("/usr") || p.starts_with("/bin"))
+            !g.keys().any(|p| canon(&home.join(".cargo")).starts_with(p)),
+            "{g:?}"
+        );
+    }
+
+    #[test]
+    fn project_bin_with_an_env_file_grants_the_file_alone() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let srv = d.path().join("proj/bin/server");
+        exe(&srv, "#!/bin/sh\n");
+        std::fs::write(d.path().join("proj/.env"), "SECRET=1").expect("write");
+        let g = install_prefixes(&srv, "/usr/bin:/bin", None);
+        assert!(g.contains_key(&canon(&srv)), "{g:?}");
+        assert!(
+            !g.keys()
+                .any(|p| canon(&d.path().join("proj")).starts_with(p)),
+            "{g:?}"
+        );
+    }
+
+    #[test]
+    fn a_venv_gets_itself_and_its_interpreter_version_never_the_project() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let home = d.path().join("home");
+        let py = home.join(".pyenv/versions/3.11.7/bin/python3.11");
+        exe(&py, "\x7fELF");
+        let venv = home.join("proj/.venv");
+        std::fs::create_dir_all(venv.join("bin")).expect("mkdir");
+        std::fs::write(
+            venv.join("pyvenv.cfg"),
+            format!("home = {}\n", py.parent().expect("bin").display()),
+        )
+        .expect("write");
+        std::os::unix::fs::symlink(&py, venv.join("bin/python")).expect("symlink");
+        exe(
+            &venv.join("bin/tool"),
+            &format!("#!{}/bin/python\n", venv.display()),
+        );
+        std::fs::write(home.join("proj/.env"), "SECRET=1").expect("write");
+        let g = install_prefixes(&venv.join("bin/tool"), "/usr/bin", Some(&home));
+        assert!(g.contains_key(&canon(&venv)), "{g:?}");
+        assert!(
+            g.contains_key(&canon(&home.join(".pyenv/versions/3.11.7"))),
+            "{g:?}"
+        );
+        assert!(!g.keys().any(|k| k.ends_with("proj")), "{g:?}");
+    }
+
+    #[test]
+    fn node_modules_bin_grants_node_modules_and_the_system_interpreter() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let nm = d.path().join("proj/node_modules");
+        exe(&nm.join("@s/pkg/dist/index.js"), "#!/usr/bin/env sh\n");
+        std::fs::create_dir_all(nm.join(".bin")).expect("mkdir");
+        std::os::unix::fs::symlink("../@s/pkg/dist/index.js", nm.join(".bin/pkg"))
+            .expect("symlink");
+        std::fs::write(d.path().join("proj/.env"), "SECRET=1").expect("write");
+        let g = install_prefixes(&nm.join(".bin/pkg"), "/usr/bin:/bin", None);
+        assert!(g.contains_key(&canon(&nm)), "{g:?}");
+        assert!(
+            g.keys()
+                .any(|k| k.starts_with("/usr") || k.starts_with("/bin")),
+            "{g:?}"
+        );
+        assert!(!g.keys().any(|k| k.ends_with("proj")), "{g:?}");
+    }
+
+    #[test]
+    fn a_script_in_tmp_grants_only_itself() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let s = d.path().join("s.sh");
+        exe(&s, "#!/bin/sh\necho hi\n");
+        let g = install_prefixes(&s, "/usr/bin:/bin", None);
+        assert!(g.contains_key(&canon(&s)), "{g:?}");
+        assert!(!g.contains_key(&canon(d.path())), "{g:?}");
+        assert!(
+            g.keys()
+                .any(|p| p.starts_with("/usr") || p.starts_with("/bin")),
+            "{g:?}"
         );
     }
 }

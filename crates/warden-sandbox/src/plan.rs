@@ -1,44 +1,107 @@
 //! The fully resolved sandbox of one launch, handed from `prepare` to the
 //! helper as one JSON argument. Everything is decided before the helper
-//! runs: it only applies. Both ends are the same build, so the format is
-//! internal.
+//! runs (paths resolved, kernel support checked, cgroup hierarchies
+//! chosen): it only applies. Both ends are the same build, so the format
+//! is internal. Secrets never travel here (argv is visible in
+//! `/proc/PID/cmdline`): the environment reaches the server through the
+//! helper's own environment.
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cgroup::CgroupPlan;
 use crate::spec::{Limits, Network};
+
+/// How a host path appears inside the mount namespace (at the same path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum BindKind {
+    /// Read-only, executable (system folders, install prefix, `read`).
+    ReadExec,
+    /// Read-only, not executable (the `/etc` list, `/sys/devices/system/cpu`).
+    Read,
+    /// Read-write, not executable (`write` grants).
+    Write,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Bind {
+    pub src: PathBuf,
+    pub kind: BindKind,
+    /// A system path that may vanish (skipped), not a configured grant.
+    pub optional: bool,
+}
+
+/// The mount namespace view (ARCHITECTURE.md, "The sandbox").
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct View {
+    pub binds: Vec<Bind>,
+    /// Where the private tmpfs is mounted (TMPDIR).
+    pub private_dir: PathBuf,
+    /// HOME, inside the private tmpfs.
+    pub home: PathBuf,
+    /// Size of the private tmpfs.
+    pub private_mb: u64,
+}
+
+/// The paths Landlock allows (inside the view when there is one).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct LandlockPaths {
+    pub read_exec: Vec<PathBuf>,
+    pub read: Vec<PathBuf>,
+    pub write: Vec<PathBuf>,
+    /// Folders whose entries may be listed, nothing more (`/` of the view:
+    /// it holds only mount points).
+    pub list: Vec<PathBuf>,
+}
+
+/// The kernel mechanisms one launch uses.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct Layers {
+    pub user_ns: bool,
+    pub pid_ns: bool,
+    pub ipc_ns: bool,
+    pub net_ns: bool,
+    /// Landlock ABI to request (`None`: no Landlock).
+    pub landlock_abi: Option<u8>,
+    pub seccomp: bool,
+    /// Send `listen()` to init for a check (ports mode).
+    pub listen_supervisor: bool,
+    /// Drop every capability before exec.
+    pub drop_caps: bool,
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Plan {
+    /// For messages and the cgroup folder's name.
+    pub name: String,
     /// Absolute executable to run.
     pub program: PathBuf,
     /// argv, including argv[0].
     pub argv: Vec<String>,
-    /// Read + execute.
-    pub read_exec: Vec<PathBuf>,
-    /// Read only.
-    pub read: Vec<PathBuf>,
-    /// Read + write (no execute).
-    pub write: Vec<PathBuf>,
+    /// Working directory of the server (inside the view).
+    pub cwd: PathBuf,
+    /// `None`: no mount namespace (only with `best_effort` where the
+    /// kernel lacks the mount API; today's layering).
+    pub view: Option<View>,
+    pub landlock: LandlockPaths,
     pub network: Network,
     pub limits: Limits,
-    /// Landlock ABI to request (`None`: no Landlock).
-    pub landlock_abi: Option<u8>,
-    pub seccomp: bool,
-    /// seccomp refuses connect() and sendto() with an address (network
-    /// `none` on kernels without Landlock's pathname unix socket rule).
-    pub deny_connect: bool,
-    pub user_ns: bool,
-    pub net_ns: bool,
-    pub pid_ns: bool,
-    /// Write this `kernel.pid_max` inside the new pid namespace.
+    pub layers: Layers,
+    /// Per-server cgroups (processes, memory, CPU time).
+    pub cgroup: Option<CgroupPlan>,
+    /// A failed cgroup creation ends the launch (exit 4): an explicit limit
+    /// needs it and `best_effort` is off.
+    pub cgroup_required: bool,
+    /// Write this `kernel.pid_max` inside the new pid namespace (root: a
+    /// process cap that holds without a pids cgroup; floor 301).
     pub pid_max: Option<u64>,
     /// warden's pid: the helper dies with it. `None`: the helper replaced
     /// warden (`exec_in_place`) and is the top of the tree itself.
     pub parent_pid: Option<i32>,
-    /// A folder the helper removes when the command has ended (the private
-    /// HOME/TMPDIR when no guard outlives the exec).
+    /// A folder the helper removes when the command has ended (host
+    /// HOME/TMPDIR without a view, when no guard outlives the exec).
     pub cleanup: Option<PathBuf>,
     /// Start even if Landlock reports partial enforcement.
     pub best_effort: bool,

@@ -1,20 +1,46 @@
-//! seccomp filters installed last, right before `exec`.
+//! seccomp filters, installed last in the server right before `exec`
+//! ([`build`] + [`apply`]), and the small user-notification filter that
+//! sends `listen()` to init in ports mode ([`listen_notify_filter`],
+//! answered by [`handle_listen`]).
 //!
 //! A deny-list (the server runs arbitrary runtimes, so an allow-list would
-//! break them): syscalls a tool server never needs fail with `EPERM`;
-//! sockets of families the network mode does not allow fail with `EACCES`
-//! at creation (never `send`: asyncio wakes its loop through an AF_UNIX
-//! socketpair); `clone3` fails with `ENOSYS` so libc falls back to `clone`,
-//! whose flags the filter can see.
+//! break them):
+//!
+//! - EPERM: syscalls a tool server never needs (ptrace, the mount family,
+//!   bpf, keyctl, kexec, modules, unshare/setns and namespace flags of
+//!   `clone`, io_uring, perf, userfaultfd, TIOCSTI…), and **set-id mode
+//!   bits**: `chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `mknod`, `mknodat`
+//!   and `creat` with S_ISUID or S_ISGID in the mode argument, `open` and
+//!   `openat` when they create (O_CREAT or O_TMPFILE) with such a mode.
+//!   The mode is argument 1, 2 or 3 depending on the call: `openat`'s is
+//!   the 4th (argument 3); a rule on its flags would match O_NONBLOCK
+//!   (0o4000 = S_ISUID) and break `ls`.
+//! - ENOSYS: `clone3` and `openat2` (their flags and mode hide in memory
+//!   the filter cannot read; libc falls back to `clone`/`openat`), and
+//!   `listmount`/`statmount` (the mount namespace already limits them to
+//!   the sandbox's own mounts; ENOSYS lets tools fall back).
+//! - EACCES, network `none`: every socket family but AF_UNIX, and AF_UNIX
+//!   *datagram* sockets and socketpairs (only a datagram socket sends to
+//!   an address in `sendmsg`/`sendmmsg`, whose `msg_name` the filter cannot
+//!   read; stream sockets refuse `msg_name`, seqpacket ones ignore it),
+//!   `connect`, and `sendto` with an address. Never `send()` on a
+//!   socketpair: asyncio wakes its loop through one.
+//! - EACCES, ports mode: non-TCP sockets (Landlock covers TCP only), and
+//!   `sendto`/`sendmsg`/`sendmmsg` with MSG_FASTOPEN (TCP Fast Open
+//!   connects inside the send, where Landlock's connect hook is not
+//!   called; `TCP_FASTOPEN_CONNECT` + `connect()` is seen by Landlock).
 
 use std::collections::BTreeMap;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
+use nix::sys::socket::{Backlog, SockaddrStorage, getsockname, listen};
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
     SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
 };
 
 use crate::spec::Network;
+use crate::sys;
 
 #[derive(Debug, thiserror::Error)]
 #[error("seccomp: {0}")]
@@ -27,6 +53,13 @@ fn err(e: impl std::fmt::Display) -> SeccompError {
 fn arch() -> Result<TargetArch, SeccompError> {
     TargetArch::try_from(std::env::consts::ARCH).map_err(err)
 }
+
+const SYS_FCHMODAT2: libc::c_long = 452;
+const SYS_STATMOUNT: libc::c_long = 457;
+const SYS_LISTMOUNT: libc::c_long = 458;
+const MSG_FASTOPEN: u64 = 0x2000_0000;
+/// `__O_TMPFILE` without O_DIRECTORY (libc's O_TMPFILE includes it).
+const O_TMPFILE_BIT: u64 = 0o20_000_000;
 
 /// Syscalls that always fail with EPERM.
 const DENIED: &[libc::c_long] = &[
@@ -98,19 +131,42 @@ fn compile(
     BpfProgram::try_from(filter).map_err(err)
 }
 
+/// Rules matching a mode argument `arg` with S_ISUID or S_ISGID set,
+/// each combined with `extra` conditions.
+fn setid_mode(arg: u8, extra: &[(u8, u64)]) -> Result<Vec<SeccompRule>, SeccompError> {
+    let mut out = Vec::new();
+    for bit in [libc::S_ISUID as u64, libc::S_ISGID as u64] {
+        let mut conds = vec![cond(arg, Op::MaskedEq(bit), bit)?];
+        for &(a, mask) in extra {
+            conds.push(cond(a, Op::MaskedEq(mask), mask)?);
+        }
+        out.push(rule(conds)?);
+    }
+    Ok(out)
+}
+
+/// Set-id modes of a call that creates only with O_CREAT or O_TMPFILE in
+/// its flags argument `flags`.
+fn setid_create(flags: u8, mode: u8) -> Result<Vec<SeccompRule>, SeccompError> {
+    let mut v = setid_mode(mode, &[(flags, libc::O_CREAT as u64)])?;
+    v.extend(setid_mode(mode, &[(flags, O_TMPFILE_BIT)])?);
+    Ok(v)
+}
+
 /// The filters for a network mode, in installation order.
-pub(crate) fn build(
-    network: &Network,
-    deny_connect: bool,
-) -> Result<Vec<BpfProgram>, SeccompError> {
+pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> {
     let mut programs = Vec::new();
 
-    // 1. EPERM deny-list.
+    // 0. The x32 ABI reaches the same kernel entry points under numbers
+    //    with bit 30 set, which no rule below names: refuse all of them.
+    #[cfg(target_arch = "x86_64")]
+    programs.push(x32_filter());
+
+    // 1. EPERM: the deny-list, namespace clone flags, TIOCSTI, set-id modes.
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for &nr in DENIED {
         rules.insert(nr, Vec::new());
     }
-    // clone with any namespace flag; ioctl TIOCSTI/TIOCLINUX (typing into a terminal).
     for ns in [
         libc::CLONE_NEWUSER,
         libc::CLONE_NEWNS,
@@ -141,30 +197,77 @@ pub(crate) fn build(
             cond(1, Op::Eq, 0)?,
         ])?],
     );
+    for (nr, mode) in [
+        (libc::SYS_fchmod, 1u8),
+        (libc::SYS_fchmodat, 2),
+        (SYS_FCHMODAT2, 2),
+        (libc::SYS_mknodat, 2),
+    ] {
+        rules.insert(nr, setid_mode(mode, &[])?);
+    }
+    rules.insert(libc::SYS_openat, setid_create(2, 3)?);
+    #[cfg(target_arch = "x86_64")]
+    {
+        for (nr, mode) in [
+            (libc::SYS_chmod, 1u8),
+            (libc::SYS_creat, 1),
+            (libc::SYS_mknod, 1),
+        ] {
+            rules.insert(nr, setid_mode(mode, &[])?);
+        }
+        rules.insert(libc::SYS_open, setid_create(1, 2)?);
+    }
     programs.push(compile(rules, SeccompAction::Errno(libc::EPERM as u32))?);
 
-    // 2. clone3 hides its flags in memory: ENOSYS makes libc use clone.
+    // 2. ENOSYS: arguments hidden in memory, and mount listing.
     let mut rules = BTreeMap::new();
-    rules.insert(libc::SYS_clone3, Vec::new());
+    for nr in [
+        libc::SYS_clone3,
+        libc::SYS_openat2,
+        SYS_STATMOUNT,
+        SYS_LISTMOUNT,
+    ] {
+        rules.insert(nr, Vec::new());
+    }
     programs.push(compile(rules, SeccompAction::Errno(libc::ENOSYS as u32))?);
 
-    // 3. Socket families.
+    // 3. EACCES: sockets and sends per network mode.
     let unix = libc::AF_UNIX as u64;
     let inet = libc::AF_INET as u64;
     let inet6 = libc::AF_INET6 as u64;
-    let socket_rules = match network {
-        Network::Host => Vec::new(),
-        // Only AF_UNIX (socketpairs, and pathname sockets Landlock governs).
-        Network::None => vec![rule(vec![cond(0, Op::Ne, unix)?])?],
-        // AF_UNIX, and TCP over IPv4/IPv6 (ports enforced by Landlock).
+    let dgram = libc::SOCK_DGRAM as u64;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    match network {
+        Network::Host => {}
+        Network::None => {
+            // Only AF_UNIX stream and seqpacket sockets; nothing that can
+            // send to an address.
+            let unix_only = vec![
+                rule(vec![cond(0, Op::Ne, unix)?])?,
+                rule(vec![
+                    cond(0, Op::Eq, unix)?,
+                    cond(1, Op::MaskedEq(0xf), dgram)?,
+                ])?,
+            ];
+            rules.insert(libc::SYS_socket, unix_only.clone());
+            rules.insert(libc::SYS_socketpair, unix_only);
+            rules.insert(libc::SYS_connect, Vec::new());
+            rules.insert(
+                libc::SYS_sendto,
+                vec![rule(vec![
+                    Cond::new(4, Len::Qword, Op::Ne, 0).map_err(err)?,
+                ])?],
+            );
+        }
         Network::Ports { .. } => {
+            // AF_UNIX, and TCP over IPv4/IPv6 (ports enforced by Landlock).
             let mut v = vec![rule(vec![
                 cond(0, Op::Ne, unix)?,
                 cond(0, Op::Ne, inet)?,
                 cond(0, Op::Ne, inet6)?,
             ])?];
             for dom in [inet, inet6] {
-                // Any type other than SOCK_STREAM (low 4 bits; the rest are flags).
+                // Any type but SOCK_STREAM (low 4 bits; the rest are flags).
                 for ty in [
                     libc::SOCK_DGRAM,
                     libc::SOCK_RAW,
@@ -185,30 +288,28 @@ pub(crate) fn build(
                     cond(2, Op::Ne, libc::IPPROTO_TCP as u64)?,
                 ])?);
             }
-            v
-        }
-    };
-    if !socket_rules.is_empty() {
-        let mut rules = BTreeMap::new();
-        rules.insert(libc::SYS_socket, socket_rules);
-        // socketpair creates only AF_UNIX pairs in practice; refuse others.
-        rules.insert(
-            libc::SYS_socketpair,
-            vec![rule(vec![cond(0, Op::Ne, unix)?])?],
-        );
-        if deny_connect {
-            // With only AF_UNIX sockets left, connect() can only reach
-            // pathname sockets (e.g. /var/run/docker.sock), which Landlock
-            // governs only from ABI 9. socketpairs never connect, and
-            // send() on them passes no address.
-            rules.insert(libc::SYS_connect, Vec::new());
+            rules.insert(libc::SYS_socket, v);
             rules.insert(
-                libc::SYS_sendto,
-                vec![rule(vec![
-                    Cond::new(4, Len::Qword, Op::Ne, 0).map_err(err)?,
-                ])?],
+                libc::SYS_socketpair,
+                vec![rule(vec![cond(0, Op::Ne, unix)?])?],
             );
+            for (nr, flags) in [
+                (libc::SYS_sendto, 3u8),
+                (libc::SYS_sendmsg, 2),
+                (libc::SYS_sendmmsg, 3),
+            ] {
+                rules.insert(
+                    nr,
+                    vec![rule(vec![cond(
+                        flags,
+                        Op::MaskedEq(MSG_FASTOPEN),
+                        MSG_FASTOPEN,
+                    )?])?],
+                );
+            }
         }
+    }
+    if !rules.is_empty() {
         programs.push(compile(rules, SeccompAction::Errno(libc::EACCES as u32))?);
     }
     Ok(programs)
@@ -222,6 +323,212 @@ pub(crate) fn apply(programs: &[BpfProgram]) -> Result<(), SeccompError> {
     Ok(())
 }
 
+/// ENOSYS for every x32 system call (number with `__X32_SYSCALL_BIT`).
+#[cfg(target_arch = "x86_64")]
+fn x32_filter() -> BpfProgram {
+    const X32_BIT: u32 = 0x4000_0000;
+    let ld_w_abs = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+    let jset_k = libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K;
+    let ret_k = libc::BPF_RET | libc::BPF_K;
+    [
+        stmt(ld_w_abs, 0), // seccomp_data.nr
+        jump(jset_k, X32_BIT, 0, 1),
+        stmt(ret_k, SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+        stmt(ret_k, SECCOMP_RET_ALLOW),
+    ]
+    .into_iter()
+    .map(|f| seccompiler::sock_filter {
+        code: f.code,
+        jt: f.jt,
+        jf: f.jf,
+        k: f.k,
+    })
+    .collect()
+}
+
+// --- listen() supervision (ports mode) ---
+
+const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
+const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
+const SECCOMP_RET_USER_NOTIF: u32 = 0x7fc0_0000;
+const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+const SECCOMP_RET_KILL_PROCESS: u32 = 0x8000_0000;
+#[cfg(target_arch = "x86_64")]
+const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xc000_003e;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xc000_00b7;
+
+fn stmt(code: u32, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    }
+}
+
+/// Installs (on the calling thread) a filter that hands every `listen()`
+/// to a supervisor, and returns the listener descriptor. Needs
+/// no_new_privs or CAP_SYS_ADMIN in the current user namespace.
+pub(crate) fn listen_notify_filter() -> Result<OwnedFd, SeccompError> {
+    let ld_w_abs = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+    let jeq_k = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
+    let ret_k = libc::BPF_RET | libc::BPF_K;
+    let prog = [
+        stmt(ld_w_abs, 4), // seccomp_data.arch
+        jump(jeq_k, AUDIT_ARCH, 1, 0),
+        stmt(ret_k, SECCOMP_RET_KILL_PROCESS),
+        stmt(ld_w_abs, 0), // seccomp_data.nr
+        jump(jeq_k, libc::SYS_listen as u32, 0, 1),
+        stmt(ret_k, SECCOMP_RET_USER_NOTIF),
+        stmt(ret_k, SECCOMP_RET_ALLOW),
+    ];
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `fprog` points to a valid BPF program of `len` instructions
+    // that outlives the call; the kernel copies it.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_SET_MODE_FILTER,
+            SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    if rc < 0 {
+        return Err(err(std::io::Error::last_os_error()));
+    }
+    let fd = i32::try_from(rc).map_err(err)?;
+    // SAFETY: the kernel returned a new listener descriptor owned by us alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `struct seccomp_data`.
+#[repr(C)]
+#[derive(Default)]
+struct SeccompData {
+    nr: i32,
+    arch: u32,
+    ip: u64,
+    args: [u64; 6],
+}
+
+/// `struct seccomp_notif`.
+#[repr(C)]
+#[derive(Default)]
+struct SeccompNotif {
+    id: u64,
+    pid: u32,
+    flags: u32,
+    data: SeccompData,
+}
+
+/// `struct seccomp_notif_resp`.
+#[repr(C)]
+#[derive(Default)]
+struct SeccompNotifResp {
+    id: u64,
+    val: i64,
+    error: i32,
+    flags: u32,
+}
+
+// _IOWR('!', 0, struct seccomp_notif), _IOWR('!', 1, struct seccomp_notif_resp),
+// and for ID_VALID the original _IOR('!', 2, __u64): kernels before 5.17
+// know only that number, later ones accept it beside the corrected _IOW.
+const NOTIF_RECV: libc::c_ulong = 0xc050_2100;
+const NOTIF_SEND: libc::c_ulong = 0xc018_2101;
+const NOTIF_ID_VALID: libc::c_ulong = 0x8008_2102;
+
+/// Answers one pending `listen()` on `listener` (init calls this when the
+/// descriptor is readable). The check is made on init's own duplicate of
+/// the caller's socket (`pidfd_getfd`), and init calls `listen()` on that
+/// duplicate itself instead of letting the call continue, so swapping the
+/// descriptor number in the server between check and call changes
+/// nothing. Returns false when the listener is dead.
+pub(crate) fn handle_listen(listener: BorrowedFd<'_>) -> bool {
+    let mut req = SeccompNotif::default();
+    // SAFETY: NOTIF_RECV fills a `struct seccomp_notif` of this layout.
+    let rc = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            NOTIF_RECV,
+            &mut req as *mut SeccompNotif,
+        )
+    };
+    if rc < 0 {
+        // ENOENT: the caller went away meanwhile; EINTR: try again later.
+        let e = std::io::Error::last_os_error();
+        return matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::EINTR));
+    }
+    let fd = i32::try_from(req.data.args[0]).unwrap_or(-1);
+    let backlog = req.data.args[1] as i32;
+    let mut resp = SeccompNotifResp {
+        id: req.id,
+        ..SeccompNotifResp::default()
+    };
+    resp.error = match checked_duplicate(req.pid, fd, listener, req.id) {
+        Ok(dup) => {
+            let backlog = Backlog::new(backlog).unwrap_or(Backlog::MAXCONN);
+            match listen(&dup, backlog) {
+                Ok(()) => 0,
+                Err(e) => -(e as i32),
+            }
+        }
+        Err(errno) => -errno,
+    };
+    // SAFETY: NOTIF_SEND reads a `struct seccomp_notif_resp` of this layout.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            NOTIF_SEND,
+            &mut resp as *mut SeccompNotifResp,
+        )
+    };
+    true
+}
+
+/// init's duplicate of the caller's socket when the listen may proceed,
+/// else the errno to return. An AF_INET/AF_INET6 socket must already be
+/// bound (its port was checked by Landlock at `bind()`): `listen()` on an
+/// unbound one would auto-bind a port no rule ever saw.
+fn checked_duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Result<OwnedFd, i32> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| libc::ESRCH)?;
+    let pidfd = sys::pidfd_open(pid).map_err(|_| libc::ESRCH)?;
+    let dup = sys::pidfd_getfd(pidfd.as_fd(), fd)
+        .map_err(|e| e.err.raw_os_error().unwrap_or(libc::EBADF))?;
+    // The pid may have been reused between RECV and pidfd_open: only trust
+    // the duplicate if the notification is still pending.
+    let mut idv = id;
+    // SAFETY: NOTIF_ID_VALID reads one u64.
+    if unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_ID_VALID, &mut idv as *mut u64) } < 0 {
+        return Err(libc::ESRCH);
+    }
+    let addr: SockaddrStorage = getsockname(dup.as_raw_fd()).map_err(|_| libc::ENOTSOCK)?;
+    let port = if let Some(v4) = addr.as_sockaddr_in() {
+        Some(v4.port())
+    } else {
+        addr.as_sockaddr_in6().map(|v6| v6.port())
+    };
+    if port == Some(0) {
+        return Err(libc::EACCES);
+    }
+    Ok(dup)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,9 +539,10 @@ mod tests {
             connect_tcp: vec![443],
             bind_tcp: vec![],
         };
-        assert_eq!(build(&Network::None, true).expect("none").len(), 3);
-        assert_eq!(build(&ports, false).expect("ports").len(), 3);
+        let x32 = usize::from(cfg!(target_arch = "x86_64"));
+        assert_eq!(build(&Network::None).expect("none").len(), 3 + x32);
+        assert_eq!(build(&ports).expect("ports").len(), 3 + x32);
         // `host`: no socket filter.
-        assert_eq!(build(&Network::Host, false).expect("host").len(), 2);
+        assert_eq!(build(&Network::Host).expect("host").len(), 2 + x32);
     }
 }

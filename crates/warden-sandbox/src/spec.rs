@@ -84,13 +84,54 @@ pub enum Network {
     Host,
 }
 
-/// Resource limits, applied with `setrlimit` (and, as root, a per-namespace
-/// `pid_max` for `processes`).
+/// Resource limits. Each is enforced for the whole sandbox where the host
+/// allows it (cgroups, the private tmpfs), else as well as it allows
+/// (per-process rlimits); `open_files` is per process and `file_size_mb`
+/// per file by nature. What is exact on this host, and why not otherwise,
+/// is in [`crate::SandboxSummary::limit_report`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
+    /// All memory of all processes: anonymous, shared and SysV memory,
+    /// stacks, and the private tmpfs' pages.
     pub memory_mb: u64,
+    /// Processes and threads together, the server included.
     pub processes: u64,
+    /// Open descriptors, per process (`RLIMIT_NOFILE`).
     pub open_files: u64,
+    /// Total CPU time of every process of the sandbox, dead ones included.
     pub cpu_seconds: u64,
+    /// Size of one file written (`RLIMIT_FSIZE`).
     pub file_size_mb: u64,
+    /// Bytes the server keeps in its private HOME + TMPDIR (+ `/dev/shm`).
+    pub private_mb: u64,
+    /// Which limits the operator wrote: one of these that cannot be
+    /// enforced exactly stops the launch (`SandboxError::Unsupported`)
+    /// unless `best_effort`; a default one is enforced as well as the host
+    /// allows and reported.
+    pub explicit: ExplicitLimits,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_mb: 1024,
+            processes: 64,
+            open_files: 256,
+            cpu_seconds: 600,
+            file_size_mb: 64,
+            private_mb: 256,
+            explicit: ExplicitLimits::default(),
+        }
+    }
+}
+
+/// Which limits were written explicitly (see [`Limits::explicit`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExplicitLimits {
+    pub memory_mb: bool,
+    pub processes: bool,
+    pub open_files: bool,
+    pub cpu_seconds: bool,
+    pub file_size_mb: bool,
+    pub private_mb: bool,
 }

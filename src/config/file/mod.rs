@@ -43,6 +43,7 @@ const LIMIT_KEYS: &[&str] = &[
     "open_files",
     "cpu_seconds",
     "file_size_mb",
+    "private_mb",
 ];
 const PERMISSION_KEYS: &[&str] = &["allow", "ask", "deny"];
 const AUDIT_KEYS: &[&str] = &["path", "redact", "fsync"];

@@ -185,12 +185,30 @@ impl Ctx<'_> {
                     Some("remove the key to get the default".into()),
                 ));
             };
-            let (slot, default) = match m.key.as_str() {
-                "memory_mb" => (&mut limits.memory_mb, defaults.memory_mb),
-                "processes" => (&mut limits.processes, defaults.processes),
-                "open_files" => (&mut limits.open_files, defaults.open_files),
-                "cpu_seconds" => (&mut limits.cpu_seconds, defaults.cpu_seconds),
-                _ => (&mut limits.file_size_mb, defaults.file_size_mb),
+            let e = &mut limits.explicit;
+            let (slot, default, explicit) = match m.key.as_str() {
+                "memory_mb" => (&mut limits.memory_mb, defaults.memory_mb, &mut e.memory_mb),
+                "processes" => (&mut limits.processes, defaults.processes, &mut e.processes),
+                "open_files" => (
+                    &mut limits.open_files,
+                    defaults.open_files,
+                    &mut e.open_files,
+                ),
+                "cpu_seconds" => (
+                    &mut limits.cpu_seconds,
+                    defaults.cpu_seconds,
+                    &mut e.cpu_seconds,
+                ),
+                "private_mb" => (
+                    &mut limits.private_mb,
+                    defaults.private_mb,
+                    &mut e.private_mb,
+                ),
+                _ => (
+                    &mut limits.file_size_mb,
+                    defaults.file_size_mb,
+                    &mut e.file_size_mb,
+                ),
             };
             if value > default && self.scope == Scope::Project {
                 return Err(self.boundary(
@@ -200,6 +218,7 @@ impl Ctx<'_> {
                 ));
             }
             *slot = value;
+            *explicit = true;
         }
         Ok(limits)
     }
