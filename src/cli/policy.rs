@@ -60,6 +60,7 @@ pub fn pipeline_config(
         },
         locked: global.locked,
         with_default: config.is_some_and(|c| c.default_policy),
+        ..PipelineConfig::default()
     })
 }
 

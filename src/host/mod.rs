@@ -94,6 +94,7 @@ impl Host {
             mode: opts.mode,
             locked: opts.locked,
             with_default: config.default_policy,
+            ..PipelineConfig::default()
         })?;
         let session = uuid::Uuid::new_v4().to_string();
         let audit = match opts

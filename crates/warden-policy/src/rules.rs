@@ -1,40 +1,57 @@
-//! Permission rules (CONTRACT §5, stage 5): `TOOL_GLOB` or
-//! `TOOL_GLOB(ARG: GLOB, …)`.
+//! Permission rules (CONTRACT §5, stage 5, and the rule targets of §8):
+//! `TARGET` or `TARGET(ARG: GLOB, …)`.
 //!
 //! Grammar and semantics, as enforced here:
 //!
-//! - `TOOL_GLOB` matches the qualified name `mcp__S__T` (`*`, `?`, `[…]`,
-//!   `{a,b}`). `mcp__S` without any wildcard is shorthand for `mcp__S__*`
-//!   (as in Claude Code). A glob that can never match a qualified name (a
-//!   character outside `[A-Za-z0-9_-]`, a literal prefix other than `mcp__`)
-//!   is a load-time error.
+//! - `TARGET` names what is decided, by kind: `mcp__S__T` (a tool call),
+//!   `resource__S` (reading a resource; one condition, `uri`),
+//!   `prompt__S__P` (getting a prompt), `sampling__S` and
+//!   `elicitation__S` (a server's requests; no conditions: the Rego
+//!   policy decides on their contents). Globs (`*`, `?`, `[…]`, `{a,b}`)
+//!   are allowed; `mcp__S` and `prompt__S` without any wildcard are
+//!   shorthand for `mcp__S__*` and `prompt__S__*` (as in Claude Code). A
+//!   glob whose literal start does not say the kind (`*`, `m*`) is a tool
+//!   glob. A target that can never match (a character outside
+//!   `[A-Za-z0-9_-]`, a literal start that is no kind's) is a load-time
+//!   error. The parser is total: no text makes it panic.
 //! - `ARG` is a top-level argument name or a JSON pointer (`/a/b`). Several
 //!   conditions must all hold. A missing argument never matches.
-//! - A `GLOB` containing `/` is a *path pattern*: the argument value is
-//!   normalised lexically (`.`, `..`, repeated `/`; a relative value is
-//!   taken relative to the workspace; `~…` stays as written) before
-//!   matching, `*` does not cross `/`, and `DIR/**` also matches `DIR`
-//!   itself. A path pattern must be absolute or start with `*`, and may not
-//!   contain `.`/`..` segments (it could never match a normalised path).
-//!   A `file:` URI is decoded and normalised as the path it names; a value
-//!   with another scheme (`https:`…) is matched as written, so it never
-//!   satisfies an absolute path pattern. Symlinks are not resolved: this
-//!   is lexical, the sandbox is the enforcement for the file system.
+//! - Values are matched in their canonical form ([`crate::canon`]), never
+//!   as raw text where the meaning differs:
+//!   - a `GLOB` containing `/` is a *path pattern* (absolute, or starting
+//!     with `*`; no `.`/`..` segments): it is matched against every path
+//!     reading of the value (a relative value is taken relative to the
+//!     workspace; a `file:` URI as the path it names and as the relative
+//!     path a server that does not parse URIs opens); `*` does not cross
+//!     `/`, and `DIR/**` also matches `DIR` itself;
+//!   - a `GLOB` of the form `scheme://…` (not `file:`) is a *URI pattern*,
+//!     matched against the value's canonical URI (WHATWG serialisation);
+//!   - a `GLOB` that is a JSON number is compared by value with numbers
+//!     (`id: 2` matches `2`, `2.0`, `2e0`);
+//!   - any other `GLOB` is matched against the text as sent.
+//! - `allow` needs a value warden can read with certainty and *every*
+//!   reading to match; a value that is uncertain (`~/…`, a `file:` URI with
+//!   a fragment…) never satisfies a path or URI condition of an `allow`,
+//!   and the rules stage then asks, saying why. `deny`/`ask` fire when
+//!   *any* plausible reading matches (for numbers: also a numeric string
+//!   equal in value).
 //! - Arrays: `allow` needs a non-empty array whose every element matches;
 //!   `deny`/`ask` fire when any element matches.
-//! - Wrong types: a value that is not a string (or array of strings) never
-//!   satisfies `allow`. For `deny`/`ask`, numbers and booleans are matched
-//!   as their JSON text, and `null`, objects and nested arrays *fire* the
-//!   rule: a restriction the value cannot be checked against fails closed.
+//! - Wrong types: a value that is neither a string nor (for a number
+//!   pattern) a number never satisfies `allow`. For `deny`/`ask`, numbers
+//!   and booleans are matched as their canonical JSON text, and `null`,
+//!   objects and nested arrays *fire* the rule: a restriction the value
+//!   cannot be checked against fails closed.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
-use serde_json::Value;
+use serde_json::{Number, Value};
 
-use warden_core::Scope;
+use warden_core::{RequestKind, Scope};
 
+use crate::canon::{CanonStr, CanonValue, Reading, canonical_number, numeric_value, split_scheme};
 use crate::sources::{RuleEffect, RuleSource};
 
 /// A malformed rule, with where it came from and where in the text the
@@ -72,9 +89,9 @@ enum ArgRef {
 }
 
 impl ArgRef {
-    fn lookup<'a>(&self, args: &'a Value) -> Option<&'a Value> {
+    fn lookup<'a>(&self, args: &'a CanonValue) -> Option<&'a CanonValue> {
         match self {
-            ArgRef::Name(name) => args.as_object()?.get(name),
+            ArgRef::Name(name) => args.get(name),
             ArgRef::Pointer(pointer) => args.pointer(pointer),
         }
     }
@@ -85,12 +102,24 @@ impl ArgRef {
     }
 }
 
+/// How a condition's `GLOB` is matched.
+#[derive(Debug, Clone)]
+enum Pattern {
+    /// Contains `/`: matched against path readings.
+    Path(GlobSet),
+    /// `scheme://…`: matched against canonical URI readings.
+    Uri(GlobSet),
+    /// A JSON number: compared by value.
+    Number(Number),
+    /// Anything else: matched against the text as sent.
+    Text(GlobMatcher),
+}
+
 #[derive(Debug, Clone)]
 struct Condition {
     arg: ArgRef,
-    pattern: String,
-    matcher: GlobSet,
-    path_like: bool,
+    text: String,
+    pattern: Pattern,
 }
 
 /// One parsed, checked rule.
@@ -100,7 +129,12 @@ pub struct Rule {
     pub text: String,
     /// `permissions.deny[2] in FILE`.
     pub origin: String,
-    tool: GlobMatcher,
+    pub scope: Scope,
+    kind: RequestKind,
+    target: GlobMatcher,
+    /// The target names one tool (or resource…) exactly: no glob, no
+    /// `mcp__S` shorthand.
+    exact: bool,
     conditions: Vec<Condition>,
 }
 
@@ -110,7 +144,20 @@ pub enum RuleMatch {
     No,
     /// Matched; the string explains on what (for reasons).
     Yes(String),
+    /// An `allow` rule that would match some reading of a value warden
+    /// cannot read with certainty: it does not apply; the string says why.
+    Uncertain(String),
 }
+
+/// A condition's verdict for one value.
+enum Holds {
+    Yes(String),
+    No,
+    Uncertain(String),
+}
+
+/// Longest value shown in a reason.
+const SHOWN: usize = 200;
 
 impl Rule {
     /// Parses and checks one rule. Project-scope `allow` rules are refused
@@ -133,7 +180,31 @@ impl Rule {
             ));
         }
         let parsed = parse(&source.text).map_err(|(col, msg)| err(col, msg))?;
-        let tool = compile_tool_glob(parsed.tool, parsed.tool_at).map_err(|(c, m)| err(c, m))?;
+        let target = compile_target(parsed.tool, parsed.tool_at).map_err(|(c, m)| err(c, m))?;
+        match target.kind {
+            RequestKind::Sampling | RequestKind::Elicitation if !parsed.conditions.is_empty() => {
+                return Err(err(
+                    parsed.conditions[0].arg_at,
+                    format!(
+                        "`{}` rules take no argument conditions: write `{}` and decide on the \
+                         request's contents in a Rego policy (input.{})",
+                        target.kind, parsed.tool, target.kind
+                    ),
+                ));
+            }
+            RequestKind::Resource => {
+                if let Some(c) = parsed.conditions.iter().find(|c| c.arg != "uri") {
+                    return Err(err(
+                        c.arg_at,
+                        format!(
+                            "`resource` rules have one condition, `uri` (found `{}`)",
+                            c.arg
+                        ),
+                    ));
+                }
+            }
+            _ => {}
+        }
         let mut conditions = Vec::with_capacity(parsed.conditions.len());
         let mut seen = Vec::new();
         for raw in parsed.conditions {
@@ -150,9 +221,17 @@ impl Rule {
             effect: source.effect,
             text: source.text.clone(),
             origin: format!("{key} in {}", source.file.display()),
-            tool,
+            scope: source.scope,
+            kind: target.kind,
+            target: target.matcher,
+            exact: target.exact,
             conditions,
         })
+    }
+
+    /// What kind of request the rule is about.
+    pub fn kind(&self) -> RequestKind {
+        self.kind
     }
 
     /// True when the rule has no argument conditions.
@@ -160,9 +239,23 @@ impl Rule {
         self.conditions.is_empty()
     }
 
-    /// Whether the rule's tool glob matches a qualified name.
+    /// True when the target names exactly one tool (`mcp__S__T`, no glob,
+    /// not the `mcp__S` shorthand): what CONTRACT §5's annotations
+    /// exception requires of an operator's `allow`.
+    pub fn names_tool_exactly(&self) -> bool {
+        self.kind == RequestKind::Tool && self.exact
+    }
+
+    /// Whether the rule's target matches a qualified tool name.
     pub fn matches_tool(&self, qualified: &str) -> bool {
-        self.tool.is_match(qualified)
+        self.matches_target(RequestKind::Tool, qualified)
+    }
+
+    /// Whether the rule's target matches a request of `kind` on `name`
+    /// (`mcp__S__T`, `resource__S`, `prompt__S__P`, `sampling__S`,
+    /// `elicitation__S`).
+    pub fn matches_target(&self, kind: RequestKind, name: &str) -> bool {
+        self.kind == kind && self.target.is_match(name)
     }
 
     /// Argument names this rule's conditions use that `input_schema` does
@@ -195,166 +288,237 @@ impl Rule {
             .collect()
     }
 
-    /// Matches the rule against one call.
-    pub fn matches(&self, qualified: &str, args: &Value, workspace: &str) -> RuleMatch {
-        if !self.matches_tool(qualified) {
+    /// Matches the rule against one tool call's canonical arguments.
+    #[cfg(test)]
+    pub fn matches(&self, qualified: &str, args: &CanonValue) -> RuleMatch {
+        self.matches_request(RequestKind::Tool, qualified, args)
+    }
+
+    /// Matches the rule against one request of any kind. For a
+    /// `resource`, `args` is `{"uri": …}` with the URI read by
+    /// [`crate::canon::canon_resource_uri`] (a `file:` URI as its path,
+    /// another scheme as its canonical URI).
+    pub fn matches_request(&self, kind: RequestKind, name: &str, args: &CanonValue) -> RuleMatch {
+        if !self.matches_target(kind, name) {
             return RuleMatch::No;
         }
         let mut details = Vec::new();
+        let mut uncertain = Vec::new();
         for cond in &self.conditions {
-            match self.eval_condition(cond, args, workspace) {
-                Some(detail) => details.push(detail),
-                None => return RuleMatch::No,
+            match self.eval_condition(cond, args) {
+                Holds::Yes(detail) => details.push(detail),
+                Holds::No => return RuleMatch::No,
+                Holds::Uncertain(why) => uncertain.push(why),
             }
         }
-        RuleMatch::Yes(details.join(", "))
+        if uncertain.is_empty() {
+            RuleMatch::Yes(details.join(", "))
+        } else {
+            RuleMatch::Uncertain(uncertain.join("; "))
+        }
     }
 
-    /// `Some(detail)` when the condition holds for this rule's effect.
-    fn eval_condition(&self, cond: &Condition, args: &Value, workspace: &str) -> Option<String> {
-        let value = cond.arg.lookup(args)?;
+    fn eval_condition(&self, cond: &Condition, args: &CanonValue) -> Holds {
+        let Some(value) = cond.arg.lookup(args) else {
+            return Holds::No;
+        };
         let name = cond.arg.as_str();
         let restrict = self.effect != RuleEffect::Allow;
         match value {
-            Value::String(s) => {
-                let (ok, shown) = cond.test_str(s, workspace);
-                ok.then(|| format!("{name}={shown}"))
-            }
-            Value::Array(items) => {
-                if restrict {
-                    items.iter().enumerate().find_map(|(i, item)| {
-                        self.restrict_scalar(cond, item, workspace)
-                            .map(|d| format!("{name}[{i}]={d}"))
-                    })
-                } else {
-                    if items.is_empty() {
-                        return None;
-                    }
-                    let mut shown = Vec::with_capacity(items.len());
-                    for item in items {
-                        let s = item.as_str()?;
-                        let (ok, norm) = cond.test_str(s, workspace);
-                        if !ok {
-                            return None;
+            CanonValue::Array(items) if restrict => items
+                .iter()
+                .enumerate()
+                .find_map(|(i, item)| {
+                    cond.fires(item)
+                        .map(|d| Holds::Yes(format!("{name}[{i}]={d}")))
+                })
+                .unwrap_or(Holds::No),
+            CanonValue::Array(items) => {
+                if items.is_empty() {
+                    return Holds::No;
+                }
+                let mut shown = Vec::with_capacity(items.len());
+                let mut uncertain = None;
+                for (i, item) in items.iter().enumerate() {
+                    match cond.allows(item) {
+                        Holds::Yes(d) => shown.push(d),
+                        Holds::No => return Holds::No,
+                        Holds::Uncertain(why) => {
+                            uncertain.get_or_insert(format!("{name}[{i}]: {why}"));
                         }
-                        shown.push(norm);
                     }
-                    Some(format!("{name}=[{}]", shown.join(", ")))
+                }
+                match uncertain {
+                    Some(why) => Holds::Uncertain(why),
+                    None => Holds::Yes(format!("{name}=[{}]", shown.join(", "))),
                 }
             }
-            other if restrict => self
-                .restrict_scalar(cond, other, workspace)
-                .map(|d| format!("{name}={d}")),
-            _ => None,
+            other if restrict => match cond.fires(other) {
+                Some(d) => Holds::Yes(format!("{name}={d}")),
+                None => Holds::No,
+            },
+            other => match cond.allows(other) {
+                Holds::Yes(d) => Holds::Yes(format!("{name}={d}")),
+                Holds::Uncertain(why) => Holds::Uncertain(format!("{name}: {why}")),
+                Holds::No => Holds::No,
+            },
         }
     }
+}
 
-    /// For deny/ask: does this (non-array-level) value fire the condition?
-    fn restrict_scalar(&self, cond: &Condition, value: &Value, workspace: &str) -> Option<String> {
-        match value {
-            Value::String(s) => {
-                let (ok, shown) = cond.test_str(s, workspace);
-                ok.then_some(shown)
-            }
-            Value::Number(_) | Value::Bool(_) => {
-                let text = value.to_string();
-                cond.matcher
-                    .is_match(&text)
-                    .then(|| format!("<value matching `{}`>", cond.pattern))
-            }
-            Value::Null => Some("null (not a string: fails closed)".into()),
-            Value::Array(_) => Some("a nested array (not a string: fails closed)".into()),
-            Value::Object(_) => Some("an object (not a string: fails closed)".into()),
-        }
+fn shown(s: &str) -> String {
+    if s.len() <= SHOWN {
+        return s.to_string();
+    }
+    let cut = (0..=SHOWN)
+        .rev()
+        .find(|i| s.is_char_boundary(*i))
+        .unwrap_or(0);
+    format!("{}…", &s[..cut])
+}
+
+fn numbers_equal(a: &Number, b: &Number) -> bool {
+    let (a, b) = (canonical_number(a), canonical_number(b));
+    match (a.as_i64(), b.as_i64(), a.as_u64(), b.as_u64()) {
+        (Some(x), Some(y), _, _) => x == y,
+        (_, _, Some(x), Some(y)) => x == y,
+        _ => a.as_f64().zip(b.as_f64()).is_some_and(|(x, y)| x == y),
     }
 }
 
 impl Condition {
-    /// Matches a string value; returns the (normalised) value shown in reasons.
-    fn test_str(&self, value: &str, workspace: &str) -> (bool, String) {
-        if self.path_like {
-            let norm = normalize_path(value, workspace);
-            (self.matcher.is_match(&norm), norm)
-        } else {
+    /// For `allow`: does the value satisfy the condition?
+    fn allows(&self, value: &CanonValue) -> Holds {
+        match (&self.pattern, value) {
+            (Pattern::Path(m), CanonValue::Str(s)) => readings_hold(s, |r| match r {
+                Reading::Path(p) => m.is_match(p),
+                Reading::Uri(_) => false,
+            }),
+            (Pattern::Uri(m), CanonValue::Str(s)) => {
+                // Only URI readings can satisfy a URI pattern; the path a
+                // server that does not parse URIs would open is a file in
+                // the workspace, not the resource the pattern names.
+                let uris: Vec<&str> = s
+                    .readings
+                    .iter()
+                    .filter_map(|r| match r {
+                        Reading::Uri(u) => Some(u.as_str()),
+                        Reading::Path(_) => None,
+                    })
+                    .collect();
+                let all = !uris.is_empty() && uris.iter().all(|u| m.is_match(u));
+                let any = uris.iter().any(|u| m.is_match(u));
+                match &s.uncertain {
+                    None if all => Holds::Yes(shown(&s.primary)),
+                    Some(why) if any => Holds::Uncertain(format!("`{}` is {why}", shown(&s.raw))),
+                    _ => Holds::No,
+                }
+            }
+            (Pattern::Number(_), CanonValue::Str(s)) if s.raw == self.text => {
+                Holds::Yes(format!("<value matching `{}`>", self.text))
+            }
+            (Pattern::Number(n), CanonValue::Number(v)) if numbers_equal(n, v) => {
+                Holds::Yes(v.to_string())
+            }
             // Not echoed: a non-path value may be a secret, and reasons
             // reach the audit log and the model unredacted.
-            (
-                self.matcher.is_match(value),
-                format!("<value matching `{}`>", self.pattern),
-            )
+            (Pattern::Text(m), CanonValue::Str(s)) if m.is_match(&s.raw) => {
+                Holds::Yes(format!("<value matching `{}`>", self.text))
+            }
+            _ => Holds::No,
+        }
+    }
+
+    /// For `deny`/`ask`: does this (non-array-level) value fire the
+    /// condition? Returns what to show in the reason.
+    fn fires(&self, value: &CanonValue) -> Option<String> {
+        let hidden = || format!("<value matching `{}`>", self.text);
+        match value {
+            CanonValue::Str(s) => match &self.pattern {
+                Pattern::Path(m) => s.readings.iter().find_map(|r| match r {
+                    Reading::Path(p) if m.is_match(p) => Some(reading_shown(s, p)),
+                    _ => None,
+                }),
+                Pattern::Uri(m) => {
+                    let hit = s.readings.iter().find_map(|r| match r {
+                        Reading::Uri(u) if m.is_match(u) => Some(reading_shown(s, u)),
+                        _ => None,
+                    });
+                    hit.or_else(|| m.is_match(&s.raw).then(|| shown(&s.raw)))
+                }
+                Pattern::Number(n) => {
+                    let by_value = n
+                        .as_f64()
+                        .zip(numeric_value(value))
+                        .is_some_and(|(a, b)| a == b);
+                    (s.raw == self.text || by_value).then(hidden)
+                }
+                Pattern::Text(m) => (m.is_match(&s.raw)
+                    || m.is_match(&s.primary)
+                    || s.readings.iter().any(|r| m.is_match(r.as_str())))
+                .then(hidden),
+            },
+            CanonValue::Number(v) => match &self.pattern {
+                Pattern::Number(n) => numbers_equal(n, v).then(|| v.to_string()),
+                other => glob_text(other, &v.to_string()).then(hidden),
+            },
+            CanonValue::Bool(b) => match &self.pattern {
+                Pattern::Number(_) => None,
+                other => glob_text(other, if *b { "true" } else { "false" }).then(hidden),
+            },
+            CanonValue::Null => Some("null (not a string: fails closed)".into()),
+            CanonValue::Array(_) => Some("a nested array (not a string: fails closed)".into()),
+            CanonValue::Object(_) => Some("an object (not a string: fails closed)".into()),
         }
     }
 }
 
-/// Lexical normalisation with [`warden_core::path::normalize`]: relative
-/// paths are joined to `workspace`; `.`, `..` and empty segments are
-/// resolved; `..` at the root stays at the root. A value starting with `~`
-/// keeps its `~` root (warden cannot know which home directory a server
-/// expands it to), so it never matches an absolute allow pattern; `..`
-/// never climbs above that `~` either.
-///
-/// URIs: a `file:` URI is decoded (`%XX`) and normalised as the absolute
-/// path it names; a value with any other scheme (`https:`, `s3:`, also
-/// `C:`) is kept as written, so it never matches an absolute pattern.
-pub fn normalize_path(value: &str, workspace: &str) -> String {
-    if let Some((scheme, rest)) = split_scheme(value) {
-        if !scheme.eq_ignore_ascii_case("file") {
-            return value.to_string();
+/// A reading that matched, shown with the value as sent when they differ.
+fn reading_shown(s: &CanonStr, reading: &str) -> String {
+    if reading == s.primary {
+        shown(reading)
+    } else {
+        format!("{} (read as {})", shown(&s.raw), shown(reading))
+    }
+}
+
+fn glob_text(pattern: &Pattern, text: &str) -> bool {
+    match pattern {
+        Pattern::Path(m) | Pattern::Uri(m) => m.is_match(text),
+        Pattern::Text(m) => m.is_match(text),
+        Pattern::Number(_) => false,
+    }
+}
+
+/// `allow` on a path condition: a certain value whose every reading
+/// matches; an uncertain value some reading of which matches is
+/// `Uncertain` (the rules stage asks, saying why).
+fn readings_hold(s: &CanonStr, matches: impl Fn(&Reading) -> bool) -> Holds {
+    let all = !s.readings.is_empty() && s.readings.iter().all(&matches);
+    match &s.uncertain {
+        None if all => Holds::Yes(shown(&s.primary)),
+        // A certain value with another meaning the pattern does not cover
+        // (a `file:` URI is also a relative path to a server that does not
+        // parse URIs).
+        None if s.readings.iter().any(&matches) => {
+            let other = s
+                .readings
+                .iter()
+                .find(|r| !matches(r))
+                .map_or("", Reading::as_str);
+            Holds::Uncertain(format!(
+                "`{}` also reads as `{}` (a server that does not parse URIs opens it relative \
+                 to the workspace)",
+                shown(&s.raw),
+                shown(other)
+            ))
         }
-        // file:///p, file://localhost/p, file:/p
-        let path = rest
-            .strip_prefix("//")
-            .map(|r| r.find('/').map_or("/", |i| &r[i..]))
-            .unwrap_or(rest);
-        return rooted(&percent_decode(path));
-    }
-    if value.starts_with('~') {
-        let (head, tail) = value.split_once('/').unwrap_or((value, ""));
-        // `~` acts as the root: `~/..` is `~`.
-        let tail = rooted(tail);
-        return format!("{head}{}", tail.trim_end_matches('/'));
-    }
-    let base = Path::new(workspace);
-    warden_core::path::absolutize(&Path::new("/").join(base), Path::new(value))
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// `path` taken from `/` (absolute or not) and normalised.
-fn rooted(path: &str) -> String {
-    warden_core::path::normalize(&Path::new("/").join(path))
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// `scheme:rest` when `value` starts with an RFC 3986 scheme.
-fn split_scheme(value: &str) -> Option<(&str, &str)> {
-    let colon = value.find(':')?;
-    let scheme = &value[..colon];
-    let mut chars = scheme.chars();
-    let first = chars.next()?;
-    (first.is_ascii_alphabetic()
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
-    .then(|| (scheme, &value[colon + 1..]))
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(hex) = s.get(i + 1..i + 3)
-            && let Ok(b) = u8::from_str_radix(hex, 16)
-        {
-            out.push(b);
-            i += 3;
-            continue;
+        None => Holds::No,
+        Some(why) if s.readings.iter().any(&matches) => {
+            Holds::Uncertain(format!("`{}` is {why}", shown(&s.raw)))
         }
-        out.push(bytes[i]);
-        i += 1;
+        Some(_) => Holds::No,
     }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 struct RawCondition<'a> {
@@ -391,11 +555,11 @@ fn parse(text: &str) -> Result<Parsed<'_>, (usize, String)> {
             conditions: Vec::new(),
         });
     };
-    let tool = text[lead..open].trim_end();
+    let tool = text.get(lead..open).unwrap_or("").trim_end();
     if tool.is_empty() {
-        return Err((col(text, lead), "missing tool name before `(`".into()));
+        return Err((col(text, lead), "missing target name before `(`".into()));
     }
-    if !text[..body_end].ends_with(')') {
+    if !text[..body_end].ends_with(')') || body_end <= open + 1 {
         return Err((
             col(text, body_end),
             "expected `)` at the end of the argument list".into(),
@@ -403,17 +567,18 @@ fn parse(text: &str) -> Result<Parsed<'_>, (usize, String)> {
     }
     let inner_start = open + 1;
     let inner_end = body_end - 1;
-    if inner_end < inner_start || text[inner_start..inner_end].trim().is_empty() {
+    let inner = text.get(inner_start..inner_end).unwrap_or("");
+    if inner.trim().is_empty() {
         return Err((
             col(text, open),
-            "empty argument list: write `TOOL` or `TOOL(ARG: GLOB)`".into(),
+            "empty argument list: write `TARGET` or `TARGET(ARG: GLOB)`".into(),
         ));
     }
     // Split on top-level commas (not inside `{…}` or `[…]`, not escaped).
     let mut parts = Vec::new();
     let (mut depth_brace, mut depth_bracket, mut start) = (0i32, 0i32, inner_start);
     let mut escaped = false;
-    for (i, c) in text[inner_start..inner_end].char_indices() {
+    for (i, c) in inner.char_indices() {
         let at = inner_start + i;
         if escaped {
             escaped = false;
@@ -441,7 +606,7 @@ fn parse(text: &str) -> Result<Parsed<'_>, (usize, String)> {
     parts.push((start, inner_end));
     let mut conditions = Vec::new();
     for (s, e) in parts {
-        let part = &text[s..e];
+        let part = text.get(s..e).unwrap_or("");
         let trimmed_lead = part.len() - part.trim_start().len();
         let ps = s + trimmed_lead;
         let part = part.trim();
@@ -487,55 +652,120 @@ fn parse(text: &str) -> Result<Parsed<'_>, (usize, String)> {
 
 const GLOB_META: &[char] = &['*', '?', '[', '{'];
 
-fn compile_tool_glob(tool: &str, at: usize) -> Result<GlobMatcher, (usize, String)> {
-    for (i, c) in tool.chars().enumerate() {
+struct Target {
+    kind: RequestKind,
+    matcher: GlobMatcher,
+    exact: bool,
+}
+
+/// The form each kind's names take, for messages.
+fn target_forms() -> &'static str {
+    "mcp__SERVER__TOOL, resource__SERVER, prompt__SERVER__PROMPT, sampling__SERVER or \
+     elicitation__SERVER"
+}
+
+fn compile_target(target: &str, at: usize) -> Result<Target, (usize, String)> {
+    for (i, c) in target.chars().enumerate() {
         let ok = c.is_ascii_alphanumeric() || "_-*?[]{},!^".contains(c);
         if !ok {
             return Err((
                 at + i,
                 format!(
-                    "`{c}` can never match: qualified tool names contain only [A-Za-z0-9_-] \
-                     (mcp__SERVER__TOOL)"
+                    "`{c}` can never match: names contain only [A-Za-z0-9_-] ({})",
+                    target_forms()
                 ),
             ));
         }
     }
-    let literal_len = tool.find(GLOB_META).unwrap_or(tool.len());
-    let prefix = &tool[..literal_len];
-    if !(prefix.starts_with("mcp__") || "mcp__".starts_with(prefix)) {
-        return Err((
+    let literal_len = target.find(GLOB_META).unwrap_or(target.len());
+    let literal = &target[..literal_len];
+    let is_glob = literal_len < target.len();
+    let never = || {
+        (
             at,
-            format!("`{tool}` can never match: tool names have the form mcp__SERVER__TOOL"),
-        ));
-    }
-    let mut pattern = tool.to_string();
-    if literal_len == tool.len() {
-        let rest = &tool[5..];
-        match rest.split_once("__") {
-            None if !rest.is_empty() => pattern = format!("{tool}__*"),
-            Some((server, t)) if !server.is_empty() && !t.is_empty() => {}
+            format!(
+                "`{target}` can never match: names have the form {}",
+                target_forms()
+            ),
+        )
+    };
+    // The kind whose prefix the literal start has, else (for a glob whose
+    // literal start is shorter than any prefix) the one it can still
+    // become; a glob that could be any kind (`*`, `m*`) is a tool glob.
+    let kind = RequestKind::ALL
+        .into_iter()
+        .find(|k| literal.starts_with(k.target_prefix()))
+        .or_else(|| {
+            if !is_glob {
+                return None;
+            }
+            if RequestKind::Tool.target_prefix().starts_with(literal) {
+                return Some(RequestKind::Tool);
+            }
+            let mut candidates = RequestKind::ALL
+                .into_iter()
+                .filter(|k| k.target_prefix().starts_with(literal));
+            match (candidates.next(), candidates.next()) {
+                (Some(k), None) => Some(k),
+                _ => None,
+            }
+        })
+        .ok_or_else(never)?;
+    let mut pattern = target.to_string();
+    let mut exact = false;
+    if !is_glob {
+        // `literal` starts with the kind's prefix (found above).
+        let rest = literal.get(kind.target_prefix().len()..).unwrap_or("");
+        match kind {
+            RequestKind::Tool | RequestKind::Prompt => match rest.split_once("__") {
+                None if !rest.is_empty() => pattern = format!("{target}__*"),
+                Some((server, name)) if !server.is_empty() && !name.is_empty() => exact = true,
+                _ => {
+                    let (prefix, what) = if kind == RequestKind::Tool {
+                        ("mcp", "TOOL")
+                    } else {
+                        ("prompt", "PROMPT")
+                    };
+                    return Err((
+                        at,
+                        format!(
+                            "`{target}` can never match: write {prefix}__SERVER__{what}, \
+                             {prefix}__SERVER or a glob"
+                        ),
+                    ));
+                }
+            },
             _ => {
-                return Err((
-                    at,
-                    format!(
-                        "`{tool}` can never match: write mcp__SERVER__TOOL, mcp__SERVER or a glob"
-                    ),
-                ));
+                if rest.is_empty() || rest.contains("__") {
+                    return Err((
+                        at,
+                        format!(
+                            "`{target}` can never match: write {}SERVER (server names have no `__`)",
+                            kind.target_prefix()
+                        ),
+                    ));
+                }
+                exact = true;
             }
         }
-        if tool.len() > warden_core::MAX_QUALIFIED_LEN {
+        if kind == RequestKind::Tool && target.len() > warden_core::MAX_QUALIFIED_LEN {
             return Err((
                 at,
                 format!(
-                    "`{tool}` can never match: qualified names are at most {} characters",
+                    "`{target}` can never match: qualified names are at most {} characters",
                     warden_core::MAX_QUALIFIED_LEN
                 ),
             ));
         }
     }
-    Glob::new(&pattern)
+    let matcher = Glob::new(&pattern)
         .map(|g| g.compile_matcher())
-        .map_err(|e| (at, format!("invalid tool glob: {}", e.kind())))
+        .map_err(|e| (at, format!("invalid glob: {}", e.kind())))?;
+    Ok(Target {
+        kind,
+        matcher,
+        exact,
+    })
 }
 
 fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (usize, String)> {
@@ -561,9 +791,24 @@ fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (usize, String
     } else {
         ArgRef::Name(raw.arg.to_string())
     };
-    let path_like = raw.glob.contains('/');
-    let mut patterns = vec![raw.glob.to_string()];
-    if path_like {
+    let invalid = |e: String| (raw.glob_at, format!("invalid pattern `{}`: {e}", raw.glob));
+    let pattern = if let Some((scheme, rest)) = split_scheme(raw.glob)
+        && rest.starts_with("//")
+    {
+        if scheme.eq_ignore_ascii_case("file") {
+            return Err((
+                raw.glob_at,
+                format!(
+                    "`{}`: write the path instead (`file:` URIs are matched as the path they \
+                     name), e.g. `{}`",
+                    raw.glob,
+                    rest.trim_start_matches("//localhost")
+                        .trim_start_matches("//")
+                ),
+            ));
+        }
+        Pattern::Uri(glob_set(&with_dir_itself(raw.glob), true).map_err(invalid)?)
+    } else if raw.glob.contains('/') {
         if !(raw.glob.starts_with('/') || raw.glob.starts_with('*')) {
             return Err((
                 raw.glob_at,
@@ -590,42 +835,61 @@ fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (usize, String
                 ),
             ));
         }
-        patterns = vec![collapsed.clone()];
-        if let Some(base) = collapsed.strip_suffix("/**")
-            && !base.is_empty()
-        {
-            patterns.push(base.to_string());
-        }
-    }
-    let mut set = GlobSetBuilder::new();
-    for p in &patterns {
-        let glob = GlobBuilder::new(p)
-            .literal_separator(path_like)
-            .backslash_escape(true)
-            .build()
-            .map_err(|e| {
-                (
-                    raw.glob_at,
-                    format!("invalid pattern `{}`: {}", raw.glob, e.kind()),
-                )
-            })?;
-        set.add(glob);
-    }
-    let matcher = set
-        .build()
-        .map_err(|e| (raw.glob_at, format!("invalid pattern `{}`: {e}", raw.glob)))?;
+        Pattern::Path(glob_set(&with_dir_itself(&collapsed), true).map_err(invalid)?)
+    } else if !raw.glob.contains(GLOB_META)
+        && let Ok(n) = serde_json::from_str::<Number>(raw.glob)
+    {
+        Pattern::Number(n)
+    } else {
+        Pattern::Text(
+            GlobBuilder::new(raw.glob)
+                .backslash_escape(true)
+                .build()
+                .map_err(|e| invalid(e.kind().to_string()))?
+                .compile_matcher(),
+        )
+    };
     Ok(Condition {
         arg,
-        pattern: raw.glob.to_string(),
-        matcher,
-        path_like,
+        text: raw.glob.to_string(),
+        pattern,
     })
+}
+
+/// `DIR/**` also matches `DIR` (and `DIR/`).
+fn with_dir_itself(pattern: &str) -> Vec<String> {
+    let mut out = vec![pattern.to_string()];
+    if let Some(base) = pattern.strip_suffix("/**")
+        && !base.is_empty()
+        && !base.ends_with('/')
+    {
+        out.push(base.to_string());
+        out.push(format!("{base}/"));
+    }
+    out
+}
+
+fn glob_set(patterns: &[String], literal_separator: bool) -> Result<GlobSet, String> {
+    let mut set = GlobSetBuilder::new();
+    for p in patterns {
+        let glob = GlobBuilder::new(p)
+            .literal_separator(literal_separator)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| e.kind().to_string())?;
+        set.add(glob);
+    }
+    set.build().map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::canon::{Context, Limits, canonicalize};
+    use proptest::prelude::*;
     use serde_json::json;
+
+    const WS: &str = "/w";
 
     fn rule(effect: RuleEffect, text: &str) -> Result<Rule, RuleError> {
         Rule::compile(&RuleSource {
@@ -637,24 +901,40 @@ mod tests {
         })
     }
 
-    #[test]
-    fn normalises_paths() {
-        assert_eq!(normalize_path("/w/../x", "/w"), "/x");
-        assert_eq!(normalize_path("a/./b//c", "/w"), "/w/a/b/c");
-        assert_eq!(normalize_path("../../..", "/w"), "/");
-        assert_eq!(normalize_path("~/a/../.ssh/k", "/w"), "~/.ssh/k");
-        assert_eq!(normalize_path("~/../../x", "/w"), "~/x");
-        assert_eq!(normalize_path("~", "/w"), "~");
-        assert_eq!(normalize_path("", "/w"), "/w");
-        assert_eq!(normalize_path("...", "/w"), "/w/...");
-        assert_eq!(
-            normalize_path("file:///w/../etc/passwd", "/w"),
-            "/etc/passwd"
+    fn canon(args: Value) -> CanonValue {
+        canonicalize(
+            &args,
+            &Context {
+                workspace: WS,
+                home: Some("/home/u"),
+            },
+            &Limits::default(),
+        )
+        .unwrap()
+        .value
+    }
+
+    fn resource(uri: &str) -> CanonValue {
+        let ctx = Context {
+            workspace: WS,
+            home: None,
+        };
+        let mut map = std::collections::BTreeMap::new();
+        map.insert(
+            "uri".to_string(),
+            CanonValue::Str(Box::new(crate::canon::canon_resource_uri(uri, &ctx))),
         );
-        assert_eq!(normalize_path("file://localhost/w/%2e%2e/x", "/w"), "/x");
-        assert_eq!(normalize_path("file:/w/a", "/w"), "/w/a");
-        assert_eq!(normalize_path("https://h/w/a", "/w"), "https://h/w/a");
-        assert_eq!(normalize_path("C:\\x", "/w"), "C:\\x");
+        CanonValue::Object(map)
+    }
+
+    fn m(effect: RuleEffect, text: &str, args: Value) -> RuleMatch {
+        rule(effect, text)
+            .unwrap()
+            .matches("mcp__fs__read", &canon(args))
+    }
+
+    fn yes(r: &RuleMatch) -> bool {
+        matches!(r, RuleMatch::Yes(_))
     }
 
     #[test]
@@ -662,6 +942,17 @@ mod tests {
         let r = rule(RuleEffect::Deny, "mcp__fs").unwrap();
         assert!(r.matches_tool("mcp__fs__read"));
         assert!(!r.matches_tool("mcp__fsx__read"));
+        assert!(!r.names_tool_exactly());
+        assert!(
+            rule(RuleEffect::Allow, "mcp__fs__read")
+                .unwrap()
+                .names_tool_exactly()
+        );
+        assert!(
+            !rule(RuleEffect::Allow, "mcp__fs__*")
+                .unwrap()
+                .names_tool_exactly()
+        );
     }
 
     #[test]
@@ -674,6 +965,195 @@ mod tests {
         assert!(e.message.contains("never match"), "{e}");
     }
 
+    /// These used to slice past the end of the text.
+    #[test]
+    fn short_targets_are_errors_not_panics() {
+        for text in [
+            "mcp_",
+            "mc",
+            "mcp",
+            "m",
+            "mcp__",
+            "resource__",
+            "prompt_",
+            "(",
+            ")",
+            "a(",
+            "(b)",
+            "x()",
+        ] {
+            assert!(rule(RuleEffect::Deny, text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn targets_of_every_kind() {
+        let r = rule(RuleEffect::Deny, "resource__fs(uri: /w/secrets/**)").unwrap();
+        assert_eq!(r.kind(), RequestKind::Resource);
+        assert!(r.matches_target(RequestKind::Resource, "resource__fs"));
+        assert!(!r.matches_target(RequestKind::Tool, "resource__fs"));
+        let hit = r.matches_request(
+            RequestKind::Resource,
+            "resource__fs",
+            &resource("file:///w/secrets/key"),
+        );
+        assert!(yes(&hit), "{hit:?}");
+        // A fragment cannot hide the path from a deny …
+        let hit = r.matches_request(
+            RequestKind::Resource,
+            "resource__fs",
+            &resource("file:///w/secrets/key#/../../public/x"),
+        );
+        assert!(yes(&hit), "{hit:?}");
+        // … nor satisfy an allow.
+        let allow = rule(RuleEffect::Allow, "resource__fs(uri: /w/public/**)").unwrap();
+        let got = allow.matches_request(
+            RequestKind::Resource,
+            "resource__fs",
+            &resource("file:///w/secrets/key#/../../public/x"),
+        );
+        assert!(matches!(got, RuleMatch::Uncertain(_)), "{got:?}");
+        // A resource URI is always a URI: its path alone decides.
+        assert!(yes(&allow.matches_request(
+            RequestKind::Resource,
+            "resource__fs",
+            &resource("file:///w/public/a")
+        )));
+        let web = rule(
+            RuleEffect::Allow,
+            "resource__web(uri: https://example.com/docs/**)",
+        )
+        .unwrap();
+        assert!(yes(&web.matches_request(
+            RequestKind::Resource,
+            "resource__web",
+            &resource("HTTPS://EXAMPLE.com:443/docs/a/../b")
+        )));
+        assert!(!yes(&web.matches_request(
+            RequestKind::Resource,
+            "resource__web",
+            &resource("https://example.com/docs/../private")
+        )));
+        let p = rule(RuleEffect::Ask, "prompt__notes__summarise(topic: *secret*)").unwrap();
+        assert_eq!(p.kind(), RequestKind::Prompt);
+        assert!(p.names_tool_exactly() == false);
+        assert!(
+            rule(RuleEffect::Ask, "prompt__notes")
+                .unwrap()
+                .matches_target(RequestKind::Prompt, "prompt__notes__x")
+        );
+        assert_eq!(
+            rule(RuleEffect::Ask, "sampling__*").unwrap().kind(),
+            RequestKind::Sampling
+        );
+        assert_eq!(
+            rule(RuleEffect::Deny, "elicitation__srv").unwrap().kind(),
+            RequestKind::Elicitation
+        );
+        assert_eq!(
+            rule(RuleEffect::Deny, "*").unwrap().kind(),
+            RequestKind::Tool
+        );
+        assert_eq!(
+            rule(RuleEffect::Deny, "r*").unwrap().kind(),
+            RequestKind::Resource
+        );
+        for bad in [
+            "sampling__srv(maxTokens: 5)",
+            "elicitation__a__b",
+            "resource__fs(path: /x)",
+            "resource__",
+            "prompt__x__",
+            "resource__fs(uri: file:///x/**)",
+        ] {
+            assert!(rule(RuleEffect::Deny, bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn paths_are_canonical() {
+        let deny = |args| m(RuleEffect::Deny, "mcp__*__*(path: /etc/**)", args);
+        for p in [
+            "//etc/shadow",
+            "/etc/./shadow",
+            "/w/../etc/shadow",
+            "~/../../../../../../etc/shadow",
+            "file:///etc/shadow",
+            "file:///w/x#/../../../etc/shadow",
+            "file:///etc/shadow?x",
+            "file:///w/a\\..\\..\\etc\\shadow",
+            "file:///w/%2e%2e/etc/shadow",
+            "file:///w/a%2f..%2f..%2fetc%2fshadow",
+            "../etc/shadow",
+        ] {
+            assert!(yes(&deny(json!({"path": p}))), "{p}");
+        }
+        let allow = |args| m(RuleEffect::Allow, "mcp__fs__read(path: /w/public/**)", args);
+        assert!(yes(&allow(json!({"path": "/w/public/a"}))));
+        assert!(yes(&allow(json!({"path": "public/./a"}))));
+        // The literal reading (`/w/file:/w/public/a`) is not under /w/public:
+        // a server that does not parse URIs would open that.
+        let literal = allow(json!({"path": "file:///w/public/a"}));
+        assert!(matches!(literal, RuleMatch::Uncertain(_)), "{literal:?}");
+        let ws = m(
+            RuleEffect::Allow,
+            "mcp__fs__read(path: /w/**)",
+            json!({"path": "file:///w/public/a"}),
+        );
+        assert!(yes(&ws), "{ws:?}");
+        for p in [
+            "file:///w/secrets/key#/../../public/x",
+            "~/public/x",
+            "/w/public/../secrets",
+            "file:///w/public/%2e%2e/x",
+        ] {
+            assert!(!yes(&allow(json!({"path": p}))), "{p}");
+        }
+        // A file URI outside the workspace also has the literal reading
+        // (`/w/file:/data/x`), which an allow for /data/** does not cover.
+        let data = m(
+            RuleEffect::Allow,
+            "mcp__fs__read(path: /data/**)",
+            json!({"path": "file:///data/x"}),
+        );
+        assert!(matches!(data, RuleMatch::Uncertain(_)), "{data:?}");
+    }
+
+    #[test]
+    fn numbers_by_value() {
+        for v in [
+            json!(2),
+            json!(2.0),
+            serde_json::from_str::<Value>("2e0").unwrap(),
+            json!("2.0"),
+            json!(" 2"),
+        ] {
+            assert!(
+                yes(&m(
+                    RuleEffect::Deny,
+                    "mcp__fs__read(id: 2)",
+                    json!({"id": v})
+                )),
+                "{v}"
+            );
+        }
+        assert!(!yes(&m(
+            RuleEffect::Deny,
+            "mcp__fs__read(id: 2)",
+            json!({"id": 3})
+        )));
+        assert!(yes(&m(
+            RuleEffect::Allow,
+            "mcp__fs__read(id: 2)",
+            json!({"id": 2.0})
+        )));
+        assert!(!yes(&m(
+            RuleEffect::Allow,
+            "mcp__fs__read(id: 2)",
+            json!({"id": "2.0"})
+        )));
+    }
+
     #[test]
     fn braces_keep_commas() {
         let r = rule(
@@ -681,10 +1161,27 @@ mod tests {
             "mcp__*__*(path: **/{.env,.ssh/**}, mode: w)",
         )
         .unwrap();
-        let args = json!({"path": "/w/.env", "mode": "w"});
-        assert!(matches!(
-            r.matches("mcp__a__b", &args, "/w"),
-            RuleMatch::Yes(_)
-        ));
+        let args = canon(json!({"path": "/w/.env", "mode": "w"}));
+        assert!(yes(&r.matches("mcp__a__b", &args)));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// No text makes the parser panic (errors are fine).
+        #[test]
+        fn no_rule_text_panics(text in "\\PC{0,40}") {
+            for effect in [RuleEffect::Allow, RuleEffect::Deny] {
+                let _ = rule(effect, &text);
+            }
+        }
+
+        /// The same with the characters rules are made of.
+        #[test]
+        fn no_rule_shaped_text_panics(text in "[mcpresoumlingt_*?{}\\[\\],!^():/~0-9 .\\\\-]{0,30}") {
+            if let Ok(r) = rule(RuleEffect::Deny, &text) {
+                let _ = r.matches("mcp__a__b", &canon(json!({"path": "/x", "id": 2})));
+            }
+        }
     }
 }
