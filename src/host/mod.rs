@@ -54,11 +54,11 @@ pub struct HostOptions {
     pub sandbox_helper: Option<PathBuf>,
 }
 
-/// Counters for `session_end` and `run --json`.
+/// Counters for `session_end`.
 #[derive(Debug, Default)]
-pub struct Stats {
-    pub calls: AtomicU64,
-    pub denied: AtomicU64,
+struct Stats {
+    calls: AtomicU64,
+    denied: AtomicU64,
 }
 
 pub struct Host {
@@ -210,10 +210,6 @@ impl Host {
     /// The session's audit log file, when there is one.
     pub fn audit_path(&self) -> Option<PathBuf> {
         self.audit.as_ref().map(|a| a.path().to_path_buf())
-    }
-
-    pub fn stats(&self) -> &Stats {
-        &self.stats
     }
 
     pub fn statuses(&self) -> Vec<ServerStatus> {

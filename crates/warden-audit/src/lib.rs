@@ -118,6 +118,8 @@
 //! chain. Keep the last hash `verify` prints (or ship records elsewhere) when
 //! that matters; a session without its `session_end` record is also a hint.
 
+#![forbid(unsafe_code)]
+
 mod chain;
 mod error;
 mod key;

@@ -29,6 +29,8 @@
 //! can only restrict; a value warden cannot read with certainty never
 //! satisfies an `allow` on paths or URIs.
 
+#![forbid(unsafe_code)]
+
 mod ask;
 mod bounded;
 mod canon;
