@@ -46,6 +46,8 @@ fn spec(program: &Path, args: &[&str], sandboxed: bool) -> LaunchSpec {
         scope: Scope::Explicit,
         source: PathBuf::from("bench"),
         digest: String::new(),
+        content: Default::default(),
+        approval_digest: String::new(),
     };
     launch_spec(&config).expect("stdio")
 }

@@ -291,7 +291,7 @@ pub fn main() -> ExitCode {
             let code = error
                 .downcast_ref::<CliError>()
                 .map_or(exit::USAGE, |e| e.code);
-            eprintln!("warden: {error:#}");
+            eprintln!("warden: {}", crate::scrub::clean(&format!("{error:#}")));
             ExitCode::from(code)
         }
     }
@@ -385,7 +385,9 @@ fn init_tracing(global: &GlobalArgs) {
         .with_env_filter(filter)
         // Colour codes only for a person at a terminal, never in CI logs.
         .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
+        // Every line without credentials in URLs or configured secrets,
+        // the libraries' own lines included.
+        .with_writer(crate::scrub::Stderr);
     let _ = match global.log_format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),

@@ -52,6 +52,7 @@ pub fn pipeline_config(
             None => None,
         },
         extra_policies: global.policies.clone(),
+        data: config.map(|c| c.policy_data.clone()).unwrap_or_default(),
         workspace,
         mode: if global.ci {
             Mode::Ci

@@ -422,19 +422,20 @@ fn answer_of(action: ElicitationAction, content: Option<&Value>) -> AskAnswer {
 }
 
 fn elicitation_message(prompt: &AskPrompt, exposed_name: &str) -> String {
-    const MAX_ARGS: usize = 1000;
-    let mut args = serde_json::to_string(&prompt.arguments).unwrap_or_default();
-    if args.len() > MAX_ARGS {
-        let cut = (0..=MAX_ARGS)
-            .rev()
-            .find(|i| args.is_char_boundary(*i))
-            .unwrap_or(0);
-        args.truncate(cut);
-        args.push_str("… (truncated)");
-    }
+    // Every key, values shortened (the pipeline denies rather than asking
+    // when they cannot all be shown).
+    let args = if prompt.argument_lines.is_empty() {
+        " (none)".to_string()
+    } else {
+        prompt
+            .argument_lines
+            .iter()
+            .map(|l| format!("\n  {}: {}", l.key, l.value))
+            .collect::<String>()
+    };
     sanitize_for_terminal(&format!(
         "warden asks before this tool call runs.\n\
-         server: {server}\ntool: {tool} (as {exposed_name})\narguments: {args}\n\
+         server: {server}\ntool: {tool} (as {exposed_name})\narguments:{args}\n\
          why warden asks (stage `{stage}`): {reasons}\n\
          Choose allow_once to run this call once, or deny.",
         server = prompt.server,

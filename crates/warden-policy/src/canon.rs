@@ -378,7 +378,7 @@ pub fn canon_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
         return home(raw, ctx);
     }
     let nul = raw.contains('\0').then(|| {
-        "contains a NUL character (C-based servers cut the path there; others fail)".to_string()
+        "it contains a NUL character (C-based servers cut the path there; others fail)".to_string()
     });
     let mut readings = vec![literal()];
     if nul.is_some()
@@ -472,7 +472,7 @@ fn home(raw: &str, ctx: &Context<'_>) -> CanonStr {
         primary: raw.to_string(),
         readings,
         uncertain: Some(
-            "starts with `~`: warden does not expand `~`, because it cannot know which home \
+            "it starts with `~`: warden does not expand `~`, because it cannot know which home \
              directory the server uses"
                 .into(),
         ),
@@ -502,7 +502,7 @@ fn file_uri(raw: &str, rest: &str, ctx: &Context<'_>) -> CanonStr {
                 shape: Shape::FileUri,
                 primary: raw.to_string(),
                 readings,
-                uncertain: Some(format!("a `file:` URI {why}")),
+                uncertain: Some(format!("it is a `file:` URI {why}")),
             }
         }
     }
@@ -679,7 +679,7 @@ fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
             _ => raw.to_string(),
         },
         readings,
-        uncertain: why.map(|w| format!("a URI {w}")),
+        uncertain: why.map(|w| format!("it is a URI {w}")),
     }
 }
 

@@ -410,7 +410,10 @@ impl Condition {
                 let any = uris.iter().any(|u| m.is_match(u));
                 match &s.uncertain {
                     None if all => Holds::Yes(shown(&s.primary)),
-                    Some(why) if any => Holds::Uncertain(format!("`{}` is {why}", shown(&s.raw))),
+                    Some(why) if any => Holds::Uncertain(format!(
+                        "`{}` cannot be read with certainty: {why}",
+                        shown(&s.raw)
+                    )),
                     _ => Holds::No,
                 }
             }
@@ -500,7 +503,7 @@ fn readings_hold(s: &CanonStr, matches: impl Fn(&Reading) -> bool) -> Holds {
         // A certain value with another meaning the pattern does not cover
         // (a `file:` URI is also a relative path to a server that does not
         // parse URIs).
-        None if s.readings.iter().any(&matches) => {
+        None if s.readings.first().is_some_and(&matches) => {
             let other = s
                 .readings
                 .iter()
@@ -514,9 +517,10 @@ fn readings_hold(s: &CanonStr, matches: impl Fn(&Reading) -> bool) -> Holds {
             ))
         }
         None => Holds::No,
-        Some(why) if s.readings.iter().any(&matches) => {
-            Holds::Uncertain(format!("`{}` is {why}", shown(&s.raw)))
-        }
+        Some(why) if s.readings.iter().any(&matches) => Holds::Uncertain(format!(
+            "`{}` cannot be read with certainty: {why}",
+            shown(&s.raw)
+        )),
         Some(_) => Holds::No,
     }
 }

@@ -250,7 +250,7 @@ mod tests {
             "raw_arguments": {"a": [1, -2, 2.5, null, true, {"b": "c"}], "big": u64::MAX,
                               "n": 2, "p": "//etc/./shadow", "u": "file:///srv/repo/a#x"},
             "readings": {"/u": ["/srv/repo/a#x", "/srv/repo/a", "/srv/repo/file:/srv/repo/a#x"]},
-            "uncertain": {"/u": "a `file:` URI with a fragment (`#`: URL parsers drop it, naive servers do not)"},
+            "uncertain": {"/u": "it is a `file:` URI with a fragment (`#`: URL parsers drop it, naive servers do not)"},
             "context": {"mode": "gateway", "session": "s", "workspace": "/srv/repo", "call_index": 7},
             "stages": {"trust": null, "rules": "ask"},
         });

@@ -366,9 +366,67 @@ impl Pipeline {
     }
 
     /// Evaluates the Rego stage for a ready `input` document (used by
-    /// `warden policy eval`).
+    /// `warden policy eval`). A document without `raw_arguments` is taken
+    /// to hold the arguments as sent: warden adds their canonical form
+    /// (`arguments`), `raw_arguments`, `readings` and `uncertain`, as it
+    /// does for every call.
     pub fn policy_verdict_for_input(&self, input: &Value) -> StageVerdict {
-        self.policy_verdict(crate::rego::to_rego(input))
+        self.policy_verdict(crate::rego::to_rego(&self.complete_input(input)))
+    }
+
+    /// `input` with the canonical argument keys added when it has no
+    /// `raw_arguments` (see [`Pipeline::policy_verdict_for_input`]).
+    pub fn complete_input(&self, input: &Value) -> Value {
+        let Value::Object(map) = input else {
+            return input.clone();
+        };
+        if map.contains_key("raw_arguments") {
+            return input.clone();
+        }
+        let raw = map
+            .get("arguments")
+            .cloned()
+            .unwrap_or(Value::Object(Default::default()));
+        let Ok(canonical) = self.canonicalize(&raw) else {
+            return input.clone();
+        };
+        let mut out = map.clone();
+        let notable = canonical.notable();
+        out.insert("arguments".into(), canonical.arguments_json());
+        out.insert("raw_arguments".into(), raw);
+        out.insert(
+            "readings".into(),
+            Value::Object(
+                notable
+                    .iter()
+                    .map(|(p, s)| {
+                        (
+                            p.clone(),
+                            Value::Array(
+                                s.readings
+                                    .iter()
+                                    .map(|r| Value::String(r.as_str().to_string()))
+                                    .collect(),
+                            ),
+                        )
+                    })
+                    .collect(),
+            ),
+        );
+        out.insert(
+            "uncertain".into(),
+            Value::Object(
+                notable
+                    .iter()
+                    .filter_map(|(p, s)| {
+                        s.uncertain
+                            .as_ref()
+                            .map(|w| (p.clone(), Value::String(w.clone())))
+                    })
+                    .collect(),
+            ),
+        );
+        Value::Object(out)
     }
 
     /// Combines stage verdicts computed elsewhere (e.g. `policy eval`).
