@@ -57,7 +57,8 @@ sent(raw, canonical, readings, uncertain) := object.union(allowed, {
 })
 
 test_double_slash_shadow_denied if {
-	count(warden.deny) > 0 with input as sent({"path": "//etc/shadow"}, {"path": "/etc/shadow"}, {}, {})
+	inp := sent({"path": "//etc/shadow"}, {"path": "//etc/shadow"}, {"/path": ["/etc/shadow", "/shadow"]}, {"/path": "it starts with `//`"})
+	count(warden.deny) > 0 with input as inp
 }
 
 test_dot_segment_shadow_denied if {

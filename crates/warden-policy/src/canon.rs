@@ -24,9 +24,14 @@
 //! backslash, control character, whitespace at either end, a
 //! percent-encoded `/`, `\`, `.`, NUL or control character, invalid
 //! percent-encoding or UTF-8, a host other than `localhost`, or no `//`
-//! (`file:x`); a value starting with `~`; a NUL anywhere in a path; a
-//! URI with userinfo, a backslash, a control character or a
-//! percent-encoded `.`/`/`. For uncertain values the readings are every
+//! (`file:x`), an empty path segment (`//`, which WHATWG parsers keep, so a
+//! later `..` climbs differently); a value starting with `~`; a URI with userinfo, a
+//! backslash, a control character or a percent-encoded `.`/`/`; and a
+//! plain path that a URL parser (Python's `urllib.parse`, which servers
+//! apply to anything they expect to be a URI) reads differently: one with
+//! a NUL or control character, whitespace at either end, a leading `//`
+//! (a host), `?` or `#`, a percent-escape, or a `NAME:` prefix before a
+//! `/`. For uncertain values the readings are every
 //! plausible one (Python's, Node's, a naive prefix strip, with and without
 //! decoding, `~` at `/` and at the host's HOME), for deny and ask rules.
 //!
@@ -115,6 +120,13 @@ impl CanonStr {
     pub fn is_certain(&self) -> bool {
         self.uncertain.is_none()
     }
+
+    /// Looks like a path or URI (has a `/`, starts with `~`, or has a URI
+    /// scheme): what `input.readings`/`input.uncertain` report. (Text such
+    /// as `Fix #42` is read every way for rules, but not reported.)
+    pub fn path_shaped(&self) -> bool {
+        matches!(self.shape, Shape::Home | Shape::FileUri | Shape::Uri) || self.raw.contains('/')
+    }
 }
 
 /// A value with every string canonicalised.
@@ -189,15 +201,15 @@ impl Canonical {
         conv(&self.value)
     }
 
-    /// Every string value that is uncertain or has more than one reading
-    /// (URIs: the URI's meaning, and the relative path a server that does
-    /// not parse URIs opens), by JSON pointer: `(pointer, value)`. For `input.readings` and
+    /// Every path-shaped string value that is uncertain or has more than
+    /// one reading (URIs: the URI's meaning, and the relative path a server
+    /// that does not parse URIs opens), by JSON pointer: `(pointer, value)`. For `input.readings` and
     /// `input.uncertain`.
     pub fn notable(&self) -> Vec<(String, &CanonStr)> {
         fn walk<'a>(v: &'a CanonValue, at: &mut String, out: &mut Vec<(String, &'a CanonStr)>) {
             match v {
                 CanonValue::Str(s) => {
-                    if !s.is_certain() || s.readings.len() > 1 {
+                    if (!s.is_certain() || s.readings.len() > 1) && s.path_shaped() {
                         out.push((at.clone(), s));
                     }
                 }
@@ -374,20 +386,20 @@ pub fn canon_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
             return other_uri(raw, ctx);
         }
     }
-    if raw.starts_with('~') {
+    // pathlib collapses leading `.` components (`./~/a` is `~/a`), and
+    // then `expanduser()` expands the `~`.
+    if leading_dots_stripped(raw).starts_with('~') {
         return home(raw, ctx);
     }
-    let nul = raw.contains('\0').then(|| {
-        "it contains a NUL character (C-based servers cut the path there; others fail)".to_string()
-    });
+    let why = plain_uncertainty(raw);
     let mut readings = vec![literal()];
-    if nul.is_some()
-        && let Some((before, _)) = raw.split_once('\0')
-    {
-        push_unique(
-            &mut readings,
-            Reading::Path(absolutize_str(ctx.workspace, before)),
-        );
+    if why.is_some() {
+        for r in uri_reference_readings(raw) {
+            push_unique(
+                &mut readings,
+                Reading::Path(absolutize_str(ctx.workspace, &r)),
+            );
+        }
     }
     let (shape, primary) = if raw.starts_with('/') {
         (Shape::Absolute, readings[0].as_str().to_string())
@@ -396,11 +408,12 @@ pub fn canon_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
     } else {
         (Shape::Relative, raw.to_string())
     };
-    let primary = if nul.is_some() {
+    let primary = if why.is_some() {
         raw.to_string()
     } else {
         primary
     };
+    let nul = why.map(str::to_string);
     CanonStr {
         raw: raw.to_string(),
         shape,
@@ -408,6 +421,64 @@ pub fn canon_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
         readings,
         uncertain: nul,
     }
+}
+
+/// Why a string without a URI scheme cannot be read as a path with
+/// certainty: where Python's `urllib.parse` (which a server may apply to
+/// any string it expects to be a URI) reads it differently from a path, or
+/// where servers disagree on a path (NUL).
+fn plain_uncertainty(raw: &str) -> Option<&'static str> {
+    let bytes = raw.as_bytes();
+    let escape = bytes
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit());
+    if raw.contains('\0') {
+        Some("it contains a NUL character (C-based servers cut the path there; others fail)")
+    } else if raw.chars().any(char::is_control) {
+        Some("it contains a control character (URL parsers drop tabs and line breaks)")
+    } else if raw.trim() != raw {
+        Some("it has whitespace at either end (URL parsers strip it)")
+    } else if raw.starts_with("//") && !raw.starts_with("///") {
+        Some("it starts with `//`, which URL parsers read as a host (`//HOST/PATH`)")
+    } else if raw.contains(['?', '#']) {
+        Some("it contains `?` or `#`, which URL parsers read as a query or fragment")
+    } else if escape {
+        Some("it contains a percent-escape, which URL parsers decode")
+    } else if split_scheme(raw).is_some_and(|(_, rest)| rest.contains('/')) {
+        Some("it starts with `NAME:`, which URL parsers read as a scheme")
+    } else {
+        None
+    }
+}
+
+/// What a server that runs the string through a URL parser (Python's
+/// `urllib.parse.urlparse`, then `url2pathname`) opens: whitespace and
+/// control characters dropped, a scheme, `//HOST`, query and fragment
+/// removed, escapes decoded; and what a C-based server opens (cut at NUL).
+fn uri_reference_readings(raw: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some((before, _)) = raw.split_once('\0') {
+        out.push(before.to_string());
+    }
+    let cleaned: String = raw
+        .trim()
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
+    let rest = match split_scheme(&cleaned) {
+        Some((_, rest)) => rest.to_string(),
+        None => cleaned.clone(),
+    };
+    let rest = match rest.strip_prefix("//") {
+        Some(after) => after
+            .find('/')
+            .map_or(String::new(), |i| after[i..].to_string()),
+        None => rest,
+    };
+    let path = rest.split(['?', '#']).next().unwrap_or("").to_string();
+    out.push(path.clone());
+    out.push(percent_decode_lossy(&path));
+    out
 }
 
 fn push_unique(readings: &mut Vec<Reading>, r: Reading) {
@@ -442,9 +513,23 @@ pub fn split_scheme(value: &str) -> Option<(&str, &str)> {
     .then(|| (scheme, &value[colon + 1..]))
 }
 
-/// `~`, `~/…`, `~user/…`.
+/// A relative path without its leading `.` components and the slashes
+/// after them (`.//./~/a` → `~/a`), as Python's `pathlib` reads it.
+fn leading_dots_stripped(raw: &str) -> &str {
+    let mut t = raw;
+    loop {
+        if let Some(rest) = t.strip_prefix("./") {
+            t = rest.trim_start_matches('/');
+        } else {
+            return t;
+        }
+    }
+}
+
+/// `~`, `~/…`, `~user/…` (and `./~/…`).
 fn home(raw: &str, ctx: &Context<'_>) -> CanonStr {
-    let (head, tail) = raw.split_once('/').unwrap_or((raw, ""));
+    let stripped = leading_dots_stripped(raw);
+    let (head, tail) = stripped.split_once('/').unwrap_or((stripped, ""));
     let mut readings = Vec::new();
     // `~` as a root of its own: `~/a/../.ssh/k` is `~/.ssh/k`; matches
     // patterns such as `**/.ssh/**`.
@@ -548,6 +633,12 @@ fn strict_file_path(raw: &str, rest: &str) -> Result<String, &'static str> {
     };
     if path.is_empty() {
         return Ok("/".into());
+    }
+    if path.contains("//") {
+        return Err(
+            "with an empty path segment (`//`: URL parsers keep it, so a later `..` \
+                    climbs differently than in a path)",
+        );
     }
     // A Windows drive letter (`/C:/`, `/C|/`) is treated specially by WHATWG.
     let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
@@ -716,7 +807,15 @@ mod tests {
 
     #[test]
     fn plain_paths() {
-        assert_eq!(c("//etc/shadow").primary, "/etc/shadow");
+        // `//etc/shadow` is `/etc/shadow` to the kernel, but `/shadow` on
+        // host `etc` to a URL parser: both readings, no certainty.
+        let dd = c("//etc/shadow");
+        assert!(!dd.is_certain());
+        assert!(
+            paths(&dd).contains(&"/etc/shadow") && paths(&dd).contains(&"/shadow"),
+            "{dd:?}"
+        );
+        assert_eq!(c("///etc/shadow").primary, "/etc/shadow");
         assert_eq!(c("/etc/./shadow").primary, "/etc/shadow");
         assert_eq!(c("/proc/self//environ").primary, "/proc/self/environ");
         assert_eq!(c("/w/../x").primary, "/x");
@@ -726,7 +825,20 @@ mod tests {
         assert_eq!(c("a/../../x").primary, "/x");
         assert_eq!(c("read").primary, "read");
         assert!(c("/w/a\\..\\..\\b").is_certain());
-        assert!(!c("/w/a\0/../../etc").is_certain());
+        for bad in [
+            "/w/a\0/../../etc",
+            "/w/..\t/x",
+            " /etc/x",
+            "/w/a#/../../../x",
+            "/w/a?/../../../x",
+            "/w/%2e%2e/x",
+            "s:/x/../../etc",
+        ] {
+            assert!(!c(bad).is_certain(), "{bad:?}");
+        }
+        // Python's reading of `/w/..\t/x` (tab dropped) is `/x`.
+        assert!(paths(&c("/w/..\t/x")).contains(&"/x"));
+        assert!(c("50% done").is_certain() && c("Fix #42").shape == Shape::Relative);
     }
 
     #[test]
@@ -752,6 +864,8 @@ mod tests {
             " file:///w/x",
             "file:///w/%zz",
             "file:///w/%ff",
+            "file:///a//../w/x",
+            "file:////w/x",
         ] {
             assert!(!c(bad).is_certain(), "{bad}");
             assert_eq!(c(bad).primary, bad);
@@ -769,6 +883,8 @@ mod tests {
         let h = c("~/../../../../../../etc/shadow");
         assert!(!h.is_certain());
         assert!(paths(&h).contains(&"/etc/shadow"), "{h:?}");
+        assert!(!c("./~/a").is_certain() && !c(".//./~").is_certain());
+        assert!(paths(&c("./~/a")).contains(&"/home/u/a"));
         let k = c("~/a/../.ssh/k");
         assert_eq!(paths(&k)[0], "~/.ssh/k");
         assert!(paths(&k).contains(&"/home/u/.ssh/k"));
@@ -825,7 +941,7 @@ mod tests {
             home: None,
         };
         let canon = canonicalize(
-            &json!({"p": "//etc/x", "n": 2.0, "u": "file:///w/a#b", "t": "hi"}),
+            &json!({"p": "/etc//x", "n": 2.0, "u": "file:///w/a#b", "t": "hi"}),
             &ctx,
             &Limits::default(),
         )

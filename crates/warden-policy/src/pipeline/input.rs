@@ -229,7 +229,7 @@ mod tests {
                 pin: PinState::Unpinned,
             },
             arguments: json!({"a": [1, -2, 2.5, null, true, {"b": "c"}], "big": u64::MAX,
-                              "n": 2.0, "p": "//etc/./shadow", "u": "file:///srv/repo/a#x"}),
+                              "n": 2.0, "p": "/etc//./shadow", "u": "file:///srv/repo/a#x"}),
             context: CallContext {
                 mode: Mode::Gateway,
                 session: "s".into(),
@@ -248,7 +248,7 @@ mod tests {
                           "n": 2, "p": "/etc/shadow", "u": "file:///srv/repo/a#x"},
             // (regorus itself holds 2.0 as the number 2)
             "raw_arguments": {"a": [1, -2, 2.5, null, true, {"b": "c"}], "big": u64::MAX,
-                              "n": 2, "p": "//etc/./shadow", "u": "file:///srv/repo/a#x"},
+                              "n": 2, "p": "/etc//./shadow", "u": "file:///srv/repo/a#x"},
             "readings": {"/u": ["/srv/repo/a#x", "/srv/repo/a", "/srv/repo/file:/srv/repo/a#x"]},
             "uncertain": {"/u": "it is a `file:` URI with a fragment (`#`: URL parsers drop it, naive servers do not)"},
             "context": {"mode": "gateway", "session": "s", "workspace": "/srv/repo", "call_index": 7},
