@@ -217,7 +217,7 @@ pub fn check_source(file: &str, text: &str) -> Result<(), String> {
                     return Err(at(format!(
                         "{}…) would produce {count} numbers; warden allows at most {MAX_RANGE}, \
                          because a builtin cannot be interrupted while it runs",
-                        call.trim_end_matches('(')
+                        call
                     )));
                 }
             }

@@ -54,7 +54,11 @@ impl Ctx<'_> {
         // A project file's host values are secrets: shown as `${NAME}`.
         let hide = |text: String| {
             let mut text = text;
-            for (name, value) in self.expanded.borrow().iter() {
+            let expanded = self.expanded.borrow();
+            // Longest first: a value that contains another goes whole.
+            let mut by_length: Vec<&(String, String)> = expanded.iter().collect();
+            by_length.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+            for (name, value) in by_length {
                 if value.len() >= 2 && text.contains(value.as_str()) {
                     text = text.replace(value.as_str(), &format!("${{{name}}}"));
                 }
