@@ -63,7 +63,7 @@ pub fn ws(world: &World) -> String {
 
 /// A server entry for `name` (`py` or `node`), sandboxed, reading the world.
 pub fn server(world: &World, name: &str) -> Value {
-    let read = vec![root(world)];
+    let read = [root(world)];
     match name {
         "py" => {
             let venv = venv();

@@ -208,10 +208,10 @@ impl Canonical {
     pub fn notable(&self) -> Vec<(String, &CanonStr)> {
         fn walk<'a>(v: &'a CanonValue, at: &mut String, out: &mut Vec<(String, &'a CanonStr)>) {
             match v {
-                CanonValue::Str(s) => {
-                    if (!s.is_certain() || s.readings.len() > 1) && s.path_shaped() {
-                        out.push((at.clone(), s));
-                    }
+                CanonValue::Str(s)
+                    if (!s.is_certain() || s.readings.len() > 1) && s.path_shaped() =>
+                {
+                    out.push((at.clone(), s));
                 }
                 CanonValue::Array(items) => {
                     for (i, item) in items.iter().enumerate() {

@@ -1040,7 +1040,7 @@ mod tests {
         )));
         let p = rule(RuleEffect::Ask, "prompt__notes__summarise(topic: *secret*)").unwrap();
         assert_eq!(p.kind(), RequestKind::Prompt);
-        assert!(p.names_tool_exactly() == false);
+        assert!(!p.names_tool_exactly());
         assert!(
             rule(RuleEffect::Ask, "prompt__notes")
                 .unwrap()
