@@ -45,6 +45,19 @@ pub fn clean(text: &str) -> Cow<'_, str> {
     out
 }
 
+/// `text` with registered secrets replaced (URLs left as they are): for
+/// what a server answered, which may hold URLs that are not warden's.
+pub fn secrets_only(text: &str) -> Cow<'_, str> {
+    let mut out = Cow::Borrowed(text);
+    let secrets = SECRETS.read().unwrap_or_else(|e| e.into_inner());
+    for secret in secrets.iter() {
+        if out.contains(secret.as_str()) {
+            out = Cow::Owned(out.replace(secret.as_str(), warden_core::redact::MASK));
+        }
+    }
+    out
+}
+
 /// [`clean`] on every string inside a JSON value (keys included).
 pub fn clean_json(value: &mut serde_json::Value) {
     use serde_json::Value;

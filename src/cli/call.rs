@@ -118,6 +118,7 @@ async fn call_connected(
         )
         .await
         .map_err(|e| CliError::usage(e.to_string()))?;
+    let report = report.scrubbed();
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -63,8 +63,31 @@ impl CallReport {
         )
     }
 
-    /// The text a model sees for this call.
+    /// This report with warden's own texts (reasons, error) cleaned of
+    /// secrets and credentials in URLs ([`crate::scrub`]); the server's
+    /// result is left as it sent it.
+    pub fn scrubbed(&self) -> CallReport {
+        let mut out = self.clone();
+        for r in &mut out.decision.reasons {
+            *r = crate::scrub::clean(r).into_owned();
+        }
+        if let Some(e) = &mut out.error {
+            *e = crate::scrub::clean(e).into_owned();
+        }
+        out
+    }
+
+    /// The text a model sees for this call: warden's texts cleaned, the
+    /// server's without configured secrets.
     pub fn text_for_model(&self) -> String {
+        let text = self.text_for_model_raw();
+        match self.outcome {
+            Outcome::Ok | Outcome::ToolError => crate::scrub::secrets_only(&text).into_owned(),
+            _ => crate::scrub::clean(&text).into_owned(),
+        }
+    }
+
+    fn text_for_model_raw(&self) -> String {
         match self.outcome {
             Outcome::Denied => self.denial_text(),
             Outcome::Ok | Outcome::ToolError => {
