@@ -2,7 +2,11 @@
 //!
 //! `cargo bench --bench pipeline` runs criterion on four setups, then a
 //! percentile pass (median, p99, decisions/s on one thread) printed as a
-//! table for BENCHMARKS.md.
+//! table for BENCHMARKS.md. Also measured: `decide_within` (the decision on
+//! an evaluation thread with its deadline, as every call runs it: the cost
+//! of the hand-off), and the floor of an evaluator *process* (one pipe
+//! round trip of the Rego input to a child and back, no evaluation), which
+//! a hard CPU/memory cap on evaluation would need.
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -185,6 +189,10 @@ fn setups(dir: &std::path::Path) -> Vec<(&'static str, Pipeline)> {
     ]
 }
 
+fn setups_again(dir: &std::path::Path) -> Vec<(&'static str, Pipeline)> {
+    setups(dir)
+}
+
 fn percentiles(name: &str, p: &Pipeline, f: &CallFacts) {
     let n = 20_000;
     for _ in 0..500 {
@@ -225,6 +233,61 @@ fn main() {
         }
         group.finish();
     }
+    {
+        // The decision as the host runs it: off the caller's task, on an
+        // evaluation thread, with the deadline. The difference to `decide`
+        // is the hand-off.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let shared = std::sync::Arc::new(f.clone());
+        let mut group = c.benchmark_group("decide_within");
+        for (name, p) in setups.into_iter().take(3) {
+            let p = std::sync::Arc::new(p);
+            group.bench_function(name, |b| {
+                b.iter(|| black_box(runtime.block_on(p.decide_within(shared.clone()))))
+            });
+        }
+        group.finish();
+    }
+    {
+        // The floor of an evaluator process: the Rego input (as JSON) to a
+        // child over a pipe and back, nothing evaluated.
+        use std::io::{BufRead, Write};
+        let p = Pipeline::load(PipelineConfig {
+            rules: typical_rules(),
+            workspace: WS.into(),
+            ..PipelineConfig::default()
+        })
+        .expect("load");
+        let d = p.decide(&f);
+        let line = serde_json::to_string(&p.rego_input_json(&f, Mode::Interactive, &d.stages[..5]))
+            .expect("json")
+            + "\n";
+        let mut child = std::process::Command::new("cat")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn cat");
+        let mut to = child.stdin.take().expect("stdin");
+        let mut from = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut back = String::new();
+        let mut group = c.benchmark_group("evaluator_process");
+        group.bench_function("pipe_round_trip_of_the_input", |b| {
+            b.iter(|| {
+                to.write_all(line.as_bytes()).expect("write");
+                to.flush().expect("flush");
+                back.clear();
+                from.read_line(&mut back).expect("read");
+                black_box(back.len())
+            })
+        });
+        group.finish();
+        drop(to);
+        let _ = child.wait();
+    }
+    let setups = setups_again(dir.path());
     {
         // How to run regorus: clone the prepared engine and eval_rule, or
         // a CompiledPolicy with eval_with_input (same policy and input).

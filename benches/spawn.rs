@@ -61,6 +61,8 @@ fn spec(program: &Path, args: &[&str], sandboxed: bool, ports: bool) -> LaunchSp
         scope: Scope::Explicit,
         source: PathBuf::from("bench"),
         digest: String::new(),
+        content: Default::default(),
+        approval_digest: String::new(),
     };
     launch_spec(&config).expect("stdio")
 }

@@ -3,7 +3,9 @@
 # `"policy": []` plus `--policy policies/ci.rego`) together with `--ci`.
 #
 #   - secret paths and credential-looking values are denied (as in
-#     default.rego);
+#     default.rego: paths in canonical form and every plausible reading,
+#     credentials as sent);
+#   - an argument warden cannot read with certainty is denied;
 #   - a call is denied unless a permission rule allowed it, or a trusted
 #     server marked the tool read-only;
 #   - a tool whose definition is not pinned (or changed) is denied;
@@ -32,19 +34,39 @@ ci_credential_re := concat("|", [
 	`\bAIza[0-9A-Za-z_-]{35}\b`,
 ])
 
-ci_strings contains value if {
+ci_paths contains value if {
+	walk(input.arguments, [_, value])
+	is_string(value)
+}
+
+ci_paths contains value if {
+	some readings in input.readings
+	some value in readings
+}
+
+ci_texts contains value if {
+	walk(input.raw_arguments, [_, value])
+	is_string(value)
+}
+
+ci_texts contains value if {
 	walk(input.arguments, [_, value])
 	is_string(value)
 }
 
 deny contains "CI: an argument points at a secret file" if {
-	some value in ci_strings
+	some value in ci_paths
 	regex.match(ci_secret_path_re, lower(value))
 }
 
 deny contains "CI: an argument looks like a credential" if {
-	some value in ci_strings
+	some value in ci_texts
 	regex.match(ci_credential_re, value)
+}
+
+deny contains msg if {
+	some pointer, why in input.uncertain
+	msg := sprintf("CI: argument %v cannot be read with certainty: %v", [pointer, why])
 }
 
 ci_explicitly_allowed if input.stages.rules == "allow"

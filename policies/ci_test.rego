@@ -46,3 +46,53 @@ test_project_server_denied if {
 test_never_allows if {
 	not warden.allow with input as allowed
 }
+
+# ---- issue 11: arguments decided on their canonical form
+
+sent(raw, canonical, readings, uncertain) := object.union(allowed, {
+	"arguments": canonical,
+	"raw_arguments": raw,
+	"readings": readings,
+	"uncertain": uncertain,
+})
+
+test_double_slash_shadow_denied if {
+	inp := sent({"path": "//etc/shadow"}, {"path": "//etc/shadow"}, {"/path": ["/etc/shadow", "/shadow"]}, {"/path": "it starts with `//`"})
+	count(warden.deny) > 0 with input as inp
+}
+
+test_dot_segment_shadow_denied if {
+	count(warden.deny) > 0 with input as sent({"path": "/etc/./shadow"}, {"path": "/etc/shadow"}, {}, {})
+}
+
+test_proc_environ_denied if {
+	inp := sent({"path": "/proc/self//environ"}, {"path": "/proc/self/environ"}, {}, {})
+	count(warden.deny) > 0 with input as inp
+}
+
+test_tilde_climb_denied if {
+	inp := sent(
+		{"path": "~/../../etc/shadow"},
+		{"path": "~/../../etc/shadow"},
+		{"/path": ["~/etc/shadow", "/etc/shadow"]},
+		{"/path": "it starts with `~`"},
+	)
+	some msg in warden.deny with input as inp
+	contains(msg, "certainty")
+}
+
+test_file_uri_fragment_denied if {
+	uri := "file:///ci/build/secrets/key#/../../public/x"
+	inp := sent({"uri": uri}, {"uri": uri}, {"/uri": ["/ci/build/secrets/key", "/ci/build/public/x"]}, {"/uri": "a `file:` URI with a fragment"})
+	count(warden.deny) > 0 with input as inp
+}
+
+test_credential_checked_as_sent if {
+	inp := sent({"path": "/tmp/ghp_abcdefghijklmnopqrstuvwxyz0123456789/../x"}, {"path": "/tmp/x"}, {}, {})
+	count(warden.deny) > 0 with input as inp
+}
+
+test_certain_rule_allowed_path_passes if {
+	inp := sent({"path": "/ci/build/./README.md"}, {"path": "/ci/build/README.md"}, {}, {})
+	count(warden.deny) == 0 with input as inp
+}

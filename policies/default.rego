@@ -3,11 +3,21 @@
 # Input and outputs: CONTRACT §5. `deny` and `ask` are sets of reasons,
 # `allow` a boolean. The earlier stages' verdicts are in `input.stages`.
 #
+# Paths are decided on their canonical form: `input.arguments` holds every
+# argument as warden reads it (`//etc/./shadow` is `/etc/shadow`, a `file:`
+# URI is the path it names, `../x` is resolved against the workspace);
+# `input.readings` every plausible meaning of a value that has several
+# (`~/…`, a `file:` URI with a fragment…), each checked; `input.uncertain`
+# says which values warden cannot read with certainty, and why. Text such
+# as credentials is checked as sent (`input.raw_arguments`) too.
+#
 # Sensible for a world of untrusted servers:
 #   - deny arguments that point at well-known secret files (SSH, cloud and
 #     GPG keys, .env files, /etc/shadow, …), whatever the server;
 #   - deny arguments that carry credential-looking values (private keys,
 #     cloud and forge tokens): they must never leave through a tool;
+#   - ask when an argument cannot be read with certainty (the question
+#     says why), so a person sees what the server may make of it;
 #   - ask before a tool of a server that is not trusted runs, unless it
 #     claims to be read-only or the user's own rules allowed the call;
 #     a read-only claim of such a server is not believed either: it only
@@ -40,23 +50,46 @@ credential_res := {
 # only name a hit). Keep in sync with `credential_res` (a test checks).
 credential_any_re := `-----BEGIN ([A-Z]+ )?PRIVATE KEY-----|\b(AKIA|ASIA)[0-9A-Z]{16}\b|\b(gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{22,})\b|\bsk-(ant-|proj-)?[A-Za-z0-9_-]{20,}|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAIza[0-9A-Za-z_-]{35}\b`
 
-string_args contains [path, value] if {
+# Every string to check as a path: the canonical arguments, and every
+# plausible reading of a value with several (by JSON pointer).
+path_args contains [arg_name(path), value] if {
+	walk(input.arguments, [path, value])
+	is_string(value)
+}
+
+path_args contains [pointer, value] if {
+	some pointer, readings in input.readings
+	some value in readings
+}
+
+# Every string as sent and as canonical, for credential checks.
+text_args contains [arg_name(path), value] if {
+	walk(input.raw_arguments, [path, value])
+	is_string(value)
+}
+
+text_args contains [arg_name(path), value] if {
 	walk(input.arguments, [path, value])
 	is_string(value)
 }
 
 deny contains msg if {
-	some [path, value] in string_args
+	some [name, value] in path_args
 	regex.match(secret_path_re, lower(value))
-	msg := sprintf("argument %v points at a secret file (%v)", [arg_name(path), value])
+	msg := sprintf("argument %v points at a secret file (%v)", [name, value])
 }
 
 deny contains msg if {
-	some [path, value] in string_args
+	some [name, value] in text_args
 	regex.match(credential_any_re, value)
 	some what, re in credential_res
 	regex.match(re, value)
-	msg := sprintf("argument %v looks like %v; credentials are never sent to tools", [arg_name(path), what])
+	msg := sprintf("argument %v looks like %v; credentials are never sent to tools", [name, what])
+}
+
+ask contains msg if {
+	some pointer, why in input.uncertain
+	msg := sprintf("argument %v cannot be read with certainty: %v", [pointer, why])
 }
 
 read_only_claimed if input.tool.annotations.readOnlyHint == true

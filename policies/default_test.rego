@@ -15,6 +15,15 @@ base := {
 
 with_args(args) := object.union(base, {"arguments": args})
 
+# The document warden builds for `raw` arguments: `canonical` is what
+# `input.arguments` holds, `readings`/`uncertain` as warden computes them.
+sent(raw, canonical, readings, uncertain) := object.union(base, {
+	"arguments": canonical,
+	"raw_arguments": raw,
+	"readings": readings,
+	"uncertain": uncertain,
+})
+
 test_plain_read_has_no_opinion if {
 	count(warden.deny) == 0 with input as base
 	count(warden.ask) == 0 with input as base
@@ -112,4 +121,119 @@ test_credential_patterns_in_sync if {
 	every re in warden.credential_res {
 		contains(warden.credential_any_re, re)
 	}
+}
+
+# ---- issue 11: arguments decided on their canonical form
+
+test_double_slash_shadow_denied if {
+	# `//etc/shadow` is `/etc/shadow` as a path and `/shadow` on host `etc`
+	# to a URL parser: warden hands both readings over, unsure which.
+	inp := sent(
+		{"path": "//etc/shadow"},
+		{"path": "//etc/shadow"},
+		{"/path": ["/etc/shadow", "/shadow"]},
+		{"/path": "it starts with `//`, which URL parsers read as a host"},
+	)
+	count(warden.deny) > 0 with input as inp
+	count(warden.ask) > 0 with input as inp
+}
+
+test_dot_segment_shadow_denied if {
+	inp := sent({"path": "/etc/./shadow"}, {"path": "/etc/shadow"}, {}, {})
+	count(warden.deny) > 0 with input as inp
+}
+
+test_proc_environ_double_slash_denied if {
+	inp := sent({"path": "/proc/self//environ"}, {"path": "/proc/self/environ"}, {}, {})
+	count(warden.deny) > 0 with input as inp
+}
+
+test_relative_climb_to_shadow_denied if {
+	inp := sent({"path": "../../etc/shadow"}, {"path": "/etc/shadow"}, {}, {})
+	count(warden.deny) > 0 with input as inp
+}
+
+test_tilde_climb_denied_and_asked if {
+	inp := sent(
+		{"path": "~/../../etc/shadow"},
+		{"path": "~/../../etc/shadow"},
+		{"/path": ["~/etc/shadow", "/etc/shadow", "/home/u/../../etc/shadow", "/srv/repo/~/../../etc/shadow"]},
+		{"/path": "it starts with `~`: warden does not expand `~`"},
+	)
+	some msg in warden.deny with input as inp
+	contains(msg, "/etc/shadow")
+	count(warden.ask) > 0 with input as inp
+}
+
+test_tilde_ssh_denied if {
+	inp := sent(
+		{"path": "~/.ssh/id_ed25519"},
+		{"path": "~/.ssh/id_ed25519"},
+		{"/path": ["~/.ssh/id_ed25519", "/.ssh/id_ed25519"]},
+		{"/path": "it starts with `~`"},
+	)
+	count(warden.deny) > 0 with input as inp
+}
+
+test_file_uri_fragment_checked_on_every_reading if {
+	uri := "file:///srv/repo/.ssh/key#/../../public/x"
+	inp := sent(
+		{"uri": uri},
+		{"uri": uri},
+		{"/uri": ["/srv/repo/.ssh/key", "/srv/repo/public/x"]},
+		{"/uri": "a `file:` URI with a fragment"},
+	)
+	count(warden.deny) > 0 with input as inp
+	some msg in warden.ask with input as inp
+	contains(msg, "fragment")
+}
+
+test_file_uri_query_asks if {
+	uri := "file:///srv/repo/a?x=/../../etc/passwd"
+	inp := sent({"uri": uri}, {"uri": uri}, {"/uri": ["/srv/repo/a", "/etc/passwd"]}, {"/uri": "a `file:` URI with a query"})
+	count(warden.ask) > 0 with input as inp
+}
+
+test_file_uri_backslash_shadow_denied if {
+	uri := "file:///srv/repo/a\\..\\..\\..\\etc\\shadow"
+	inp := sent(
+		{"uri": uri},
+		{"uri": uri},
+		{"/uri": ["/srv/repo/a\\..\\..\\..\\etc\\shadow", "/etc/shadow"]},
+		{"/uri": "a `file:` URI with a backslash"},
+	)
+	count(warden.deny) > 0 with input as inp
+}
+
+test_certain_file_uri_to_secret_denied if {
+	inp := sent(
+		{"uri": "file:///etc/shadow"},
+		{"uri": "/etc/shadow"},
+		{"/uri": ["/etc/shadow", "/srv/repo/file:/etc/shadow"]},
+		{},
+	)
+	count(warden.deny) > 0 with input as inp
+}
+
+test_credential_checked_as_sent if {
+	# A credential hidden in a path-shaped value the canonical form drops.
+	inp := sent(
+		{"path": "/tmp/AKIAABCDEFGHIJKLMNOP/../x"},
+		{"path": "/tmp/x"},
+		{},
+		{},
+	)
+	count(warden.deny) > 0 with input as inp
+}
+
+test_numbers_compare_by_value if {
+	# warden hands the canonical number (2.0 and 2e0 are 2) to policies.
+	inp := sent({"id": 2.0}, {"id": 2}, {}, {})
+	input.arguments.id == 2 with input as inp
+}
+
+test_certain_paths_do_not_ask if {
+	inp := sent({"path": "/srv/repo/./README.md"}, {"path": "/srv/repo/README.md"}, {}, {})
+	count(warden.ask) == 0 with input as inp
+	count(warden.deny) == 0 with input as inp
 }

@@ -17,4 +17,5 @@ pub mod launch;
 pub mod mcp;
 pub mod pins;
 mod registry;
+pub mod scrub;
 pub mod terminal;

@@ -52,17 +52,31 @@ pub fn qualified_name(server: &str, tool: &str) -> String {
     format!("mcp__{}__{}", sanitize(server), sanitize(tool))
 }
 
+/// Why a listed tool cannot be registered (e.g. an input schema too
+/// complex to validate in bounded time), if it cannot.
+pub type Refuse<'a> = &'a dyn Fn(&Tool) -> Option<String>;
+
 impl Registry {
     /// Builds the registry from each server's listed tools.
+    #[cfg(test)]
     pub fn build<'a>(servers: impl IntoIterator<Item = (&'a str, &'a [Tool])>) -> Self {
+        Registry::build_with(servers, &|_| None)
+    }
+
+    /// Builds the registry, skipping (and reporting) every tool `refuse`
+    /// has a reason against.
+    pub fn build_with<'a>(
+        servers: impl IntoIterator<Item = (&'a str, &'a [Tool])>,
+        refuse: Refuse<'_>,
+    ) -> Self {
         let mut registry = Registry::default();
         for (server, tools) in servers {
-            registry.add_server(server, tools);
+            registry.add_server(server, tools, refuse);
         }
         registry
     }
 
-    fn add_server(&mut self, server: &str, tools: &[Tool]) {
+    fn add_server(&mut self, server: &str, tools: &[Tool], refuse: Refuse<'_>) {
         // Group by qualified name first so that collisions drop every party.
         let mut by_name: HashMap<String, Vec<&Tool>> = HashMap::new();
         for tool in tools {
@@ -94,6 +108,14 @@ impl Registry {
                         "qualified name `{qualified}` is {} characters; the limit is {MAX_QUALIFIED_LEN}",
                         qualified.len()
                     ),
+                });
+                continue;
+            }
+            if let Some(reason) = refuse(tool) {
+                self.skipped.push(SkippedTool {
+                    server: server.to_string(),
+                    name: tool.name.to_string(),
+                    reason,
                 });
                 continue;
             }

@@ -98,16 +98,17 @@ pub fn sanitize_for_terminal(s: &str) -> String {
 /// The text put to the person (control characters neutralised); its last
 /// line is the question itself.
 pub fn render_prompt(p: &AskPrompt) -> String {
-    let mut args = serde_json::to_string_pretty(&p.arguments).unwrap_or_default();
-    const MAX: usize = 2000;
-    if args.len() > MAX {
-        let cut = (0..=MAX)
-            .rev()
-            .find(|i| args.is_char_boundary(*i))
-            .unwrap_or(0);
-        args.truncate(cut);
-        args.push_str("\n… (truncated)");
-    }
+    // Every key, values shortened (the pipeline denies rather than asking
+    // when they cannot all be shown).
+    let args = if p.argument_lines.is_empty() {
+        "    (none)".to_string()
+    } else {
+        p.argument_lines
+            .iter()
+            .map(|l| format!("    {}: {}", l.key, l.value))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     let reasons = p
         .reasons
         .iter()
@@ -141,6 +142,25 @@ mod tests {
             prompt_on(&b"S\n"[..], &mut out, "?"),
             AskAnswer::AllowSession
         );
+    }
+
+    /// A long first argument once cut the prompt at 2,000 characters, so
+    /// later keys were never shown.
+    #[test]
+    fn every_key_is_shown_after_a_long_value() {
+        let arguments = serde_json::json!({"aaa": "x".repeat(10_000), "zzz_command": "rm -rf /"});
+        let prompt = AskPrompt {
+            server: "s".into(),
+            tool: "t".into(),
+            qualified: "mcp__s__t".into(),
+            argument_lines: warden_policy::argument_lines(&arguments).unwrap(),
+            arguments,
+            stage: warden_core::Stage::Rules,
+            reasons: vec!["r".into()],
+        };
+        let text = render_prompt(&prompt);
+        assert!(text.contains("/zzz_command: \"rm -rf /\""), "{text}");
+        assert!(text.len() < 1_000, "{}", text.len());
     }
 
     #[test]

@@ -805,6 +805,8 @@ fn secrets_of_a_config_cover_env_env_from_and_headers() {
         scope: Scope::Explicit,
         source: "/cfg.json".into(),
         digest: "00".repeat(32),
+        content: Default::default(),
+        approval_digest: String::new(),
     };
     let stdio = TransportConfig::Stdio(StdioConfig {
         command: "node".into(),

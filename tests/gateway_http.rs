@@ -18,20 +18,38 @@ struct Listening {
     child: tokio::process::Child,
     url: String,
     port: u16,
+    /// The clients' bearer token the gateway printed (none with --no-auth).
+    token: Option<String>,
+    /// The person's-client token (with --ask-client).
+    ask_token: Option<String>,
 }
 
-/// Starts the gateway on 127.0.0.1:0 and reads the bound address from stderr.
+/// Starts the gateway on 127.0.0.1:0 and reads the tokens and the bound
+/// address from stderr.
 async fn listen(world: &World) -> Listening {
-    let mut child = gateway_command(world, &["--listen", "127.0.0.1:0"])
+    listen_with(world, &[]).await
+}
+
+async fn listen_with(world: &World, extra: &[&str]) -> Listening {
+    let mut args = vec!["--listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let mut child = gateway_command(world, &args)
         .spawn()
         .expect("spawn gateway");
     let stderr = child.stderr.take().expect("stderr");
     let mut lines = tokio::io::BufReader::new(stderr).lines();
-    let url = tokio::time::timeout(Duration::from_secs(60), async {
+    let (url, token, ask_token) = tokio::time::timeout(Duration::from_secs(60), async {
         let mut seen = Vec::new();
+        let (mut token, mut ask_token) = (None, None);
         while let Ok(Some(line)) = lines.next_line().await {
             if let Some(url) = line.strip_prefix("warden gateway: listening on ") {
-                return url.trim().to_string();
+                return (url.trim().to_string(), token, ask_token);
+            }
+            if line.starts_with("warden gateway: bearer token") {
+                token = line.rsplit(' ').next().map(str::to_string);
+            }
+            if line.starts_with("warden gateway: ask-client token") {
+                ask_token = line.rsplit(' ').next().map(str::to_string);
             }
             seen.push(line);
         }
@@ -47,7 +65,13 @@ async fn listen(world: &World) -> Listening {
         .next()
         .and_then(|p| p.parse().ok())
         .expect("port in the url");
-    Listening { child, url, port }
+    Listening {
+        child,
+        url,
+        port,
+        token,
+        ask_token,
+    }
 }
 
 impl Listening {
@@ -95,12 +119,15 @@ fn initialize_body() -> String {
 async fn an_rmcp_client_uses_the_gateway_over_streamable_http() {
     let world = World::new();
     world.write_config(&standard_config(&world));
-    let gateway = listen(&world).await;
+    // This client is the person's (it presents the ask-client token), so
+    // it is asked by elicitation.
+    let gateway = listen_with(&world, &["--ask-client"]).await;
     let _ = rustls::crypto::ring::default_provider().install_default();
 
     let handler = TestClient::answering("allow_once");
     let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(gateway.url.clone()),
+        StreamableHttpClientTransportConfig::with_uri(gateway.url.clone())
+            .auth_header(gateway.ask_token.clone().expect("ask-client token")),
     );
     let client = handler
         .clone()
@@ -152,9 +179,11 @@ async fn a_wrong_host_or_origin_is_refused_with_403() {
     world.write_config(&standard_config(&world));
     let gateway = listen(&world).await;
     let http = http_client();
+    let token = gateway.token.clone().expect("token");
     let post = |host: Option<&str>, origin: Option<&str>| {
         let mut request = http
             .post(&gateway.url)
+            .bearer_auth(&token)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(initialize_body());
@@ -191,7 +220,8 @@ async fn warden_itself_can_use_the_gateway_as_an_http_upstream() {
     let gateway = listen(&world).await;
     let outer = World::new();
     outer.write_config(&json!({
-        "mcpServers": {"gw": {"type": "http", "url": gateway.url}},
+        "mcpServers": {"gw": {"type": "http", "url": gateway.url,
+                              "headers": {"Authorization": format!("Bearer {}", gateway.token.clone().expect("token"))}}},
         "permissions": {"allow": ["mcp__gw__*"]},
     }));
     let out = tokio::task::spawn_blocking(move || {
@@ -220,18 +250,21 @@ async fn warden_itself_can_use_the_gateway_as_an_http_upstream() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn allow_remote_listens_and_warns_that_clients_are_unauthenticated() {
+async fn allow_remote_listens_and_warns_about_plain_http() {
     let world = World::new();
     world.write_config(&standard_config(&world));
-    let mut child = gateway_command(&world, &["--listen", "0.0.0.0:0", "--allow-remote"])
-        .spawn()
-        .expect("spawn gateway");
+    let mut child = gateway_command(
+        &world,
+        &["--listen", "0.0.0.0:0", "--allow-remote", "--no-auth"],
+    )
+    .spawn()
+    .expect("spawn gateway");
     let stderr = child.stderr.take().expect("stderr");
     let mut lines = tokio::io::BufReader::new(stderr).lines();
     let seen = tokio::time::timeout(Duration::from_secs(60), async {
         let mut seen = Vec::new();
         while let Ok(Some(line)) = lines.next_line().await {
-            let done = line.contains("NOT authenticated");
+            let done = line.contains("plain HTTP");
             seen.push(line);
             if done {
                 break;
@@ -243,13 +276,211 @@ async fn allow_remote_listens_and_warns_that_clients_are_unauthenticated() {
     .expect("stderr in time");
     let text = seen.join("\n");
     assert!(text.contains("listening on http://0.0.0.0:"), "{text}");
-    assert!(text.contains("NOT authenticated"), "{text}");
+    assert!(
+        text.contains("NOT authenticated"),
+        "--no-auth is loud: {text}"
+    );
+    assert!(text.contains("plain HTTP"), "{text}");
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     let gateway = Listening {
         child,
         url: String::new(),
         port: 0,
+        token: None,
+        ask_token: None,
     };
+    gateway.stop(&world).await;
+}
+
+/// Class 10 of issue 11: `--listen` had no authentication. A request
+/// without the bearer token (or with a wrong one) is refused with 401
+/// before anything else, even before the Host/Origin checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_without_the_token_are_refused_before_anything_else() {
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let gateway = listen(&world).await;
+    let token = gateway
+        .token
+        .clone()
+        .expect("a token is generated by default");
+    assert!(token.len() >= 32, "{token}");
+    let http = http_client();
+    let post = |auth: Option<String>, host: Option<&str>| {
+        let mut request = http
+            .post(&gateway.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(initialize_body());
+        if let Some(auth) = auth {
+            request = request.header("authorization", auth);
+        }
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        request.send()
+    };
+    for auth in [
+        None,
+        Some("Bearer wrong".to_string()),
+        Some(format!("Bearer {}x", token)),
+        Some(format!("Basic {token}")),
+        Some(token.clone()),
+    ] {
+        let r = post(auth.clone(), None).await.expect("send");
+        assert_eq!(r.status().as_u16(), 401, "{auth:?}");
+        assert!(r.headers().contains_key("www-authenticate"));
+    }
+    // 401, not 403: the token is checked before the Host header.
+    let r = post(None, Some("evil.example")).await.expect("send");
+    assert_eq!(r.status().as_u16(), 401);
+    let r = post(Some(format!("Bearer {token}")), Some("evil.example"))
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 403);
+    let r = post(Some(format!("bearer {token}")), None)
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 200);
+    // No rmcp client gets in without it either.
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(gateway.url.clone()),
+    );
+    assert!(TestClient::plain().serve(transport).await.is_err());
+    gateway.stop(&world).await;
+}
+
+/// `--token-file`: the operator's token; the file must be private.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_file_sets_the_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let file = world.path("token");
+    std::fs::write(&file, "operator-chosen-token-0123456789\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = world.run(&[
+        "gateway",
+        "--listen",
+        "127.0.0.1:0",
+        "--token-file",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("chmod 600"));
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let gateway = listen_with(&world, &["--token-file", file.to_str().unwrap()]).await;
+    assert_eq!(gateway.token, None, "a token from a file is never printed");
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(gateway.url.clone())
+            .auth_header("operator-chosen-token-0123456789"),
+    );
+    let client = TestClient::plain()
+        .serve(transport)
+        .await
+        .expect("initialize");
+    let result = client
+        .call_tool(call("notes__read_note", json!({"id": 2})))
+        .await
+        .expect("read_note");
+    assert!(text_of(&result).contains("Milk"), "{result:?}");
+    let _ = client.cancel().await;
+    gateway.stop(&world).await;
+}
+
+/// Class 10 of issue 11: the client that made the call answered its own
+/// `ask`. Now only the client presenting the ask-client token is asked; an
+/// ordinary client's `ask` is denied with a reason saying no one could be
+/// asked, even though it declares elicitation and would say yes; and it
+/// cannot join the person's session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_marked_client_is_asked() {
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let gateway = listen_with(&world, &["--ask-client"]).await;
+    let ask_token = gateway.ask_token.clone().expect("ask-client token printed");
+    let token = gateway.token.clone().expect("token");
+    assert_ne!(ask_token, token);
+
+    let eager = TestClient::answering("allow_once");
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(gateway.url.clone())
+            .auth_header(token.clone()),
+    );
+    let client = eager.clone().serve(transport).await.expect("initialize");
+    let result = client
+        .call_tool(call("notes__add_note", json!({"title": "t", "body": "b"})))
+        .await
+        .expect("add_note");
+    assert!(is_error(&result), "{result:?}");
+    assert!(
+        eager.asked().is_empty(),
+        "the caller was asked: {:?}",
+        eager.asked()
+    );
+    assert!(
+        text_of(&result).contains("no one could be asked"),
+        "{}",
+        text_of(&result)
+    );
+    let _ = client.cancel().await;
+
+    let person = TestClient::answering("allow_once");
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(gateway.url.clone())
+            .auth_header(ask_token.clone()),
+    );
+    let client = person.clone().serve(transport).await.expect("initialize");
+    let result = client
+        .call_tool(call("notes__add_note", json!({"title": "t", "body": "b"})))
+        .await
+        .expect("add_note");
+    assert!(!is_error(&result), "{result:?}");
+    assert_eq!(person.asked().len(), 1);
+    let _ = client.cancel().await;
+    gateway.stop(&world).await;
+}
+
+/// A session belongs to the token that opened it: the ordinary token
+/// cannot post into the person's session (to answer its questions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_bound_to_their_token() {
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let gateway = listen_with(&world, &["--ask-client"]).await;
+    let (token, ask_token) = (
+        gateway.token.clone().unwrap(),
+        gateway.ask_token.clone().unwrap(),
+    );
+    let http = http_client();
+    let opened = http
+        .post(&gateway.url)
+        .bearer_auth(&ask_token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(initialize_body())
+        .send()
+        .await
+        .expect("initialize");
+    assert_eq!(opened.status().as_u16(), 200);
+    let session = opened
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("session id")
+        .to_string();
+    let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}).to_string();
+    let hijack = http
+        .post(&gateway.url)
+        .bearer_auth(&token)
+        .header("mcp-session-id", &session)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(ping)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(hijack.status().as_u16(), 403);
     gateway.stop(&world).await;
 }
 

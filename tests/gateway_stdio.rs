@@ -238,14 +238,15 @@ async fn lists_and_decides_like_the_host_with_upstream_results_unchanged() {
         );
     }
 
-    // `ask` with a client that cannot be asked: denied, and the text says why.
+    // `ask` without `--ask-client`: denied, and the text says why.
     let result = client
         .call_tool(call("notes__add_note", json!({"title": "t", "body": "b"})))
         .await
         .expect("add_note");
     assert!(is_error(&result));
     let text = text_of(&result);
-    assert!(text.contains("cannot be asked"), "{text}");
+    assert!(text.contains("no one could be asked"), "{text}");
+    assert!(text.contains("--ask-client"), "{text}");
     assert!(handler.asked().is_empty());
 
     // list_changed: the fixture adds a tool; the client hears of it.
@@ -290,7 +291,7 @@ async fn lists_and_decides_like_the_host_with_upstream_results_unchanged() {
 async fn an_ask_is_put_to_a_client_that_supports_elicitation() {
     let world = world_with_standard_config();
     let handler = TestClient::answering("allow_once");
-    let session = start(&world, handler.clone(), &[]).await;
+    let session = start(&world, handler.clone(), &["--ask-client"]).await;
     let result = session
         .client
         .call_tool(call(
@@ -341,11 +342,63 @@ async fn an_ask_is_put_to_a_client_that_supports_elicitation() {
     assert_eq!(calls[0]["decision"]["effect"], "allow");
 }
 
+/// Class 10 of issue 11: without `--ask-client` the program that made the
+/// call is never asked, even when it offers to answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_ask_client_an_eager_client_is_not_asked() {
+    let world = world_with_standard_config();
+    let handler = TestClient::answering("allow_once");
+    let session = start(&world, handler.clone(), &[]).await;
+    let result = session
+        .client
+        .call_tool(call("notes__add_note", json!({"title": "t", "body": "b"})))
+        .await
+        .expect("add_note");
+    assert!(is_error(&result));
+    assert!(
+        text_of(&result).contains("no one could be asked"),
+        "{}",
+        text_of(&result)
+    );
+    assert!(handler.asked().is_empty());
+    session.finish(&world).await;
+    let calls = tool_calls(&world, "mcp__notes__add_note");
+    assert_eq!(calls[0]["outcome"], "denied");
+}
+
+/// Class 10 of issue 11: a long first argument cut the question at 2,000
+/// characters, so later keys were never shown. Every key is shown now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_question_shows_every_key_after_a_long_first_value() {
+    let world = world_with_standard_config();
+    let handler = TestClient::answering("deny");
+    let session = start(&world, handler.clone(), &["--ask-client"]).await;
+    let long = "x".repeat(20_000);
+    let _ = session
+        .client
+        .call_tool(call(
+            "notes__add_note",
+            json!({"body": long, "title": "zz-the-real-title"}),
+        ))
+        .await
+        .expect("add_note");
+    let asked = handler.asked();
+    assert_eq!(asked.len(), 1);
+    assert!(
+        asked[0].contains("/title: \"zz-the-real-title\""),
+        "{}",
+        asked[0]
+    );
+    assert!(asked[0].contains("/body: \"xxx"), "{}", asked[0]);
+    assert!(asked[0].len() < 4_000, "{}", asked[0].len());
+    session.finish(&world).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_answers_deny_or_declines_denies_the_call() {
     let world = world_with_standard_config();
     let handler = TestClient::answering("deny");
-    let session = start(&world, handler.clone(), &[]).await;
+    let session = start(&world, handler.clone(), &["--ask-client"]).await;
     let result = session
         .client
         .call_tool(call("notes__add_note", json!({"title": "t", "body": "b"})))
@@ -364,7 +417,7 @@ async fn a_client_that_answers_deny_or_declines_denies_the_call() {
         answer: Some((ElicitationAction::Decline, json!({}))),
         ..TestClient::default()
     };
-    let session = start(&world, handler.clone(), &[]).await;
+    let session = start(&world, handler.clone(), &["--ask-client"]).await;
     let result = session
         .client
         .call_tool(call("notes__add_note", json!({"title": "t", "body": "b"})))
@@ -452,7 +505,7 @@ async fn cancelling_a_call_while_the_client_is_asked_denies_it() {
         hang: true,
         ..TestClient::answering("allow_once")
     };
-    let session = start(&world, handler.clone(), &[]).await;
+    let session = start(&world, handler.clone(), &["--ask-client"]).await;
     let waited = tokio::time::timeout(
         Duration::from_secs(2),
         session

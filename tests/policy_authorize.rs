@@ -336,6 +336,7 @@ fn prompt() -> AskPrompt {
         tool: "write_file".into(),
         qualified: "mcp__fs__write_file".into(),
         arguments: json!({"path": "a\u{1b}[2J"}),
+        argument_lines: warden_policy::argument_lines(&json!({"path": "a\u{1b}[2J"})).unwrap(),
         stage: Stage::Rules,
         reasons: vec!["ask rule matched".into()],
     }

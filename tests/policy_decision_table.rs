@@ -100,9 +100,224 @@ const ASK_REGO: &str =
 const STAGES_REGO: &str = "package warden\nimport rego.v1\ndeny contains \"only rule-allowed calls\" if input.stages.rules != \"allow\"\nallow if input.stages.rules == \"allow\"\n";
 const BROKEN_AT_RUNTIME_REGO: &str = "package warden\nimport rego.v1\nx := 1 if input.arguments.boom\nx := 2 if input.arguments.boom\ndeny contains \"never\" if x == 3\n";
 
+fn with_args(mut f: CallFacts, args: Value) -> CallFacts {
+    f.arguments = args;
+    f
+}
+
+const DESTRUCTIVE: &str = r#"{"destructiveHint": true}"#;
+
+fn destructive() -> Value {
+    serde_json::from_str(DESTRUCTIVE).unwrap_or_default()
+}
+
 fn cases() -> Vec<Case> {
     use Effect::*;
     vec![
+        // ---- CONTRACT §5's exception: an operator allow naming the tool
+        // exactly overrides an ask that comes only from annotations.
+        case(
+            "exact operator allow overrides a destructive-hint ask",
+            trusted("delete", destructive()),
+            Allow,
+            Stage::Rules,
+        )
+        .rules(vec![allow("mcp__fs__delete")])
+        .reason("overrides the annotations stage's ask"),
+        case(
+            "exact operator allow overrides the missing-hints ask",
+            trusted("delete", json!({})),
+            Allow,
+            Stage::Rules,
+        )
+        .rules(vec![allow("mcp__fs__delete")])
+        .reason("MCP default"),
+        case(
+            "exact allow with argument conditions overrides too",
+            with_args(trusted("delete", destructive()), path("${WORKSPACE}/tmp/x")),
+            Allow,
+            Stage::Rules,
+        )
+        .rules(vec![allow("mcp__fs__delete(path: ${WORKSPACE}/**)")]),
+        case(
+            "exact allow overrides in CI as well",
+            trusted("delete", destructive()),
+            Allow,
+            Stage::Rules,
+        )
+        .rules(vec![allow("mcp__fs__delete")])
+        .ci(),
+        case(
+            "a wildcard allow does not override an annotations ask",
+            trusted("delete", destructive()),
+            Ask,
+            Stage::Annotations,
+        )
+        .rules(vec![allow("mcp__fs__*")]),
+        case(
+            "the server shorthand is a wildcard: no override",
+            trusted("delete", destructive()),
+            Ask,
+            Stage::Annotations,
+        )
+        .rules(vec![allow("mcp__fs")]),
+        case(
+            "a glob naming one tool is still a glob: no override",
+            trusted("delete", destructive()),
+            Ask,
+            Stage::Annotations,
+        )
+        .rules(vec![allow("mcp__fs__delet?")]),
+        case(
+            "exact allow never overrides a deny rule",
+            trusted("delete", destructive()),
+            Deny,
+            Stage::Rules,
+        )
+        .rules(vec![allow("mcp__fs__delete"), deny("mcp__fs__delete")]),
+        case(
+            "exact allow never overrides an ask rule",
+            trusted("delete", destructive()),
+            Ask,
+            Stage::Annotations,
+        )
+        .rules(vec![allow("mcp__fs__delete"), ask("mcp__fs__delete")])
+        .reason("ask rule `mcp__fs__delete`"),
+        case(
+            "exact allow never overrides a pinning ask",
+            with_pin(trusted("delete", destructive()), changed()),
+            Ask,
+            Stage::Pinning,
+        )
+        .rules(vec![allow("mcp__fs__delete")]),
+        case(
+            "exact allow never overrides a policy ask",
+            trusted("delete", destructive()),
+            Ask,
+            Stage::Annotations,
+        )
+        .rules(vec![allow("mcp__fs__delete")])
+        .rego(Rego::Custom(ASK_REGO))
+        .reason("policy wants a human"),
+        case(
+            "exact allow never overrides a policy deny",
+            trusted("read_text_file", destructive()),
+            Deny,
+            Stage::Policy,
+        )
+        .rules(vec![allow("mcp__fs__read_text_file")])
+        .rego(Rego::Custom(DENY_ALL_REGO)),
+        // ---- issue 11: arguments are decided on their canonical form.
+        case(
+            "class 1: a file: URI fragment cannot hide a denied path",
+            untrusted(
+                "read_text_file",
+                path("file://${WORKSPACE}/secrets/key#/../../public/x"),
+            ),
+            Deny,
+            Stage::Rules,
+        )
+        .rules(vec![
+            allow("mcp__fs__read_text_file(path: ${WORKSPACE}/public/**)"),
+            deny("mcp__fs__read_text_file(path: ${WORKSPACE}/secrets/**)"),
+        ]),
+        case(
+            "class 1: a file: URI fragment never satisfies an allow",
+            untrusted(
+                "read_text_file",
+                path("file://${WORKSPACE}/secrets/key#/../../public/x"),
+            ),
+            Ask,
+            Stage::Rules,
+        )
+        .rules(vec![allow("mcp__fs__read_text_file(path: ${WORKSPACE}/public/**)")])
+        .reason("fragment"),
+        case(
+            "class 1: a query, a backslash or a tab: no allow either (CI: deny)",
+            untrusted(
+                "read_text_file",
+                path("file://${WORKSPACE}/public/a\\..\\..\\secrets\\key"),
+            ),
+            Deny,
+            Stage::Rules,
+        )
+        .rules(vec![allow("mcp__fs__read_text_file(path: ${WORKSPACE}/public/**)")])
+        .reason("backslash")
+        .ci(),
+        case(
+            "class 2: ~ followed by .. reaches a denied /etc",
+            untrusted("read_text_file", path("~/../../../../../../etc/shadow")),
+            Deny,
+            Stage::Rules,
+        )
+        .rules(vec![deny("mcp__*__*(path: /etc/**)")])
+        .reason("read as /etc/shadow"),
+        case(
+            "class 3: default.rego denies //etc/shadow",
+            untrusted("read_text_file", path("//etc/shadow")),
+            Deny,
+            Stage::Policy,
+        )
+        .rego(Rego::Default)
+        .reason("secret file (/etc/shadow)"),
+        case(
+            "class 3: default.rego denies /etc/./shadow",
+            untrusted("read_text_file", path("/etc/./shadow")),
+            Deny,
+            Stage::Policy,
+        )
+        .rego(Rego::Default),
+        case(
+            "class 3: default.rego denies /proc/self//environ",
+            untrusted("read_text_file", path("/proc/self//environ")),
+            Deny,
+            Stage::Policy,
+        )
+        .rego(Rego::Default),
+        case(
+            "class 3: default.rego denies ~/../../etc/shadow on a reading, and asks",
+            untrusted("read_text_file", path("~/../../etc/shadow")),
+            Deny,
+            Stage::Policy,
+        )
+        .rego(Rego::Default),
+        case(
+            "class 3: ci.rego denies a relative climb to /etc/shadow",
+            untrusted("read_text_file", path("../../etc/shadow")),
+            Deny,
+            Stage::Policy,
+        )
+        .rules(vec![allow("mcp__fs__read_text_file")])
+        .rego(Rego::Ci)
+        .ci(),
+        case(
+            "class 4: 2.0 is the number 2 for a deny rule",
+            untrusted("read_note", json!({"id": 2.0})),
+            Deny,
+            Stage::Rules,
+        )
+        .rules(vec![deny("mcp__fs__read_note(id: 2)"), allow("mcp__fs__read_note")]),
+        case(
+            "class 4: 2e0 is the number 2 for a deny rule",
+            untrusted("read_note", serde_json::from_str(r#"{"id": 2e0}"#).unwrap()),
+            Deny,
+            Stage::Rules,
+        )
+        .rules(vec![deny("mcp__fs__read_note(id: 2)"), allow("mcp__fs__read_note")]),
+        case(
+            "class 4: the string \"2.0\" is 2 for a deny rule",
+            untrusted("read_note", json!({"id": "2.0"})),
+            Deny,
+            Stage::Rules,
+        )
+        .rules(vec![deny("mcp__fs__read_note(id: 2)"), allow("mcp__fs__read_note")]),
+        case(
+            "class 4: 3 is not 2",
+            untrusted("read_note", json!({"id": 3.0})),
+            Allow,
+            Stage::Rules,
+        )
+        .rules(vec![deny("mcp__fs__read_note(id: 2)"), allow("mcp__fs__read_note")]),
         // ---- trust
         case(
             "blocked server is denied",
@@ -400,12 +615,13 @@ fn cases() -> Vec<Case> {
         )
         .rules(vec![allow(IN_WS)]),
         case(
-            "home-relative ~ path never matches an absolute allow",
+            "home-relative ~ path never matches an absolute allow: the rules stage asks, saying why",
             untrusted("read_text_file", path("~/notes")),
             Ask,
-            Stage::Default,
+            Stage::Rules,
         )
-        .rules(vec![allow(IN_WS)]),
+        .rules(vec![allow(IN_WS)])
+        .reason("cannot be read with certainty: it starts with `~`"),
         case(
             "file: URI outside the workspace: no allow",
             untrusted("read_text_file", path("file:///etc/passwd")),
@@ -414,12 +630,13 @@ fn cases() -> Vec<Case> {
         )
         .rules(vec![allow(IN_WS)]),
         case(
-            "file: URI with encoded traversal: no allow",
+            "file: URI with encoded traversal: no allow, the rules stage says why",
             untrusted("read_text_file", path("file://${WORKSPACE}/%2e%2e/secret")),
             Ask,
-            Stage::Default,
+            Stage::Rules,
         )
-        .rules(vec![allow(IN_WS)]),
+        .rules(vec![allow(IN_WS)])
+        .reason("percent-encoded"),
         case(
             "file: URI inside the workspace is allowed",
             untrusted("read_text_file", path("file://${WORKSPACE}/a.txt")),

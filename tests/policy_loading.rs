@@ -10,7 +10,7 @@ use std::process::Command;
 use policy_support::*;
 use serde_json::json;
 use warden::config::{Scope, Trust};
-use warden_policy::RuleEffect;
+use warden_policy::{DataSource, RuleEffect};
 use warden_policy::{Effect, Mode, Pipeline, PipelineConfig, PolicyError, Stage};
 
 fn load_rules(rules: Vec<warden_policy::RuleSource>) -> Result<Pipeline, PolicyError> {
@@ -45,7 +45,10 @@ fn malformed_rules_name_file_key_text_and_column() {
         ("mcp__fs__read(path: /a,)", 24, "empty condition"),
         ("mcp__fs__read(path: [a)", 21, "invalid pattern"),
         ("mcp__fs__read)", 14, "without `(`"),
-        ("(path: /x)", 1, "missing tool name"),
+        ("(path: /x)", 1, "missing target name"),
+        ("mcp_", 1, "can never match"),
+        ("mc", 1, "can never match"),
+        ("mcp", 1, "can never match"),
         ("mcp__fs__read(path: src/**)", 21, "can never match"),
         ("mcp__fs__read(path: /srv/../x)", 21, "can never match"),
         ("fs__read", 1, "can never match"),
@@ -127,7 +130,7 @@ fn policy_outside_package_warden_is_refused() {
 }
 
 #[test]
-fn data_documents_beside_policies_are_loaded() {
+fn data_comes_only_from_named_files() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("blocked.json"),
@@ -144,21 +147,30 @@ fn data_documents_beside_policies_are_loaded() {
         "p_test.rego",
         "package warden_test\nimport rego.v1\ntest_x if true\n",
     );
-    let p = Pipeline::load(PipelineConfig {
+    let call = facts(Trust::Untrusted, "delete_file", json!({}), json!({}));
+    // Beside the policy, the JSON file is not data.
+    let beside = Pipeline::load(PipelineConfig {
         policies: Some(vec![source(dir.path(), Scope::User)]),
         workspace: WS.into(),
         ..PipelineConfig::default()
     })
     .unwrap();
-    let d = p.decide(&facts(
-        Trust::Untrusted,
-        "delete_file",
-        json!({}),
-        json!({}),
-    ));
+    assert_eq!(beside.decide(&call).stage, Stage::Default);
+    // Named as data (`policy_data`), it is.
+    let p = Pipeline::load(PipelineConfig {
+        policies: Some(vec![source(dir.path(), Scope::User)]),
+        data: vec![DataSource {
+            path: dir.path().join("blocked.json"),
+            scope: Scope::User,
+        }],
+        workspace: WS.into(),
+        ..PipelineConfig::default()
+    })
+    .unwrap();
+    let d = p.decide(&call);
     assert_eq!((d.effect, d.stage), (Effect::Deny, Stage::Policy), "{d:?}");
-    let loaded = p.loaded_policies();
-    let names: Vec<String> = loaded
+    let names: Vec<String> = p
+        .loaded_policies()
         .iter()
         .map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
@@ -169,6 +181,98 @@ fn data_documents_beside_policies_are_loaded() {
     );
 }
 
+/// Class 7 of issue 11: `{"warden": {"deny": []}}` beside a policy used to
+/// override its denies. Beside a policy it is ignored; named as data it is
+/// refused; nothing outside a policy defines `data.warden`.
+#[test]
+fn data_can_never_define_the_policy_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy_file(
+        dir.path(),
+        "p.rego",
+        "package warden\nimport rego.v1\ndeny contains \"always\" if true\n",
+    );
+    for (name, doc) in [
+        ("override.json", r#"{"warden": {"deny": []}}"#),
+        ("internal.json", r#"{"warden__internal": {"decision": {}}}"#),
+    ] {
+        std::fs::write(dir.path().join(name), doc).unwrap();
+        let beside = Pipeline::load(PipelineConfig {
+            policies: Some(vec![source(&policy, Scope::User)]),
+            workspace: WS.into(),
+            ..PipelineConfig::default()
+        })
+        .unwrap();
+        let d = beside.decide(&facts(Trust::Untrusted, "x", json!({}), json!({})));
+        assert_eq!((d.effect, d.stage), (Effect::Deny, Stage::Policy), "{d:?}");
+        let err = Pipeline::load(PipelineConfig {
+            policies: Some(vec![source(&policy, Scope::User)]),
+            data: vec![DataSource {
+                path: dir.path().join(name),
+                scope: Scope::User,
+            }],
+            workspace: WS.into(),
+            ..PipelineConfig::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains(name) && err.contains("warden"), "{err}");
+    }
+    // Nor may data shadow another package's rules.
+    let lib = policy_file(
+        dir.path(),
+        "lib.rego",
+        "package lib\nimport rego.v1\nblocked := {\"a\"}\n",
+    );
+    std::fs::write(dir.path().join("lib.json"), r#"{"lib": {"blocked": []}}"#).unwrap();
+    let err = Pipeline::load(PipelineConfig {
+        policies: Some(vec![
+            source(&policy, Scope::User),
+            source(&lib, Scope::User),
+        ]),
+        data: vec![DataSource {
+            path: dir.path().join("lib.json"),
+            scope: Scope::User,
+        }],
+        workspace: WS.into(),
+        ..PipelineConfig::default()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("shadow"), "{err}");
+}
+
+/// Class 9 of issue 11: an unknown function is a load error (so `warden
+/// policy check` fails), even in a branch no probe reaches; a builtin that
+/// could allocate without bound is refused when its literal arguments
+/// exceed the cap.
+#[test]
+fn unknown_functions_and_unbounded_builtins_fail_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, fragment) in [
+        (
+            "package warden\nimport rego.v1\ndeny contains \"x\" if {\n  input.arguments.rare\n  strings.nope(input.arguments.rare)\n}\n",
+            "p.rego:5: unknown function `strings.nope`",
+        ),
+        (
+            "package warden\nimport rego.v1\nbig := numbers.range(1, 2e8)\ndeny contains \"x\" if count(big) == 0\n",
+            "p.rego:3",
+        ),
+    ] {
+        let file = policy_file(dir.path(), "p.rego", text);
+        let started = std::time::Instant::now();
+        let err = Pipeline::load(PipelineConfig {
+            policies: Some(vec![source(&file, Scope::User)]),
+            workspace: WS.into(),
+            ..PipelineConfig::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains(fragment), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+}
+
 #[test]
 fn bad_data_document_is_a_load_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -176,6 +280,10 @@ fn bad_data_document_is_a_load_error() {
     let file = policy_file(dir.path(), "p.rego", "package warden\nimport rego.v1\n");
     let err = Pipeline::load(PipelineConfig {
         policies: Some(vec![source(&file, Scope::User)]),
+        data: vec![DataSource {
+            path: dir.path().join("d.json"),
+            scope: Scope::User,
+        }],
         ..PipelineConfig::default()
     })
     .unwrap_err()

@@ -79,6 +79,16 @@ async fn call_connected(
     }
     let view = host.tools();
     let Some(entry) = view.find(server, tool) else {
+        if let Some(skipped) = view
+            .skipped()
+            .iter()
+            .find(|s| s.server == server && s.name == tool)
+        {
+            return Err(CliError::usage(format!(
+                "tool `{tool}` of server `{server}` is not served: {}",
+                skipped.reason
+            )));
+        }
         let mut names: Vec<String> = view
             .visible()
             .filter(|t| t.server == server)
@@ -108,6 +118,7 @@ async fn call_connected(
         )
         .await
         .map_err(|e| CliError::usage(e.to_string()))?;
+    let report = report.scrubbed();
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::{CliError, GlobalArgs, exit, session};
-use crate::gateway::{Gateway, GatewayOptions, HttpOptions};
+use crate::gateway::{Gateway, GatewayOptions, HttpOptions, Tokens};
 use crate::host::Host;
 use crate::mcp::ServerState;
 use warden_policy::Mode;
@@ -18,6 +18,63 @@ pub struct GatewayArgs {
     pub allow_remote: bool,
     pub allow_hosts: Vec<String>,
     pub no_prefix: bool,
+    /// `--ask-client`: `ask` decisions are put to the person's client.
+    pub ask_client: bool,
+    /// `--ask-client-token FILE` (with `--listen`): how the person's
+    /// client is recognised; generated when absent.
+    pub ask_client_token: Option<std::path::PathBuf>,
+    /// `--token-file FILE`: the clients' bearer token; generated when absent.
+    pub token_file: Option<std::path::PathBuf>,
+    /// `--no-auth`: accept requests without a token.
+    pub no_auth: bool,
+}
+
+/// The tokens of `--listen`, read or generated; generated ones are printed
+/// once to stderr.
+fn tokens(args: &GatewayArgs) -> anyhow::Result<Tokens> {
+    let read =
+        |path: &std::path::Path| crate::gateway::read_token_file(path).map_err(CliError::usage);
+    let client = match (&args.token_file, args.no_auth) {
+        (Some(_), true) => {
+            return Err(CliError::usage(
+                "--token-file and --no-auth exclude each other",
+            ));
+        }
+        (Some(path), false) => Some(read(path)?),
+        (None, true) => None,
+        (None, false) => {
+            let token = crate::gateway::generate_token();
+            eprintln!(
+                "warden gateway: bearer token (send `Authorization: Bearer TOKEN`; shown once): {token}"
+            );
+            Some(token)
+        }
+    };
+    let person = match (&args.ask_client_token, args.ask_client) {
+        (Some(_), false) => return Err(CliError::usage("--ask-client-token needs --ask-client")),
+        (Some(path), true) => Some(read(path)?),
+        (None, true) => {
+            let token = crate::gateway::generate_token();
+            eprintln!(
+                "warden gateway: ask-client token (give it only to the client a person answers \
+                 questions in; shown once): {token}"
+            );
+            Some(token)
+        }
+        (None, false) => None,
+    };
+    if client.is_some() && client == person {
+        return Err(CliError::usage(
+            "the ask-client token must differ from the clients' token",
+        ));
+    }
+    if args.no_auth {
+        eprintln!(
+            "warden gateway: WARNING: --no-auth: clients are NOT authenticated; any local process \
+             (another user's included) can call the served tools under your policy"
+        );
+    }
+    Ok(Tokens::new(client.as_deref(), person.as_deref()))
 }
 
 pub fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<u8> {
@@ -33,6 +90,17 @@ pub fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<u8> {
     if !args.allow_hosts.is_empty() && !args.allow_remote {
         return Err(CliError::usage("--allow-host needs --allow-remote"));
     }
+    if listen.is_none()
+        && (args.token_file.is_some() || args.no_auth || args.ask_client_token.is_some())
+    {
+        return Err(CliError::usage(
+            "--token-file, --no-auth and --ask-client-token are for --listen",
+        ));
+    }
+    let tokens = match listen {
+        Some(_) => Some(tokens(&args)?),
+        None => None,
+    };
     let options = session::host_options(global, Mode::Gateway)?;
     session::run_async(|cancel| async move {
         let host = Arc::new(Host::open(options).map_err(session::host_error)?);
@@ -77,21 +145,23 @@ pub fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<u8> {
             host.clone(),
             GatewayOptions {
                 no_prefix: args.no_prefix,
+                ask_client: args.ask_client,
             },
             cancel.clone(),
         );
-        let result = match listen {
-            None => crate::gateway::serve_stdio(gateway, cancel.clone()).await,
-            Some(addr) => {
+        let result = match (listen, tokens) {
+            (Some(addr), Some(tokens)) => {
                 serve_http(
                     gateway,
                     addr,
                     args.allow_remote,
                     args.allow_hosts,
+                    tokens,
                     cancel.clone(),
                 )
                 .await
             }
+            _ => crate::gateway::serve_stdio(gateway, cancel.clone()).await,
         };
         cancel.cancel();
         host.shutdown().await;
@@ -109,6 +179,7 @@ async fn serve_http(
     addr: SocketAddr,
     remote: bool,
     allowed_hosts: Vec<String>,
+    tokens: Tokens,
     cancel: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<()> {
     let (local, serve) = crate::gateway::bind_http(
@@ -116,6 +187,7 @@ async fn serve_http(
         HttpOptions {
             addr,
             allowed_hosts,
+            tokens,
         },
         cancel,
     )
@@ -124,8 +196,8 @@ async fn serve_http(
     eprintln!("warden gateway: listening on http://{local}/mcp");
     if remote {
         eprintln!(
-            "warden gateway: WARNING: listening on a non-loopback address; clients are NOT \
-             authenticated: anyone who can reach {local} can call the served tools"
+            "warden gateway: WARNING: listening on a non-loopback address over plain HTTP: \
+             the bearer token travels unencrypted; put TLS in front for other hosts"
         );
     }
     serve.await
@@ -141,8 +213,9 @@ fn parse_listen(addr: &str, allow_remote: bool) -> anyhow::Result<SocketAddr> {
     })?;
     if !parsed.ip().is_loopback() && !allow_remote {
         return Err(CliError::usage(format!(
-            "--listen {addr}: not a loopback address; the gateway does not authenticate \
-             clients, so pass --allow-remote to accept connections from other hosts"
+            "--listen {addr}: not a loopback address; the gateway speaks plain HTTP (its bearer \
+             token travels unencrypted), so pass --allow-remote to accept connections from \
+             other hosts"
         )));
     }
     Ok(parsed)

@@ -34,7 +34,7 @@ fn list_to(cfg: &Config, json: bool, out: &mut dyn Write) -> anyhow::Result<u8> 
                 "transport": s.transport.kind(),
                 "trust": s.trust.as_str(),
                 "disabled": s.disabled,
-                "target": target(s),
+                "target": cfg.hide(&target(s)),
                 "approval_required": s.needs_approval(),
                 "approved": approvals.is_approved(s),
                 "source": s.source.to_string_lossy(),
@@ -79,7 +79,7 @@ fn list_to(cfg: &Config, json: bool, out: &mut dyn Write) -> anyhow::Result<u8> 
                 s.transport.kind().to_string(),
                 s.trust.as_str().to_string(),
                 approved.to_string(),
-                target(s),
+                cfg.hide(&target(s)),
                 s.source.display().to_string(),
             ]
         })
@@ -125,7 +125,7 @@ pub fn approve(
     }
     let mut approvals = Approvals::load(config_dir)?;
     let raw = raw_server_entry(server).map_err(|e| CliError::usage(e.to_string()))?;
-    eprint!("{}", describe(server, &raw));
+    eprint!("{}", describe(cfg, server, &raw));
     if approvals.is_approved(server) {
         eprintln!("`{name}` is already approved with exactly this configuration.");
         return Ok(exit::OK);
@@ -150,7 +150,7 @@ pub fn approve(
     approvals.approve(server)?;
     eprintln!(
         "Approved `{name}` (digest {}); recorded in {}.",
-        &server.digest[..server.digest.len().min(12)],
+        &server.approval_digest[..server.approval_digest.len().min(12)],
         approvals.path().display()
     );
     Ok(exit::OK)
@@ -198,7 +198,9 @@ fn target(s: &ServerConfig) -> String {
 }
 
 /// The full text shown before approval.
-pub(super) fn describe(server: &ServerConfig, raw: &Value) -> String {
+/// Values the project file expanded from the host environment are shown
+/// as `${NAME}`, never in the clear.
+pub(super) fn describe(cfg: &Config, server: &ServerConfig, raw: &Value) -> String {
     let mut shown = raw.clone();
     for key in ["env", "headers"] {
         if let Some(Value::Object(map)) = shown.get_mut(key) {
@@ -261,9 +263,19 @@ pub(super) fn describe(server: &ServerConfig, raw: &Value) -> String {
     if !vars.is_empty() {
         out.push_str(&format!("  expands:     ${{{}}}\n", vars.join("}, ${")));
     }
+    // What runs from the repository: a change to any of these files asks
+    // for approval again.
+    for (i, (path, sha)) in server.content.iter().enumerate() {
+        let label = if i == 0 { "files:" } else { "" };
+        out.push_str(&format!(
+            "  {label:<12} {} (sha256 {})\n",
+            path.display(),
+            &sha[..sha.len().min(12)]
+        ));
+    }
     out.push_str(&format!("  trust:       {}\n", server.trust.as_str()));
-    out.push_str(&format!("  digest:      {}\n", server.digest));
-    out
+    out.push_str(&format!("  digest:      {}\n", server.approval_digest));
+    cfg.hide(&out)
 }
 
 /// `https://user:pass@host/…` → `https://[REDACTED]@host/…`, on the text as
@@ -324,7 +336,7 @@ mod tests {
                 "r": {"type": "http", "url": "https://u:sk-VERYSECRET@x.test/mcp?k=${TOKEN}", "headers": {"Authorization": "Bearer ${TOKEN}"}}}}"#,
         );
         let s = &cfg.servers["s"];
-        let text = describe(s, &raw_server_entry(s).unwrap());
+        let text = describe(&cfg, s, &raw_server_entry(s).unwrap());
         eprintln!("{text}");
         assert!(
             !text.contains("sk-VERYSECRET") && !text.contains("sk-WRITTEN"),
@@ -337,10 +349,14 @@ mod tests {
         );
         assert!(text.contains("AWS_SECRET_ACCESS_KEY"), "{text}");
         assert!(text.contains("expands:     ${TOKEN}"), "{text}");
-        assert!(text.contains(&s.digest), "{text}");
+        assert!(text.contains(&s.approval_digest), "{text}");
+        assert!(
+            text.contains("files:"),
+            "the executable lives in the repository: {text}"
+        );
 
         let r = &cfg.servers["r"];
-        let text = describe(r, &raw_server_entry(r).unwrap());
+        let text = describe(&cfg, r, &raw_server_entry(r).unwrap());
         assert!(!text.contains("sk-VERYSECRET"), "{text}");
         assert_eq!(target(r), "https://x.test/mcp");
     }

@@ -178,7 +178,7 @@ pub enum Command {
         /// Serve streamable HTTP at http://ADDR/mcp (ADDR = IP:PORT; port 0 picks one).
         #[arg(long, value_name = "ADDR")]
         listen: Option<String>,
-        /// Allow a non-loopback --listen address (clients are not authenticated).
+        /// Allow a non-loopback --listen address (plain HTTP: the token travels unencrypted).
         #[arg(long)]
         allow_remote: bool,
         /// Also accept this `Host` header name (repeatable; with --allow-remote).
@@ -187,6 +187,21 @@ pub enum Command {
         /// Expose tools under their own names (only with one upstream server).
         #[arg(long)]
         no_prefix: bool,
+        /// Put `ask` decisions to the person's client by elicitation (with --stdio: the
+        /// client; with --listen: the one presenting the ask-client token). Without it, ask → deny.
+        #[arg(long)]
+        ask_client: bool,
+        /// With --listen --ask-client: read the person's client token from FILE (mode 0600)
+        /// instead of generating one.
+        #[arg(long, value_name = "FILE", requires = "ask_client")]
+        ask_client_token: Option<PathBuf>,
+        /// With --listen: read the clients' bearer token from FILE (mode 0600) instead of
+        /// generating one (printed once to stderr).
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// With --listen: accept clients without a token (any local process could call tools).
+        #[arg(long, conflicts_with = "token_file")]
+        no_auth: bool,
     },
     /// Serve one of the MCP servers shipped inside warden over stdio
     /// (`notes`, `fixture`); used by the demo and the tests.
@@ -291,7 +306,7 @@ pub fn main() -> ExitCode {
             let code = error
                 .downcast_ref::<CliError>()
                 .map_or(exit::USAGE, |e| e.code);
-            eprintln!("warden: {error:#}");
+            eprintln!("warden: {}", crate::scrub::clean(&format!("{error:#}")));
             ExitCode::from(code)
         }
     }
@@ -347,6 +362,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             allow_remote,
             allow_hosts,
             no_prefix,
+            ask_client,
+            ask_client_token,
+            token_file,
+            no_auth,
         } => gateway::run(
             &cli.global,
             gateway::GatewayArgs {
@@ -355,6 +374,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 allow_remote,
                 allow_hosts,
                 no_prefix,
+                ask_client,
+                ask_client_token,
+                token_file,
+                no_auth,
             },
         ),
         Command::ExampleServer { name, args } => run_example_server(&name, &args),
@@ -385,7 +408,9 @@ fn init_tracing(global: &GlobalArgs) {
         .with_env_filter(filter)
         // Colour codes only for a person at a terminal, never in CI logs.
         .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
+        // Every line without credentials in URLs or configured secrets,
+        // the libraries' own lines included.
+        .with_writer(crate::scrub::Stderr);
     let _ = match global.log_format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),

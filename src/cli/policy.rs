@@ -52,6 +52,7 @@ pub fn pipeline_config(
             None => None,
         },
         extra_policies: global.policies.clone(),
+        data: config.map(|c| c.policy_data.clone()).unwrap_or_default(),
         workspace,
         mode: if global.ci {
             Mode::Ci
@@ -60,6 +61,7 @@ pub fn pipeline_config(
         },
         locked: global.locked,
         with_default: config.is_some_and(|c| c.default_policy),
+        ..PipelineConfig::default()
     })
 }
 

@@ -369,6 +369,8 @@ fn exec_spec(command: Vec<String>, spec: SandboxSpec, trust: Trust) -> anyhow::R
         scope: Scope::Explicit,
         source: PathBuf::from("<sandbox exec>"),
         digest: String::new(),
+        content: Default::default(),
+        approval_digest: String::new(),
     };
     launch_spec(&server).ok_or_else(|| CliError::usage("not a stdio command"))
 }

@@ -102,11 +102,16 @@ where
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         let cancel = CancellationToken::new();
         spawn_signal_watch(cancel.clone());
         body(cancel).await
-    })
+    });
+    // Dropping a runtime waits for every blocking task (a terminal read
+    // nobody will answer, say) without limit: the command has finished, so
+    // give stragglers a moment and leave.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    result
 }
 
 fn spawn_signal_watch(cancel: CancellationToken) {

@@ -22,8 +22,12 @@ const VERSION: u32 = 1;
 #[serde(deny_unknown_fields)]
 pub struct Approval {
     pub name: String,
-    /// [`ServerConfig::digest`] at the time of approval.
+    /// [`ServerConfig::approval_digest`] at the time of approval.
     pub digest: String,
+    /// [`ServerConfig::content`] at the time of approval: what ran from the
+    /// workspace or repository, to say which file changed since.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub files: std::collections::BTreeMap<PathBuf, String>,
     /// The `.mcp.json` that defined the server.
     pub source: PathBuf,
     /// RFC 3339, UTC.
@@ -92,8 +96,48 @@ impl Approvals {
     pub fn is_approved(&self, server: &ServerConfig) -> bool {
         !server.needs_approval()
             || self.entries.iter().any(|a| {
-                a.name == server.name && a.digest == server.digest && a.source == server.source
+                a.name == server.name
+                    && a.digest == server.approval_digest
+                    && a.source == server.source
             })
+    }
+
+    /// Why `server` needs approval (for `mcp status`): never approved, its
+    /// configuration changed, or a file that runs from the workspace or
+    /// repository changed since it was approved (named).
+    pub fn why_pending(&self, server: &ServerConfig) -> String {
+        let Some(old) = self
+            .entries
+            .iter()
+            .find(|a| a.name == server.name && a.source == server.source)
+        else {
+            return "a project server that was never approved; run `warden mcp approve NAME`"
+                .replace("NAME", &server.name);
+        };
+        let changed: Vec<String> = server
+            .content
+            .iter()
+            .filter(|(p, h)| old.files.get(*p) != Some(*h))
+            .map(|(p, _)| p.display().to_string())
+            .chain(
+                old.files
+                    .keys()
+                    .filter(|p| !server.content.contains_key(*p))
+                    .map(|p| p.display().to_string()),
+            )
+            .collect();
+        let what = if !changed.is_empty() && approval_config_matches(old, server) {
+            format!(
+                "{} changed since you approved the server",
+                changed.join(", ")
+            )
+        } else {
+            "its configuration changed since you approved it".to_string()
+        };
+        format!(
+            "needs approval again: {what}; run `warden mcp approve {}`",
+            server.name
+        )
     }
 
     /// Records approval of `server`'s exact configuration (replacing an older
@@ -109,7 +153,8 @@ impl Approvals {
             .retain(|a| !(a.name == server.name && a.source == server.source));
         self.entries.push(Approval {
             name: server.name.clone(),
-            digest: server.digest.clone(),
+            digest: server.approval_digest.clone(),
+            files: server.content.clone(),
             source: server.source.clone(),
             approved_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         });
@@ -192,6 +237,12 @@ impl Approvals {
         }
         Ok(())
     }
+}
+
+/// Whether the approval's recorded files give its digest with the
+/// server's configuration: then only the files changed.
+fn approval_config_matches(old: &Approval, server: &ServerConfig) -> bool {
+    super::file::approval_digest(&server.digest, &old.files) == old.digest
 }
 
 #[cfg(unix)]

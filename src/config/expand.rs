@@ -18,7 +18,20 @@ pub enum ExpandError {
 /// Expands every `${…}` in `input`. A `$` not followed by `{` stays as it is.
 /// Like the shell, `${VAR:-default}` uses the default when VAR is unset or
 /// empty; `${VAR}` set to the empty string expands to the empty string.
+#[cfg(test)]
 pub fn expand(input: &str, workspace: &Path, env: EnvLookup<'_>) -> Result<String, ExpandError> {
+    expand_tracked(input, workspace, env, &mut Vec::new())
+}
+
+/// [`expand`], also listing every `(NAME, value)` taken from the host
+/// environment (not `${WORKSPACE}`, not a default written in the file):
+/// in a project file these values are secrets.
+pub fn expand_tracked(
+    input: &str,
+    workspace: &Path,
+    env: EnvLookup<'_>,
+    used: &mut Vec<(String, String)>,
+) -> Result<String, ExpandError> {
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(start) = rest.find("${") {
@@ -48,7 +61,12 @@ pub fn expand(input: &str, workspace: &Path, env: EnvLookup<'_>) -> Result<Strin
         };
         match (value, default) {
             (Some(v), Some(d)) if v.is_empty() => out.push_str(d),
-            (Some(v), _) => out.push_str(&v),
+            (Some(v), _) => {
+                out.push_str(&v);
+                if name != "WORKSPACE" && !v.is_empty() {
+                    used.push((name.to_string(), v));
+                }
+            }
             (None, Some(d)) => out.push_str(d),
             (None, None) => return Err(ExpandError::Unset(name.to_string())),
         }

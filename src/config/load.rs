@@ -78,7 +78,10 @@ pub fn load_with_env(opts: &LoadOptions, env: EnvLookup<'_>) -> Result<Config, C
         loaded.push((load_file(path, *scope, &workspace, env)?, *scope));
     }
     let sources = files.into_iter().map(|(p, _)| p).collect();
-    Ok(merge(workspace, opts.config_dir.clone(), sources, loaded))
+    let config = merge(workspace, opts.config_dir.clone(), sources, loaded);
+    // From here on, no output of this process shows a secret of it.
+    crate::scrub::register(super::secrets_of(&config));
+    Ok(config)
 }
 
 /// The nearest `.mcp.json` at or above `start`.
@@ -100,6 +103,8 @@ fn merge(
     let mut policies: Option<Vec<_>> = None;
     let mut own_policy_key = false;
     let mut audit = AuditConfig::default();
+    let mut policy_data = Vec::new();
+    let mut project_secrets = Vec::new();
     // Files arrive in precedence order (user, then project): the first
     // definition of a name wins.
     for (file, scope) in files {
@@ -117,6 +122,12 @@ fn merge(
             servers.insert(server.name.clone(), server);
         }
         rules.extend(file.rules);
+        policy_data.extend(file.policy_data);
+        project_secrets.extend(
+            file.secrets
+                .into_iter()
+                .map(|(name, value)| (name, super::Secret::new(value))),
+        );
         if let Some(list) = file.policy {
             if scope != Scope::Project {
                 own_policy_key = true;
@@ -146,6 +157,9 @@ fn merge(
         "policies": policies.as_ref().map(|list: &Vec<PolicySource>| list.iter().map(|p| json!({
             "path": p.path.to_string_lossy(), "scope": p.scope,
         })).collect::<Vec<_>>()),
+        "policy_data": policy_data.iter().map(|d: &warden_policy::DataSource| json!({
+            "path": d.path.to_string_lossy(), "scope": d.scope,
+        })).collect::<Vec<_>>(),
         "default_policy": default_policy,
         "audit": {
             "path": audit.path.as_ref().map(|p| p.to_string_lossy().into_owned()),
@@ -160,9 +174,11 @@ fn merge(
         servers,
         rules,
         policies,
+        policy_data,
         audit,
         digest,
         default_policy,
         config_dir,
+        project_secrets,
     }
 }

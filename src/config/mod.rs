@@ -210,10 +210,18 @@ pub struct ServerConfig {
     pub scope: Scope,
     /// The file that defined this server.
     pub source: PathBuf,
-    /// SHA-256 of the server's exact configuration: what approvals and pins
-    /// are recorded against. Secret values enter only as written (before
-    /// `${VAR}` expansion), never expanded.
+    /// SHA-256 of the server's exact configuration: what pins are recorded
+    /// against. Secret values enter only as written (before `${VAR}`
+    /// expansion), never expanded.
     pub digest: String,
+    /// What runs from the workspace or the repository (the executable;
+    /// for an interpreter, the script and other files its arguments name),
+    /// with the SHA-256 of each file's content when the configuration
+    /// loaded.
+    pub content: BTreeMap<PathBuf, String>,
+    /// What approvals are recorded against: `digest` and `content`, so a
+    /// changed script needs approval again.
+    pub approval_digest: String,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -236,6 +244,8 @@ pub struct Config {
     /// `None`: no `policy` key anywhere, the shipped default applies.
     /// `Some(vec![])`: `"policy": []`, no Rego stage.
     pub policies: Option<Vec<PolicySource>>,
+    /// `policy_data`: the only JSON documents loaded as Rego data.
+    pub policy_data: Vec<warden_policy::DataSource>,
     pub audit: AuditConfig,
     /// SHA-256 over the canonical merged configuration (for `session_start`).
     pub digest: String,
@@ -246,6 +256,27 @@ pub struct Config {
     pub default_policy: bool,
     /// The directory holding `config.json`, `approvals.json` and `pins.json`.
     pub config_dir: PathBuf,
+    /// Every `(NAME, value)` a project file expanded from the host
+    /// environment (`${NAME}`): the values are secrets, scrubbed from every
+    /// output ([`secrets_of`]) and shown as `${NAME}` ([`Config::hide`]).
+    pub project_secrets: Vec<(String, Secret)>,
+}
+
+impl Config {
+    /// `text` with every value a project file expanded from the host
+    /// environment written back as `${NAME}` (for showing a project
+    /// server before approval).
+    pub fn hide(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        let mut secrets: Vec<&(String, Secret)> = self.project_secrets.iter().collect();
+        secrets.sort_by_key(|(_, v)| std::cmp::Reverse(v.expose().len()));
+        for (name, value) in secrets {
+            if value.expose().len() >= 2 {
+                out = out.replace(value.expose(), &format!("${{{name}}}"));
+            }
+        }
+        out
+    }
 }
 
 impl ServerConfig {
@@ -281,12 +312,17 @@ pub fn raw_server_entry(server: &ServerConfig) -> Result<serde_json::Value, Conf
 }
 
 /// The values the audit log must never contain, from a configuration: every
-/// server's `env` values, the host values of its `env_from` variables, and
-/// its `headers` values (for `Scheme credential` headers also the
-/// credential alone). Feed them to
+/// server's `env` values, the host values of its `env_from` variables, its
+/// `headers` values (for `Scheme credential` headers also the credential
+/// alone), and every value a project file expanded from the host
+/// environment. Feed them to
 /// [`warden_audit::AuditOptions::secrets`].
 pub fn secrets_of(config: &Config) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out: Vec<String> = config
+        .project_secrets
+        .iter()
+        .map(|(_, s)| s.expose().to_string())
+        .collect();
     for server in config.servers.values() {
         match &server.transport {
             TransportConfig::Stdio(stdio) => {

@@ -55,6 +55,10 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+mod auth;
+
+pub use auth::{Tokens, generate as generate_token, read_token_file};
+
 use crate::host::{CallReport, CallRequest, Caller, Host};
 use crate::terminal::sanitize_for_terminal;
 use warden_audit::Outcome;
@@ -75,6 +79,10 @@ const MAX_PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 pub struct GatewayOptions {
     /// Expose remote names instead of `S__T` (one upstream server only).
     pub no_prefix: bool,
+    /// `--ask-client` on `--stdio`: the one client is a person's, so `ask`
+    /// decisions are put to it (CONTRACT §5). On `--listen` the person's
+    /// client is the one presenting the ask-client token instead.
+    pub ask_client: bool,
 }
 
 /// The MCP server handler over a [`Host`]. Cheap to clone: one per HTTP
@@ -210,13 +218,21 @@ impl Gateway {
                 .peer
                 .supported_elicitation_modes()
                 .contains(&ElicitationMode::Form);
+        // The program that made the call never approves it by default:
+        // only the client the operator marked as a person's is asked.
+        let person = match context.extensions.get::<axum::http::request::Parts>() {
+            Some(parts) => {
+                parts.extensions.get::<auth::ClientRole>() == Some(&auth::ClientRole::Person)
+            }
+            None => self.inner.options.ask_client,
+        };
         let elicitor = ElicitationAsker {
             peer: context.peer.clone(),
             cancel: context.ct.clone(),
             exposed_name: request.name.to_string(),
         };
         let asker: Option<&dyn Asker> = match self.inner.host.mode() {
-            Mode::Gateway if can_elicit => Some(&elicitor),
+            Mode::Gateway if can_elicit && person => Some(&elicitor),
             _ => None,
         };
         let report = self
@@ -233,7 +249,17 @@ impl Gateway {
             )
             .await
             .map_err(|refusal| ErrorData::invalid_params(refusal.to_string(), None))?;
-        let cannot_ask = self.inner.host.mode() == Mode::Gateway && !can_elicit;
+        let cannot_ask = match self.inner.host.mode() {
+            Mode::Gateway if !person => Some(
+                "no one could be asked: warden asks only the client the operator marked as a \
+                 person's (`warden gateway --ask-client`)",
+            ),
+            Mode::Gateway if !can_elicit => Some(
+                "this MCP client did not declare the elicitation capability, so it cannot be \
+                 asked to approve the call",
+            ),
+            _ => None,
+        };
         Ok(result_for_client(&report, cannot_ask))
     }
 }
@@ -247,7 +273,7 @@ pub fn gateway_name(qualified: &str) -> String {
 }
 
 /// What the client receives for a call the host decided.
-fn result_for_client(report: &CallReport, cannot_ask: bool) -> CallToolResult {
+fn result_for_client(report: &CallReport, cannot_ask: Option<&str>) -> CallToolResult {
     match report.outcome {
         Outcome::Ok | Outcome::ToolError => {
             let sent = report
@@ -264,22 +290,26 @@ fn result_for_client(report: &CallReport, cannot_ask: bool) -> CallToolResult {
         }
         Outcome::Denied => {
             let mut text = report.denial_text();
-            if cannot_ask && report.decision.reasons.iter().any(|r| r.contains("asked")) {
-                text.push_str(
-                    " (this MCP client did not declare the elicitation capability, \
-                     so it cannot be asked to approve the call)",
-                );
+            if let Some(why) = cannot_ask
+                && report.decision.reasons.iter().any(|r| r.contains("asked"))
+            {
+                text.push_str(&format!(" ({why})"));
             }
-            CallToolResult::error(vec![ContentBlock::text(text)])
+            CallToolResult::error(vec![ContentBlock::text(
+                crate::scrub::clean(&text).into_owned(),
+            )])
         }
         Outcome::RpcError | Outcome::Timeout | Outcome::Cancelled => {
-            CallToolResult::error(vec![ContentBlock::text(format!(
+            let text = format!(
                 "warden: the call to `{}`/`{}` failed ({}): {}",
                 report.server,
                 report.tool,
                 report.outcome.as_str(),
                 report.error.as_deref().unwrap_or("no details")
-            ))])
+            );
+            CallToolResult::error(vec![ContentBlock::text(
+                crate::scrub::clean(&text).into_owned(),
+            )])
         }
     }
 }
@@ -422,19 +452,20 @@ fn answer_of(action: ElicitationAction, content: Option<&Value>) -> AskAnswer {
 }
 
 fn elicitation_message(prompt: &AskPrompt, exposed_name: &str) -> String {
-    const MAX_ARGS: usize = 1000;
-    let mut args = serde_json::to_string(&prompt.arguments).unwrap_or_default();
-    if args.len() > MAX_ARGS {
-        let cut = (0..=MAX_ARGS)
-            .rev()
-            .find(|i| args.is_char_boundary(*i))
-            .unwrap_or(0);
-        args.truncate(cut);
-        args.push_str("… (truncated)");
-    }
+    // Every key, values shortened (the pipeline denies rather than asking
+    // when they cannot all be shown).
+    let args = if prompt.argument_lines.is_empty() {
+        " (none)".to_string()
+    } else {
+        prompt
+            .argument_lines
+            .iter()
+            .map(|l| format!("\n  {}: {}", l.key, l.value))
+            .collect::<String>()
+    };
     sanitize_for_terminal(&format!(
         "warden asks before this tool call runs.\n\
-         server: {server}\ntool: {tool} (as {exposed_name})\narguments: {args}\n\
+         server: {server}\ntool: {tool} (as {exposed_name})\narguments:{args}\n\
          why warden asks (stage `{stage}`): {reasons}\n\
          Choose allow_once to run this call once, or deny.",
         server = prompt.server,
@@ -460,12 +491,14 @@ pub async fn serve_stdio(gateway: Gateway, stop: CancellationToken) -> anyhow::R
     Ok(())
 }
 
-/// Where to listen, and which `Host` names (besides loopback ones) to accept.
+/// Where to listen, which `Host` names (besides loopback ones) to accept,
+/// and which bearer tokens ([`Tokens`]).
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
     pub addr: SocketAddr,
     /// Extra `Host` header names accepted (for `--allow-remote`).
     pub allowed_hosts: Vec<String>,
+    pub tokens: Tokens,
 }
 
 /// Binds `addr` and returns the bound address and the server future, which
@@ -501,7 +534,11 @@ pub async fn bind_http(
         .with_cancellation_token(stop.child_token());
     let service: StreamableHttpService<Gateway, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(gateway.clone()), Arc::default(), config);
-    let router = axum::Router::new().nest_service("/mcp", service);
+    // Authentication runs first: a request without a valid token never
+    // reaches the MCP service (nor its Host/Origin checks or sessions).
+    let router = axum::Router::new().nest_service("/mcp", service).layer(
+        axum::middleware::from_fn_with_state(options.tokens.clone(), auth::authenticate),
+    );
     let serve = async move {
         axum::serve(listener, router)
             .with_graceful_shutdown(async move { stop.cancelled_owned().await })

@@ -63,8 +63,31 @@ impl CallReport {
         )
     }
 
-    /// The text a model sees for this call.
+    /// This report with warden's own texts (reasons, error) cleaned of
+    /// secrets and credentials in URLs ([`crate::scrub`]); the server's
+    /// result is left as it sent it.
+    pub fn scrubbed(&self) -> CallReport {
+        let mut out = self.clone();
+        for r in &mut out.decision.reasons {
+            *r = crate::scrub::clean(r).into_owned();
+        }
+        if let Some(e) = &mut out.error {
+            *e = crate::scrub::clean(e).into_owned();
+        }
+        out
+    }
+
+    /// The text a model sees for this call: warden's texts cleaned, the
+    /// server's without configured secrets.
     pub fn text_for_model(&self) -> String {
+        let text = self.text_for_model_raw();
+        match self.outcome {
+            Outcome::Ok | Outcome::ToolError => crate::scrub::secrets_only(&text).into_owned(),
+            _ => crate::scrub::clean(&text).into_owned(),
+        }
+    }
+
+    fn text_for_model_raw(&self) -> String {
         match self.outcome {
             Outcome::Denied => self.denial_text(),
             Outcome::Ok | Outcome::ToolError => {
@@ -147,7 +170,25 @@ impl Host {
                 call_index,
             },
         };
-        let decision = self.pipeline.decide(&facts);
+        // Decided off this task, with a deadline: a runaway schema or
+        // policy is a deny at the deadline, never a wedged caller; the
+        // caller's cancellation (SIGTERM, --timeout, a client going away)
+        // ends the wait at once.
+        let facts = std::sync::Arc::new(facts);
+        let decision = tokio::select! {
+            decision = self.pipeline.decide_within(facts.clone()) => decision,
+            () = cancel.cancelled() => {
+                self.stats.calls.fetch_add(1, Ordering::Relaxed);
+                let decision = cancelled_before_decision(self.pipeline.policy_sha256());
+                let report = CallReport {
+                    outcome: Outcome::Cancelled,
+                    error: Some("cancelled before warden decided".into()),
+                    ..report(&entry.server, &entry.remote, &entry.qualified, &decision, started)
+                };
+                self.audit_call(&request, &facts, &decision, &report);
+                return Ok(report);
+            }
+        };
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
         let recording = asker.map(|inner| RecordingAsker { inner, host: self });
         let asker = recording.as_ref().map(|a| a as &dyn Asker);
@@ -301,6 +342,17 @@ fn report(
         result: None,
         error: None,
         duration_ms: elapsed_ms(started),
+    }
+}
+
+/// The decision recorded for a call cancelled while it was being decided.
+fn cancelled_before_decision(policy_sha256: Option<&str>) -> Decision {
+    Decision {
+        effect: Effect::Deny,
+        stage: Stage::Default,
+        reasons: vec!["the call was cancelled before warden decided".into()],
+        stages: Vec::new(),
+        policy_sha256: policy_sha256.map(str::to_string),
     }
 }
 

@@ -66,7 +66,7 @@ pub struct Host {
     session: String,
     mode: Mode,
     manager: Arc<Manager>,
-    pipeline: Pipeline,
+    pipeline: Arc<Pipeline>,
     audit: Option<Arc<AuditLog>>,
     pins: Mutex<PinStore>,
     locked: bool,
@@ -90,10 +90,12 @@ impl Host {
             rules: config.rules.clone(),
             policies: config.policies.clone(),
             extra_policies: opts.extra_policies.clone(),
+            data: config.policy_data.clone(),
             workspace: config.workspace.clone(),
             mode: opts.mode,
             locked: opts.locked,
             with_default: config.default_policy,
+            ..PipelineConfig::default()
         })?;
         let session = uuid::Uuid::new_v4().to_string();
         let audit = match opts
@@ -128,7 +130,7 @@ impl Host {
             .tempdir()
             .map_err(|e| HostError::Setup(format!("cannot create a runtime folder: {e}")))?;
         let approvals = config::Approvals::load(&opts.load.config_dir)?;
-        let servers = config
+        let servers: Vec<_> = config
             .servers
             .values()
             .filter(|s| opts.only_servers.is_empty() || opts.only_servers.contains(&s.name))
@@ -145,6 +147,11 @@ impl Host {
                 (server.clone(), admission)
             })
             .collect();
+        let pending: Vec<(String, String)> = servers
+            .iter()
+            .filter(|(_, a)| *a == Admission::PendingApproval)
+            .map(|(s, _)| (s.name.clone(), approvals.why_pending(s)))
+            .collect();
         let manager = Manager::new(
             servers,
             LaunchContext {
@@ -153,11 +160,14 @@ impl Host {
                 helper: opts.sandbox_helper.clone().map(Helper::Standalone),
             },
         );
+        for (name, why) in pending {
+            manager.note(&name, why);
+        }
         let host = Host {
             session,
             mode: opts.mode,
             manager,
-            pipeline,
+            pipeline: Arc::new(pipeline),
             audit,
             pins: Mutex::new(pins),
             locked: opts.locked,

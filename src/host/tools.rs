@@ -76,10 +76,17 @@ impl Host {
             .iter()
             .filter(|s| s.state == ServerState::Connected)
             .collect();
-        let registry = Registry::build(
+        // A tool whose input schema could take unbounded time to validate
+        // is skipped here, when listed, and reported (`skipped_tools`).
+        let refuse = |tool: &crate::mcp::Tool| {
+            let schema = serde_json::Value::Object((*tool.input_schema).clone());
+            self.pipeline.check_input_schema(&schema).err()
+        };
+        let registry = Registry::build_with(
             connected
                 .iter()
                 .map(|s| (s.name.as_str(), s.tools.as_slice())),
+            &refuse,
         );
         let mut pins = BTreeMap::new();
         {

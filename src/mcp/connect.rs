@@ -114,10 +114,12 @@ pub(super) async fn establish(
 }
 
 /// Replaces the configured URL (which may carry an expanded secret, e.g. a
-/// token in its query) in a message meant for status, logs or audit.
+/// token in its query) in a message meant for status, logs or audit, and
+/// masks credentials in any other URL the message holds (a redirect, an
+/// endpoint the server named: [`warden_core::redact::urls_in`]).
 pub(super) fn redact_url(text: &str, config: &ServerConfig) -> String {
     let (TransportConfig::Http(remote) | TransportConfig::Sse(remote)) = &config.transport else {
-        return text.to_string();
+        return warden_core::redact::urls_in(text).into_owned();
     };
     let mut out = text.to_string();
     let mut forms = vec![remote.url.clone()];
@@ -128,7 +130,7 @@ pub(super) fn redact_url(text: &str, config: &ServerConfig) -> String {
     for form in forms.iter().filter(|f| !f.is_empty()) {
         out = out.replace(form.as_str(), "<configured URL>");
     }
-    out
+    warden_core::redact::urls_in(&out).into_owned()
 }
 
 async fn establish_inner(

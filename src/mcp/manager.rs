@@ -93,6 +93,19 @@ impl Manager {
         Ok(())
     }
 
+    /// Says why a server that is not started (pending approval, say) is
+    /// not: shown as its status `error`. Ignored for a started server.
+    pub fn note(&self, name: &str, why: String) {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = slots.iter().find(|s| s.name() == name)
+            && slot.admission != Admission::Start
+        {
+            slot.lock().error = Some(why);
+        }
+        drop(slots);
+        self.shared.bump();
+    }
+
     /// Stops a server (gracefully, as at shutdown) and forgets it for the
     /// rest of the session. Returns whether it existed.
     pub async fn remove(&self, name: &str) -> bool {

@@ -67,6 +67,7 @@ pub fn pipeline(
         mode,
         locked: false,
         with_default: false,
+        ..PipelineConfig::default()
     })
     .unwrap()
 }

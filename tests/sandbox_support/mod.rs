@@ -84,6 +84,8 @@ pub fn server_config(
         scope: Scope::Explicit,
         source: PathBuf::from("test"),
         digest: String::new(),
+        content: Default::default(),
+        approval_digest: String::new(),
     }
 }
 

@@ -32,6 +32,8 @@ fn server(name: &str, transport: TransportConfig, timeout: Duration) -> ServerCo
         scope: Scope::Explicit,
         source: PathBuf::from("tests/support/mcp.rs"),
         digest: format!("test-{name}"),
+        content: Default::default(),
+        approval_digest: String::new(),
     }
 }
 

@@ -19,6 +19,21 @@ pub(crate) struct Scrubber {
     exact: Vec<String>,
 }
 
+/// Masks credentials in every URL inside `value`'s strings
+/// ([`warden_core::redact::urls_in`]).
+pub(crate) fn redact_urls(value: &mut Value) {
+    match value {
+        Value::String(s) => {
+            if let std::borrow::Cow::Owned(clean) = warden_core::redact::urls_in(s) {
+                *s = clean;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact_urls),
+        Value::Object(map) => map.values_mut().for_each(redact_urls),
+        _ => {}
+    }
+}
+
 /// Secrets at least this long are scrubbed as substrings.
 pub(crate) const MIN_SUBSTRING_SECRET: usize = 4;
 

@@ -110,6 +110,54 @@ pub enum Mode {
 }
 names!(Mode { Interactive => "interactive", Ci => "ci", Gateway => "gateway" });
 
+/// What kind of MCP request is decided (CONTRACT §8): each kind has its
+/// own rule target (`mcp__S__T`, `resource__S`, `prompt__S__P`,
+/// `sampling__S`, `elicitation__S`) and Rego `input.kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RequestKind {
+    /// `tools/call`.
+    Tool,
+    /// `resources/read`, `resources/subscribe`.
+    Resource,
+    /// `prompts/get`.
+    Prompt,
+    /// A server's `sampling/createMessage`.
+    Sampling,
+    /// A server's `elicitation/create`.
+    Elicitation,
+}
+names!(RequestKind {
+    Tool => "tool",
+    Resource => "resource",
+    Prompt => "prompt",
+    Sampling => "sampling",
+    Elicitation => "elicitation",
+});
+
+impl RequestKind {
+    /// Every kind, in CONTRACT §8's order.
+    pub const ALL: [RequestKind; 5] = [
+        RequestKind::Tool,
+        RequestKind::Resource,
+        RequestKind::Prompt,
+        RequestKind::Sampling,
+        RequestKind::Elicitation,
+    ];
+
+    /// The literal start of this kind's rule targets and qualified names:
+    /// `mcp__`, `resource__`, `prompt__`, `sampling__`, `elicitation__`.
+    pub fn target_prefix(self) -> &'static str {
+        match self {
+            RequestKind::Tool => "mcp__",
+            RequestKind::Resource => "resource__",
+            RequestKind::Prompt => "prompt__",
+            RequestKind::Sampling => "sampling__",
+            RequestKind::Elicitation => "elicitation__",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +183,10 @@ mod tests {
                 Stage::Annotations.as_str(),
             ),
             (serde_json::to_value(Mode::Ci), Mode::Ci.as_str()),
+            (
+                serde_json::to_value(RequestKind::Elicitation),
+                RequestKind::Elicitation.as_str(),
+            ),
         ] {
             assert_eq!(v.ok(), Some(serde_json::Value::from(s)));
         }

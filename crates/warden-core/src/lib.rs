@@ -1,5 +1,6 @@
 //! The vocabulary every layer of warden speaks: canonical JSON and SHA-256
-//! digests ([`digest`]), the one lexical path normaliser ([`path`]), and the
+//! digests ([`digest`]), the one lexical path normaliser ([`path`]), the
+//! masking of credentials in URLs ([`redact`]), and the
 //! small enums that cross crate boundaries (a server's [`Trust`], [`Scope`]
 //! and [`TransportKind`]; a decision's [`Effect`], [`Stage`] and [`Mode`]).
 //!
@@ -12,8 +13,9 @@
 pub mod digest;
 mod kinds;
 pub mod path;
+pub mod redact;
 
-pub use kinds::{Effect, Mode, Scope, Stage, TransportKind, Trust};
+pub use kinds::{Effect, Mode, RequestKind, Scope, Stage, TransportKind, Trust};
 
 /// Longest qualified tool name (`mcp__S__T`), CONTRACT §4: a longer one is
 /// an error for that tool, never truncated. Rules use it to reject tool

@@ -62,6 +62,31 @@ pub fn absolutize(base: &Path, path: &Path) -> PathBuf {
     }
 }
 
+/// [`normalize`] of `path` taken from `/`, whether it is absolute or not:
+/// `a/../../x` and `/a/../../x` are both `/x`. For paths below a root that
+/// is not the file system's (the `~` of `~/…`), and for the path part of a
+/// `file:` URI, which is absolute even when written without a leading `/`
+/// after the authority.
+pub fn rooted(path: &str) -> String {
+    normalize(&Path::new("/").join(path))
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// [`absolutize`] on strings: `path` joined to `base` when relative, then
+/// normalised. With an absolute `base` the result is absolute.
+pub fn absolutize_str(base: &str, path: &str) -> String {
+    absolutize(Path::new(base), Path::new(path))
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Whether `path` has a `.` or `..` component (after splitting on `/`):
+/// the only relative paths whose meaning depends on normalisation.
+pub fn has_dot_segments(path: &str) -> bool {
+    path.split('/').any(|seg| seg == "." || seg == "..")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,6 +103,20 @@ mod tests {
         assert_eq!(n("/w/..."), "/w/...");
         assert_eq!(n(""), ".");
         assert_eq!(n("a/.."), ".");
+    }
+
+    #[test]
+    fn string_helpers() {
+        assert_eq!(rooted("a/../../x"), "/x");
+        assert_eq!(rooted("//etc//./shadow"), "/etc/shadow");
+        assert_eq!(rooted(""), "/");
+        assert_eq!(absolutize_str("/w", "../x"), "/x");
+        assert_eq!(
+            absolutize_str("/w", "/proc/self//environ"),
+            "/proc/self/environ"
+        );
+        assert!(has_dot_segments("a/./b") && has_dot_segments(".."));
+        assert!(!has_dot_segments(".env/..x/a.b"));
     }
 
     #[test]

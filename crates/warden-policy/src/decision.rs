@@ -15,6 +15,11 @@ pub struct StageVerdict {
     /// session" answer covers. Not part of any output.
     #[serde(skip)]
     pub matched_rules: Vec<String>,
+    /// For the rules stage's `allow`: an operator rule (user scope or
+    /// `--config`) naming the tool exactly matched. What CONTRACT §5's
+    /// annotations exception requires. Not part of any output.
+    #[serde(skip)]
+    pub exact_operator_allow: bool,
 }
 
 impl StageVerdict {
@@ -25,6 +30,7 @@ impl StageVerdict {
             effect,
             reasons,
             matched_rules: Vec::new(),
+            exact_operator_allow: false,
         }
     }
 }

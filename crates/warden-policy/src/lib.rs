@@ -5,11 +5,17 @@
 //! approved). No other crate can construct a `Permit`.
 //!
 //! Map: `pipeline` (load, the six stages, the Rego input, combination,
-//! `authorize`), `rules` (permission-rule grammar, path matching),
-//! `rego` (loading and evaluating policies with regorus; the shipped
-//! policies are embedded), [`testing`] (`warden policy test`), `facts`
-//! and `decision` (what goes in and comes out), `sources` (what the
-//! configuration hands over), `ask` (the [`Asker`] interface).
+//! `authorize`, decisions off the caller's task with a deadline), `canon`
+//! (one canonical form per argument value: paths, `file:` URIs, `~`,
+//! numbers; what is uncertain and why), `rules` (permission-rule grammar
+//! for every request kind of CONTRACT §8, matching canonical values),
+//! [`schema_guard`] (input schemas refused before anything validates
+//! against them), `rego` (loading and evaluating policies with regorus;
+//! the shipped policies are embedded; data only from named files),
+//! `bounded` (builtins that could allocate without bound, made bounded),
+//! [`testing`] (`warden policy test`), `facts` and `decision` (what goes
+//! in and comes out), `sources` (what the configuration hands over), `ask`
+//! (the [`Asker`] interface).
 //!
 //! Depends on neither warden's configuration nor its connections: facts
 //! come in as plain data ([`CallFacts`]), rules and policies as
@@ -17,29 +23,42 @@
 //!
 //! Invariants: `decide` never fails (an error inside a stage is that
 //! stage's deny, with the error as the reason); a stage's `allow` never
-//! outweighs another stage's `ask` or `deny`; project-scope rules and
-//! policies can only restrict.
+//! outweighs another stage's `ask` or `deny` (except CONTRACT §5's one
+//! exception: an operator rule naming the tool exactly overrides an ask
+//! that comes only from annotations); project-scope rules and policies
+//! can only restrict; a value warden cannot read with certainty never
+//! satisfies an `allow` on paths or URIs.
 
 #![forbid(unsafe_code)]
 
 mod ask;
+mod bounded;
+mod canon;
 mod decision;
 mod error;
 mod facts;
+mod functions;
 mod permit;
 mod pipeline;
 mod rego;
 mod rules;
+pub mod schema_guard;
 mod sources;
 pub mod testing;
 
-pub use ask::{AskAnswer, AskPrompt, Asker};
+pub use ask::{
+    ArgumentLine, AskAnswer, AskPrompt, Asker, MAX_ARGUMENT_LINES, MAX_KEY_CHARS, MAX_VALUE_CHARS,
+    argument_lines, shorten,
+};
 pub use decision::{Decision, StageVerdict};
 pub use error::PolicyError;
 pub use facts::{CallContext, CallFacts, PinState, ServerFacts, ToolFacts};
 pub use permit::Permit;
-pub use pipeline::{Pipeline, PipelineConfig};
+pub use pipeline::{
+    ArgumentLimits, DEFAULT_DEADLINE, MAX_THREADS, Pipeline, PipelineConfig, pool_threads,
+};
 pub use rego::DEFAULT_REGO;
 pub use rules::RuleError;
-pub use sources::{PolicySource, RuleEffect, RuleSource};
-pub use warden_core::{Effect, Mode, Stage};
+pub use schema_guard::SchemaLimits;
+pub use sources::{DataSource, PolicySource, RuleEffect, RuleSource};
+pub use warden_core::{Effect, Mode, RequestKind, Stage};

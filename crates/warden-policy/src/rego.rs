@@ -78,39 +78,43 @@ impl std::fmt::Debug for RegoSet {
     }
 }
 
-/// Where a policy comes from: a path, or embedded text.
+/// Where a policy comes from: a path, or embedded text; or a data file.
 #[derive(Debug, Clone)]
 pub enum PolicyInput {
     Path(PathBuf),
-    Embedded { name: String, text: String },
+    Embedded {
+        name: String,
+        text: String,
+    },
+    /// A JSON document the configuration names as data (`policy_data`).
+    Data(PathBuf),
 }
 
 /// Expands files and folders into `.rego` files (tests excluded unless
-/// `with_tests`) and the `*.json` data documents beside them.
-pub fn collect(path: &Path, with_tests: bool) -> Result<(Vec<PathBuf>, Vec<PathBuf>), PolicyError> {
+/// `with_tests`). JSON files beside a policy are *not* data: data comes
+/// only from files the configuration names as data ([`PolicyInput::Data`]).
+pub fn collect(path: &Path, with_tests: bool) -> Result<Vec<PathBuf>, PolicyError> {
     let meta = std::fs::metadata(path).map_err(|e| PolicyError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
     let mut rego = Vec::new();
-    let mut json = Vec::new();
     if meta.is_dir() {
-        walk(path, with_tests, &mut rego, &mut json)?;
+        walk(path, with_tests, &mut rego)?;
     } else {
         rego.push(path.to_path_buf());
-        if let Some(dir) = path.parent() {
-            let dir = if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            };
-            let entries = read_dir_sorted(dir)?;
-            json.extend(entries.into_iter().filter(|p| is_data_file(p)));
-        }
     }
     rego.sort();
-    json.sort();
-    Ok((rego, json))
+    Ok(rego)
+}
+
+/// The `*.json` files directly in `dir` (for `warden policy test`, which
+/// loads data beside tests as `opa test` does).
+pub fn json_beside(dir: &Path) -> Result<Vec<PathBuf>, PolicyError> {
+    Ok(read_dir_sorted(dir)?
+        .into_iter()
+        .filter(|p| is_data_file(p))
+        .collect())
 }
 
 fn hidden(p: &Path) -> bool {
@@ -142,24 +146,15 @@ fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, PolicyError> {
     Ok(out)
 }
 
-fn walk(
-    dir: &Path,
-    with_tests: bool,
-    rego: &mut Vec<PathBuf>,
-    json: &mut Vec<PathBuf>,
-) -> Result<(), PolicyError> {
+fn walk(dir: &Path, with_tests: bool, rego: &mut Vec<PathBuf>) -> Result<(), PolicyError> {
     for p in read_dir_sorted(dir)? {
         if hidden(&p) {
             continue;
         }
         if p.is_dir() {
-            walk(&p, with_tests, rego, json)?;
-        } else if p.extension().is_some_and(|e| e == "rego") {
-            if with_tests || !is_test_file(&p) {
-                rego.push(p);
-            }
-        } else if is_data_file(&p) {
-            json.push(p);
+            walk(&p, with_tests, rego)?;
+        } else if p.extension().is_some_and(|e| e == "rego") && (with_tests || !is_test_file(&p)) {
+            rego.push(p);
         }
     }
     Ok(())
@@ -182,17 +177,27 @@ fn timer_config() -> regorus::utils::limits::ExecutionTimerConfig {
 /// An engine, the files it loaded and the `(name, text)` of each module.
 pub type BuiltEngine = (Engine, Vec<LoadedFile>, Vec<(String, String)>);
 
+/// Largest data file read (a data document is configuration, not a dump).
+const MAX_DATA_BYTES: u64 = 16 << 20;
+
 /// Builds an engine from policy inputs. Returns the engine (not yet
 /// evaluated), the files loaded (policies then data) and the source texts.
+/// Every policy is checked for builtins that can allocate without bound
+/// ([`crate::bounded`]); data may not define anything under `warden` nor
+/// shadow a loaded package.
 pub fn build_engine(inputs: &[PolicyInput], with_tests: bool) -> Result<BuiltEngine, PolicyError> {
     let mut engine = Engine::new();
     // A policy that loops or explodes is stopped and becomes a deny.
     engine.set_execution_timer_config(timer_config());
     // `CompiledPolicy` evaluations use the process-wide fallback only.
     regorus::utils::limits::set_fallback_execution_timer_config(Some(timer_config()));
+    crate::bounded::install(&mut engine).map_err(|message| PolicyError::Rego {
+        file: "<warden internal>".into(),
+        message,
+    })?;
     let mut files = Vec::new();
     let mut sources = Vec::new();
-    let mut data_seen = BTreeSet::new();
+    let mut data = Vec::new();
     for input in inputs {
         match input {
             PolicyInput::Embedded { name, text } => {
@@ -204,7 +209,7 @@ pub fn build_engine(inputs: &[PolicyInput], with_tests: bool) -> Result<BuiltEng
                 sources.push((name.clone(), text.clone()));
             }
             PolicyInput::Path(path) => {
-                let (rego, json) = collect(path, with_tests)?;
+                let rego = collect(path, with_tests)?;
                 if rego.is_empty() {
                     return Err(PolicyError::Io {
                         path: path.clone(),
@@ -221,37 +226,107 @@ pub fn build_engine(inputs: &[PolicyInput], with_tests: bool) -> Result<BuiltEng
                     });
                     sources.push((name, text));
                 }
-                for file in json {
-                    if !data_seen.insert(file.clone()) {
-                        continue;
-                    }
-                    let text = read(&file)?;
-                    let value = RegoValue::from_json_str(&text).map_err(|e| PolicyError::Data {
-                        path: file.clone(),
-                        message: e.to_string(),
-                    })?;
-                    if value.as_object().is_err() {
-                        return Err(PolicyError::Data {
-                            path: file.clone(),
-                            message: "a data document must be a JSON object".into(),
-                        });
-                    }
-                    engine.add_data(value).map_err(|e| PolicyError::Data {
-                        path: file.clone(),
-                        message: format!("{e} (conflicts with data loaded before)"),
-                    })?;
-                    files.push(LoadedFile {
-                        path: file,
-                        sha256: sha256_hex(text.as_bytes()),
-                    });
+            }
+            PolicyInput::Data(path) => {
+                if !data.contains(path) {
+                    data.push(path.clone());
                 }
             }
         }
     }
+    // Every call must resolve now, not when evaluation first reaches it.
+    let modules: Vec<crate::functions::Module<'_>> = sources
+        .iter()
+        .map(|(file, text)| crate::functions::Module {
+            file,
+            package: package_of(text).unwrap_or_default(),
+            text,
+        })
+        .collect();
+    crate::functions::check(&modules).map_err(|message| PolicyError::Rego {
+        file: modules
+            .first()
+            .map(|m| m.file.to_string())
+            .unwrap_or_default(),
+        message,
+    })?;
+    // Package roots the data may not shadow (`data.lib` of `package lib`).
+    let roots: BTreeSet<String> = sources
+        .iter()
+        .filter_map(|(_, text)| package_of(text))
+        .filter_map(|p| p.split('.').next().map(str::to_string))
+        .collect();
+    for file in data {
+        let text = read_bounded(&file)?;
+        let value = RegoValue::from_json_str(&text).map_err(|e| PolicyError::Data {
+            path: file.clone(),
+            message: e.to_string(),
+        })?;
+        let Ok(object) = value.as_object() else {
+            return Err(PolicyError::Data {
+                path: file.clone(),
+                message: "a data document must be a JSON object".into(),
+            });
+        };
+        for key in object.iter().map(|(k, _)| k) {
+            let key = key.as_string().map(|k| k.to_string()).unwrap_or_default();
+            if key.starts_with("warden") {
+                return Err(PolicyError::Data {
+                    path: file.clone(),
+                    message: format!(
+                        "top-level key `{key}`: data may not define anything under \
+                         `data.warden…` (only policies decide `deny`, `ask` and `allow`); \
+                         rename the key, e.g. `{}`",
+                        key.replacen("warden", "lists", 1)
+                    ),
+                });
+            }
+            if roots.contains(&key) {
+                return Err(PolicyError::Data {
+                    path: file.clone(),
+                    message: format!(
+                        "top-level key `{key}` would shadow the rules of `package {key}`; \
+                         rename the key"
+                    ),
+                });
+            }
+        }
+        engine.add_data(value).map_err(|e| PolicyError::Data {
+            path: file.clone(),
+            message: format!("{e} (conflicts with data loaded before)"),
+        })?;
+        files.push(LoadedFile {
+            path: file,
+            sha256: sha256_hex(text.as_bytes()),
+        });
+    }
     Ok((engine, files, sources))
 }
 
+fn read_bounded(path: &Path) -> Result<String, PolicyError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| PolicyError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_DATA_BYTES + 1).read_to_string(&mut text))
+        .map_err(io)?;
+    if text.len() as u64 > MAX_DATA_BYTES {
+        return Err(PolicyError::Data {
+            path: path.to_path_buf(),
+            message: format!("larger than {} MiB", MAX_DATA_BYTES >> 20),
+        });
+    }
+    Ok(text)
+}
+
 fn add_policy(engine: &mut Engine, name: &str, text: &str) -> Result<(), PolicyError> {
+    crate::bounded::check_source(name, text).map_err(|message| PolicyError::Rego {
+        file: name.to_string(),
+        message,
+    })?;
     engine
         .add_policy(name.to_string(), text.to_string())
         .map(|_| ())
@@ -432,4 +507,36 @@ pub fn rego_object<'a>(pairs: impl IntoIterator<Item = (&'a str, RegoValue)>) ->
             .map(|(k, v)| (RegoValue::from(k), v))
             .collect::<std::collections::BTreeMap<_, _>>(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<RegoSet, PolicyError> {
+        RegoSet::load(
+            &[PolicyInput::Embedded {
+                name: "p.rego".into(),
+                text: text.into(),
+            }],
+            Scope::User,
+            &RegoValue::from_json_str(r#"{"arguments": {}}"#).unwrap(),
+        )
+    }
+
+    #[test]
+    fn unknown_functions_fail_at_load() {
+        for text in [
+            "package warden\nimport rego.v1\ndeny contains \"x\" if { input.arguments.boom; foo.bar(1) }\n",
+            "package warden\nimport rego.v1\nhelper(x) := y if { y := nope(x) }\ndeny contains \"x\" if { input.arguments.boom; helper(1) }\n",
+            "package warden\nimport rego.v1\nunused := strings.nope(\"a\")\n",
+        ] {
+            let e = load(text).err().map(|e| e.to_string());
+            assert!(
+                e.as_deref()
+                    .is_some_and(|e| e.contains("nope") || e.contains("foo.bar")),
+                "{text}: {e:?}"
+            );
+        }
+    }
 }

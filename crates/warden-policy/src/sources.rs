@@ -46,3 +46,13 @@ pub struct PolicySource {
     pub path: PathBuf,
     pub scope: Scope,
 }
+
+/// A JSON document the configuration names as Rego data (`policy_data`).
+/// Its top-level keys become `data.KEY`; a key under `warden` (or one
+/// that would shadow a loaded package) is refused. JSON files are data
+/// only when named so: a file beside a policy is never loaded by itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataSource {
+    pub path: PathBuf,
+    pub scope: Scope,
+}

@@ -3,7 +3,8 @@
 //! undefined or an error is a failure.
 //!
 //! Grouping: each `X_test.rego` runs against `X.rego` beside it (plus the
-//! `*.json` data there); when there is no `X.rego`, against every non-test
+//! `*.json` data there, loaded as configured data is: nothing under
+//! `data.warden`); when there is no `X.rego`, against every non-test
 //! `.rego` file of its folder. Policies of one package that are meant to be
 //! used alone (like the shipped `default.rego` and `ci.rego`) can so live
 //! in one folder.
@@ -16,7 +17,7 @@ use serde::Serialize;
 use crate::error::PolicyError;
 use crate::rego::{
     CI_REGO, CI_TEST_REGO, DEFAULT_REGO, DEFAULT_TEST_REGO, PolicyInput, build_engine, collect,
-    package_of,
+    json_beside, package_of,
 };
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -76,7 +77,7 @@ pub fn shipped_groups() -> Vec<Vec<PolicyInput>> {
 pub fn groups_for_paths(paths: &[PathBuf]) -> Result<Vec<Vec<PolicyInput>>, PolicyError> {
     let mut groups = Vec::new();
     for path in paths {
-        let (rego, _) = collect(path, true)?;
+        let rego = collect(path, true)?;
         let tests: Vec<&PathBuf> = rego
             .iter()
             .filter(|p| p.to_string_lossy().ends_with("_test.rego"))
@@ -106,6 +107,9 @@ pub fn groups_for_paths(paths: &[PathBuf]) -> Result<Vec<Vec<PolicyInput>>, Poli
                 }
             }
             group.push(PolicyInput::Path(test.clone()));
+            // Data beside the tests, as `opa test` loads it (under the
+            // same rules as configured data: nothing under `warden`).
+            group.extend(json_beside(dir)?.into_iter().map(PolicyInput::Data));
             groups.push(group);
         }
     }
@@ -162,4 +166,21 @@ pub fn run_groups(groups: &[Vec<PolicyInput>]) -> Result<TestReport, PolicyError
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_policy_tests_pass() {
+        let report = run_groups(&shipped_groups()).expect("shipped policies compile");
+        let failed: Vec<_> = report
+            .results
+            .iter()
+            .filter(|r| r.outcome != TestOutcome::Pass)
+            .collect();
+        assert!(failed.is_empty(), "{failed:#?}");
+        assert!(report.passed() > 40, "{}", report.passed());
+    }
 }

@@ -304,7 +304,7 @@ impl Repl {
                 return;
             }
         };
-        let preamble = super::super::mcp_config::describe(server, &raw);
+        let preamble = super::super::mcp_config::describe(self.host.config(), server, &raw);
         let question = format!("Approve `{name}` with exactly this configuration? [y/N] ");
         let answer = self.editor.read(&preamble, &question, false).await;
         let Read::Line(answer) = answer else {

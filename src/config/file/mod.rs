@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use warden_core::path::{absolutize, normalize};
-use warden_policy::{PolicySource, RuleEffect, RuleSource};
+use warden_policy::{DataSource, PolicySource, RuleEffect, RuleSource};
 
 use super::error::{ConfigError, ErrorKind};
 use super::expand::{self, EnvLookup, ExpandError};
@@ -29,7 +29,14 @@ use super::{
     ServerConfig, StdioConfig, TransportConfig, Trust,
 };
 
-const TOP_KEYS: &[&str] = &["$schema", "mcpServers", "permissions", "policy", "audit"];
+const TOP_KEYS: &[&str] = &[
+    "$schema",
+    "mcpServers",
+    "permissions",
+    "policy",
+    "policy_data",
+    "audit",
+];
 const SERVER_KEYS: &[&str] = &[
     "type", "command", "args", "env", "env_from", "cwd", "timeout", "disabled", "trust", "sandbox",
     "url", "headers",
@@ -62,7 +69,12 @@ pub struct FileConfig {
     pub rules: Vec<RuleSource>,
     /// `None` when the file has no `policy` key.
     pub policy: Option<Vec<PolicySource>>,
+    /// `policy_data`: JSON documents loaded as Rego data.
+    pub policy_data: Vec<DataSource>,
     pub audit: Option<AuditConfig>,
+    /// `(NAME, value)` this (project) file expanded from the host
+    /// environment: the values are secrets, scrubbed from every output.
+    pub secrets: Vec<(String, String)>,
 }
 
 pub struct Ctx<'a> {
@@ -73,6 +85,9 @@ pub struct Ctx<'a> {
     /// Absolute, canonical workspace root.
     pub workspace: &'a Path,
     pub env: EnvLookup<'a>,
+    /// In a project file, every `(NAME, value)` expanded from the host
+    /// environment so far: the values are secrets (errors show `${NAME}`).
+    pub expanded: std::cell::RefCell<Vec<(String, String)>>,
 }
 
 type Result<T> = std::result::Result<T, ConfigError>;
@@ -93,6 +108,7 @@ pub fn load_file(
         scope,
         workspace,
         env,
+        expanded: Default::default(),
     };
     ctx.file_config(&root)
 }
@@ -167,15 +183,32 @@ pub fn raw_server(root: &Node, name: &str) -> Option<Value> {
     get(entries, name).map(|m| m.value.to_value())
 }
 
-/// What approvals and pins are recorded against: the entry as written
-/// (before `${VAR}` expansion, so expanded secrets never enter it) and the
-/// executable it resolved to, so the same text finding a different binary
-/// is a different server.
+/// What pins are recorded against: the entry as written (before `${VAR}`
+/// expansion, so expanded secrets never enter it) and the executable it
+/// resolved to, so the same text finding a different binary is a
+/// different server.
 pub fn server_digest(name: &str, raw: &Value, program: Option<&Path>) -> String {
     warden_core::digest::sha256_json(&json!({
         "name": name,
         "config": raw,
         "program": program.map(|p| p.to_string_lossy().into_owned()),
+    }))
+}
+
+/// What approvals are recorded against: [`server_digest`] and the content
+/// of what runs from the workspace or repository (the executable, an
+/// interpreter's script), so changing the script asks again. Equal to
+/// [`server_digest`] when nothing runs from there.
+pub fn approval_digest(digest: &str, content: &BTreeMap<PathBuf, String>) -> String {
+    if content.is_empty() {
+        return digest.to_string();
+    }
+    warden_core::digest::sha256_json(&json!({
+        "config": digest,
+        "content": content
+            .iter()
+            .map(|(p, h)| (p.to_string_lossy().into_owned(), Value::from(h.as_str())))
+            .collect::<serde_json::Map<String, Value>>(),
     }))
 }
 
@@ -201,6 +234,10 @@ impl Ctx<'_> {
             Some(m) => Some(self.policy(&m.value)?),
             None => None,
         };
+        let policy_data = match get(top, "policy_data") {
+            Some(m) => self.policy_data(&m.value)?,
+            None => Vec::new(),
+        };
         let audit = match get(top, "audit") {
             Some(m) if self.scope == Scope::Project => {
                 return Err(self.boundary(
@@ -212,11 +249,20 @@ impl Ctx<'_> {
             Some(m) => Some(self.audit(&m.value)?),
             None => None,
         };
+        let secrets = self
+            .expanded
+            .borrow()
+            .iter()
+            .filter(|_| self.scope == Scope::Project)
+            .cloned()
+            .collect();
         Ok(FileConfig {
             servers,
             rules,
             policy,
+            policy_data,
             audit,
+            secrets,
         })
     }
 }

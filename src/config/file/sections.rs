@@ -1,5 +1,5 @@
-//! The top-level sections besides servers: `permissions`, `policy` and
-//! `audit`.
+//! The top-level sections besides servers: `permissions`, `policy`,
+//! `policy_data` and `audit`.
 
 use super::*;
 
@@ -20,6 +20,7 @@ impl Ctx<'_> {
                 return Err(self.boundary(&key, m.value.pos, "add `allow` rules"));
             }
             for (index, (text, k, pos)) in items.into_iter().enumerate() {
+                self.no_host_vars(text, &k, pos, "rule")?;
                 let text = self.expand(text, &k, pos)?;
                 if text.trim().is_empty() {
                     return Err(self.err(ErrorKind::InvalidValue, &k, pos, "empty rule", None));
@@ -39,6 +40,7 @@ impl Ctx<'_> {
     pub(super) fn policy(&self, node: &Node) -> Result<Vec<PolicySource>> {
         let mut out = Vec::new();
         for (s, k, pos) in self.strings(node, "policy")? {
+            self.no_host_vars(s, &k, pos, "policy path")?;
             let raw = self.expand(s, &k, pos)?;
             let path = absolutize(&self.dir, Path::new(&raw));
             if !path.exists() {
@@ -63,6 +65,52 @@ impl Ctx<'_> {
                 ));
             }
             out.push(PolicySource {
+                path,
+                scope: self.scope,
+            });
+        }
+        Ok(out)
+    }
+
+    /// `policy_data`: JSON documents loaded as Rego data, relative to this
+    /// file (the only way data reaches policies: a JSON file beside a
+    /// policy is not loaded). Their top-level keys become `data.KEY`; a key
+    /// under `warden` is refused when the policies load.
+    pub(super) fn policy_data(&self, node: &Node) -> Result<Vec<DataSource>> {
+        let mut out = Vec::new();
+        for (s, k, pos) in self.strings(node, "policy_data")? {
+            self.no_host_vars(s, &k, pos, "policy data path")?;
+            let raw = self.expand(s, &k, pos)?;
+            let path = absolutize(&self.dir, Path::new(&raw));
+            if !path.is_file() {
+                return Err(self.err(
+                    ErrorKind::MissingPath,
+                    &k,
+                    pos,
+                    format!("policy data {} is not a file", path.display()),
+                    Some("data paths are relative to the file that names them, e.g. \"policy/lists.json\"".into()),
+                ));
+            }
+            if path.extension().is_none_or(|e| e != "json") {
+                return Err(self.err(
+                    ErrorKind::InvalidValue,
+                    &k,
+                    pos,
+                    format!("policy data {} is not a `.json` file", path.display()),
+                    None,
+                ));
+            }
+            if self.scope == Scope::Project
+                && !self.inside(&path, &self.dir)
+                && !self.inside(&path, self.workspace)
+            {
+                return Err(self.boundary(
+                    &k,
+                    pos,
+                    "load policy data from outside the repository (the project file's folder or the workspace)",
+                ));
+            }
+            out.push(DataSource {
                 path,
                 scope: self.scope,
             });

@@ -3,6 +3,57 @@
 
 use super::*;
 
+/// Programs that run a script named in their arguments.
+const INTERPRETERS: &[&str] = &[
+    "python",
+    "pythonw",
+    "pypy",
+    "node",
+    "nodejs",
+    "bash",
+    "sh",
+    "dash",
+    "zsh",
+    "ksh",
+    "fish",
+    "deno",
+    "bun",
+    "ruby",
+    "perl",
+    "php",
+    "uv",
+    "uvx",
+    "pipx",
+    "tsx",
+    "ts-node",
+    "java",
+    "lua",
+    "luajit",
+    "Rscript",
+    "pwsh",
+    "osascript",
+    "npx",
+    "pnpm",
+    "yarn",
+];
+
+/// Whether `program` (or what its symlinks resolve to) is an interpreter:
+/// its name without a version suffix (`python3.12` → `python`) is listed.
+pub(super) fn is_interpreter(program: &Path) -> bool {
+    let names = [
+        program
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned()),
+        std::fs::canonicalize(program)
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())),
+    ];
+    names.into_iter().flatten().any(|name| {
+        let stem = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+        INTERPRETERS.contains(&stem)
+    })
+}
+
 impl Ctx<'_> {
     pub(super) fn server(&self, entry: &Member) -> Result<ServerConfig> {
         let name = entry.key.as_str();
@@ -133,6 +184,11 @@ impl Ctx<'_> {
         };
 
         let digest = server_digest(name, &node.to_value(), program.as_deref());
+        let content = match &transport {
+            TransportConfig::Stdio(stdio) if !disabled => self.content_of(stdio),
+            _ => BTreeMap::new(),
+        };
+        let approval_digest = approval_digest(&digest, &content);
         Ok(ServerConfig {
             name: name.to_string(),
             transport,
@@ -143,7 +199,57 @@ impl Ctx<'_> {
             scope: self.scope,
             source: self.file.to_path_buf(),
             digest,
+            content,
+            approval_digest,
         })
+    }
+
+    /// What runs from the workspace or the repository (this file's folder):
+    /// the executable, and for an interpreter every argument that names a
+    /// file there (its script, a module file…), each with the SHA-256 of its
+    /// content. Files elsewhere (system interpreters, installed packages)
+    /// are the sandbox's business, not the approval's.
+    fn content_of(&self, stdio: &StdioConfig) -> BTreeMap<PathBuf, String> {
+        let roots: Vec<PathBuf> = [self.workspace, self.dir.as_path()]
+            .iter()
+            .filter_map(|r| std::fs::canonicalize(r).ok())
+            .collect();
+        let within = |p: &Path| -> Option<PathBuf> {
+            let real = std::fs::canonicalize(p).ok()?;
+            (real.is_file() && roots.iter().any(|r| real.starts_with(r))).then_some(real)
+        };
+        let mut out = BTreeMap::new();
+        let mut add = |p: PathBuf| {
+            if let Ok(h) = warden_core::digest::sha256_file(&p) {
+                out.insert(p, h);
+            }
+        };
+        if let Some(real) = within(&stdio.program) {
+            add(real);
+        }
+        if is_interpreter(&stdio.program) {
+            let base = stdio
+                .cwd
+                .clone()
+                .unwrap_or_else(|| self.workspace.to_path_buf());
+            for arg in &stdio.args {
+                // `--flag=value` names a file as much as `value` does.
+                let value = arg.split_once('=').map_or(arg.as_str(), |(_, v)| v);
+                if value.is_empty() || value.starts_with('-') {
+                    continue;
+                }
+                for candidate in [
+                    absolutize(&base, Path::new(value)),
+                    absolutize(&self.dir, Path::new(value)),
+                ] {
+                    if let Some(real) = within(&candidate) {
+                        add(real);
+                        break;
+                    }
+                }
+            }
+        }
+        out
     }
 
     pub(super) fn stdio(

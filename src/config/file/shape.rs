@@ -51,7 +51,55 @@ impl Ctx<'_> {
         message: impl Into<String>,
         help: Option<String>,
     ) -> ConfigError {
-        ConfigError::at(kind, self.file, key, Some(pos), message, help)
+        // A project file's host values are secrets: shown as `${NAME}`.
+        let hide = |text: String| {
+            let mut text = text;
+            let expanded = self.expanded.borrow();
+            // Longest first: a value that contains another goes whole.
+            let mut by_length: Vec<&(String, String)> = expanded.iter().collect();
+            by_length.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+            for (name, value) in by_length {
+                if value.len() >= 2 && text.contains(value.as_str()) {
+                    text = text.replace(value.as_str(), &format!("${{{name}}}"));
+                }
+            }
+            text
+        };
+        ConfigError::at(
+            kind,
+            self.file,
+            key,
+            Some(pos),
+            hide(message.into()),
+            help.map(hide),
+        )
+    }
+
+    /// In a project file, refuses a value that uses a host variable where
+    /// its value would reach decision reasons, the model or the audit log
+    /// in the clear (rules, policy paths).
+    pub(super) fn no_host_vars(&self, text: &str, key: &str, pos: Pos, what: &str) -> Result<()> {
+        if self.scope != Scope::Project {
+            return Ok(());
+        }
+        let vars = expand::referenced_vars(text);
+        if let Some(name) = vars.first() {
+            return Err(self.err(
+                ErrorKind::TrustBoundary,
+                key,
+                pos,
+                format!(
+                    "a project-scope {what} may not use the host variable `${{{name}}}`: values a \
+                     repository's file takes from your environment are secrets, and a {what} \
+                     is shown in decision reasons, to the model and in the audit log"
+                ),
+                Some(
+                    "write the value out, use ${WORKSPACE}, or move this to your own config file"
+                        .into(),
+                ),
+            ));
+        }
+        Ok(())
     }
 
     pub(super) fn wrong_type(&self, node: &Node, key: &str, expected: &str) -> ConfigError {
@@ -162,7 +210,12 @@ impl Ctx<'_> {
     }
 
     pub(super) fn expand_raw(&self, text: &str, key: &str, pos: Pos) -> Result<String> {
-        expand::expand(text, self.workspace, self.env).map_err(|e| match e {
+        let mut used = Vec::new();
+        let out = expand::expand_tracked(text, self.workspace, self.env, &mut used);
+        if self.scope == Scope::Project {
+            self.expanded.borrow_mut().extend(used);
+        }
+        out.map_err(|e| match e {
             ExpandError::Unset(name) => self.err(
                 ErrorKind::UnsetVariable,
                 key,

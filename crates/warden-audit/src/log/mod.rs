@@ -318,7 +318,8 @@ impl Inner {
     }
 
     /// The event as a record body: serialised, `redact` pointers applied to
-    /// tool-call arguments, secrets scrubbed, time-stamped.
+    /// tool-call arguments, secrets scrubbed, credentials in URLs masked
+    /// outside the arguments ([`warden_core::redact`]), time-stamped.
     fn prepare(&self, ts: DateTime<Utc>, event: Event) -> Result<Map<String, Value>, AuditError> {
         let is_call = matches!(event, Event::ToolCall(_));
         let mut body = match serde_json::to_value(&event)? {
@@ -334,6 +335,13 @@ impl Inner {
             self.scrubber.redact_pointers(args);
         }
         self.scrubber.scrub_map(&mut body, Some("event"));
+        // Credentials in URLs (userinfo, query values, fragments) in any
+        // text but the call's arguments, which are recorded as sent.
+        for (key, value) in body.iter_mut() {
+            if key != "arguments" && key != "event" {
+                crate::scrub::redact_urls(value);
+            }
+        }
         debug_assert!(!body.contains_key("hash"));
         body.insert(
             "ts".into(),

@@ -5,7 +5,7 @@ use warden_core::digest::sha256_json;
 use warden_core::{Effect, Stage};
 
 use super::Pipeline;
-use crate::ask::{AskAnswer, AskPrompt, Asker};
+use crate::ask::{AskAnswer, AskPrompt, Asker, argument_lines};
 use crate::decision::Decision;
 use crate::facts::CallFacts;
 use crate::permit::Permit;
@@ -41,11 +41,25 @@ impl Pipeline {
                         "no one could be asked, so `ask` is a deny",
                     ));
                 };
+                // Every key is shown, or nobody is asked.
+                let argument_lines = match argument_lines(&facts.arguments) {
+                    Ok(lines) => lines,
+                    Err(why) => {
+                        return Err(denied(
+                            decision,
+                            &format!(
+                                "not asked: {why}; warden does not ask about arguments a \
+                                 person cannot see in full"
+                            ),
+                        ));
+                    }
+                };
                 let prompt = AskPrompt {
                     server: facts.server.name.clone(),
                     tool: facts.tool.name.clone(),
                     qualified: facts.tool.qualified.clone(),
                     arguments: facts.arguments.clone(),
+                    argument_lines,
                     stage: decision.stage,
                     reasons: decision.reasons.clone(),
                 };

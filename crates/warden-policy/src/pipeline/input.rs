@@ -1,12 +1,28 @@
 //! The Rego `input` document of CONTRACT §5, built in one place: directly
 //! as a regorus value (no serde round trip on the hot path). Its JSON form
 //! ([`Pipeline::rego_input_json`]) is that same value serialised.
+//!
+//! Arguments appear four ways:
+//!
+//! - `arguments`: canonical ([`crate::canon`]): paths normalised
+//!   (`//etc/./shadow` → `/etc/shadow`, relative paths with `.`/`..`
+//!   resolved against the workspace), `file:` URIs as the path they name,
+//!   other URIs in canonical form, numbers by value (`2.0` → `2`); a value
+//!   warden cannot read with certainty stays as sent;
+//! - `raw_arguments`: exactly as sent (what the server receives; check
+//!   text such as credentials here);
+//! - `readings`: for each value with more than one meaning or none
+//!   certain, by JSON pointer, every plausible path or URI (a deny that
+//!   should hold for any meaning checks them all);
+//! - `uncertain`: for each value warden cannot read with certainty, by
+//!   JSON pointer, why.
 
 use regorus::Value as R;
 use serde_json::{Value, json};
 use warden_core::{Mode, Scope, TransportKind, Trust};
 
 use super::Pipeline;
+use crate::canon::{CanonValue, Canonical};
 use crate::decision::StageVerdict;
 use crate::facts::{CallContext, CallFacts, PinState, ServerFacts, ToolFacts};
 use crate::rego::{rego_object, to_rego};
@@ -15,7 +31,21 @@ impl Pipeline {
     /// The `input` the Rego stage sees for one call, given the verdicts of
     /// the stages before it.
     pub fn rego_input(&self, facts: &CallFacts, mode: Mode, stages: &[StageVerdict]) -> R {
-        build(facts, mode, stages, &self.workspace)
+        match self.canonicalize(&facts.arguments) {
+            Ok(canonical) => self.rego_input_canonical(facts, &canonical, mode, stages),
+            // Refused arguments are never evaluated; shown as sent.
+            Err(_) => build(facts, None, mode, stages, &self.workspace),
+        }
+    }
+
+    pub(super) fn rego_input_canonical(
+        &self,
+        facts: &CallFacts,
+        canonical: &Canonical,
+        mode: Mode,
+        stages: &[StageVerdict],
+    ) -> R {
+        build(facts, Some(canonical), mode, stages, &self.workspace)
     }
 
     /// [`Pipeline::rego_input`] as JSON.
@@ -24,7 +54,53 @@ impl Pipeline {
     }
 }
 
-fn build(facts: &CallFacts, mode: Mode, stages: &[StageVerdict], workspace: &str) -> R {
+/// A canonical value as a regorus value (strings by their primary form).
+fn canon_to_rego(v: &CanonValue) -> R {
+    match v {
+        CanonValue::Null => R::Null,
+        CanonValue::Bool(b) => R::from(*b),
+        CanonValue::Number(n) => to_rego(&Value::Number(n.clone())),
+        CanonValue::Str(s) => R::from(s.primary.as_str()),
+        CanonValue::Array(items) => R::from(items.iter().map(canon_to_rego).collect::<Vec<_>>()),
+        CanonValue::Object(map) => R::from(
+            map.iter()
+                .map(|(k, v)| (R::from(k.as_str()), canon_to_rego(v)))
+                .collect::<std::collections::BTreeMap<_, _>>(),
+        ),
+    }
+}
+
+fn build(
+    facts: &CallFacts,
+    canonical: Option<&Canonical>,
+    mode: Mode,
+    stages: &[StageVerdict],
+    workspace: &str,
+) -> R {
+    let raw = to_rego(&facts.arguments);
+    let (arguments, readings, uncertain) = match canonical {
+        Some(c) => {
+            let notable = c.notable();
+            let readings = rego_object(notable.iter().map(|(ptr, s)| {
+                (
+                    ptr.as_str(),
+                    R::from(
+                        s.readings
+                            .iter()
+                            .map(|r| R::from(r.as_str()))
+                            .collect::<Vec<_>>(),
+                    ),
+                )
+            }));
+            let uncertain = rego_object(notable.iter().filter_map(|(ptr, s)| {
+                s.uncertain
+                    .as_deref()
+                    .map(|why| (ptr.as_str(), R::from(why)))
+            }));
+            (canon_to_rego(&c.value), readings, uncertain)
+        }
+        None => (raw.clone(), rego_object([]), rego_object([])),
+    };
     let stages = rego_object(stages.iter().map(|s| {
         (
             s.stage.as_str(),
@@ -53,7 +129,10 @@ fn build(facts: &CallFacts, mode: Mode, stages: &[StageVerdict], workspace: &str
                 ),
             ]),
         ),
-        ("arguments", to_rego(&facts.arguments)),
+        ("arguments", arguments),
+        ("raw_arguments", raw),
+        ("readings", readings),
+        ("uncertain", uncertain),
         (
             "context",
             rego_object([
@@ -102,7 +181,22 @@ pub(super) fn probe(workspace: &str) -> R {
     .into_iter()
     .map(|stage| StageVerdict::new(stage, None, vec![]))
     .collect();
-    build(&facts, Mode::Interactive, &before_policy, workspace)
+    let canonical = crate::canon::canonicalize(
+        &facts.arguments,
+        &crate::canon::Context {
+            workspace,
+            home: None,
+        },
+        &crate::canon::Limits::default(),
+    )
+    .ok();
+    build(
+        &facts,
+        canonical.as_ref(),
+        Mode::Interactive,
+        &before_policy,
+        workspace,
+    )
 }
 
 #[cfg(test)]
@@ -134,7 +228,8 @@ mod tests {
                 input_schema: json!({}),
                 pin: PinState::Unpinned,
             },
-            arguments: json!({"a": [1, -2, 2.5, null, true, {"b": "c"}], "big": u64::MAX}),
+            arguments: json!({"a": [1, -2, 2.5, null, true, {"b": "c"}], "big": u64::MAX,
+                              "n": 2.0, "p": "/etc//./shadow", "u": "file:///srv/repo/a#x"}),
             context: CallContext {
                 mode: Mode::Gateway,
                 session: "s".into(),
@@ -149,7 +244,13 @@ mod tests {
             "server": {"name": "fs", "trust": "trusted", "transport": "sse", "scope": "project"},
             "tool": {"name": "t", "qualified": "mcp__fs__t",
                      "annotations": {"readOnlyHint": true}, "pinned": false},
-            "arguments": {"a": [1, -2, 2.5, null, true, {"b": "c"}], "big": u64::MAX},
+            "arguments": {"a": [1, -2, 2.5, null, true, {"b": "c"}], "big": u64::MAX,
+                          "n": 2, "p": "/etc/shadow", "u": "file:///srv/repo/a#x"},
+            // (regorus itself holds 2.0 as the number 2)
+            "raw_arguments": {"a": [1, -2, 2.5, null, true, {"b": "c"}], "big": u64::MAX,
+                              "n": 2, "p": "/etc//./shadow", "u": "file:///srv/repo/a#x"},
+            "readings": {"/u": ["/srv/repo/a#x", "/srv/repo/a", "/srv/repo/file:/srv/repo/a#x"]},
+            "uncertain": {"/u": "it is a `file:` URI with a fragment (`#`: URL parsers drop it, naive servers do not)"},
             "context": {"mode": "gateway", "session": "s", "workspace": "/srv/repo", "call_index": 7},
             "stages": {"trust": null, "rules": "ask"},
         });

@@ -2,26 +2,43 @@
 //!
 //! Map: this file (load, `decide`, combination), `stages` (the six
 //! stages), `input` (the Rego `input` document), `authorize` (decision →
-//! [`Permit`], asking when needed, per-session approvals).
+//! [`Permit`], asking when needed, per-session approvals), `deadline`
+//! (decisions on an evaluation thread, denied at a deadline).
+//!
+//! One decision, in order: the arguments are canonicalised once
+//! ([`crate::canon`]; too large or too deep → the schema stage denies and
+//! nothing else evaluates them); trust; schema (raw arguments, against a
+//! schema [`crate::schema_guard`] accepted); pinning; annotations; rules
+//! (canonical arguments); Rego (`input.arguments` canonical,
+//! `input.raw_arguments` as sent); combination.
 
 mod authorize;
+mod deadline;
 mod input;
 mod stages;
+
+pub use deadline::{DEFAULT_DEADLINE, MAX_THREADS, pool_threads};
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use serde_json::Value;
 use warden_core::digest::sha256_hex;
-use warden_core::{Effect, Mode, Scope, Stage};
+use warden_core::{Effect, Mode, RequestKind, Scope, Stage};
 
+use crate::canon::{self, Canonical};
 use crate::decision::{Decision, StageVerdict};
 use crate::error::PolicyError;
 use crate::facts::CallFacts;
 use crate::rego::{DEFAULT_REGO, DEFAULT_REGO_NAME, PolicyInput, RegoSet};
 use crate::rules::Rule;
-use crate::sources::{PolicySource, RuleEffect, RuleSource};
+use crate::schema_guard::SchemaLimits;
+use crate::sources::{DataSource, PolicySource, RuleEffect, RuleSource};
+use deadline::Progress;
+
+pub use crate::canon::Limits as ArgumentLimits;
 
 /// Everything the pipeline is built from.
 #[derive(Debug, Clone)]
@@ -33,6 +50,8 @@ pub struct PipelineConfig {
     pub policies: Option<Vec<PolicySource>>,
     /// `--policy PATH…` (operator scope), added to the above.
     pub extra_policies: Vec<PathBuf>,
+    /// JSON documents the configuration names as Rego data (`policy_data`).
+    pub data: Vec<DataSource>,
     pub workspace: PathBuf,
     pub mode: Mode,
     /// `--locked`: a changed pinned tool is a deny, not an ask.
@@ -40,6 +59,12 @@ pub struct PipelineConfig {
     /// Load the shipped default policy even when `policies` lists some:
     /// a project file's policies add to the default, never replace it.
     pub with_default: bool,
+    /// Caps on arguments, checked before anything evaluates them.
+    pub argument_limits: ArgumentLimits,
+    /// Caps on input schemas (also checked when servers list tools).
+    pub schema_limits: SchemaLimits,
+    /// How long [`Pipeline::decide_within`] waits before it denies.
+    pub deadline: Duration,
 }
 
 impl Default for PipelineConfig {
@@ -48,10 +73,14 @@ impl Default for PipelineConfig {
             rules: Vec::new(),
             policies: None,
             extra_policies: Vec::new(),
+            data: Vec::new(),
             workspace: PathBuf::from("."),
             mode: Mode::Interactive,
             locked: false,
             with_default: false,
+            argument_limits: ArgumentLimits::default(),
+            schema_limits: SchemaLimits::default(),
+            deadline: DEFAULT_DEADLINE,
         }
     }
 }
@@ -71,6 +100,11 @@ pub struct Pipeline {
     loaded: Vec<(PathBuf, String)>,
     schemas: RwLock<HashMap<String, (Value, CompiledSchema)>>,
     session_allowed: Mutex<HashSet<String>>,
+    /// The host's HOME: one plausible reading of `~` (for deny rules).
+    home: Option<String>,
+    argument_limits: ArgumentLimits,
+    schema_limits: SchemaLimits,
+    deadline: Duration,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -119,6 +153,24 @@ impl Pipeline {
             }
         }
         trusted.extend(config.extra_policies.iter().cloned().map(PolicyInput::Path));
+        // Data joins the group of its scope; data alone makes no Rego stage.
+        for d in &config.data {
+            let group = if d.scope == Scope::Project {
+                &mut project
+            } else {
+                &mut trusted
+            };
+            if group.iter().any(|p| !matches!(p, PolicyInput::Data(_))) {
+                group.push(PolicyInput::Data(d.path.clone()));
+            } else {
+                return Err(PolicyError::Data {
+                    path: d.path.clone(),
+                    message: "policy data is named, but no policy of that scope uses it \
+                              (`policy_data` needs a `policy`)"
+                        .into(),
+                });
+            }
+        }
         let probe = input::probe(&workspace);
         let mut rego = Vec::new();
         if !trusted.is_empty() {
@@ -153,7 +205,68 @@ impl Pipeline {
             loaded,
             schemas: RwLock::new(HashMap::new()),
             session_allowed: Mutex::new(HashSet::new()),
+            home: std::env::var("HOME").ok().filter(|h| h.starts_with('/')),
+            argument_limits: config.argument_limits,
+            schema_limits: config.schema_limits,
+            deadline: config.deadline,
         })
+    }
+
+    /// The rules stage for a request of any kind of CONTRACT §8 (`kind`,
+    /// its target `name` such as `resource__S` or `prompt__S__P`, and its
+    /// arguments; a resource's are `{"uri": …}`, read as a URI: a `file:`
+    /// URI as its canonical path, other schemes as the canonical URI).
+    /// Refused arguments are the rules stage's deny.
+    pub fn decide_rules(&self, kind: RequestKind, name: &str, arguments: &Value) -> StageVerdict {
+        let ctx = canon::Context {
+            workspace: &self.workspace,
+            home: self.home.as_deref(),
+        };
+        let canonical = if kind == RequestKind::Resource
+            && let Some(uri) = arguments.get("uri").and_then(Value::as_str)
+        {
+            let mut map = std::collections::BTreeMap::new();
+            map.insert(
+                "uri".to_string(),
+                canon::CanonValue::Str(Box::new(canon::canon_resource_uri(uri, &ctx))),
+            );
+            Ok(canon::CanonValue::Object(map))
+        } else {
+            canon::canonicalize(arguments, &ctx, &self.argument_limits).map(|c| c.value)
+        };
+        match canonical {
+            Ok(value) => self.rules_verdict(kind, name, &value),
+            Err(why) => StageVerdict::new(
+                Stage::Rules,
+                Some(Effect::Deny),
+                vec![format!("arguments refused before evaluation: {why}")],
+            ),
+        }
+    }
+
+    /// Whether there is a Rego stage.
+    pub fn has_policy(&self) -> bool {
+        !self.rego.is_empty()
+    }
+
+    /// Why a tool's `inputSchema` cannot be used (too deep, too many
+    /// `$ref`s, too much combinator fan-out, an unresolvable `$ref`), if it
+    /// cannot: such a tool is skipped when its server lists it.
+    pub fn check_input_schema(&self, input_schema: &Value) -> Result<(), String> {
+        crate::schema_guard::check(input_schema, &self.schema_limits)
+    }
+
+    /// The canonical form of a call's arguments ([`crate::canon`]), or why
+    /// they are refused before evaluation.
+    pub fn canonicalize(&self, arguments: &Value) -> Result<Canonical, String> {
+        canon::canonicalize(
+            arguments,
+            &canon::Context {
+                workspace: &self.workspace,
+                home: self.home.as_deref(),
+            },
+            &self.argument_limits,
+        )
     }
 
     /// Digest of the loaded policies and data (`None` without a Rego stage).
@@ -203,26 +316,117 @@ impl Pipeline {
     }
 
     /// Decides one call. Synchronous, never fails: any error inside a
-    /// stage is that stage's `deny`, with the error as the reason.
+    /// stage is that stage's `deny`, with the error as the reason. Callers
+    /// on an async task use [`Pipeline::decide_within`], which runs this off
+    /// the task with a deadline.
     pub fn decide(&self, facts: &CallFacts) -> Decision {
+        self.decide_tracked(facts, &Progress::default())
+    }
+
+    pub(crate) fn decide_tracked(&self, facts: &CallFacts, progress: &Progress) -> Decision {
         let mode = self.effective_mode(facts);
         let mut stages = Vec::with_capacity(6);
+        progress.enter(Stage::Trust);
         stages.push(stages::trust(facts));
+        progress.enter(Stage::Schema);
+        let canonical = match self.canonicalize(&facts.arguments) {
+            Ok(c) => c,
+            Err(why) => {
+                stages.push(StageVerdict::new(
+                    Stage::Schema,
+                    Some(Effect::Deny),
+                    vec![format!("arguments refused before evaluation: {why}")],
+                ));
+                for stage in [
+                    Stage::Pinning,
+                    Stage::Annotations,
+                    Stage::Rules,
+                    Stage::Policy,
+                ] {
+                    if stage != Stage::Policy || self.has_policy() {
+                        stages.push(StageVerdict::new(stage, None, vec!["not evaluated".into()]));
+                    }
+                }
+                return combine(stages, mode, self.policy_sha256.clone());
+            }
+        };
         stages.push(self.stage_schema(facts));
+        progress.enter(Stage::Pinning);
         stages.push(self.stage_pinning(facts));
+        progress.enter(Stage::Annotations);
         stages.push(stages::annotations(facts));
-        stages.push(self.stage_rules(facts));
+        progress.enter(Stage::Rules);
+        stages.push(self.stage_rules(facts, &canonical));
         if !self.rego.is_empty() {
-            let input = self.rego_input(facts, mode, &stages);
+            progress.enter(Stage::Policy);
+            let input = self.rego_input_canonical(facts, &canonical, mode, &stages);
             stages.push(self.policy_verdict(input));
         }
         combine(stages, mode, self.policy_sha256.clone())
     }
 
     /// Evaluates the Rego stage for a ready `input` document (used by
-    /// `warden policy eval`).
+    /// `warden policy eval`). A document without `raw_arguments` is taken
+    /// to hold the arguments as sent: warden adds their canonical form
+    /// (`arguments`), `raw_arguments`, `readings` and `uncertain`, as it
+    /// does for every call.
     pub fn policy_verdict_for_input(&self, input: &Value) -> StageVerdict {
-        self.policy_verdict(crate::rego::to_rego(input))
+        self.policy_verdict(crate::rego::to_rego(&self.complete_input(input)))
+    }
+
+    /// `input` with the canonical argument keys added when it has no
+    /// `raw_arguments` (see [`Pipeline::policy_verdict_for_input`]).
+    pub fn complete_input(&self, input: &Value) -> Value {
+        let Value::Object(map) = input else {
+            return input.clone();
+        };
+        if map.contains_key("raw_arguments") {
+            return input.clone();
+        }
+        let raw = map
+            .get("arguments")
+            .cloned()
+            .unwrap_or(Value::Object(Default::default()));
+        let Ok(canonical) = self.canonicalize(&raw) else {
+            return input.clone();
+        };
+        let mut out = map.clone();
+        let notable = canonical.notable();
+        out.insert("arguments".into(), canonical.arguments_json());
+        out.insert("raw_arguments".into(), raw);
+        out.insert(
+            "readings".into(),
+            Value::Object(
+                notable
+                    .iter()
+                    .map(|(p, s)| {
+                        (
+                            p.clone(),
+                            Value::Array(
+                                s.readings
+                                    .iter()
+                                    .map(|r| Value::String(r.as_str().to_string()))
+                                    .collect(),
+                            ),
+                        )
+                    })
+                    .collect(),
+            ),
+        );
+        out.insert(
+            "uncertain".into(),
+            Value::Object(
+                notable
+                    .iter()
+                    .filter_map(|(p, s)| {
+                        s.uncertain
+                            .as_ref()
+                            .map(|w| (p.clone(), Value::String(w.clone())))
+                    })
+                    .collect(),
+            ),
+        );
+        Value::Object(out)
     }
 
     /// Combines stage verdicts computed elsewhere (e.g. `policy eval`).
@@ -233,6 +437,12 @@ impl Pipeline {
 
 /// Any deny → deny; else any ask → ask; else any allow → allow; else the
 /// default stage asks. With `--ci` an ask becomes a deny.
+///
+/// CONTRACT §5's one exception: an `ask` that comes only from the
+/// annotations stage is overridden by an operator `allow` rule that names
+/// the tool exactly (the rules stage's `exact_operator_allow`). A wildcard
+/// allow does not override it, nor does anything override a deny or an
+/// ask from rules, pinning or the policy.
 fn combine(stages: Vec<StageVerdict>, mode: Mode, policy_sha256: Option<String>) -> Decision {
     let pick = |effect: Effect| {
         let deciders: Vec<&StageVerdict> =
@@ -247,10 +457,28 @@ fn combine(stages: Vec<StageVerdict>, mode: Mode, policy_sha256: Option<String>)
             )
         })
     };
+    let only_annotations_ask = stages
+        .iter()
+        .filter(|s| s.effect == Some(Effect::Ask))
+        .all(|s| s.stage == Stage::Annotations);
+    let exact_allow = stages.iter().find(|s| {
+        s.stage == Stage::Rules && s.effect == Some(Effect::Allow) && s.exact_operator_allow
+    });
     let (mut effect, stage, mut reasons) = if let Some((stage, r)) = pick(Effect::Deny) {
         (Effect::Deny, stage, r)
     } else if let Some((stage, r)) = pick(Effect::Ask) {
-        (Effect::Ask, stage, r)
+        match exact_allow {
+            Some(rules) if only_annotations_ask => {
+                let mut reasons = rules.reasons.clone();
+                reasons.push(format!(
+                    "overrides the annotations stage's ask ({}): an operator rule names \
+                     this tool exactly",
+                    r.join("; ")
+                ));
+                (Effect::Allow, Stage::Rules, reasons)
+            }
+            _ => (Effect::Ask, stage, r),
+        }
     } else if let Some((stage, r)) = pick(Effect::Allow) {
         (Effect::Allow, stage, r)
     } else {
@@ -270,5 +498,126 @@ fn combine(stages: Vec<StageVerdict>, mode: Mode, policy_sha256: Option<String>)
         reasons,
         stages,
         policy_sha256,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::{CallContext, PinState, ServerFacts, ToolFacts};
+    use serde_json::json;
+    use warden_core::{TransportKind, Trust};
+
+    fn facts(schema: Value, args: Value) -> CallFacts {
+        CallFacts {
+            server: ServerFacts {
+                name: "s".into(),
+                trust: Trust::Untrusted,
+                transport: TransportKind::Stdio,
+                scope: Scope::User,
+            },
+            tool: ToolFacts {
+                name: "t".into(),
+                qualified: "mcp__s__t".into(),
+                annotations: Value::Null,
+                input_schema: schema,
+                pin: PinState::Pinned,
+            },
+            arguments: args,
+            context: CallContext {
+                mode: Mode::Interactive,
+                session: "x".into(),
+                call_index: 1,
+            },
+        }
+    }
+
+    fn pipeline(deadline: Duration, limits: SchemaLimits) -> Arc<Pipeline> {
+        Arc::new(
+            Pipeline::load(PipelineConfig {
+                policies: Some(vec![]),
+                workspace: "/w".into(),
+                deadline,
+                schema_limits: limits,
+                ..PipelineConfig::default()
+            })
+            .expect("load"),
+        )
+    }
+
+    /// A schema the static caps let through (they are lifted here) takes
+    /// longer than the deadline: the caller gets a deny at the deadline,
+    /// from the stage that had not finished.
+    #[tokio::test]
+    async fn the_deadline_denies_and_abandons_runaway_validation() {
+        let lifted = SchemaLimits {
+            max_expanded: u64::MAX,
+            ..SchemaLimits::default()
+        };
+        let p = pipeline(Duration::from_millis(300), lifted);
+        let f = Arc::new(facts(
+            crate::schema_guard::exponential_schema(26),
+            json!({}),
+        ));
+        let started = std::time::Instant::now();
+        let d = p.decide_within(f).await;
+        let took = started.elapsed();
+        assert_eq!(d.effect, Effect::Deny, "{d:?}");
+        assert_eq!(d.stage, Stage::Schema, "{d:?}");
+        assert!(d.reasons[0].contains("did not finish"), "{d:?}");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        // Other decisions are not held up by the abandoned one.
+        let quick = Arc::new(facts(json!({"type": "object"}), json!({})));
+        let started = std::time::Instant::now();
+        let d = p.decide_within(quick).await;
+        assert_ne!(d.effect, Effect::Deny, "{d:?}");
+        assert!(started.elapsed() < Duration::from_millis(250));
+    }
+
+    #[test]
+    fn refused_schemas_and_arguments_deny_without_evaluation() {
+        let p = pipeline(DEFAULT_DEADLINE, SchemaLimits::default());
+        let d = p.decide(&facts(
+            crate::schema_guard::exponential_schema(40),
+            json!({}),
+        ));
+        assert_eq!((d.effect, d.stage), (Effect::Deny, Stage::Schema), "{d:?}");
+        assert!(d.reasons[0].contains("too complex"), "{d:?}");
+        let mut deep = json!("x");
+        for _ in 0..40 {
+            deep = json!([deep]);
+        }
+        let d = p.decide(&facts(json!({"type": "object"}), json!({ "a": deep })));
+        assert_eq!((d.effect, d.stage), (Effect::Deny, Stage::Schema), "{d:?}");
+        assert!(d.reasons[0].contains("nested deeper"), "{d:?}");
+    }
+
+    #[test]
+    fn rules_of_other_kinds_decide_through_the_pipeline() {
+        let p = Pipeline::load(PipelineConfig {
+            rules: vec![RuleSource {
+                effect: RuleEffect::Deny,
+                text: "resource__fs(uri: /w/secrets/**)".into(),
+                scope: Scope::User,
+                file: "/c.json".into(),
+                index: 0,
+            }],
+            policies: Some(vec![]),
+            workspace: "/w".into(),
+            ..PipelineConfig::default()
+        })
+        .expect("load");
+        let v = p.decide_rules(
+            RequestKind::Resource,
+            "resource__fs",
+            &json!({"uri": "file:///w/public/../secrets/k"}),
+        );
+        assert_eq!(v.effect, Some(Effect::Deny), "{v:?}");
+        let v = p.decide_rules(
+            RequestKind::Resource,
+            "resource__fs",
+            &json!({"uri": "file:///w/a"}),
+        );
+        assert_eq!(v.effect, None, "{v:?}");
     }
 }

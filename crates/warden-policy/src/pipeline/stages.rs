@@ -8,10 +8,12 @@ use serde_json::Value;
 use warden_core::{Effect, Stage, Trust};
 
 use super::{CompiledSchema, Pipeline};
+use crate::canon::{CanonValue, Canonical};
 use crate::decision::StageVerdict;
 use crate::facts::{CallFacts, PinState};
 use crate::rules::RuleMatch;
 use crate::sources::RuleEffect;
+use warden_core::{RequestKind, Scope};
 
 /// Stage 1, server trust: a blocked server's calls are denied.
 pub(super) fn trust(facts: &CallFacts) -> StageVerdict {
@@ -64,7 +66,9 @@ pub(super) fn annotations(facts: &CallFacts) -> StageVerdict {
 }
 
 impl Pipeline {
-    /// Stage 2, arguments against the tool's `inputSchema` (no remote `$ref`).
+    /// Stage 2, arguments against the tool's `inputSchema` (no remote
+    /// `$ref`; a schema [`crate::schema_guard`] refuses is a deny, never
+    /// validated).
     pub(super) fn stage_schema(&self, facts: &CallFacts) -> StageVerdict {
         let v = |effect, reason: String| StageVerdict::new(Stage::Schema, effect, vec![reason]);
         let schema = &facts.tool.input_schema;
@@ -121,10 +125,16 @@ impl Pipeline {
             return compiled.clone();
         }
         let compiled: CompiledSchema = Arc::new(
-            jsonschema::options()
-                .offline()
-                .build(schema)
-                .map_err(|e| truncate(&e.to_string(), 300)),
+            crate::schema_guard::check(schema, &self.schema_limits).and_then(|()| {
+                jsonschema::options()
+                    .offline()
+                    // `pattern`: backtracking regexes, but bounded.
+                    .with_pattern_options(
+                        jsonschema::PatternOptions::fancy_regex().backtrack_limit(100_000),
+                    )
+                    .build(schema)
+                    .map_err(|e| truncate(&e.to_string(), 300))
+            }),
         );
         if let Ok(mut cache) = self.schemas.write() {
             cache.insert(qualified.to_string(), (schema.clone(), compiled.clone()));
@@ -158,33 +168,67 @@ impl Pipeline {
         StageVerdict::new(Stage::Pinning, effect, reasons)
     }
 
-    /// Stage 5, permission rules: any deny rule, else any ask rule, else any
-    /// allow rule. The verdict names the rules that decided.
-    pub(super) fn stage_rules(&self, facts: &CallFacts) -> StageVerdict {
+    /// Stage 5, permission rules on the canonical arguments: any deny rule,
+    /// else any ask rule, else any allow rule; else, when an allow rule
+    /// would have matched a value warden cannot read with certainty, an
+    /// ask that says why. The verdict names the rules that decided.
+    pub(super) fn stage_rules(&self, facts: &CallFacts, canonical: &Canonical) -> StageVerdict {
+        self.rules_verdict(RequestKind::Tool, &facts.tool.qualified, &canonical.value)
+    }
+
+    /// The rules stage for a request of any kind (CONTRACT §8): `name` is
+    /// the target (`mcp__S__T`, `resource__S`, `prompt__S__P`,
+    /// `sampling__S`, `elicitation__S`), `args` the canonical arguments.
+    pub(crate) fn rules_verdict(
+        &self,
+        kind: RequestKind,
+        name: &str,
+        args: &CanonValue,
+    ) -> StageVerdict {
         // (reason, rule) per effect: deny, ask, allow.
         let mut hits: [(Vec<String>, Vec<String>); 3] = Default::default();
+        let mut uncertain: (Vec<String>, Vec<String>) = Default::default();
+        let mut exact_operator_allow = false;
         for rule in &self.rules {
-            if let RuleMatch::Yes(detail) =
-                rule.matches(&facts.tool.qualified, &facts.arguments, &self.workspace)
-            {
-                let slot = match rule.effect {
-                    RuleEffect::Deny => 0,
-                    RuleEffect::Ask => 1,
-                    RuleEffect::Allow => 2,
-                };
-                let named = format!(
+            let named = || {
+                format!(
                     "{} rule `{}` ({})",
                     rule.effect.as_str(),
                     rule.text,
                     rule.origin
-                );
-                let reason = if detail.is_empty() {
-                    format!("{named} matched")
-                } else {
-                    format!("{named} matched on {detail}")
-                };
-                hits[slot].0.push(reason);
-                hits[slot].1.push(named);
+                )
+            };
+            match rule.matches_request(kind, name, args) {
+                RuleMatch::No => {}
+                RuleMatch::Yes(detail) => {
+                    let slot = match rule.effect {
+                        RuleEffect::Deny => 0,
+                        RuleEffect::Ask => 1,
+                        RuleEffect::Allow => 2,
+                    };
+                    if rule.effect == RuleEffect::Allow
+                        && rule.kind() == RequestKind::Tool
+                        && rule.names_tool_exactly()
+                        && rule.scope != Scope::Project
+                    {
+                        exact_operator_allow = true;
+                    }
+                    let reason = if detail.is_empty() {
+                        format!("{} matched", named())
+                    } else {
+                        format!("{} matched on {detail}", named())
+                    };
+                    hits[slot].0.push(reason);
+                    hits[slot].1.push(named());
+                }
+                RuleMatch::Uncertain(why) => {
+                    uncertain.0.push(format!(
+                        "{} does not apply: {why}; warden never allows what it cannot read \
+                         with certainty",
+                        named()
+                    ));
+                    uncertain.1.push(named());
+                }
             }
         }
         let [deny, ask, allow] = hits;
@@ -194,6 +238,8 @@ impl Pipeline {
             (Some(Effect::Ask), ask)
         } else if !allow.0.is_empty() {
             (Some(Effect::Allow), allow)
+        } else if !uncertain.0.is_empty() {
+            (Some(Effect::Ask), uncertain)
         } else {
             (None, Default::default())
         };
@@ -202,6 +248,7 @@ impl Pipeline {
             effect,
             reasons,
             matched_rules,
+            exact_operator_allow: exact_operator_allow && effect == Some(Effect::Allow),
         }
     }
 

@@ -1,0 +1,248 @@
+//! Every function a policy calls must exist, checked at load.
+//!
+//! regorus reports an unknown function only when evaluation reaches the
+//! call, so a typo in a rarely taken branch (`deny if { rare; strings.nope(x) }`)
+//! passed `warden policy check` and failed (denying) in production. This
+//! module finds every call in every loaded module's source (`name(` or
+//! `a.b.c(` outside strings and comments) and resolves it: a builtin of
+//! this regorus build, one of warden's bounded replacements, `print`, or a
+//! function a loaded module defines (in the same package, by `data.…`, or
+//! through an `import` alias). Anything else is a load error naming the
+//! file and line.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Functions warden registers as extensions ([`crate::bounded`]).
+const EXTENSIONS: &[&str] = &[
+    "numbers.range",
+    "numbers.range_step",
+    "bits.lsh",
+    "replace",
+    "strings.replace_n",
+    "graph.reachable_paths",
+];
+
+/// Keywords that may be followed by `(` and are no calls.
+const KEYWORDS: &[&str] = &[
+    "not", "if", "else", "some", "every", "in", "with", "as", "contains", "default", "package",
+    "import", "true", "false", "null", "or", "and",
+];
+
+/// One module: its name (file), package and source.
+pub struct Module<'a> {
+    pub file: &'a str,
+    pub package: String,
+    pub text: &'a str,
+}
+
+/// Checks every call in `modules`; the first unknown one is an error.
+pub fn check(modules: &[Module<'_>]) -> Result<(), String> {
+    // Functions (and rules) each module defines, as `data.PKG.NAME`.
+    let mut defined = BTreeSet::new();
+    for m in modules {
+        for (_, line) in code_lines(m.text) {
+            let head = line.trim_start();
+            let head = head.strip_prefix("default ").unwrap_or(head);
+            let name: String = head
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty()
+                && !KEYWORDS.contains(&name.as_str())
+                && line.starts_with(|c: char| !c.is_whitespace())
+            {
+                defined.insert(format!("data.{}.{name}", m.package));
+            }
+        }
+    }
+    for m in modules {
+        let aliases = imports(m.text);
+        for (line_no, line) in code_lines(m.text) {
+            for call in calls(&line) {
+                if resolves(&call, &m.package, &aliases, &defined) {
+                    continue;
+                }
+                return Err(format!(
+                    "{}:{line_no}: unknown function `{call}` (not a builtin of warden's regorus \
+                     build, nor defined by a loaded policy)\n    {}",
+                    m.file,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn resolves(
+    call: &str,
+    package: &str,
+    aliases: &BTreeMap<String, String>,
+    defined: &BTreeSet<String>,
+) -> bool {
+    if call == "print"
+        || EXTENSIONS.contains(&call)
+        || regorus::unstable::BUILTINS.contains_key(call)
+    {
+        return true;
+    }
+    if call.starts_with("data.") {
+        return defined.contains(call);
+    }
+    let (first, rest) = call.split_once('.').unwrap_or((call, ""));
+    if let Some(target) = aliases.get(first) {
+        let full = if rest.is_empty() {
+            target.clone()
+        } else {
+            format!("{target}.{rest}")
+        };
+        return defined.contains(&full);
+    }
+    !call.contains('.') && defined.contains(&format!("data.{package}.{call}"))
+}
+
+/// `import data.a.b` → `b` ↦ `data.a.b`; `import data.a.b as c` → `c`.
+fn imports(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (_, line) in code_lines(text) {
+        let Some(rest) = line.trim().strip_prefix("import ") else {
+            continue;
+        };
+        let mut words = rest.split_whitespace();
+        let Some(path) = words.next() else { continue };
+        if !path.starts_with("data.") {
+            continue;
+        }
+        let alias = match (words.next(), words.next()) {
+            (Some("as"), Some(a)) => a.to_string(),
+            _ => path.rsplit('.').next().unwrap_or(path).to_string(),
+        };
+        out.insert(alias, path.to_string());
+    }
+    out
+}
+
+/// Dotted names directly followed by `(`.
+fn calls(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let chars: Vec<char> = code.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            while i < chars.len()
+                && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == '.')
+            {
+                i += 1;
+            }
+            // Part of a longer reference such as `x[0].f(` or `input.a.b`.
+            let after_ref = start > 0 && matches!(chars[start - 1], '.' | ']');
+            let name: String = chars[start..i].iter().collect();
+            let name = name.trim_end_matches('.').to_string();
+            if i < chars.len()
+                && chars[i] == '('
+                && !after_ref
+                && !KEYWORDS.contains(&name.as_str())
+            {
+                out.push(name);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// `(line number, line)` with strings blanked and comments removed;
+/// raw strings may span lines.
+fn code_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut in_raw = false;
+    for (n, line) in text.lines().enumerate() {
+        let mut code = String::with_capacity(line.len());
+        let mut quote: Option<char> = if in_raw { Some('`') } else { None };
+        let mut escaped = false;
+        for c in line.chars() {
+            match quote {
+                Some(q) => {
+                    if escaped {
+                        escaped = false;
+                    } else if c == '\\' && q == '"' {
+                        escaped = true;
+                    } else if c == q {
+                        quote = None;
+                        code.push(q);
+                        continue;
+                    }
+                    code.push(' ');
+                }
+                None if c == '#' => break,
+                None if c == '"' || c == '`' => {
+                    quote = Some(c);
+                    code.push(c);
+                }
+                None => code.push(c),
+            }
+        }
+        in_raw = quote == Some('`');
+        out.push((n + 1, code));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_one(text: &str) -> Result<(), String> {
+        check(&[Module {
+            file: "p.rego",
+            package: "warden".into(),
+            text,
+        }])
+    }
+
+    #[test]
+    fn known_calls_pass() {
+        check_one(
+            "package warden\nimport rego.v1\nf(x) := y if { y := lower(x) }\n\
+             deny contains msg if {\n  some x in numbers.range(1, 3)\n  msg := sprintf(\"%v nope(\", [f(x)])\n  \
+             data.warden.f(2)\n  regex.match(`a(b\n nope( `, \"c\") # nope(\n  print(x)\n}\n",
+        )
+        .unwrap();
+        // An import of a package that is not loaded does not define it.
+        let e = check_one("package warden\nimport data.lib\nx := lib.helper(1)\n").unwrap_err();
+        assert!(e.contains("lib.helper"), "{e}");
+    }
+
+    #[test]
+    fn unknown_calls_fail_with_the_line() {
+        let e = check_one(
+            "package warden\nimport rego.v1\n\ndeny contains \"x\" if { input.a; foo.bar(1) }\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("p.rego:4") && e.contains("foo.bar"), "{e}");
+        let e = check_one("package warden\nx := strings.nope(\"a\")\n").unwrap_err();
+        assert!(e.contains("strings.nope"), "{e}");
+    }
+
+    #[test]
+    fn imports_and_other_packages_resolve() {
+        check(&[
+            Module {
+                file: "lib.rego",
+                package: "lib.util".into(),
+                text: "package lib.util\nclean(x) := trim_space(x)\n",
+            },
+            Module {
+                file: "p.rego",
+                package: "warden".into(),
+                text: "package warden\nimport data.lib.util\nimport data.lib.util as u2\n\
+                       deny contains util.clean(\" a \") if true\nask contains u2.clean(\"b\") if true\n\
+                       allow if data.lib.util.clean(\"c\") == \"c\"\n",
+            },
+        ])
+        .unwrap();
+    }
+}

@@ -1,0 +1,1191 @@
+//! Permission rules (CONTRACT §5, stage 5, and the rule targets of §8):
+//! `TARGET` or `TARGET(ARG: GLOB, …)`.
+//!
+//! Grammar and semantics, as enforced here:
+//!
+//! - `TARGET` names what is decided, by kind: `mcp__S__T` (a tool call),
+//!   `resource__S` (reading a resource; one condition, `uri`),
+//!   `prompt__S__P` (getting a prompt), `sampling__S` and
+//!   `elicitation__S` (a server's requests; no conditions: the Rego
+//!   policy decides on their contents). Globs (`*`, `?`, `[…]`, `{a,b}`)
+//!   are allowed; `mcp__S` and `prompt__S` without any wildcard are
+//!   shorthand for `mcp__S__*` and `prompt__S__*` (as in Claude Code). A
+//!   glob whose literal start does not say the kind (`*`, `m*`) is a tool
+//!   glob. A target that can never match (a character outside
+//!   `[A-Za-z0-9_-]`, a literal start that is no kind's) is a load-time
+//!   error. The parser is total: no text makes it panic.
+//! - `ARG` is a top-level argument name or a JSON pointer (`/a/b`). Several
+//!   conditions must all hold. A missing argument never matches.
+//! - Values are matched in their canonical form ([`crate::canon`]), never
+//!   as raw text where the meaning differs:
+//!   - a `GLOB` containing `/` is a *path pattern* (absolute, or starting
+//!     with `*`; no `.`/`..` segments): it is matched against every path
+//!     reading of the value (a relative value is taken relative to the
+//!     workspace; a `file:` URI as the path it names and as the relative
+//!     path a server that does not parse URIs opens); `*` does not cross
+//!     `/`, and `DIR/**` also matches `DIR` itself;
+//!   - a `GLOB` of the form `scheme://…` (not `file:`) is a *URI pattern*,
+//!     matched against the value's canonical URI (WHATWG serialisation);
+//!   - a `GLOB` that is a JSON number is compared by value with numbers
+//!     (`id: 2` matches `2`, `2.0`, `2e0`);
+//!   - any other `GLOB` is matched against the text as sent.
+//! - `allow` needs a value warden can read with certainty and *every*
+//!   reading to match; a value that is uncertain (`~/…`, a `file:` URI with
+//!   a fragment…) never satisfies a path or URI condition of an `allow`,
+//!   and the rules stage then asks, saying why. `deny`/`ask` fire when
+//!   *any* plausible reading matches (for numbers: also a numeric string
+//!   equal in value).
+//! - Arrays: `allow` needs a non-empty array whose every element matches;
+//!   `deny`/`ask` fire when any element matches.
+//! - Wrong types: a value that is neither a string nor (for a number
+//!   pattern) a number never satisfies `allow`. For `deny`/`ask`, numbers
+//!   and booleans are matched as their canonical JSON text, and `null`,
+//!   objects and nested arrays *fire* the rule: a restriction the value
+//!   cannot be checked against fails closed.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
+use serde_json::{Number, Value};
+
+use warden_core::{RequestKind, Scope};
+
+use crate::canon::{CanonStr, CanonValue, Reading, canonical_number, numeric_value, split_scheme};
+use crate::sources::{RuleEffect, RuleSource};
+
+/// A malformed rule, with where it came from and where in the text the
+/// problem is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct RuleError {
+    pub file: PathBuf,
+    /// `permissions.deny[2]`.
+    pub key: String,
+    pub text: String,
+    /// 1-based column (in characters) of the problem in `text`.
+    pub column: usize,
+    pub message: String,
+}
+
+impl fmt::Display for RuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}: {} (column {})\n    {}\n    {}^",
+            self.file.display(),
+            self.key,
+            self.message,
+            self.column,
+            self.text,
+            " ".repeat(self.column.saturating_sub(1))
+        )
+    }
+}
+
+#[derive(Debug, Clone)]
+enum ArgRef {
+    Name(String),
+    Pointer(String),
+}
+
+impl ArgRef {
+    fn lookup<'a>(&self, args: &'a CanonValue) -> Option<&'a CanonValue> {
+        match self {
+            ArgRef::Name(name) => args.get(name),
+            ArgRef::Pointer(pointer) => args.pointer(pointer),
+        }
+    }
+    fn as_str(&self) -> &str {
+        match self {
+            ArgRef::Name(s) | ArgRef::Pointer(s) => s,
+        }
+    }
+}
+
+/// How a condition's `GLOB` is matched.
+#[derive(Debug, Clone)]
+enum Pattern {
+    /// Contains `/`: matched against path readings.
+    Path(GlobSet),
+    /// `scheme://…`: matched against canonical URI readings.
+    Uri(GlobSet),
+    /// A JSON number: compared by value.
+    Number(Number),
+    /// Anything else: matched against the text as sent.
+    Text(GlobMatcher),
+}
+
+#[derive(Debug, Clone)]
+struct Condition {
+    arg: ArgRef,
+    text: String,
+    pattern: Pattern,
+}
+
+/// One parsed, checked rule.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub effect: RuleEffect,
+    pub text: String,
+    /// `permissions.deny[2] in FILE`.
+    pub origin: String,
+    pub scope: Scope,
+    kind: RequestKind,
+    target: GlobMatcher,
+    /// The target names one tool (or resource…) exactly: no glob, no
+    /// `mcp__S` shorthand.
+    exact: bool,
+    conditions: Vec<Condition>,
+}
+
+/// Outcome of matching one rule against one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleMatch {
+    No,
+    /// Matched; the string explains on what (for reasons).
+    Yes(String),
+    /// An `allow` rule that would match some reading of a value warden
+    /// cannot read with certainty: it does not apply; the string says why.
+    Uncertain(String),
+}
+
+/// A condition's verdict for one value.
+enum Holds {
+    Yes(String),
+    No,
+    Uncertain(String),
+}
+
+/// Longest value shown in a reason.
+const SHOWN: usize = 200;
+
+impl Rule {
+    /// Parses and checks one rule. Project-scope `allow` rules are refused
+    /// (CONTRACT §3), whatever the config loader did.
+    pub fn compile(source: &RuleSource) -> Result<Rule, RuleError> {
+        let key = format!("permissions.{}[{}]", source.effect.as_str(), source.index);
+        let err = |column: usize, message: String| RuleError {
+            file: source.file.clone(),
+            key: key.clone(),
+            text: source.text.clone(),
+            column: column + 1,
+            message,
+        };
+        if source.scope == Scope::Project && source.effect == RuleEffect::Allow {
+            return Err(err(
+                0,
+                "a project file (.mcp.json in the workspace) may not add `allow` rules; \
+                 move the rule to your user config"
+                    .into(),
+            ));
+        }
+        let parsed = parse(&source.text).map_err(|(col, msg)| err(col, msg))?;
+        let target = compile_target(parsed.tool, parsed.tool_at).map_err(|(c, m)| err(c, m))?;
+        match target.kind {
+            RequestKind::Sampling | RequestKind::Elicitation if !parsed.conditions.is_empty() => {
+                return Err(err(
+                    parsed.conditions[0].arg_at,
+                    format!(
+                        "`{}` rules take no argument conditions: write `{}` and decide on the \
+                         request's contents in a Rego policy (input.{})",
+                        target.kind, parsed.tool, target.kind
+                    ),
+                ));
+            }
+            RequestKind::Resource => {
+                if let Some(c) = parsed.conditions.iter().find(|c| c.arg != "uri") {
+                    return Err(err(
+                        c.arg_at,
+                        format!(
+                            "`resource` rules have one condition, `uri` (found `{}`)",
+                            c.arg
+                        ),
+                    ));
+                }
+            }
+            _ => {}
+        }
+        let mut conditions = Vec::with_capacity(parsed.conditions.len());
+        let mut seen = Vec::new();
+        for raw in parsed.conditions {
+            if seen.contains(&raw.arg) {
+                return Err(err(
+                    raw.arg_at,
+                    format!("argument `{}` is named twice", raw.arg),
+                ));
+            }
+            seen.push(raw.arg);
+            conditions.push(compile_condition(&raw).map_err(|(c, m)| err(c, m))?);
+        }
+        Ok(Rule {
+            effect: source.effect,
+            text: source.text.clone(),
+            origin: format!("{key} in {}", source.file.display()),
+            scope: source.scope,
+            kind: target.kind,
+            target: target.matcher,
+            exact: target.exact,
+            conditions,
+        })
+    }
+
+    /// What kind of request the rule is about.
+    pub fn kind(&self) -> RequestKind {
+        self.kind
+    }
+
+    /// True when the rule has no argument conditions.
+    pub fn is_unconditional(&self) -> bool {
+        self.conditions.is_empty()
+    }
+
+    /// True when the target names exactly one tool (`mcp__S__T`, no glob,
+    /// not the `mcp__S` shorthand): what CONTRACT §5's annotations
+    /// exception requires of an operator's `allow`.
+    pub fn names_tool_exactly(&self) -> bool {
+        self.kind == RequestKind::Tool && self.exact
+    }
+
+    /// Whether the rule's target matches a qualified tool name.
+    pub fn matches_tool(&self, qualified: &str) -> bool {
+        self.matches_target(RequestKind::Tool, qualified)
+    }
+
+    /// Whether the rule's target matches a request of `kind` on `name`
+    /// (`mcp__S__T`, `resource__S`, `prompt__S__P`, `sampling__S`,
+    /// `elicitation__S`).
+    pub fn matches_target(&self, kind: RequestKind, name: &str) -> bool {
+        self.kind == kind && self.target.is_match(name)
+    }
+
+    /// Argument names this rule's conditions use that `input_schema` does
+    /// not declare (most likely a typo: the condition then never holds):
+    /// for warnings when a server lists its tools. Schemas without
+    /// `properties` are not checked.
+    pub fn unknown_arguments(&self, input_schema: &Value) -> Vec<String> {
+        let Some(props) = input_schema.get("properties").and_then(Value::as_object) else {
+            return Vec::new();
+        };
+        if input_schema.get("additionalProperties") != Some(&Value::Bool(false)) && props.is_empty()
+        {
+            return Vec::new();
+        }
+        self.conditions
+            .iter()
+            .filter_map(|c| {
+                let top = match &c.arg {
+                    ArgRef::Name(n) => n.clone(),
+                    ArgRef::Pointer(p) => p
+                        .trim_start_matches('/')
+                        .split('/')
+                        .next()
+                        .unwrap_or_default()
+                        .replace("~1", "/")
+                        .replace("~0", "~"),
+                };
+                (!props.contains_key(&top)).then(|| c.arg.as_str().to_string())
+            })
+            .collect()
+    }
+
+    /// Matches the rule against one tool call's canonical arguments.
+    #[cfg(test)]
+    pub fn matches(&self, qualified: &str, args: &CanonValue) -> RuleMatch {
+        self.matches_request(RequestKind::Tool, qualified, args)
+    }
+
+    /// Matches the rule against one request of any kind. For a
+    /// `resource`, `args` is `{"uri": …}` with the URI read by
+    /// [`crate::canon::canon_resource_uri`] (a `file:` URI as its path,
+    /// another scheme as its canonical URI).
+    pub fn matches_request(&self, kind: RequestKind, name: &str, args: &CanonValue) -> RuleMatch {
+        if !self.matches_target(kind, name) {
+            return RuleMatch::No;
+        }
+        let mut details = Vec::new();
+        let mut uncertain = Vec::new();
+        for cond in &self.conditions {
+            match self.eval_condition(cond, args) {
+                Holds::Yes(detail) => details.push(detail),
+                Holds::No => return RuleMatch::No,
+                Holds::Uncertain(why) => uncertain.push(why),
+            }
+        }
+        if uncertain.is_empty() {
+            RuleMatch::Yes(details.join(", "))
+        } else {
+            RuleMatch::Uncertain(uncertain.join("; "))
+        }
+    }
+
+    fn eval_condition(&self, cond: &Condition, args: &CanonValue) -> Holds {
+        let Some(value) = cond.arg.lookup(args) else {
+            return Holds::No;
+        };
+        let name = cond.arg.as_str();
+        let restrict = self.effect != RuleEffect::Allow;
+        match value {
+            CanonValue::Array(items) if restrict => items
+                .iter()
+                .enumerate()
+                .find_map(|(i, item)| {
+                    cond.fires(item)
+                        .map(|d| Holds::Yes(format!("{name}[{i}]={d}")))
+                })
+                .unwrap_or(Holds::No),
+            CanonValue::Array(items) => {
+                if items.is_empty() {
+                    return Holds::No;
+                }
+                let mut shown = Vec::with_capacity(items.len());
+                let mut uncertain = None;
+                for (i, item) in items.iter().enumerate() {
+                    match cond.allows(item) {
+                        Holds::Yes(d) => shown.push(d),
+                        Holds::No => return Holds::No,
+                        Holds::Uncertain(why) => {
+                            uncertain.get_or_insert(format!("{name}[{i}]: {why}"));
+                        }
+                    }
+                }
+                match uncertain {
+                    Some(why) => Holds::Uncertain(why),
+                    None => Holds::Yes(format!("{name}=[{}]", shown.join(", "))),
+                }
+            }
+            other if restrict => match cond.fires(other) {
+                Some(d) => Holds::Yes(format!("{name}={d}")),
+                None => Holds::No,
+            },
+            other => match cond.allows(other) {
+                Holds::Yes(d) => Holds::Yes(format!("{name}={d}")),
+                Holds::Uncertain(why) => Holds::Uncertain(format!("{name}: {why}")),
+                Holds::No => Holds::No,
+            },
+        }
+    }
+}
+
+fn shown(s: &str) -> String {
+    if s.len() <= SHOWN {
+        return s.to_string();
+    }
+    let cut = (0..=SHOWN)
+        .rev()
+        .find(|i| s.is_char_boundary(*i))
+        .unwrap_or(0);
+    format!("{}…", &s[..cut])
+}
+
+fn numbers_equal(a: &Number, b: &Number) -> bool {
+    let (a, b) = (canonical_number(a), canonical_number(b));
+    match (a.as_i64(), b.as_i64(), a.as_u64(), b.as_u64()) {
+        (Some(x), Some(y), _, _) => x == y,
+        (_, _, Some(x), Some(y)) => x == y,
+        _ => a.as_f64().zip(b.as_f64()).is_some_and(|(x, y)| x == y),
+    }
+}
+
+impl Condition {
+    /// For `allow`: does the value satisfy the condition?
+    fn allows(&self, value: &CanonValue) -> Holds {
+        match (&self.pattern, value) {
+            (Pattern::Path(m), CanonValue::Str(s)) => readings_hold(s, |r| match r {
+                Reading::Path(p) => m.is_match(p),
+                Reading::Uri(_) => false,
+            }),
+            (Pattern::Uri(m), CanonValue::Str(s)) => {
+                // Only URI readings can satisfy a URI pattern; the path a
+                // server that does not parse URIs would open is a file in
+                // the workspace, not the resource the pattern names.
+                let uris: Vec<&str> = s
+                    .readings
+                    .iter()
+                    .filter_map(|r| match r {
+                        Reading::Uri(u) => Some(u.as_str()),
+                        Reading::Path(_) => None,
+                    })
+                    .collect();
+                let all = !uris.is_empty() && uris.iter().all(|u| m.is_match(u));
+                let any = uris.iter().any(|u| m.is_match(u));
+                match &s.uncertain {
+                    None if all => Holds::Yes(shown(&s.primary)),
+                    Some(why) if any => Holds::Uncertain(format!(
+                        "`{}` cannot be read with certainty: {why}",
+                        shown(&s.raw)
+                    )),
+                    _ => Holds::No,
+                }
+            }
+            (Pattern::Number(_), CanonValue::Str(s)) if s.raw == self.text => {
+                Holds::Yes(format!("<value matching `{}`>", self.text))
+            }
+            (Pattern::Number(n), CanonValue::Number(v)) if numbers_equal(n, v) => {
+                Holds::Yes(v.to_string())
+            }
+            // Not echoed: a non-path value may be a secret, and reasons
+            // reach the audit log and the model unredacted.
+            (Pattern::Text(m), CanonValue::Str(s)) if m.is_match(&s.raw) => {
+                Holds::Yes(format!("<value matching `{}`>", self.text))
+            }
+            _ => Holds::No,
+        }
+    }
+
+    /// For `deny`/`ask`: does this (non-array-level) value fire the
+    /// condition? Returns what to show in the reason.
+    fn fires(&self, value: &CanonValue) -> Option<String> {
+        let hidden = || format!("<value matching `{}`>", self.text);
+        match value {
+            CanonValue::Str(s) => match &self.pattern {
+                Pattern::Path(m) => s.readings.iter().find_map(|r| match r {
+                    Reading::Path(p) if m.is_match(p) => Some(reading_shown(s, p)),
+                    _ => None,
+                }),
+                Pattern::Uri(m) => {
+                    let hit = s.readings.iter().find_map(|r| match r {
+                        Reading::Uri(u) if m.is_match(u) => Some(reading_shown(s, u)),
+                        _ => None,
+                    });
+                    hit.or_else(|| m.is_match(&s.raw).then(|| shown(&s.raw)))
+                }
+                Pattern::Number(n) => {
+                    let by_value = n
+                        .as_f64()
+                        .zip(numeric_value(value))
+                        .is_some_and(|(a, b)| a == b);
+                    (s.raw == self.text || by_value).then(hidden)
+                }
+                Pattern::Text(m) => (m.is_match(&s.raw)
+                    || m.is_match(&s.primary)
+                    || s.readings.iter().any(|r| m.is_match(r.as_str())))
+                .then(hidden),
+            },
+            CanonValue::Number(v) => match &self.pattern {
+                Pattern::Number(n) => numbers_equal(n, v).then(|| v.to_string()),
+                other => glob_text(other, &v.to_string()).then(hidden),
+            },
+            CanonValue::Bool(b) => match &self.pattern {
+                Pattern::Number(_) => None,
+                other => glob_text(other, if *b { "true" } else { "false" }).then(hidden),
+            },
+            CanonValue::Null => Some("null (not a string: fails closed)".into()),
+            CanonValue::Array(_) => Some("a nested array (not a string: fails closed)".into()),
+            CanonValue::Object(_) => Some("an object (not a string: fails closed)".into()),
+        }
+    }
+}
+
+/// A reading that matched, shown with the value as sent when they differ.
+fn reading_shown(s: &CanonStr, reading: &str) -> String {
+    if reading == s.primary {
+        shown(reading)
+    } else {
+        format!("{} (read as {})", shown(&s.raw), shown(reading))
+    }
+}
+
+fn glob_text(pattern: &Pattern, text: &str) -> bool {
+    match pattern {
+        Pattern::Path(m) | Pattern::Uri(m) => m.is_match(text),
+        Pattern::Text(m) => m.is_match(text),
+        Pattern::Number(_) => false,
+    }
+}
+
+/// `allow` on a path condition: a certain value whose every reading
+/// matches; an uncertain value some reading of which matches is
+/// `Uncertain` (the rules stage asks, saying why).
+fn readings_hold(s: &CanonStr, matches: impl Fn(&Reading) -> bool) -> Holds {
+    let all = !s.readings.is_empty() && s.readings.iter().all(&matches);
+    match &s.uncertain {
+        None if all => Holds::Yes(shown(&s.primary)),
+        // A certain value with another meaning the pattern does not cover
+        // (a `file:` URI is also a relative path to a server that does not
+        // parse URIs).
+        None if s.readings.first().is_some_and(&matches) => {
+            let other = s
+                .readings
+                .iter()
+                .find(|r| !matches(r))
+                .map_or("", Reading::as_str);
+            Holds::Uncertain(format!(
+                "`{}` also reads as `{}` (a server that does not parse URIs opens it relative \
+                 to the workspace)",
+                shown(&s.raw),
+                shown(other)
+            ))
+        }
+        None => Holds::No,
+        Some(why) if s.readings.iter().any(&matches) => Holds::Uncertain(format!(
+            "`{}` cannot be read with certainty: {why}",
+            shown(&s.raw)
+        )),
+        Some(_) => Holds::No,
+    }
+}
+
+struct RawCondition<'a> {
+    arg: &'a str,
+    arg_at: usize,
+    glob: &'a str,
+    glob_at: usize,
+}
+
+struct Parsed<'a> {
+    tool: &'a str,
+    tool_at: usize,
+    conditions: Vec<RawCondition<'a>>,
+}
+
+/// Char column of a byte offset.
+fn col(text: &str, byte: usize) -> usize {
+    text.get(..byte).map_or(0, |s| s.chars().count())
+}
+
+fn parse(text: &str) -> Result<Parsed<'_>, (usize, String)> {
+    if text.trim().is_empty() {
+        return Err((0, "empty rule".into()));
+    }
+    let lead = text.len() - text.trim_start().len();
+    let body_end = text.trim_end().len();
+    let Some(open) = text.find('(') else {
+        if let Some(close) = text.find(')') {
+            return Err((col(text, close), "`)` without `(`".into()));
+        }
+        return Ok(Parsed {
+            tool: &text[lead..body_end],
+            tool_at: col(text, lead),
+            conditions: Vec::new(),
+        });
+    };
+    let tool = text.get(lead..open).unwrap_or("").trim_end();
+    if tool.is_empty() {
+        return Err((col(text, lead), "missing target name before `(`".into()));
+    }
+    if !text[..body_end].ends_with(')') || body_end <= open + 1 {
+        return Err((
+            col(text, body_end),
+            "expected `)` at the end of the argument list".into(),
+        ));
+    }
+    let inner_start = open + 1;
+    let inner_end = body_end - 1;
+    let inner = text.get(inner_start..inner_end).unwrap_or("");
+    if inner.trim().is_empty() {
+        return Err((
+            col(text, open),
+            "empty argument list: write `TARGET` or `TARGET(ARG: GLOB)`".into(),
+        ));
+    }
+    // Split on top-level commas (not inside `{…}` or `[…]`, not escaped).
+    let mut parts = Vec::new();
+    let (mut depth_brace, mut depth_bracket, mut start) = (0i32, 0i32, inner_start);
+    let mut escaped = false;
+    for (i, c) in inner.char_indices() {
+        let at = inner_start + i;
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' => escaped = true,
+            '{' => depth_brace += 1,
+            '}' => depth_brace -= 1,
+            '[' => depth_bracket += 1,
+            ']' => depth_bracket -= 1,
+            '(' | ')' if depth_bracket == 0 => {
+                return Err((
+                    col(text, at),
+                    format!("unexpected `{c}` in the argument list"),
+                ));
+            }
+            ',' if depth_brace == 0 && depth_bracket == 0 => {
+                parts.push((start, at));
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push((start, inner_end));
+    let mut conditions = Vec::new();
+    for (s, e) in parts {
+        let part = text.get(s..e).unwrap_or("");
+        let trimmed_lead = part.len() - part.trim_start().len();
+        let ps = s + trimmed_lead;
+        let part = part.trim();
+        if part.is_empty() {
+            return Err((col(text, ps), "empty condition (stray `,`?)".into()));
+        }
+        let Some(colon) = part.find(':') else {
+            return Err((
+                col(text, ps),
+                format!("expected `ARG: GLOB`, found `{part}`"),
+            ));
+        };
+        let arg = part[..colon].trim();
+        if arg.is_empty() {
+            return Err((col(text, ps), "missing argument name before `:`".into()));
+        }
+        if let Some(bad) = arg.find(|c: char| c.is_whitespace()) {
+            return Err((
+                col(text, ps + bad),
+                format!("argument name `{arg}` contains whitespace"),
+            ));
+        }
+        let after = &part[colon + 1..];
+        let glob_lead = after.len() - after.trim_start().len();
+        let glob = after.trim();
+        let glob_at = ps + colon + 1 + glob_lead;
+        if glob.is_empty() {
+            return Err((col(text, glob_at), format!("missing pattern for `{arg}`")));
+        }
+        conditions.push(RawCondition {
+            arg,
+            arg_at: col(text, ps),
+            glob,
+            glob_at: col(text, glob_at),
+        });
+    }
+    Ok(Parsed {
+        tool,
+        tool_at: col(text, lead),
+        conditions,
+    })
+}
+
+const GLOB_META: &[char] = &['*', '?', '[', '{'];
+
+struct Target {
+    kind: RequestKind,
+    matcher: GlobMatcher,
+    exact: bool,
+}
+
+/// The form each kind's names take, for messages.
+fn target_forms() -> &'static str {
+    "mcp__SERVER__TOOL, resource__SERVER, prompt__SERVER__PROMPT, sampling__SERVER or \
+     elicitation__SERVER"
+}
+
+fn compile_target(target: &str, at: usize) -> Result<Target, (usize, String)> {
+    for (i, c) in target.chars().enumerate() {
+        let ok = c.is_ascii_alphanumeric() || "_-*?[]{},!^".contains(c);
+        if !ok {
+            return Err((
+                at + i,
+                format!(
+                    "`{c}` can never match: names contain only [A-Za-z0-9_-] ({})",
+                    target_forms()
+                ),
+            ));
+        }
+    }
+    let literal_len = target.find(GLOB_META).unwrap_or(target.len());
+    let literal = &target[..literal_len];
+    let is_glob = literal_len < target.len();
+    let never = || {
+        (
+            at,
+            format!(
+                "`{target}` can never match: names have the form {}",
+                target_forms()
+            ),
+        )
+    };
+    // The kind whose prefix the literal start has, else (for a glob whose
+    // literal start is shorter than any prefix) the one it can still
+    // become; a glob that could be any kind (`*`, `m*`) is a tool glob.
+    let kind = RequestKind::ALL
+        .into_iter()
+        .find(|k| literal.starts_with(k.target_prefix()))
+        .or_else(|| {
+            if !is_glob {
+                return None;
+            }
+            if RequestKind::Tool.target_prefix().starts_with(literal) {
+                return Some(RequestKind::Tool);
+            }
+            let mut candidates = RequestKind::ALL
+                .into_iter()
+                .filter(|k| k.target_prefix().starts_with(literal));
+            match (candidates.next(), candidates.next()) {
+                (Some(k), None) => Some(k),
+                _ => None,
+            }
+        })
+        .ok_or_else(never)?;
+    let mut pattern = target.to_string();
+    let mut exact = false;
+    if !is_glob {
+        // `literal` starts with the kind's prefix (found above).
+        let rest = literal.get(kind.target_prefix().len()..).unwrap_or("");
+        match kind {
+            RequestKind::Tool | RequestKind::Prompt => match rest.split_once("__") {
+                None if !rest.is_empty() => pattern = format!("{target}__*"),
+                Some((server, name)) if !server.is_empty() && !name.is_empty() => exact = true,
+                _ => {
+                    let (prefix, what) = if kind == RequestKind::Tool {
+                        ("mcp", "TOOL")
+                    } else {
+                        ("prompt", "PROMPT")
+                    };
+                    return Err((
+                        at,
+                        format!(
+                            "`{target}` can never match: write {prefix}__SERVER__{what}, \
+                             {prefix}__SERVER or a glob"
+                        ),
+                    ));
+                }
+            },
+            _ => {
+                if rest.is_empty() || rest.contains("__") {
+                    return Err((
+                        at,
+                        format!(
+                            "`{target}` can never match: write {}SERVER (server names have no `__`)",
+                            kind.target_prefix()
+                        ),
+                    ));
+                }
+                exact = true;
+            }
+        }
+        if kind == RequestKind::Tool && target.len() > warden_core::MAX_QUALIFIED_LEN {
+            return Err((
+                at,
+                format!(
+                    "`{target}` can never match: qualified names are at most {} characters",
+                    warden_core::MAX_QUALIFIED_LEN
+                ),
+            ));
+        }
+    }
+    let matcher = Glob::new(&pattern)
+        .map(|g| g.compile_matcher())
+        .map_err(|e| (at, format!("invalid glob: {}", e.kind())))?;
+    Ok(Target {
+        kind,
+        matcher,
+        exact,
+    })
+}
+
+fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (usize, String)> {
+    let arg = if raw.arg.starts_with('/') {
+        let mut chars = raw.arg.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '~' && !matches!(chars.peek(), Some('0' | '1')) {
+                return Err((
+                    raw.arg_at,
+                    format!(
+                        "invalid JSON pointer `{}`: `~` must be followed by 0 or 1",
+                        raw.arg
+                    ),
+                ));
+            }
+        }
+        ArgRef::Pointer(raw.arg.to_string())
+    } else if let Some(bad) = raw.arg.find([':', ',', '(', ')']) {
+        return Err((
+            raw.arg_at + bad,
+            format!("invalid argument name `{}`", raw.arg),
+        ));
+    } else {
+        ArgRef::Name(raw.arg.to_string())
+    };
+    let invalid = |e: String| (raw.glob_at, format!("invalid pattern `{}`: {e}", raw.glob));
+    let pattern = if let Some((scheme, rest)) = split_scheme(raw.glob)
+        && rest.starts_with("//")
+    {
+        if scheme.eq_ignore_ascii_case("file") {
+            return Err((
+                raw.glob_at,
+                format!(
+                    "`{}`: write the path instead (`file:` URIs are matched as the path they \
+                     name), e.g. `{}`",
+                    raw.glob,
+                    rest.trim_start_matches("//localhost")
+                        .trim_start_matches("//")
+                ),
+            ));
+        }
+        Pattern::Uri(glob_set(&with_dir_itself(raw.glob), true).map_err(invalid)?)
+    } else if raw.glob.contains('/') {
+        if !(raw.glob.starts_with('/') || raw.glob.starts_with('*')) {
+            return Err((
+                raw.glob_at,
+                format!(
+                    "path pattern `{}` can never match: values are normalised to absolute \
+                     paths, so write `${{WORKSPACE}}/{}` or `**/{}`",
+                    raw.glob, raw.glob, raw.glob
+                ),
+            ));
+        }
+        let mut collapsed = String::with_capacity(raw.glob.len());
+        for c in raw.glob.chars() {
+            if !(c == '/' && collapsed.ends_with('/')) {
+                collapsed.push(c);
+            }
+        }
+        if collapsed.split('/').any(|seg| seg == "." || seg == "..") {
+            return Err((
+                raw.glob_at,
+                format!(
+                    "path pattern `{}` can never match: values are normalised, so `.` and `..` \
+                     segments never occur",
+                    raw.glob
+                ),
+            ));
+        }
+        Pattern::Path(glob_set(&with_dir_itself(&collapsed), true).map_err(invalid)?)
+    } else if !raw.glob.contains(GLOB_META)
+        && let Ok(n) = serde_json::from_str::<Number>(raw.glob)
+    {
+        Pattern::Number(n)
+    } else {
+        Pattern::Text(
+            GlobBuilder::new(raw.glob)
+                .backslash_escape(true)
+                .build()
+                .map_err(|e| invalid(e.kind().to_string()))?
+                .compile_matcher(),
+        )
+    };
+    Ok(Condition {
+        arg,
+        text: raw.glob.to_string(),
+        pattern,
+    })
+}
+
+/// `DIR/**` also matches `DIR` (and `DIR/`).
+fn with_dir_itself(pattern: &str) -> Vec<String> {
+    let mut out = vec![pattern.to_string()];
+    if let Some(base) = pattern.strip_suffix("/**")
+        && !base.is_empty()
+        && !base.ends_with('/')
+    {
+        out.push(base.to_string());
+        out.push(format!("{base}/"));
+    }
+    out
+}
+
+fn glob_set(patterns: &[String], literal_separator: bool) -> Result<GlobSet, String> {
+    let mut set = GlobSetBuilder::new();
+    for p in patterns {
+        let glob = GlobBuilder::new(p)
+            .literal_separator(literal_separator)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| e.kind().to_string())?;
+        set.add(glob);
+    }
+    set.build().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canon::{Context, Limits, canonicalize};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    const WS: &str = "/w";
+
+    fn rule(effect: RuleEffect, text: &str) -> Result<Rule, RuleError> {
+        Rule::compile(&RuleSource {
+            effect,
+            text: text.into(),
+            scope: Scope::User,
+            file: "/cfg.json".into(),
+            index: 0,
+        })
+    }
+
+    fn canon(args: Value) -> CanonValue {
+        canonicalize(
+            &args,
+            &Context {
+                workspace: WS,
+                home: Some("/home/u"),
+            },
+            &Limits::default(),
+        )
+        .unwrap()
+        .value
+    }
+
+    fn resource(uri: &str) -> CanonValue {
+        let ctx = Context {
+            workspace: WS,
+            home: None,
+        };
+        let mut map = std::collections::BTreeMap::new();
+        map.insert(
+            "uri".to_string(),
+            CanonValue::Str(Box::new(crate::canon::canon_resource_uri(uri, &ctx))),
+        );
+        CanonValue::Object(map)
+    }
+
+    fn m(effect: RuleEffect, text: &str, args: Value) -> RuleMatch {
+        rule(effect, text)
+            .unwrap()
+            .matches("mcp__fs__read", &canon(args))
+    }
+
+    fn yes(r: &RuleMatch) -> bool {
+        matches!(r, RuleMatch::Yes(_))
+    }
+
+    #[test]
+    fn server_shorthand() {
+        let r = rule(RuleEffect::Deny, "mcp__fs").unwrap();
+        assert!(r.matches_tool("mcp__fs__read"));
+        assert!(!r.matches_tool("mcp__fsx__read"));
+        assert!(!r.names_tool_exactly());
+        assert!(
+            rule(RuleEffect::Allow, "mcp__fs__read")
+                .unwrap()
+                .names_tool_exactly()
+        );
+        assert!(
+            !rule(RuleEffect::Allow, "mcp__fs__*")
+                .unwrap()
+                .names_tool_exactly()
+        );
+    }
+
+    #[test]
+    fn errors_have_columns() {
+        let e = rule(RuleEffect::Deny, "mcp__fs__read(path /x)").unwrap_err();
+        assert_eq!(e.column, 15, "{e}");
+        let e = rule(RuleEffect::Deny, "mcp__fs__read(path: src/**)").unwrap_err();
+        assert_eq!(e.column, 21, "{e}");
+        let e = rule(RuleEffect::Deny, "fs__read").unwrap_err();
+        assert!(e.message.contains("never match"), "{e}");
+    }
+
+    /// These used to slice past the end of the text.
+    #[test]
+    fn short_targets_are_errors_not_panics() {
+        for text in [
+            "mcp_",
+            "mc",
+            "mcp",
+            "m",
+            "mcp__",
+            "resource__",
+            "prompt_",
+            "(",
+            ")",
+            "a(",
+            "(b)",
+            "x()",
+        ] {
+            assert!(rule(RuleEffect::Deny, text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn targets_of_every_kind() {
+        let r = rule(RuleEffect::Deny, "resource__fs(uri: /w/secrets/**)").unwrap();
+        assert_eq!(r.kind(), RequestKind::Resource);
+        assert!(r.matches_target(RequestKind::Resource, "resource__fs"));
+        assert!(!r.matches_target(RequestKind::Tool, "resource__fs"));
+        let hit = r.matches_request(
+            RequestKind::Resource,
+            "resource__fs",
+            &resource("file:///w/secrets/key"),
+        );
+        assert!(yes(&hit), "{hit:?}");
+        // A fragment cannot hide the path from a deny …
+        let hit = r.matches_request(
+            RequestKind::Resource,
+            "resource__fs",
+            &resource("file:///w/secrets/key#/../../public/x"),
+        );
+        assert!(yes(&hit), "{hit:?}");
+        // … nor satisfy an allow.
+        let allow = rule(RuleEffect::Allow, "resource__fs(uri: /w/public/**)").unwrap();
+        let got = allow.matches_request(
+            RequestKind::Resource,
+            "resource__fs",
+            &resource("file:///w/secrets/key#/../../public/x"),
+        );
+        assert!(matches!(got, RuleMatch::Uncertain(_)), "{got:?}");
+        // A resource URI is always a URI: its path alone decides.
+        assert!(yes(&allow.matches_request(
+            RequestKind::Resource,
+            "resource__fs",
+            &resource("file:///w/public/a")
+        )));
+        let web = rule(
+            RuleEffect::Allow,
+            "resource__web(uri: https://example.com/docs/**)",
+        )
+        .unwrap();
+        assert!(yes(&web.matches_request(
+            RequestKind::Resource,
+            "resource__web",
+            &resource("HTTPS://EXAMPLE.com:443/docs/a/../b")
+        )));
+        assert!(!yes(&web.matches_request(
+            RequestKind::Resource,
+            "resource__web",
+            &resource("https://example.com/docs/../private")
+        )));
+        let p = rule(RuleEffect::Ask, "prompt__notes__summarise(topic: *secret*)").unwrap();
+        assert_eq!(p.kind(), RequestKind::Prompt);
+        assert!(!p.names_tool_exactly());
+        assert!(
+            rule(RuleEffect::Ask, "prompt__notes")
+                .unwrap()
+                .matches_target(RequestKind::Prompt, "prompt__notes__x")
+        );
+        assert_eq!(
+            rule(RuleEffect::Ask, "sampling__*").unwrap().kind(),
+            RequestKind::Sampling
+        );
+        assert_eq!(
+            rule(RuleEffect::Deny, "elicitation__srv").unwrap().kind(),
+            RequestKind::Elicitation
+        );
+        assert_eq!(
+            rule(RuleEffect::Deny, "*").unwrap().kind(),
+            RequestKind::Tool
+        );
+        assert_eq!(
+            rule(RuleEffect::Deny, "r*").unwrap().kind(),
+            RequestKind::Resource
+        );
+        for bad in [
+            "sampling__srv(maxTokens: 5)",
+            "elicitation__a__b",
+            "resource__fs(path: /x)",
+            "resource__",
+            "prompt__x__",
+            "resource__fs(uri: file:///x/**)",
+        ] {
+            assert!(rule(RuleEffect::Deny, bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn paths_are_canonical() {
+        let deny = |args| m(RuleEffect::Deny, "mcp__*__*(path: /etc/**)", args);
+        for p in [
+            "//etc/shadow",
+            "/etc/./shadow",
+            "/w/../etc/shadow",
+            "~/../../../../../../etc/shadow",
+            "file:///etc/shadow",
+            "file:///w/x#/../../../etc/shadow",
+            "file:///etc/shadow?x",
+            "file:///w/a\\..\\..\\etc\\shadow",
+            "file:///w/%2e%2e/etc/shadow",
+            "file:///w/a%2f..%2f..%2fetc%2fshadow",
+            "../etc/shadow",
+        ] {
+            assert!(yes(&deny(json!({"path": p}))), "{p}");
+        }
+        let allow = |args| m(RuleEffect::Allow, "mcp__fs__read(path: /w/public/**)", args);
+        assert!(yes(&allow(json!({"path": "/w/public/a"}))));
+        assert!(yes(&allow(json!({"path": "public/./a"}))));
+        // The literal reading (`/w/file:/w/public/a`) is not under /w/public:
+        // a server that does not parse URIs would open that.
+        let literal = allow(json!({"path": "file:///w/public/a"}));
+        assert!(matches!(literal, RuleMatch::Uncertain(_)), "{literal:?}");
+        let ws = m(
+            RuleEffect::Allow,
+            "mcp__fs__read(path: /w/**)",
+            json!({"path": "file:///w/public/a"}),
+        );
+        assert!(yes(&ws), "{ws:?}");
+        for p in [
+            "file:///w/secrets/key#/../../public/x",
+            "~/public/x",
+            "/w/public/../secrets",
+            "file:///w/public/%2e%2e/x",
+        ] {
+            assert!(!yes(&allow(json!({"path": p}))), "{p}");
+        }
+        // A file URI outside the workspace also has the literal reading
+        // (`/w/file:/data/x`), which an allow for /data/** does not cover.
+        let data = m(
+            RuleEffect::Allow,
+            "mcp__fs__read(path: /data/**)",
+            json!({"path": "file:///data/x"}),
+        );
+        assert!(matches!(data, RuleMatch::Uncertain(_)), "{data:?}");
+    }
+
+    #[test]
+    fn numbers_by_value() {
+        for v in [
+            json!(2),
+            json!(2.0),
+            serde_json::from_str::<Value>("2e0").unwrap(),
+            json!("2.0"),
+            json!(" 2"),
+        ] {
+            assert!(
+                yes(&m(
+                    RuleEffect::Deny,
+                    "mcp__fs__read(id: 2)",
+                    json!({"id": v})
+                )),
+                "{v}"
+            );
+        }
+        assert!(!yes(&m(
+            RuleEffect::Deny,
+            "mcp__fs__read(id: 2)",
+            json!({"id": 3})
+        )));
+        assert!(yes(&m(
+            RuleEffect::Allow,
+            "mcp__fs__read(id: 2)",
+            json!({"id": 2.0})
+        )));
+        assert!(!yes(&m(
+            RuleEffect::Allow,
+            "mcp__fs__read(id: 2)",
+            json!({"id": "2.0"})
+        )));
+    }
+
+    #[test]
+    fn braces_keep_commas() {
+        let r = rule(
+            RuleEffect::Deny,
+            "mcp__*__*(path: **/{.env,.ssh/**}, mode: w)",
+        )
+        .unwrap();
+        let args = canon(json!({"path": "/w/.env", "mode": "w"}));
+        assert!(yes(&r.matches("mcp__a__b", &args)));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// No text makes the parser panic (errors are fine).
+        #[test]
+        fn no_rule_text_panics(text in "\\PC{0,40}") {
+            for effect in [RuleEffect::Allow, RuleEffect::Deny] {
+                let _ = rule(effect, &text);
+            }
+        }
+
+        /// The same with the characters rules are made of.
+        #[test]
+        fn no_rule_shaped_text_panics(text in "[mcpresoumlingt_*?{}\\[\\],!^():/~0-9 .\\\\-]{0,30}") {
+            if let Ok(r) = rule(RuleEffect::Deny, &text) {
+                let _ = r.matches("mcp__a__b", &canon(json!({"path": "/x", "id": 2})));
+            }
+        }
+    }
+}

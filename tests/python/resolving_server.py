@@ -1,0 +1,84 @@
+"""A tiny MCP server (official Python SDK, MCPServer) that resolves paths
+and file: URIs the way Python servers do, for warden's issue-11 tests:
+`pathlib.Path(p).expanduser().resolve()` for paths (relative to the working
+directory), `urllib.request.url2pathname(urllib.parse.urlparse(u).path)`
+for URIs. Each read answers {"resolved": PATH, "content": TEXT} or
+{"resolved"?, "error": TEXT}.
+
+    python resolving_server.py              serve MCP over stdio
+    python resolving_server.py --resolve    read a JSON array of strings on
+        stdin, print [{"path": P|null, "uri": P|null}] (the property test's
+        batch: what read_file and read_uri would open, without opening)
+
+Tools: read_file(path), read_uri(uri), read_note(id: int).
+"""
+
+import json
+import pathlib
+import sys
+import urllib.parse
+import urllib.request
+
+NOTES = {1: "note one", 2: "note two: the secret plan", 3: "note three"}
+
+
+def resolve_path(p: str) -> str:
+    return str(pathlib.Path(p).expanduser().resolve())
+
+
+def resolve_uri(u: str) -> str:
+    return resolve_path(urllib.request.url2pathname(urllib.parse.urlparse(u).path))
+
+
+def attempt(f, arg):
+    try:
+        return f(arg)
+    except Exception:
+        return None
+
+
+def read(resolve, arg) -> str:
+    try:
+        resolved = resolve(arg)
+    except Exception as e:
+        return json.dumps({"error": f"{type(e).__name__}: {e}"})
+    try:
+        with open(resolved, encoding="utf-8") as f:
+            return json.dumps({"resolved": resolved, "content": f.read()})
+    except Exception as e:
+        return json.dumps({"resolved": resolved, "error": f"{type(e).__name__}: {e}"})
+
+
+def serve() -> None:
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("resolving-py", subscriptions=False)
+
+    @server.tool(name="read_file", description="Read a file.")
+    def read_file(path: str) -> str:
+        return read(resolve_path, path)
+
+    @server.tool(name="read_uri", description="Read a file: URI.")
+    def read_uri(uri: str) -> str:
+        return read(resolve_uri, uri)
+
+    @server.tool(name="read_note", description="Read a note by id.")
+    def read_note(id: int) -> str:
+        return NOTES.get(id, "no such note")
+
+    import anyio
+
+    anyio.run(server.run_stdio_async)
+
+
+def resolve_batch() -> None:
+    inputs = json.load(sys.stdin)
+    out = [{"path": attempt(resolve_path, s), "uri": attempt(resolve_uri, s)} for s in inputs]
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    if "--resolve" in sys.argv:
+        resolve_batch()
+    else:
+        serve()
