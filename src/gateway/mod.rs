@@ -55,7 +55,7 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::host::{CallReport, CallRequest, Caller, Host};
+use crate::host::{CallReport, CallRequest, Caller, Host, ToolRef};
 use crate::terminal::sanitize_for_terminal;
 use warden_audit::Outcome;
 use warden_policy::{AskAnswer, AskPrompt, Asker, Mode};
@@ -199,11 +199,10 @@ impl Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let table = self.table();
-        let Some(exposed) = table.get(request.name.as_ref()) else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool `{}`", request.name),
-                None,
-            ));
+        // A name the gateway does not list is still recorded (as asked).
+        let target = match table.get(request.name.as_ref()) {
+            Some(exposed) => ToolRef::Qualified(exposed.qualified.clone()),
+            None => ToolRef::Unlisted(request.name.to_string()),
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let session_protocol = context
@@ -228,15 +227,20 @@ impl Gateway {
             .host
             .call(
                 CallRequest {
-                    qualified: exposed.qualified.clone(),
+                    target,
                     arguments,
                     caller: Caller::Gateway,
                 },
                 asker,
                 context.ct.clone(),
             )
-            .await
-            .map_err(|refusal| ErrorData::invalid_params(refusal.to_string(), None))?;
+            .await;
+        if report.outcome == Outcome::UnknownTool {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`", request.name),
+                None,
+            ));
+        }
         let cannot_ask = self.inner.host.mode() == Mode::Gateway && !can_elicit;
         Ok(result_for_client(&report, cannot_ask))
     }
@@ -261,14 +265,18 @@ fn result_for_client(report: &CallReport, cannot_ask: bool) -> CallToolResult {
             match sent {
                 Some(result) => result,
                 None => CallToolResult::error(vec![ContentBlock::text(format!(
-                    "warden: the result of `{}`/`{}` could not be passed on",
-                    report.server, report.tool
+                    "warden: the result of `{}` could not be passed on",
+                    report.qualified
                 ))]),
             }
         }
         Outcome::Denied => {
             let mut text = report.denial_text();
-            if cannot_ask && report.decision.reasons.iter().any(|r| r.contains("asked")) {
+            let asked = report
+                .decision
+                .as_ref()
+                .is_some_and(|d| d.reasons.iter().any(|r| r.contains("asked")));
+            if cannot_ask && asked {
                 text.push_str(
                     " (this MCP client did not declare the elicitation capability, \
                      so it cannot be asked to approve the call)",
@@ -276,15 +284,12 @@ fn result_for_client(report: &CallReport, cannot_ask: bool) -> CallToolResult {
             }
             CallToolResult::error(vec![ContentBlock::text(text)])
         }
-        Outcome::RpcError | Outcome::Timeout | Outcome::Cancelled => {
-            CallToolResult::error(vec![ContentBlock::text(format!(
-                "warden: the call to `{}`/`{}` failed ({}): {}",
-                report.server,
-                report.tool,
-                report.outcome.as_str(),
-                report.error.as_deref().unwrap_or("no details")
-            ))])
-        }
+        _ => CallToolResult::error(vec![ContentBlock::text(format!(
+            "warden: the call to `{}` failed ({}): {}",
+            report.qualified,
+            report.outcome.as_str(),
+            report.error.as_deref().unwrap_or("no details")
+        ))]),
     }
 }
 

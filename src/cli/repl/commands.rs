@@ -332,6 +332,7 @@ impl Repl {
             config_sha256: server.digest.clone(),
             action: warden_audit::ApprovalAction::Approved,
             subject: "server configuration".to_string(),
+            call_id: None,
         });
         if connect {
             self.spinner.start(&format!("connecting {name}…"));
