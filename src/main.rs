@@ -8,7 +8,7 @@ fn main() -> std::process::ExitCode {
     let mut args = std::env::args_os();
     match args.nth(1).as_deref().and_then(|a| a.to_str()) {
         Some(warden_sandbox::REEXEC_ARG) => warden_sandbox::helper::main(args),
-        Some("__hostile-server") => warden::example_servers::hostile::main(),
+        Some("__hostile-server") => warden::example_servers::hostile_main(),
         _ => warden::cli::main(),
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::mcp::Tool;
 
-pub const MAX_QUALIFIED_LEN: usize = 64;
+use warden_core::MAX_QUALIFIED_LEN;
 
 /// One registered tool.
 #[derive(Debug, Clone)]
@@ -137,14 +137,6 @@ impl Registry {
     pub fn skipped(&self) -> &[SkippedTool] {
         &self.skipped
     }
-
-    pub fn len(&self) -> usize {
-        self.tools.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
-    }
 }
 
 /// The input schema as an object schema every model provider accepts.
@@ -196,7 +188,7 @@ mod tests {
         let r = Registry::build([("s", &tools[..])]);
         assert!(r.get("mcp__s__a_b").is_none());
         assert_eq!(r.skipped().len(), 2);
-        assert_eq!(r.len(), 1);
+        assert_eq!(r.tools().count(), 1);
     }
 
     #[test]
@@ -204,7 +196,7 @@ mod tests {
         let long = "x".repeat(60);
         let tools = [tool(&long)];
         let r = Registry::build([("srv", &tools[..])]);
-        assert!(r.is_empty());
+        assert_eq!(r.tools().count(), 0);
         assert!(r.skipped()[0].reason.contains("limit is 64"));
     }
 

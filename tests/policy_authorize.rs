@@ -356,9 +356,24 @@ async fn terminal_asker_reads_the_answer_from_the_tty() {
     let p = prompt();
     assert_eq!(asker.ask(&p).await, AskAnswer::AllowSession);
     // The prompt reached the terminal, with escape sequences neutralised.
-    let mut buf = [0u8; 4096];
-    let n = master.read(&mut buf).unwrap();
-    let shown = String::from_utf8_lossy(&buf[..n]);
+    // The pty hands data over asynchronously (the echo of the answer may
+    // come first), so read until the question arrived or 5 s passed.
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !String::from_utf8_lossy(&seen).contains("mcp__fs__write_file")
+        && std::time::Instant::now() < deadline
+    {
+        let mut fds = [PollFd::new(master.as_fd(), PollFlags::POLLIN)];
+        if poll(&mut fds, PollTimeout::from(100u16)).unwrap_or(0) == 0 {
+            continue;
+        }
+        let mut buf = [0u8; 4096];
+        let n = master.read(&mut buf).unwrap();
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let shown = String::from_utf8_lossy(&seen);
     assert!(shown.contains("mcp__fs__write_file"), "{shown}");
     assert!(!shown.contains('\u{1b}'), "{shown}");
     drop(pty.slave);

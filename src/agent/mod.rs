@@ -18,14 +18,15 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub mod anthropic;
-pub mod host_executor;
+mod anthropic;
+mod host_executor;
 mod http;
-pub mod openai;
-pub mod run_loop;
-pub mod scripted;
+mod openai;
+mod run_loop;
+mod scripted;
 
 pub use anthropic::AnthropicModel;
+pub use host_executor::HostExecutor;
 pub use http::HttpSettings;
 pub use openai::OpenAiModel;
 pub use run_loop::{

@@ -15,8 +15,8 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::{CliError, GlobalArgs, exit, session};
-use crate::agent::host_executor::HostExecutor;
-use crate::agent::run_loop::{Limits, RunStatus, run_task};
+use crate::agent::HostExecutor;
+use crate::agent::{Limits, RunStatus, run_task};
 use crate::agent::{Model, ScriptedModel};
 use crate::config::LoadOptions;
 use crate::host::{Host, HostOptions};

@@ -6,9 +6,9 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{CliError, GlobalArgs, exit, session};
-use crate::agent::host_executor::HostExecutor;
+use crate::agent::HostExecutor;
 use crate::agent::model_from_spec;
-use crate::agent::run_loop::{Limits, RunStatus, run_task};
+use crate::agent::{Limits, RunStatus, run_task};
 use crate::host::Host;
 use crate::mcp::ServerState;
 use warden_policy::Mode;

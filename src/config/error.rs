@@ -87,11 +87,6 @@ pub enum ConfigError {
     /// A located mistake in a configuration file.
     #[error("{0}")]
     Invalid(Box<Diagnostic>),
-    /// Neither `WARDEN_CONFIG_DIR` nor `HOME` is set.
-    #[error(
-        "cannot find the configuration directory: set WARDEN_CONFIG_DIR (or HOME, for ~/.config/warden)"
-    )]
-    NoConfigDir,
     /// `approvals.json` could not be read, parsed or written.
     #[error("approvals file {}: {message}", path.display())]
     Approvals { path: PathBuf, message: String },

@@ -23,29 +23,6 @@ pub struct LoadOptions {
     pub config_dir: PathBuf,
 }
 
-impl LoadOptions {
-    /// From the common flags: `--config`, `--workspace` (default: the
-    /// current directory), and [`default_config_dir`].
-    pub fn from_flags(
-        config_file: Option<PathBuf>,
-        workspace: Option<PathBuf>,
-    ) -> Result<Self, ConfigError> {
-        let workspace = match workspace {
-            Some(w) => w,
-            None => std::env::current_dir().map_err(|source| ConfigError::Workspace {
-                path: PathBuf::from("."),
-                source,
-            })?,
-        };
-        let config_dir = default_config_dir().ok_or(ConfigError::NoConfigDir)?;
-        Ok(LoadOptions {
-            config_file,
-            workspace,
-            config_dir,
-        })
-    }
-}
-
 /// `$WARDEN_CONFIG_DIR`, else `$HOME/.config/warden`; `None` when neither is
 /// set (empty counts as unset).
 pub fn default_config_dir() -> Option<PathBuf> {

@@ -39,8 +39,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::flag_value;
 
-/// A tool name whose qualified form `mcp__fixture__…` exceeds 64 characters.
-pub const LONG_TOOL_NAME: &str = "a_tool_name_that_is_long_enough_to_overflow_the_qualified_limit";
 /// The tool `add_tool` makes visible.
 pub const ADDED_TOOL: &str = "added_tool";
 /// The JSON-RPC error code `rpc_error` answers with.

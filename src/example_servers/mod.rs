@@ -14,10 +14,12 @@
 //! Both are written with rmcp's server side; stdout carries protocol only
 //! and diagnostics go to stderr through `tracing`.
 
-pub mod fixture;
-pub mod hostile;
+mod fixture;
+mod hostile;
 mod http;
-pub mod notes;
+mod notes;
+
+pub use hostile::main as hostile_main;
 
 pub use http::{HttpHandle, serve_http, serve_http_with_args};
 

@@ -110,10 +110,6 @@ impl Gateway {
         }
     }
 
-    pub fn host(&self) -> &Arc<Host> {
-        &self.inner.host
-    }
-
     /// The exposed tools, by gateway name. Names that would collide (only
     /// possible with `--no-prefix`) are left out, never guessed.
     fn table(&self) -> BTreeMap<String, Exposed> {

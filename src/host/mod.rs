@@ -66,11 +66,11 @@ pub struct HostOptions {
     pub exit: Option<CancellationToken>,
 }
 
-/// Counters for `session_end` and `run --json`.
+/// Counters for `session_end`.
 #[derive(Debug, Default)]
-pub struct Stats {
-    pub calls: AtomicU64,
-    pub denied: AtomicU64,
+struct Stats {
+    calls: AtomicU64,
+    denied: AtomicU64,
 }
 
 pub struct Host {
@@ -219,10 +219,6 @@ impl Host {
     /// `on_failure: continue`, records lost.
     pub fn audit_status(&self) -> AuditStatus {
         self.audit.status()
-    }
-
-    pub fn stats(&self) -> &Stats {
-        &self.stats
     }
 
     pub fn statuses(&self) -> Vec<ServerStatus> {

@@ -50,10 +50,6 @@ impl ToolView {
             .filter(|t| !self.hidden.contains(&t.qualified))
     }
 
-    pub fn is_hidden(&self, qualified: &str) -> bool {
-        self.hidden.contains(qualified)
-    }
-
     pub fn skipped(&self) -> &[SkippedTool] {
         self.registry.skipped()
     }

@@ -174,6 +174,8 @@
 //! What each protects against, and what none of them can: README.md,
 //! "The audit log".
 
+#![forbid(unsafe_code)]
+
 mod chain;
 mod error;
 mod head;

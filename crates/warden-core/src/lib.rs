@@ -7,6 +7,8 @@
 //! every other crate (sandbox, policy, audit) can use it without pulling in
 //! anything else. See ARCHITECTURE.md.
 
+#![forbid(unsafe_code)]
+
 pub mod digest;
 mod kinds;
 pub mod path;

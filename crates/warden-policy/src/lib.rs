@@ -20,6 +20,8 @@
 //! outweighs another stage's `ask` or `deny`; project-scope rules and
 //! policies can only restrict.
 
+#![forbid(unsafe_code)]
+
 mod ask;
 mod decision;
 mod error;

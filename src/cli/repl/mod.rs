@@ -22,8 +22,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{CliError, GlobalArgs, exit, session};
-use crate::agent::host_executor::HostExecutor;
-use crate::agent::run_loop::{Limits, RunStatus, ToolExecutor, ToolOutcome, run_conversation};
+use crate::agent::HostExecutor;
+use crate::agent::{Limits, RunStatus, ToolExecutor, ToolOutcome, run_conversation};
 use crate::agent::{Message, Model, ModelError, ModelRequest, ModelTurn, ToolCall, ToolSpec};
 use crate::host::Host;
 use crate::terminal::TerminalAsker;

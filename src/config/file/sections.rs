@@ -1,0 +1,163 @@
+//! The top-level sections besides servers: `permissions`, `policy` and
+//! `audit`.
+
+use super::*;
+
+impl Ctx<'_> {
+    pub(super) fn permissions(&self, node: &Node) -> Result<Vec<RuleSource>> {
+        let fields = self.object(node, "permissions", "an object with allow/ask/deny lists")?;
+        self.check_keys(fields, "permissions", PERMISSION_KEYS)?;
+        let mut rules = Vec::new();
+        for (name, effect) in [
+            ("allow", RuleEffect::Allow),
+            ("ask", RuleEffect::Ask),
+            ("deny", RuleEffect::Deny),
+        ] {
+            let Some(m) = get(fields, name) else { continue };
+            let key = push_key("permissions", name);
+            let items = self.strings(&m.value, &key)?;
+            if effect == RuleEffect::Allow && self.scope == Scope::Project && !items.is_empty() {
+                return Err(self.boundary(&key, m.value.pos, "add `allow` rules"));
+            }
+            for (index, (text, k, pos)) in items.into_iter().enumerate() {
+                let text = self.expand(text, &k, pos)?;
+                if text.trim().is_empty() {
+                    return Err(self.err(ErrorKind::InvalidValue, &k, pos, "empty rule", None));
+                }
+                rules.push(RuleSource {
+                    effect,
+                    text,
+                    scope: self.scope,
+                    file: self.file.to_path_buf(),
+                    index,
+                });
+            }
+        }
+        Ok(rules)
+    }
+
+    pub(super) fn policy(&self, node: &Node) -> Result<Vec<PolicySource>> {
+        let mut out = Vec::new();
+        for (s, k, pos) in self.strings(node, "policy")? {
+            let raw = self.expand(s, &k, pos)?;
+            let path = absolutize(&self.dir, Path::new(&raw));
+            if !path.exists() {
+                return Err(self.err(
+                    ErrorKind::MissingPath,
+                    &k,
+                    pos,
+                    format!("policy {} does not exist", path.display()),
+                    Some("policy paths are relative to the file that names them".into()),
+                ));
+            }
+            // A repository's policies live next to its `.mcp.json` (often the
+            // repository root, above a workspace subfolder) or in the workspace.
+            if self.scope == Scope::Project
+                && !self.inside(&path, &self.dir)
+                && !self.inside(&path, self.workspace)
+            {
+                return Err(self.boundary(
+                    &k,
+                    pos,
+                    "load a policy from outside the repository (the project file's folder or the workspace)",
+                ));
+            }
+            out.push(PolicySource {
+                path,
+                scope: self.scope,
+            });
+        }
+        Ok(out)
+    }
+
+    pub(super) fn audit(&self, node: &Node) -> Result<AuditConfig> {
+        let fields = self.object(node, "audit", "an object")?;
+        self.check_keys(fields, "audit", AUDIT_KEYS)?;
+        let mut audit = AuditConfig::default();
+        if let Some(m) = get(fields, "path") {
+            let raw = self.expand(
+                self.string(&m.value, "audit.path")?,
+                "audit.path",
+                m.value.pos,
+            )?;
+            audit.path = Some(absolutize(self.workspace, Path::new(&raw)));
+        }
+        if let Some(m) = get(fields, "redact") {
+            for (s, k, pos) in self.strings(&m.value, "audit.redact")? {
+                if !(s.is_empty() || s.starts_with('/')) {
+                    return Err(self.err(
+                        ErrorKind::InvalidValue,
+                        &k,
+                        pos,
+                        format!("`{}` is not a JSON pointer", short(s)),
+                        Some(
+                            "JSON pointers start with `/`, e.g. \"/password\" or \"/auth/token\""
+                                .into(),
+                        ),
+                    ));
+                }
+                audit.redact.push(s.to_string());
+            }
+        }
+        if let Some(m) = get(fields, "fsync") {
+            audit.fsync = match self.string(&m.value, "audit.fsync")? {
+                "every_record" => FsyncMode::EveryRecord,
+                "batch" => FsyncMode::Batch,
+                "never" => FsyncMode::Never,
+                other => {
+                    return Err(self.err(
+                        ErrorKind::InvalidValue,
+                        "audit.fsync",
+                        m.value.pos,
+                        format!("unknown fsync mode `{}`", short(other)),
+                        Some("use \"every_record\" (default), \"batch\" or \"never\"".into()),
+                    ));
+                }
+            };
+        }
+        if let Some(m) = get(fields, "on_failure") {
+            audit.on_failure = match self.string(&m.value, "audit.on_failure")? {
+                "fail_closed" => OnFailure::FailClosed,
+                "continue" => OnFailure::Continue,
+                other => {
+                    return Err(self.err(
+                        ErrorKind::InvalidValue,
+                        "audit.on_failure",
+                        m.value.pos,
+                        format!("unknown on_failure mode `{}`", short(other)),
+                        Some(
+                            "use \"fail_closed\" (default: a call that cannot be recorded is not \
+                             sent) or \"continue\" (run unaudited when the log fails)"
+                                .into(),
+                        ),
+                    ));
+                }
+            };
+        }
+        if let Some(m) = get(fields, "max_value_bytes") {
+            let value = match &m.value.kind {
+                Kind::Number(n) => n.as_u64(),
+                _ => {
+                    return Err(self.wrong_type(
+                        &m.value,
+                        "audit.max_value_bytes",
+                        "a whole number",
+                    ));
+                }
+            };
+            audit.max_value_bytes = value
+                .filter(|v| (16..=MAX_VALUE_BYTES).contains(v))
+                .and_then(|v| usize::try_from(v).ok())
+                .ok_or_else(|| {
+                    self.err(
+                        ErrorKind::InvalidValue,
+                        "audit.max_value_bytes",
+                        m.value.pos,
+                        format!("must be a whole number from 16 to {MAX_VALUE_BYTES}"),
+                        Some("remove the key to get the default (4096)".into()),
+                    )
+                })?;
+        }
+        Ok(audit)
+    }
+}

@@ -1,0 +1,329 @@
+//! The [`Manager`]: every configured server, its admission, connecting,
+//! reconnecting and stopping. The call path is in `call`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use warden_sandbox::LaunchContext;
+
+use super::slot::{Connection, Shared, Slot};
+use super::tasks::{self, Monitor};
+use super::{Admission, CallError, LifecycleEvent, ServerState, ServerStatus, connect};
+use crate::config::ServerConfig;
+
+/// All configured servers and their connections. `Send + Sync`; share it
+/// behind the `Arc` that [`Manager::new`] returns.
+pub struct Manager {
+    launch: LaunchContext,
+    /// Configured servers, plus those added at run time ([`Manager::add`]).
+    /// Never locked across an `.await`: readers clone the `Arc`s out.
+    slots: Mutex<Vec<Arc<Slot>>>,
+    pub(super) shared: Arc<Shared>,
+    events_rx: Mutex<Option<mpsc::UnboundedReceiver<LifecycleEvent>>>,
+}
+
+impl Manager {
+    pub fn new(servers: Vec<(ServerConfig, Admission)>, launch: LaunchContext) -> Arc<Manager> {
+        let (changed, _) = watch::channel(0);
+        let (events, events_rx) = mpsc::unbounded_channel();
+        let slots = servers
+            .into_iter()
+            .map(|(config, admission)| Slot::new(config, admission))
+            .collect();
+        Arc::new(Manager {
+            launch,
+            slots: Mutex::new(slots),
+            shared: Arc::new(Shared {
+                changed,
+                events,
+                shutting_down: AtomicBool::new(false),
+                shutdown: CancellationToken::new(),
+            }),
+            events_rx: Mutex::new(Some(events_rx)),
+        })
+    }
+
+    fn slots(&self) -> Vec<Arc<Slot>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub(super) fn slot(&self, name: &str) -> Option<Arc<Slot>> {
+        self.slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|s| s.name() == name)
+            .cloned()
+    }
+
+    /// Adds a server at run time (the repl's `/mcp add`), with its
+    /// admission; it is not connected yet (see [`Manager::reconnect`]).
+    /// Fails when the name is taken or the manager is shutting down.
+    pub fn add(&self, config: ServerConfig, admission: Admission) -> Result<(), String> {
+        if self.shared.shutting_down.load(Ordering::SeqCst) {
+            return Err("warden is shutting down".into());
+        }
+        {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            if slots.iter().any(|s| s.name() == config.name) {
+                return Err(format!("a server named `{}` already exists", config.name));
+            }
+            slots.push(Slot::new(config, admission));
+        }
+        self.shared.bump();
+        Ok(())
+    }
+
+    /// Replaces a server that is not connected (e.g. pending approval) by
+    /// the same configuration under another admission, keeping its place.
+    pub fn readmit(&self, name: &str, admission: Admission) -> Result<(), String> {
+        {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(index) = slots.iter().position(|s| s.name() == name) else {
+                return Err(format!("no server named `{name}`"));
+            };
+            if slots[index].lock().conn.is_some() {
+                return Err(format!("server `{name}` is connected"));
+            }
+            slots[index] = Slot::new(slots[index].config.clone(), admission);
+        }
+        self.shared.bump();
+        Ok(())
+    }
+
+    /// Stops a server (gracefully, as at shutdown) and forgets it for the
+    /// rest of the session. Returns whether it existed.
+    pub async fn remove(&self, name: &str) -> bool {
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(index) = slots.iter().position(|s| s.name() == name) else {
+                return false;
+            };
+            slots.remove(index)
+        };
+        let conn = {
+            let _connecting = slot.connecting.lock().await;
+            slot.lock().conn.take()
+        };
+        if let Some(conn) = conn {
+            conn.stop("removed by the user").await;
+        }
+        self.shared.bump();
+        true
+    }
+
+    /// Connects every admitted server concurrently and returns once every
+    /// attempt has settled. Each attempt is bounded by its server's timeout
+    /// (per step); one that fails or hangs does not hold up the others.
+    pub async fn connect_all(&self) {
+        let slots = self.slots();
+        let attempts = slots
+            .iter()
+            .filter(|slot| slot.admission == Admission::Start)
+            .map(|slot| async move {
+                let _connecting = slot.connecting.lock().await;
+                let connected = slot.lock().conn.as_ref().is_some_and(|c| c.alive());
+                if !connected {
+                    let _ = self.connect_slot(slot).await;
+                }
+            });
+        futures::future::join_all(attempts).await;
+    }
+
+    /// A snapshot of every configured server, in configuration order.
+    pub fn statuses(&self) -> Vec<ServerStatus> {
+        self.slots()
+            .iter()
+            .map(|slot| {
+                let inner = slot.lock();
+                ServerStatus {
+                    name: slot.config.name.clone(),
+                    state: inner.state,
+                    transport: slot.config.transport.kind(),
+                    protocol: inner.protocol.clone(),
+                    error: inner.error.clone(),
+                    sandbox: inner.sandbox.clone(),
+                    sandbox_unavailable: inner.sandbox_unavailable,
+                    pid: inner.conn.as_ref().and_then(|c| c.pid),
+                    tools: inner.tools.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// A counter bumped whenever any server's state or tools change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.shared.changed.subscribe()
+    }
+
+    /// The lifecycle events (server started / exited). The first call gets
+    /// the stream; later calls get a receiver that yields nothing.
+    pub fn take_lifecycle_events(&self) -> mpsc::UnboundedReceiver<LifecycleEvent> {
+        self.events_rx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_else(|| mpsc::unbounded_channel().1)
+    }
+
+    /// Drops the current connection (gracefully) and connects again, ignoring
+    /// the backoff. The caller gets the connect error, if any.
+    pub async fn reconnect(&self, name: &str) -> Result<(), CallError> {
+        let slot = self.slot(name).ok_or_else(|| CallError::NotConnected {
+            server: name.to_string(),
+            reason: "no server of that name is configured".into(),
+        })?;
+        if slot.admission != Admission::Start {
+            return Err(CallError::NotConnected {
+                server: name.to_string(),
+                reason: slot.admission.describe().into(),
+            });
+        }
+        let _connecting = slot.connecting.lock().await;
+        let old = {
+            let mut inner = slot.lock();
+            inner.failures = 0;
+            inner.retry_at = None;
+            inner.conn.take()
+        };
+        if let Some(old) = old {
+            old.stop("reconnect requested").await;
+        }
+        self.connect_slot(&slot)
+            .await
+            .map(|_| ())
+            .map_err(|reason| CallError::NotConnected {
+                server: name.to_string(),
+                reason,
+            })
+    }
+
+    /// Stops every server gracefully (close stdin, wait, SIGTERM, kill the
+    /// group) and waits until their processes are gone. Later calls fail.
+    pub async fn shutdown(&self) {
+        self.shared.shutting_down.store(true, Ordering::SeqCst);
+        self.shared.shutdown.cancel();
+        // Connects in flight give up (dropping a half-made connection kills
+        // its process group); wait for them, so none survives the shutdown.
+        let conns: Vec<Arc<Connection>> = {
+            let mut conns = Vec::new();
+            for slot in &self.slots() {
+                let _connecting = slot.connecting.lock().await;
+                let mut inner = slot.lock();
+                if let Some(conn) = inner.conn.take() {
+                    conns.push(conn);
+                }
+                if inner.state == ServerState::Connected {
+                    inner.state = ServerState::Error;
+                    inner.error = Some("stopped: warden shut down".into());
+                }
+            }
+            conns
+        };
+        futures::future::join_all(conns.iter().map(|c| c.stop("warden shut down"))).await;
+        self.shared.bump();
+    }
+
+    /// Connects one slot; the caller holds `slot.connecting`.
+    pub(super) async fn connect_slot(&self, slot: &Arc<Slot>) -> Result<Arc<Connection>, String> {
+        {
+            let mut inner = slot.lock();
+            inner.state = ServerState::Connecting;
+        }
+        self.shared.bump();
+        let result = tokio::select! {
+            result = connect::establish(&slot.config, &self.launch, &self.shared.events) => result,
+            () = self.shared.shutdown.cancelled() => {
+                Err(connect::Failure::new("warden shut down while connecting"))
+            }
+        };
+        let established = match result {
+            Ok(established) => established,
+            Err(failure) => {
+                tracing::warn!(server = slot.name(), error = %failure.message, "connecting failed");
+                {
+                    let mut inner = slot.lock();
+                    inner.sandbox_unavailable = failure.sandbox_unavailable;
+                    if failure.tools_rejected {
+                        inner.tools.clear();
+                    }
+                    Slot::fail(&mut inner, failure.message.clone());
+                }
+                self.shared.bump();
+                return Err(failure.message);
+            }
+        };
+        let connect::Established {
+            running,
+            ct,
+            protocol,
+            tools,
+            sandbox,
+            pid,
+            exit,
+            stop_note,
+            list_changed,
+            transport,
+            stop_requested,
+            listener,
+        } = established;
+        let (dead_tx, dead_rx) = watch::channel(None);
+        let peer = running.peer().clone();
+        let conn = {
+            let mut inner = slot.lock();
+            inner.generation += 1;
+            let conn = Arc::new(Connection {
+                generation: inner.generation,
+                peer: peer.clone(),
+                ct: ct.clone(),
+                stop_requested: stop_requested.clone(),
+                dead: dead_rx,
+                monitor: Mutex::new(None),
+                listener: Mutex::new(listener),
+                pid,
+                exit: exit.clone(),
+                stop_note: stop_note.clone(),
+            });
+            inner.conn = Some(conn.clone());
+            inner.state = ServerState::Connected;
+            inner.protocol = Some(protocol.clone());
+            inner.error = None;
+            inner.sandbox = sandbox;
+            inner.sandbox_unavailable = false;
+            inner.tools = tools;
+            inner.retry_at = None;
+            conn
+        };
+        tracing::info!(server = slot.name(), %protocol, "connected");
+        let monitor = tokio::spawn(
+            Monitor {
+                slot: slot.clone(),
+                shared: self.shared.clone(),
+                generation: conn.generation,
+                running,
+                stop_requested,
+                dead: dead_tx,
+                exit,
+                pid,
+                transport,
+            }
+            .run(),
+        );
+        *conn.monitor.lock().unwrap_or_else(|p| p.into_inner()) = Some(monitor);
+        tokio::spawn(tasks::relist(
+            slot.clone(),
+            self.shared.clone(),
+            conn.generation,
+            peer,
+            list_changed,
+        ));
+        self.shared.bump();
+        if self.shared.shutting_down.load(Ordering::SeqCst) {
+            conn.stop("warden shut down").await;
+            return Err("warden is shutting down".into());
+        }
+        Ok(conn)
+    }
+}
