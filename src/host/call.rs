@@ -221,7 +221,6 @@ impl Host {
             self.audit
                 .write_ahead(self.call_record(&request, &report, Some(&decision)))
         {
-            tracing::error!(tool = %report.qualified, "{refusal}");
             report.outcome = Outcome::AuditFailed;
             report.error = Some(refusal.to_string());
             report.duration_ms = elapsed_ms(started);

@@ -589,8 +589,12 @@ impl Inner {
             prev = hash;
             count += 1;
         }
-        if let Err(e) = (&self.file).write_all(&buf) {
-            // Never leave a partial line behind: cut back to where it began.
+        if let Err((written, e)) = write_all_counted(&self.file, &buf) {
+            // Never leave a partial line behind: cut back to where it began
+            // (nothing to cut when nothing was written, e.g. `/dev/full`).
+            if written == 0 {
+                return Err(self.io_err("write", e));
+            }
             return Err(match self.file.set_len(size) {
                 Ok(()) => self.io_err("write", e),
                 Err(cut) => AuditError::Failed {
@@ -604,6 +608,25 @@ impl Inner {
         chain.end = size + buf.len() as u64;
         Ok(count)
     }
+}
+
+/// `write_all`, telling how many bytes were written when it fails.
+fn write_all_counted(mut file: &File, buf: &[u8]) -> Result<(), (usize, std::io::Error)> {
+    let mut written = 0;
+    while written < buf.len() {
+        match file.write(&buf[written..]) {
+            Ok(0) => {
+                return Err((
+                    written,
+                    std::io::Error::new(std::io::ErrorKind::WriteZero, "wrote nothing"),
+                ));
+            }
+            Ok(n) => written += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err((written, e)),
+        }
+    }
+    Ok(())
 }
 
 /// `batch` mode: drains the queue as soon as there is work, writing each

@@ -136,8 +136,13 @@ pub enum Problem {
     /// The record's `alg` is not the one being verified (e.g. `sha256`
     /// records checked with a key: re-forged without the key).
     ModeMismatch { found: String, expected: HashMode },
-    /// The log ends before its head: records `seq..=head_seq` were cut off.
-    Truncated { head_seq: u64, source: String },
+    /// The log ends before its head: records `first..=head_seq` were cut
+    /// off.
+    Truncated {
+        first: u64,
+        head_seq: u64,
+        source: String,
+    },
     /// The record at the head's `seq` is not the one the head names: the
     /// log was rewritten.
     HeadMismatch { head_hash: String, source: String },
@@ -199,11 +204,22 @@ impl fmt::Display for Problem {
                     ""
                 }
             ),
-            Problem::Truncated { head_seq, source } => write!(
-                f,
-                "truncated: the log ends before seq {head_seq}, which its head ({source}) names; \
-                 the records up to it were cut off"
-            ),
+            Problem::Truncated {
+                first,
+                head_seq,
+                source,
+            } => {
+                let missing = if first == head_seq {
+                    format!("record seq {first} is")
+                } else {
+                    format!("records seq {first} to {head_seq} are")
+                };
+                write!(
+                    f,
+                    "truncated: {missing} missing: the log ends before the head ({source}) \
+                     names seq {head_seq}; records were cut off its end"
+                )
+            }
             Problem::HeadMismatch { head_hash, source } => write!(
                 f,
                 "not the record the head ({source}) names (hash {head_hash}): the log was rewritten"
@@ -482,6 +498,7 @@ pub fn verify_reader_with<R: BufRead>(mut reader: R, opts: &VerifyOptions<'_>) -
             seq: count + 1,
             line: line_no + 1,
             problem: Problem::Truncated {
+                first: count + 1,
                 head_seq: head.seq,
                 source: head.source.clone(),
             },

@@ -195,7 +195,10 @@ fn records_cut_off_the_end_are_caught_with_the_missing_range() {
         "{problem:?}"
     );
     let message = problem.to_string();
-    assert!(message.contains("before seq 10"), "{message}");
+    assert!(
+        message.contains("records seq 8 to 10 are missing"),
+        "{message}"
+    );
     // A session does not extend it either.
     match AuditLog::open(&path, opts(FsyncMode::EveryRecord, None)) {
         Err(AuditError::Truncated {
@@ -244,7 +247,7 @@ fn a_log_longer_than_its_head_is_fine_and_a_given_head_is_checked_too() {
     let (seq, problem) = failure(check(vec![beyond]));
     assert_eq!(seq, 7);
     assert!(
-        matches!(&problem, Problem::Truncated { head_seq: 9, source } if source == "--head"),
+        matches!(&problem, Problem::Truncated { first: 7, head_seq: 9, source } if source == "--head"),
         "{problem:?}"
     );
     // A head whose hash the log does not have at that seq.
