@@ -138,6 +138,10 @@ fn verify(
         }
     };
     if global.json {
+        // An error in the object is on stderr too (CONTRACT §2).
+        if let Some(message) = value["error"]["message"].as_str() {
+            eprintln!("warden: {message}");
+        }
         super::json::print("audit verify", value)?;
     } else {
         write_stdout(&format!("{text}\n"))?;

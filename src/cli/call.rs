@@ -59,6 +59,10 @@ pub fn run(
         let code = exit_code(&host, server, &report);
         host.shutdown().await;
         if json {
+            // stderr carries the message too (CONTRACT §2).
+            if let Some(error) = &report.error {
+                eprintln!("warden: {error}");
+            }
             super::json::print("call", serde_json::to_value(&report)?)?;
         } else {
             output::print_call_report(&report);

@@ -63,6 +63,10 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
         if json_out {
             let mut document = report.to_json();
             document["session"] = json!(host.session());
+            // An error in the object is on stderr too (CONTRACT §2).
+            if let Some(message) = document["error"]["message"].as_str() {
+                eprintln!("warden: run ended: model error: {message}");
+            }
             super::json::print("run", document)?;
         } else {
             if let Some(text) = &report.final_text {
