@@ -198,6 +198,75 @@ fn write_ahead(c: &mut Criterion) {
     group.finish();
 }
 
+/// CPU time this thread has used (user + system): unlike wall time, it
+/// does not count waiting for a core, so it stays meaningful on a machine
+/// shared with other builds.
+fn thread_cpu() -> Duration {
+    use nix::time::{ClockId, clock_gettime};
+    Duration::from(clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID).expect("thread CPU clock"))
+}
+
+/// [`write_ahead`] and [`call_latency`] in thread CPU time: what one call
+/// costs the core it runs on (the `write(2)`, the locks, serialising and
+/// hashing), without the time spent waiting for a core. Not for
+/// `every_record`, whose cost is waiting for the disk.
+fn write_ahead_cpu(c: &mut Criterion) {
+    let mut group = c.benchmark_group("audit_write_ahead_cpu");
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(4));
+    let (pending, done) = (event(), result());
+    for (name, fsync) in [("never", FsyncMode::Never), ("batch", FsyncMode::Batch)] {
+        let dir = bench_dir();
+        let log = AuditLog::open(&dir.path().join("audit.jsonl"), options(fsync, false))
+            .expect("open bench log");
+        group.bench_function(format!("one_append_per_call/{name}"), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    std::thread::sleep(Duration::from_micros(100));
+                    let event = pending.clone();
+                    let start = thread_cpu();
+                    log.append(event).expect("append");
+                    total += thread_cpu() - start;
+                }
+                total
+            });
+        });
+        group.bench_function(format!("pending/{name}"), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    std::thread::sleep(Duration::from_micros(100));
+                    let event = pending.clone();
+                    let start = thread_cpu();
+                    log.write_ahead(event).expect("write ahead");
+                    total += thread_cpu() - start;
+                }
+                total
+            });
+        });
+        group.bench_function(format!("pending_and_result/{name}"), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    std::thread::sleep(Duration::from_micros(100));
+                    let (p, r) = (pending.clone(), done.clone());
+                    let start = thread_cpu();
+                    log.write_ahead(p).expect("write ahead");
+                    total += thread_cpu() - start;
+                    std::thread::sleep(Duration::from_micros(100));
+                    let start = thread_cpu();
+                    log.append(r).expect("append");
+                    total += thread_cpu() - start;
+                }
+                total
+            });
+        });
+        log.close().expect("close");
+    }
+    group.finish();
+}
+
 /// The CPU core of a record: serialise, canonicalise, SHA-256.
 fn record_cpu(c: &mut Criterion) {
     let template = event();
@@ -234,6 +303,7 @@ criterion_group!(
     record_cpu,
     call_latency,
     write_ahead,
+    write_ahead_cpu,
     append,
     verify_throughput
 );

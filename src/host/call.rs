@@ -17,7 +17,10 @@ use crate::mcp::{CallError, ServerState};
 use crate::registry::{ToolEntry, qualified_name};
 use futures::future::BoxFuture;
 pub use warden_audit::Caller;
-use warden_audit::{ApprovalAction, DecisionRecord, Event, Outcome, ResultRecord, ToolCallRecord};
+use warden_audit::{
+    ApprovalAction, DecisionRecord, Event, Outcome, RequestKind, RequestResultRecord,
+    ResultRecord, ToolCallRecord,
+};
 use warden_core::TransportKind;
 use warden_core::digest::sha256_json;
 use warden_policy::{
@@ -226,7 +229,7 @@ impl Host {
             report.duration_ms = elapsed_ms(started);
             return report;
         }
-        let pending = PendingCall::new(self, &report.call_id, started);
+        let pending = PendingCall::new(self, RequestKind::Tool, &report.call_id, started);
 
         let arguments = match &request.arguments {
             Value::Object(map) => Some(map.clone()),
@@ -478,21 +481,25 @@ const EXITING: &str = "warden is exiting: it stopped waiting, and the call's out
 const DROPPED: &str =
     "the caller stopped waiting (a deadline, or it went away); the call's outcome is unknown";
 
-/// A call whose pending record is written: its `tool_result` is written by
-/// [`PendingCall::finish`], or as `abandoned` if the call's future is
-/// dropped first (a run's deadline, a client that went away).
+/// A request whose pending record is written: its result record
+/// (`tool_result`, or `request_result` for the other kinds of CONTRACT §8)
+/// is written by [`PendingCall::finish`], or as `abandoned` if the
+/// request's future is dropped first (a run's deadline, a client that went
+/// away).
 struct PendingCall<'a> {
     host: &'a Host,
+    kind: RequestKind,
     call_id: String,
     started: Instant,
     done: bool,
 }
 
 impl<'a> PendingCall<'a> {
-    fn new(host: &'a Host, call_id: &str, started: Instant) -> Self {
+    fn new(host: &'a Host, kind: RequestKind, call_id: &str, started: Instant) -> Self {
         host.in_flight.fetch_add(1, Ordering::SeqCst);
         PendingCall {
             host,
+            kind,
             call_id: call_id.to_string(),
             started,
             done: false,
@@ -501,26 +508,35 @@ impl<'a> PendingCall<'a> {
 
     fn finish(mut self, report: &CallReport) {
         self.done = true;
-        self.host.audit.record(Event::ToolResult(ResultRecord {
+        self.write(ResultRecord {
             call_id: self.call_id.clone(),
             outcome: report.outcome,
             duration_ms: report.duration_ms,
             result_sha256: report.result.as_ref().map(sha256_json),
             error: report.error.clone(),
-        }));
+        });
+    }
+
+    fn write(&self, result: ResultRecord) {
+        let event = match self.kind {
+            RequestKind::Tool => Event::ToolResult(result),
+            kind => Event::RequestResult(RequestResultRecord { kind, result }),
+        };
+        self.host.audit.record(event);
     }
 }
 
 impl Drop for PendingCall<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.host.audit.record(Event::ToolResult(ResultRecord {
-                call_id: std::mem::take(&mut self.call_id),
+            let call_id = std::mem::take(&mut self.call_id);
+            self.write(ResultRecord {
+                call_id,
                 outcome: Outcome::Abandoned,
                 duration_ms: elapsed_ms(self.started),
                 result_sha256: None,
                 error: Some(DROPPED.to_string()),
-            }));
+            });
         }
         if self.host.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.host.settled.notify_waiters();
