@@ -256,7 +256,7 @@ async fn a_script_that_runs_out_is_a_model_error() {
     assert_eq!(report.to_json()["status"], "model_error");
     assert_eq!(
         report.to_json()["error"],
-        "scripted model has no turns left"
+        serde_json::json!({"kind": "model_error", "message": "scripted model has no turns left"})
     );
 }
 

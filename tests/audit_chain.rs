@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use warden_audit::{
     self as audit, AuditError, AuditLog, AuditOptions, DecisionRecord, Event, FsyncMode, HashMode,
-    Outcome, Problem, ToolCallRecord, VerifyReport, verify, verify_reader,
+    Outcome, Problem, ToolCallRecord, VerifyReport, verify, verify_reader, verify_reader_with,
 };
 use warden_policy::{Effect, Mode, Stage};
 
@@ -22,15 +22,17 @@ fn opts(session: &str) -> AuditOptions {
     }
 }
 
+/// A `tool_call` record (the chain does not care which outcome it carries).
 fn call(i: u64, effect: Effect, outcome: Outcome, args: Value) -> Event {
     Event::ToolCall(ToolCallRecord {
-        server: "fs".into(),
-        tool: "read_text_file".into(),
+        call_id: format!("call-{i}"),
+        server: Some("fs".into()),
+        tool: Some("read_text_file".into()),
         qualified: "mcp__fs__read_text_file".into(),
         caller: warden_audit::Caller::Model,
         args_sha256: audit::args_digest(&args),
         arguments: args,
-        decision: DecisionRecord {
+        decision: Some(DecisionRecord {
             effect,
             stage: if effect == Effect::Allow {
                 Stage::Rules
@@ -39,7 +41,16 @@ fn call(i: u64, effect: Effect, outcome: Outcome, args: Value) -> Event {
             },
             reasons: vec![format!("reason {i}")],
             policy_sha256: Some("ab".repeat(32)),
-        },
+        }),
+        outcome,
+        error: (!matches!(outcome, Outcome::Ok | Outcome::Pending)).then(|| format!("error {i}")),
+    })
+}
+
+/// The `tool_result` of call `i`.
+fn result(i: u64, outcome: Outcome) -> Event {
+    Event::ToolResult(audit::ResultRecord {
+        call_id: format!("call-{i}"),
         outcome,
         duration_ms: i,
         result_sha256: (outcome == Outcome::Ok).then(|| audit::result_digest(&json!({"n": i}))),
@@ -68,6 +79,7 @@ fn all_events() -> Vec<Event> {
             config_sha256: "ef".repeat(32),
             action: audit::ApprovalAction::Approved,
             subject: "server".into(),
+            call_id: None,
         },
     ];
     let outcomes = [
@@ -79,13 +91,42 @@ fn all_events() -> Vec<Event> {
         (Effect::Ask, Outcome::Cancelled),
     ];
     for (i, (effect, outcome)) in outcomes.into_iter().enumerate() {
-        events.push(call(
-            i as u64,
-            effect,
-            outcome,
-            json!({"path": format!("/srv/repo/{i}.md"), "n": i, "f": 1.5, "é": [true, null]}),
-        ));
+        let args =
+            json!({"path": format!("/srv/repo/{i}.md"), "n": i, "f": 1.5, "é": [true, null]});
+        if outcome == Outcome::Denied {
+            events.push(call(i as u64, effect, outcome, args));
+        } else {
+            events.push(call(i as u64, effect, Outcome::Pending, args));
+            events.push(result(i as u64, outcome));
+        }
     }
+    events.push(Event::AuditGap {
+        lost: 2,
+        since: "2026-01-01T00:00:00.000000Z".into(),
+        error: "No space left on device".into(),
+    });
+    events.push(Event::Request(audit::RequestRecord {
+        call_id: "req-1".into(),
+        kind: audit::RequestKind::Resource,
+        server: Some("fs".into()),
+        target: "resource__fs".into(),
+        caller: warden_audit::Caller::Gateway,
+        arguments: json!({"uri": "file:///srv/repo/README.md"}),
+        args_sha256: "00".repeat(32),
+        decision: None,
+        outcome: Outcome::Pending,
+        error: None,
+    }));
+    events.push(Event::RequestResult(audit::RequestResultRecord {
+        kind: audit::RequestKind::Resource,
+        result: audit::ResultRecord {
+            call_id: "req-1".into(),
+            outcome: Outcome::Abandoned,
+            duration_ms: 5,
+            result_sha256: None,
+            error: Some("warden is exiting".into()),
+        },
+    }));
     events.push(Event::ServerExit {
         server: "fs".into(),
         pid: Some(4242),
@@ -146,6 +187,10 @@ fn every_event_kind_is_written_and_verifies() {
         "server_start",
         "server_exit",
         "tool_call",
+        "tool_result",
+        "request",
+        "request_result",
+        "audit_gap",
         "approval",
         "session_end",
     ] {
@@ -173,14 +218,28 @@ fn every_event_kind_is_written_and_verifies() {
     assert_eq!(
         outcomes,
         [
+            "pending",
             "ok",
+            "pending",
             "tool_error",
+            "pending",
             "rpc_error",
+            "pending",
             "timeout",
             "denied",
-            "cancelled"
+            "pending",
+            "cancelled",
+            "pending",
+            "abandoned"
         ]
     );
+    // A request_result carries its kind beside the shared result fields.
+    let request_result = recs
+        .iter()
+        .find(|r| r["event"] == "request_result")
+        .unwrap();
+    assert_eq!(request_result["kind"], "resource");
+    assert_eq!(request_result["call_id"], "req-1");
     let denied = recs.iter().find(|r| r["outcome"] == "denied").unwrap();
     assert_eq!(denied["decision"]["effect"], "deny");
     assert_eq!(denied["decision"]["stage"], "policy");
@@ -191,6 +250,7 @@ fn every_event_kind_is_written_and_verifies() {
             count,
             last_hash,
             mode,
+            ..
         } => {
             assert_eq!(count, n);
             assert_eq!(last_hash, prev);
@@ -282,14 +342,32 @@ fn deleted_duplicated_and_reordered_records_fail_at_the_right_seq() {
         ls.remove(k);
         if k + 1 == n {
             // Cutting the last record off at a boundary leaves a valid,
-            // shorter chain: only an externally kept count/hash shows it.
+            // shorter chain on its own: only a head shows it (the head
+            // file, or one kept elsewhere; see write_ahead_and_head.rs).
             assert_eq!(
                 check(&ls),
                 VerifyReport::Ok {
                     count: seq - 1,
                     last_hash: records(&path)[k - 1]["hash"].as_str().unwrap().into(),
-                    mode: HashMode::Sha256
+                    mode: HashMode::Sha256,
+                    heads: vec![],
                 }
+            );
+            let with_head = verify_reader_with(
+                ls.concat().as_bytes(),
+                &audit::VerifyOptions {
+                    heads: vec![
+                        audit::ExpectedHead::parse(
+                            &format!("{seq}:{}", records(&path)[k]["hash"].as_str().unwrap()),
+                            "--head",
+                        )
+                        .unwrap(),
+                    ],
+                    ..Default::default()
+                },
+            );
+            assert!(
+                matches!(bad(with_head), (s, Problem::Truncated { head_seq, .. }) if s == seq && head_seq == seq)
             );
         } else {
             assert_eq!(
@@ -336,8 +414,9 @@ fn an_edited_record_with_a_recomputed_hash_breaks_the_next_link() {
     let path = dir.path().join("audit.jsonl");
     write_log(&path, opts("s"), all_events());
     let mut recs = records(&path);
-    // The forger flips a deny to an allow on seq 8 and fixes its hash.
-    let r = recs[7].as_object_mut().unwrap();
+    // The forger flips the deny to an allow and fixes its hash.
+    let at = recs.iter().position(|r| r["outcome"] == "denied").unwrap();
+    let r = recs[at].as_object_mut().unwrap();
     r["decision"]["effect"] = json!("allow");
     r.remove("hash");
     let hash = warden_core::digest::sha256_json(&Value::Object(r.clone()));
@@ -348,7 +427,7 @@ fn an_edited_record_with_a_recomputed_hash_breaks_the_next_link() {
         .collect();
     assert_eq!(
         bad(verify_reader(text.as_bytes(), None)),
-        (9, Problem::PrevMismatch)
+        (at as u64 + 2, Problem::PrevMismatch)
     );
 }
 
@@ -421,6 +500,10 @@ fn a_truncated_last_line_is_a_torn_tail_and_open_refuses_it_until_cut() {
         msg.contains("torn") && msg.contains(&format!("truncate -s {last_start}")),
         "{msg}"
     );
+    // A crash mid-write leaves the head at the record before the torn one
+    // (the head moves only to whole records); this test tore a whole
+    // record, so put the head back where a crash would have left it.
+    std::fs::remove_file(audit::head_path(&path)).unwrap();
     // The documented fix: cut the torn bytes, continue the chain.
     std::fs::OpenOptions::new()
         .write(true)
@@ -524,9 +607,10 @@ fn open_refuses_to_extend_a_chain_under_another_key_or_mode() {
     };
     write_log(&keyed, with_key(KEY), all_events());
     write_log(&plain, opts("s"), all_events());
+    let n = all_events().len() as u64;
     assert!(matches!(
         AuditLog::open(&keyed, with_key(b"another key")),
-        Err(AuditError::TailMismatch { seq: 11, .. })
+        Err(AuditError::TailMismatch { seq, .. }) if seq == n
     ));
     let err = AuditLog::open(&keyed, opts("s")).unwrap_err();
     assert!(matches!(err, AuditError::ModeMismatch { .. }));
@@ -554,7 +638,7 @@ fn open_refuses_to_extend_a_chain_under_another_key_or_mode() {
     // Nothing was appended to any of them.
     assert!(matches!(
         verify(&keyed, Some(KEY)),
-        VerifyReport::Ok { count: 11, .. }
+        VerifyReport::Ok { count, .. } if count == n
     ));
 }
 
@@ -573,20 +657,24 @@ fn later_sessions_continue_the_same_chain() {
         write_log(&path, o, all_events());
     }
     let recs = records(&path);
-    assert_eq!(recs.len(), 33);
+    let n = all_events().len();
+    assert_eq!(recs.len(), 3 * n);
     for (i, r) in recs.iter().enumerate() {
         assert_eq!(r["seq"], i as u64 + 1);
-        assert_eq!(r["session"], format!("session-{}", i / 11));
+        assert_eq!(r["session"], format!("session-{}", i / n));
     }
-    assert_eq!(recs[11]["prev"], recs[10]["hash"]);
+    assert_eq!(recs[n]["prev"], recs[n - 1]["hash"]);
     assert!(matches!(
         verify(&path, None),
-        VerifyReport::Ok { count: 33, .. }
+        VerifyReport::Ok { count, .. } if count == 3 * n as u64
     ));
     let log = AuditLog::open(&path, opts("s")).unwrap();
     assert_eq!(
         log.last(),
-        (33, recs[32]["hash"].as_str().unwrap().to_string())
+        (
+            3 * n as u64,
+            recs[3 * n - 1]["hash"].as_str().unwrap().to_string()
+        )
     );
 }
 
@@ -602,6 +690,7 @@ fn secret_canaries_never_reach_the_file() {
         key: Some(KEY.to_vec()),
         redact: vec!["/password".into()],
         secrets: vec![CANARY.into(), NUMERIC.into()],
+        ..AuditOptions::default()
     };
     let log = AuditLog::open(&path, o).unwrap();
     let args = json!({
@@ -615,7 +704,9 @@ fn secret_canaries_never_reach_the_file() {
     let mut ev = call(1, Effect::Allow, Outcome::ToolError, args);
     if let Event::ToolCall(c) = &mut ev {
         c.error = Some(format!("server said: bad token {CANARY}"));
-        c.decision.reasons.push(format!("Bearer {CANARY}"));
+        if let Some(decision) = &mut c.decision {
+            decision.reasons.push(format!("Bearer {CANARY}"));
+        }
     }
     log.append(ev).unwrap();
     log.append(Event::ServerStart {
@@ -763,7 +854,8 @@ fn empty_and_missing_logs() {
         VerifyReport::Ok {
             count: 0,
             last_hash: audit::ZERO_HASH.into(),
-            mode: HashMode::Sha256
+            mode: HashMode::Sha256,
+            heads: vec![],
         }
     );
     assert!(matches!(
@@ -904,7 +996,11 @@ fn batch_mode_writes_promptly_and_drop_flushes() {
     ));
     let seqs: Vec<u64> = records(&path)
         .iter()
-        .map(|r| r["duration_ms"].as_u64().unwrap())
+        .map(|r| {
+            r["call_id"].as_str().unwrap()["call-".len()..]
+                .parse::<u64>()
+                .unwrap()
+        })
         .collect();
     assert_eq!(seqs, (1..=500).collect::<Vec<_>>(), "queue order kept");
 }

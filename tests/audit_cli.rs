@@ -5,7 +5,9 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use warden_audit::FsyncMode;
-use warden_audit::{AuditLog, AuditOptions, DecisionRecord, Event, Outcome, ToolCallRecord};
+use warden_audit::{
+    AuditLog, AuditOptions, DecisionRecord, Event, Outcome, ResultRecord, ToolCallRecord,
+};
 use warden_policy::{Effect, Mode, Stage};
 
 const KEY: &str = "0123456789abcdef0123456789abcdef";
@@ -27,15 +29,18 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-fn call(tool: &str, effect: Effect, outcome: Outcome, ms: u64) -> Event {
-    Event::ToolCall(ToolCallRecord {
-        server: "fs".into(),
-        tool: tool.into(),
+/// A call as the host records it: an allowed call is its pending
+/// `tool_call` and its `tool_result`; a denied one is one `tool_call`.
+fn call(id: &str, tool: &str, effect: Effect, outcome: Outcome, ms: u64) -> Vec<Event> {
+    let record = Event::ToolCall(ToolCallRecord {
+        call_id: id.into(),
+        server: Some("fs".into()),
+        tool: Some(tool.into()),
         qualified: format!("mcp__fs__{tool}"),
         caller: warden_audit::Caller::Cli,
         arguments: json!({"path": "/srv/x"}),
         args_sha256: "00".repeat(32),
-        decision: DecisionRecord {
+        decision: Some(DecisionRecord {
             effect,
             stage: if effect == Effect::Deny {
                 Stage::Rules
@@ -44,12 +49,27 @@ fn call(tool: &str, effect: Effect, outcome: Outcome, ms: u64) -> Event {
             },
             reasons: vec![],
             policy_sha256: None,
+        }),
+        outcome: if outcome == Outcome::Denied {
+            Outcome::Denied
+        } else {
+            Outcome::Pending
         },
-        outcome,
-        duration_ms: ms,
-        result_sha256: None,
         error: None,
-    })
+    });
+    if outcome == Outcome::Denied {
+        return vec![record];
+    }
+    vec![
+        record,
+        Event::ToolResult(ResultRecord {
+            call_id: id.into(),
+            outcome,
+            duration_ms: ms,
+            result_sha256: None,
+            error: None,
+        }),
+    ]
 }
 
 fn write_sample(path: &Path, session: &str, key: Option<&str>) {
@@ -63,23 +83,33 @@ fn write_sample(path: &Path, session: &str, key: Option<&str>) {
         },
     )
     .unwrap();
-    for e in [
-        Event::SessionStart {
-            warden_version: "0.1.0".into(),
-            config_sha256: "aa".repeat(32),
-            policy_sha256: None,
-            mode: Mode::Interactive,
-            workspace: "/srv".into(),
-        },
-        Event::ServerStart {
-            server: "fs".into(),
-            transport: warden_core::TransportKind::Stdio,
-            pid: Some(77),
-            sandbox: json!({}),
-        },
-        call("read_text_file", Effect::Allow, Outcome::Ok, 12),
-        call("write_file", Effect::Deny, Outcome::Denied, 0),
-        call("read_text_file", Effect::Allow, Outcome::Timeout, 30000),
+    let events = [
+        vec![
+            Event::SessionStart {
+                warden_version: "0.1.0".into(),
+                config_sha256: "aa".repeat(32),
+                policy_sha256: None,
+                mode: Mode::Interactive,
+                workspace: "/srv".into(),
+            },
+            Event::ServerStart {
+                server: "fs".into(),
+                transport: warden_core::TransportKind::Stdio,
+                pid: Some(77),
+                sandbox: json!({}),
+            },
+        ],
+        call("c1", "read_text_file", Effect::Allow, Outcome::Ok, 12),
+        call("c2", "write_file", Effect::Deny, Outcome::Denied, 0),
+        call(
+            "c3",
+            "read_text_file",
+            Effect::Allow,
+            Outcome::Timeout,
+            30000,
+        ),
+    ];
+    for e in events.into_iter().flatten().chain([
         Event::ServerExit {
             server: "fs".into(),
             pid: Some(77),
@@ -91,7 +121,7 @@ fn write_sample(path: &Path, session: &str, key: Option<&str>) {
             tool_calls: 3,
             denied: 1,
         },
-    ] {
+    ]) {
         log.append(e).unwrap();
     }
     log.close().unwrap();
@@ -108,18 +138,21 @@ fn verify_exit_codes_and_messages() {
     let o = warden(home, &["audit", "verify", file], None);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let out = stdout(&o);
-    assert!(out.contains("7 records") && out.contains("sha256"), "{out}");
+    assert!(out.contains("9 records") && out.contains("sha256"), "{out}");
     let last_hash = out
         .lines()
-        .last()
-        .unwrap()
-        .trim_start_matches("last hash: ");
+        .find_map(|l| l.strip_prefix("last hash: "))
+        .unwrap();
     assert_eq!(last_hash.len(), 64, "{out}");
+    // The head file beside the log was reached.
+    assert!(out.contains("head: seq 9 reached"), "{out}");
 
     let o = warden(home, &["--json", "audit", "verify", file], None);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["ok"], true);
-    assert_eq!(v["count"], 7);
+    assert_eq!(v["count"], 9);
+    assert_eq!(v["heads"][0]["seq"], 9);
+    assert_eq!(v["error"], Value::Null);
     assert_eq!(v["last_hash"], last_hash);
     assert_eq!(v["mode"], "sha256");
 
@@ -131,7 +164,7 @@ fn verify_exit_codes_and_messages() {
     assert_eq!(o.status.code(), Some(1));
     let out = stdout(&o);
     assert!(
-        out.contains("seq 4") && out.contains("hash mismatch"),
+        out.contains("seq 5") && out.contains("hash mismatch"),
         "{out}"
     );
     let o = warden(
@@ -142,7 +175,7 @@ fn verify_exit_codes_and_messages() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(
         (v["seq"].as_u64(), v["problem"].as_str()),
-        (Some(4), Some("hash_mismatch"))
+        (Some(5), Some("hash_mismatch"))
     );
 
     // Torn: exit 1, reported as torn.
@@ -151,8 +184,8 @@ fn verify_exit_codes_and_messages() {
     let o = warden(home, &["audit", "verify", torn.to_str().unwrap()], None);
     assert_eq!(o.status.code(), Some(1));
     let out = stdout(&o);
-    assert!(out.contains("seq 7") && out.contains("torn tail"), "{out}");
-    assert!(out.contains("6 records before it verified"), "{out}");
+    assert!(out.contains("seq 9") && out.contains("torn tail"), "{out}");
+    assert!(out.contains("8 records before it verified"), "{out}");
 
     // Missing file: usage error.
     let o = warden(home, &["audit", "verify", "/nonexistent/audit.jsonl"], None);
@@ -217,7 +250,7 @@ fn show_prints_a_table_json_lines_and_filters() {
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 15, "{out}");
+    assert_eq!(lines.len(), 19, "{out}");
     for h in [
         "SEQ", "TIME", "SESSION", "EVENT", "TOOL", "DECISION", "OUTCOME", "DURATION",
     ] {
@@ -251,10 +284,10 @@ fn show_prints_a_table_json_lines_and_filters() {
         &["--json", "audit", "show", file, "--effect", "deny"],
         None,
     );
-    let recs: Vec<Value> = stdout(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    // One object: the records as written.
+    let shown: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(shown["error"], Value::Null);
+    let recs = shown["records"].as_array().unwrap();
     assert_eq!(recs.len(), 2);
     assert!(recs.iter().all(|r| r["decision"]["effect"] == "deny"));
 
@@ -272,16 +305,18 @@ fn show_prints_a_table_json_lines_and_filters() {
         ],
         None,
     );
-    let recs: Vec<Value> = stdout(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(recs.len(), 2);
-    assert!(
-        recs.iter()
-            .all(|r| r["session"] == "bbbbbbbb-2222" && r["tool"] == "read_text_file")
+    // A `tool_result` is matched by its call's name (joined by call_id).
+    let shown: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let recs = shown["records"].as_array().unwrap();
+    let events: Vec<&str> = recs.iter().map(|r| r["event"].as_str().unwrap()).collect();
+    assert_eq!(
+        events,
+        ["tool_call", "tool_result", "tool_call", "tool_result"]
     );
-    assert_eq!(recs[0]["seq"], 10);
+    assert!(recs.iter().all(|r| r["session"] == "bbbbbbbb-2222"));
+    assert_eq!(recs[0]["tool"], "read_text_file");
+    assert_eq!(recs[1]["call_id"], recs[0]["call_id"]);
+    assert_eq!(recs[0]["seq"], 12);
 
     let o = warden(home, &["audit", "show", file, "--effect", "maybe"], None);
     assert_eq!(o.status.code(), Some(2));

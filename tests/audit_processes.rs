@@ -26,21 +26,20 @@ const GO: &str = "WARDEN_AUDIT_TEST_GO";
 fn event(i: u64) -> Event {
     let args = json!({"i": i, "path": format!("/srv/repo/file-{i}.txt"), "pad": "x".repeat(300)});
     Event::ToolCall(ToolCallRecord {
-        server: "fs".into(),
-        tool: "read_text_file".into(),
+        call_id: format!("c{i}"),
+        server: Some("fs".into()),
+        tool: Some("read_text_file".into()),
         qualified: "mcp__fs__read_text_file".into(),
         caller: warden_audit::Caller::Model,
         args_sha256: warden_audit::args_digest(&args),
         arguments: args,
-        decision: DecisionRecord {
+        decision: Some(DecisionRecord {
             effect: Effect::Allow,
             stage: Stage::Rules,
             reasons: vec!["allow rule".into()],
             policy_sha256: None,
-        },
-        outcome: Outcome::Ok,
-        duration_ms: 1,
-        result_sha256: None,
+        }),
+        outcome: Outcome::Pending,
         error: None,
     })
 }
@@ -76,7 +75,12 @@ fn child_writer() {
     .unwrap();
     let mut i = 0;
     while count == 0 || i < count {
-        log.append(event(i)).unwrap();
+        // Both ways in: write-ahead (pending records) and plain appends.
+        if i % 2 == 0 {
+            log.write_ahead(event(i)).unwrap();
+        } else {
+            log.append(event(i)).unwrap();
+        }
         i += 1;
     }
     log.close().unwrap();
@@ -139,6 +143,10 @@ fn two_processes_appending_at_once_produce_one_chain() {
         .count();
     eprintln!("writer switches in the shared log: {switches}");
     assert!(switches > 1, "the writers did not run concurrently");
+    // One head for both: it names the last record of the shared log.
+    let head = warden_audit::read_head(&path, None).unwrap().unwrap().head;
+    assert_eq!(head.seq, 2 * n);
+    assert_eq!(head.hash, recs.last().unwrap()["hash"].as_str().unwrap());
 }
 
 /// Kills a writer with SIGKILL once the log holds `min_bytes`, then checks

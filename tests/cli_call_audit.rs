@@ -3,8 +3,8 @@
 
 mod cli_support;
 
-use cli_support::{World, audit_lines, stderr};
-use serde_json::{Value, json};
+use cli_support::{World, audit_calls, audit_lines, stderr};
+use serde_json::json;
 
 #[test]
 fn every_outcome_is_recorded_and_the_chain_spans_sessions() {
@@ -49,24 +49,25 @@ fn every_outcome_is_recorded_and_the_chain_spans_sessions() {
             "denied",
             Some("schema"),
         ),
-        (&["call", "fx", "read_secret_path_probe"], "unknown", None),
+        (
+            &["call", "fx", "read_secret_path_probe"],
+            "unknown_tool",
+            None,
+        ),
     ];
     let mut expected = Vec::new();
     for (args, outcome, stage) in calls {
         let out = world.run(args);
-        if outcome == "unknown" {
-            // Not a registered tool: a usage error, refused before the pipeline.
+        if outcome == "unknown_tool" {
+            // Not a registered tool: a usage error, refused before the
+            // pipeline, and recorded all the same.
             assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-            continue;
         }
         assert!(out.status.code().is_some(), "{}", stderr(&out));
         expected.push((outcome, stage));
     }
     let records = audit_lines(&audit);
-    let tool_calls: Vec<&Value> = records
-        .iter()
-        .filter(|r| r["event"] == "tool_call")
-        .collect();
+    let tool_calls = audit_calls(&audit);
     assert_eq!(tool_calls.len(), expected.len(), "{records:#?}");
     for (record, (outcome, stage)) in tool_calls.iter().zip(&expected) {
         assert_eq!(record["outcome"], *outcome, "{record}");
@@ -74,18 +75,40 @@ fn every_outcome_is_recorded_and_the_chain_spans_sessions() {
             assert_eq!(record["decision"]["stage"], *stage, "{record}");
         }
         for key in [
+            "call_id",
             "server",
             "tool",
             "qualified",
             "arguments",
             "args_sha256",
             "decision",
-            "duration_ms",
-            "result_sha256",
         ] {
             assert!(record.get(key).is_some(), "{key} missing in {record}");
         }
-        assert!(record["decision"]["policy_sha256"].is_string(), "{record}");
+        match *outcome {
+            // Refused before the pipeline: no decision, no result.
+            "unknown_tool" => {
+                assert!(record["decision"].is_null(), "{record}");
+                assert!(record["result"].is_null(), "{record}");
+            }
+            // Denied: one record, the decision in it.
+            "denied" => {
+                assert_eq!(record["pending_outcome"], "denied", "{record}");
+                assert!(record["result"].is_null(), "{record}");
+            }
+            // Sent: the pending record came first, the result after it.
+            _ => {
+                assert_eq!(record["pending_outcome"], "pending", "{record}");
+                let result = &record["result"];
+                assert!(result["seq"].as_u64() > record["seq"].as_u64(), "{record}");
+                for key in ["duration_ms", "result_sha256", "error"] {
+                    assert!(result.get(key).is_some(), "{key} missing in {result}");
+                }
+            }
+        }
+        if *outcome != "unknown_tool" {
+            assert!(record["decision"]["policy_sha256"].is_string(), "{record}");
+        }
     }
     // Redaction by pointer; the digest is of the real arguments.
     assert_eq!(tool_calls[0]["arguments"]["token"], "[REDACTED]");

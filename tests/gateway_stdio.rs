@@ -117,10 +117,12 @@ fn world_with_standard_config() -> World {
     world
 }
 
+/// The calls of `qualified` in the log, each with its final outcome
+/// (`tool_result`'s when it was sent).
 fn tool_calls(world: &World, qualified: &str) -> Vec<Value> {
-    audit_lines(&audit_path(world))
+    gateway_support::cli_support::audit_calls(&audit_path(world))
         .into_iter()
-        .filter(|r| r["event"] == "tool_call" && r["qualified"] == qualified)
+        .filter(|r| r["qualified"] == qualified)
         .collect()
 }
 
@@ -280,9 +282,19 @@ async fn lists_and_decides_like_the_host_with_upstream_results_unchanged() {
     assert_eq!(denied[0]["caller"], "gateway");
     assert_eq!(denied[0]["outcome"], "denied");
     let read = tool_calls(&world, "mcp__notes__read_note");
-    assert_eq!(read.len(), 1);
+    assert_eq!(read.len(), 2, "{read:?}");
     assert_eq!(read[0]["caller"], "gateway");
     assert_eq!(read[0]["outcome"], "ok");
+    // Names the gateway does not list are recorded as asked, refused.
+    for (record, name) in read[1..]
+        .iter()
+        .chain(&tool_calls(&world, "nope"))
+        .zip(["mcp__notes__read_note", "nope"])
+    {
+        assert_eq!(record["outcome"], "unknown_tool", "{record}");
+        assert_eq!(record["qualified"], name);
+        assert!(record["decision"].is_null() && record["server"].is_null());
+    }
     let verify = world.run(&["audit", "verify", audit_path(&world).to_str().unwrap()]);
     assert_eq!(verify.status.code(), Some(0));
 }
@@ -339,7 +351,14 @@ async fn an_ask_is_put_to_a_client_that_supports_elicitation() {
     assert_eq!(calls.len(), 2);
     assert_eq!(calls[0]["caller"], "gateway");
     assert_eq!(calls[0]["outcome"], "ok");
+    // Asked and approved: the pending record says allow, and the approval
+    // is linked to the call, before it.
+    assert_eq!(calls[0]["pending_outcome"], "pending");
     assert_eq!(calls[0]["decision"]["effect"], "allow");
+    for (approval, call) in approvals.iter().zip(&calls) {
+        assert_eq!(approval["call_id"], call["call_id"]);
+        assert!(approval["seq"].as_u64() < call["seq"].as_u64());
+    }
 }
 
 /// Class 10 of issue 11: without `--ask-client` the program that made the

@@ -321,7 +321,10 @@ fn pin_cli_lists_and_resets() {
         false,
     );
     assert_eq!(warden::cli::pin::list(&store, true).unwrap(), 0);
-    assert_eq!(warden::cli::pin::reset(&mut store, Some("fs")).unwrap(), 0);
+    assert_eq!(
+        warden::cli::pin::reset(&mut store, Some("fs"), false).unwrap(),
+        0
+    );
     assert!(
         PinStore::open(dir.path().join("pins.json"))
             .unwrap()

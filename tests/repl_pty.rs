@@ -438,7 +438,8 @@ fn mcp_tools_an_ask_answered_at_the_prompt_and_quit() {
     let audit = pty.expect("warden> ");
     assert!(audit.contains("approval"), "{audit}");
     assert!(
-        audit.contains("tool_call     mcp__notes__read_note allow (rules) → ok"),
+        audit.contains("tool_call     mcp__notes__read_note allow (rules) → pending")
+            && audit.contains("tool_result   mcp__notes__read_note → ok"),
         "{audit}"
     );
     pty.seen -= "warden> ".len();
@@ -452,10 +453,7 @@ fn mcp_tools_an_ask_answered_at_the_prompt_and_quit() {
     assert_eq!(pty.wait_exit(), 0, "screen:\n{}", pty.text());
 
     let records = env.audit();
-    let calls: Vec<&Value> = records
-        .iter()
-        .filter(|r| r["event"] == "tool_call")
-        .collect();
+    let calls = cli_support::audit_calls(&env.path("audit.jsonl"));
     assert_eq!(calls.len(), 1, "only the approved call ran");
     assert_eq!(calls[0]["outcome"], "ok");
     assert!(
@@ -525,13 +523,12 @@ fn ctrl_c_cancels_a_turn_but_keeps_the_servers_and_ctrl_d_exits() {
     pty.send("\x04");
     assert_eq!(pty.wait_exit(), 0, "screen:\n{}", pty.text());
 
-    let records = env.audit();
-    let call = records
-        .iter()
-        .find(|r| r["event"] == "tool_call")
-        .expect("the cancelled call is audited");
+    let calls = cli_support::audit_calls(&env.path("audit.jsonl"));
+    let call = calls.first().expect("the cancelled call is audited");
     assert_eq!(call["qualified"], "mcp__fx__sleep");
+    // A person cancelled it (Ctrl-C): cancelled, not abandoned.
     assert_eq!(call["outcome"], "cancelled");
+    assert_eq!(call["pending_outcome"], "pending");
     env.assert_no_server_left();
 }
 

@@ -292,10 +292,24 @@ fn a_bad_model_spec_is_a_usage_error() {
     for spec in ["nonsense", "scripted:/nonexistent/script.json", "gpt:4"] {
         let output = env.run(&["--model", spec, "--task", "x"]);
         assert_eq!(code(&output), 2, "{spec}: {output:?}");
-        assert!(output.stdout.is_empty(), "{spec}: stdout must stay empty");
+        // --json: one object on stdout, the run's fields null, the error in it.
+        let report: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{spec}: stdout is not one JSON object ({e}): {output:?}"));
+        assert_eq!(report["error"]["kind"], "usage_error", "{spec}: {report}");
+        assert!(
+            report["status"].is_null() && report["calls"].is_null(),
+            "{report}"
+        );
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.starts_with("warden: "), "{spec}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_eq!(
+            report["error"]["message"]
+                .as_str()
+                .map(|m| format!("warden: {m}\n")),
+            Some(stderr.into_owned()),
+            "the JSON error is the message stderr carries"
+        );
     }
     // No --model at all is the same kind of mistake.
     let output = env.run(&["--task", "x"]);

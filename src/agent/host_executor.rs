@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::run_loop::{ToolExecutor, ToolOutcome};
 use super::{ToolCall, ToolSpec};
-use crate::host::{CallRequest, Caller, Host};
+use crate::host::{CallRequest, Caller, Host, ToolRef};
 use warden_audit::Outcome;
 use warden_policy::Asker;
 
@@ -41,33 +41,24 @@ impl ToolExecutor for HostExecutor<'_> {
     fn execute<'b>(&'b self, call: &'b ToolCall) -> BoxFuture<'b, ToolOutcome> {
         Box::pin(async move {
             let request = CallRequest {
-                qualified: call.name.clone(),
+                target: ToolRef::Qualified(call.name.clone()),
                 arguments: call.arguments.clone(),
                 caller: Caller::Model,
             };
-            match self
+            let report = self
                 .host
                 .call(request, self.asker, self.cancel.child_token())
-                .await
-            {
-                Ok(report) => {
-                    let mut record = serde_json::to_value(&report).unwrap_or_default();
-                    record["qualified"] = json!(report.qualified);
-                    let content = report.text_for_model();
-                    match report.outcome {
-                        Outcome::Ok => ToolOutcome::ok(content, record),
-                        Outcome::Denied => ToolOutcome::denied(content, record),
-                        _ => ToolOutcome::error(content, record),
-                    }
+                .await;
+            let mut record = serde_json::to_value(&report).unwrap_or_default();
+            record["qualified"] = json!(report.qualified);
+            let content = report.text_for_model();
+            match report.outcome {
+                Outcome::Ok => ToolOutcome::ok(content, record),
+                Outcome::Denied => ToolOutcome::denied(content, record),
+                Outcome::UnknownTool => {
+                    ToolOutcome::error(format!("{content}; call one of the listed tools"), record)
                 }
-                Err(refusal) => ToolOutcome::error(
-                    format!("{refusal}; call one of the listed tools"),
-                    json!({
-                        "qualified": call.name,
-                        "outcome": "unknown_tool",
-                        "error": refusal.to_string(),
-                    }),
-                ),
+                _ => ToolOutcome::error(content, record),
             }
         })
     }

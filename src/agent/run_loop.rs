@@ -170,8 +170,9 @@ impl RunReport {
     /// "tool_calls", "denied_calls", "usage": {"input_tokens",
     /// "output_tokens"}, "calls": [...]}`.
     pub fn to_json(&self) -> Value {
+        // `--json`'s error envelope (`{"kind", "message"}`, CONTRACT §2).
         let error = match &self.status {
-            RunStatus::ModelError(e) => Some(e.clone()),
+            RunStatus::ModelError(e) => Some(json!({"kind": "model_error", "message": e})),
             _ => None,
         };
         json!({

@@ -7,11 +7,12 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::{AuditCommand, CliError, GlobalArgs, exit};
-use warden_audit::{self as audit, VerifyReport};
+use warden_audit::{self as audit, ExpectedHead, VerifyOptions, VerifyReport};
 
 pub fn run(global: &GlobalArgs, cmd: AuditCommand) -> anyhow::Result<u8> {
     match cmd {
-        AuditCommand::Verify { file, key } => verify(global, &file, key.as_deref()),
+        AuditCommand::Verify { file, key, heads } => verify(global, &file, key.as_deref(), &heads),
+        AuditCommand::Head { file, key } => head(global, &file, key.as_deref()),
         AuditCommand::Show {
             file,
             session,
@@ -24,29 +25,90 @@ pub fn run(global: &GlobalArgs, cmd: AuditCommand) -> anyhow::Result<u8> {
     }
 }
 
-fn verify(global: &GlobalArgs, file: &Path, key_file: Option<&Path>) -> anyhow::Result<u8> {
-    let key = audit::load_key(key_file).map_err(|e| CliError::usage(e.to_string()))?;
-    let report = audit::verify(file, key.as_deref());
+fn verify(
+    global: &GlobalArgs,
+    file: &Path,
+    key_file: Option<&Path>,
+    given: &[String],
+) -> anyhow::Result<u8> {
+    let key = audit::load_key(key_file).map_err(|e| CliError::config(e.to_string()))?;
+    let heads = given
+        .iter()
+        .map(|spec| ExpectedHead::parse(spec, "--head"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| CliError::usage(format!("--head {e}")))?;
+    let report = audit::verify_with(
+        file,
+        &VerifyOptions {
+            key: key.as_deref(),
+            head_file: true,
+            heads,
+            keyed: false,
+        },
+    );
     let name = file.display();
+    let heads_json = |heads: &[ExpectedHead]| -> Value {
+        heads
+            .iter()
+            .map(|h| json!({"source": h.source, "seq": h.seq, "hash": h.hash, "authenticated": h.authenticated}))
+            .collect()
+    };
+    let heads_text = |heads: &[ExpectedHead]| -> String {
+        if heads.is_empty() {
+            return format!(
+                "\nno head file ({}): records cut off the end would not be noticed",
+                audit::head_path(file).display()
+            );
+        }
+        heads
+            .iter()
+            .map(|h| {
+                format!(
+                    "\nhead: seq {} reached, hash matches ({}{})",
+                    h.seq,
+                    h.source,
+                    if h.authenticated {
+                        ""
+                    } else {
+                        "; keyed head, not authenticated without the key"
+                    }
+                )
+            })
+            .collect()
+    };
     let (code, text, value) = match &report {
         VerifyReport::Ok {
             count,
             last_hash,
             mode,
+            heads,
         } => (
             exit::OK,
-            format!("ok: {name}: {count} records, chain intact ({mode})\nlast hash: {last_hash}"),
-            json!({"ok": true, "file": file, "count": count, "last_hash": last_hash, "mode": mode.as_str()}),
-        ),
-        VerifyReport::KeyRequired { count, last_hash } => (
-            exit::USAGE,
             format!(
+                "ok: {name}: {count} records, chain intact ({mode})\nlast hash: {last_hash}{}",
+                heads_text(heads)
+            ),
+            json!({"ok": true, "file": file, "count": count, "last_hash": last_hash,
+                   "mode": mode.as_str(), "heads": heads_json(heads)}),
+        ),
+        VerifyReport::KeyRequired {
+            count,
+            last_hash,
+            heads,
+        } => {
+            let message = format!(
                 "{name}: the log is keyed (hmac-sha256); give the key with --key FILE or {}. \
                  Without it only the structure and links of {count} records were checked (last hash {last_hash}).",
                 audit::KEY_ENV
-            ),
-            json!({"ok": false, "file": file, "mode": "hmac-sha256", "error": "key_required", "count": count, "last_hash": last_hash}),
-        ),
+            );
+            (
+                exit::USAGE,
+                message.clone(),
+                json!({"ok": false, "file": file, "mode": "hmac-sha256", "count": count,
+                       "last_hash": last_hash, "heads": heads_json(heads),
+                       "error": {"kind": "key_required", "message": message}}),
+            )
+        }
         VerifyReport::Bad(f) => {
             let mode = f.mode.map_or("unknown", audit::HashMode::as_str);
             (
@@ -68,12 +130,77 @@ fn verify(global: &GlobalArgs, file: &Path, key_file: Option<&Path>) -> anyhow::
             )
         }
         VerifyReport::Unreadable { message } => {
-            return Err(CliError::usage(format!("cannot read audit log {message}")));
+            return Err(CliError::kind(
+                exit::USAGE,
+                "unreadable",
+                format!("cannot read audit log {message}"),
+            ));
         }
     };
-    let out = if global.json { value.to_string() } else { text };
-    write_stdout(&format!("{out}\n"))?;
+    if global.json {
+        // An error in the object is on stderr too (CONTRACT §2).
+        if let Some(message) = value["error"]["message"].as_str() {
+            eprintln!("warden: {message}");
+        }
+        super::json::print("audit verify", value)?;
+    } else {
+        write_stdout(&format!("{text}\n"))?;
+    }
     Ok(code)
+}
+
+/// `warden audit head FILE`: the head file's `SEQ:HASH` on stdout (for
+/// `verify --head`), details on stderr.
+fn head(global: &GlobalArgs, file: &Path, key_file: Option<&Path>) -> anyhow::Result<u8> {
+    let key = audit::load_key(key_file).map_err(|e| CliError::config(e.to_string()))?;
+    let head_file = audit::head_path(file);
+    let read = match audit::read_head(file, key.as_deref()) {
+        Ok(Some(read)) => read,
+        Ok(None) => {
+            return Err(CliError::kind(
+                exit::FAILED,
+                "no_head",
+                format!(
+                    "{} has no head file ({}): it was written by a warden without one, or the \
+                     file was removed",
+                    file.display(),
+                    head_file.display()
+                ),
+            ));
+        }
+        Err(e @ audit::HeadError::Unreadable { .. }) => {
+            return Err(CliError::kind(exit::USAGE, "unreadable", e.to_string()));
+        }
+        Err(e @ audit::HeadError::Invalid { .. }) => {
+            return Err(CliError::kind(exit::FAILED, "head_invalid", e.to_string()));
+        }
+    };
+    let h = &read.head;
+    if global.json {
+        super::json::print(
+            "audit head",
+            json!({
+                "file": file, "head_file": head_file, "seq": h.seq, "hash": h.hash,
+                "spec": h.spec(), "alg": h.mode.as_str(),
+                "keyed": h.mode == audit::HashMode::HmacSha256,
+                "generation": h.generation, "authenticated": read.authenticated,
+            }),
+        )?;
+    } else {
+        write_stdout(&format!("{}\n", h.spec()))?;
+        eprintln!(
+            "{}: seq {}, {}{}",
+            head_file.display(),
+            h.seq,
+            h.mode,
+            if read.authenticated {
+                ""
+            } else {
+                " (keyed; not authenticated: no key given)"
+            }
+        );
+    }
+    Ok(exit::OK)
 }
 
 /// `show` filters.
@@ -133,11 +260,19 @@ impl Filter {
 }
 
 fn show(json_out: bool, file: &Path, filter: &Filter) -> anyhow::Result<u8> {
-    let f = File::open(file)
-        .map_err(|e| CliError::usage(format!("cannot read audit log {}: {e}", file.display())))?;
+    let f = File::open(file).map_err(|e| {
+        CliError::kind(
+            exit::USAGE,
+            "unreadable",
+            format!("cannot read audit log {}: {e}", file.display()),
+        )
+    })?;
     let mut reader = BufReader::new(f);
     let mut rows: Vec<[String; 8]> = Vec::new();
-    let mut out = String::new();
+    let mut records: Vec<Value> = Vec::new();
+    // call_id → the `tool_call`'s name and decision, shown (and filtered
+    // on) with its `tool_result`.
+    let mut calls: std::collections::HashMap<String, (Value, Value)> = Default::default();
     let mut line_no = 0u64;
     let mut buf = Vec::new();
     loop {
@@ -166,20 +301,37 @@ fn show(json_out: bool, file: &Path, filter: &Filter) -> anyhow::Result<u8> {
                 continue;
             }
         };
-        if !filter.accepts(&record) {
+        let id = record["call_id"].as_str().unwrap_or_default().to_string();
+        let mut shown = record.clone();
+        match record["event"].as_str() {
+            Some("tool_call") => {
+                calls.insert(
+                    id,
+                    (record["qualified"].clone(), record["decision"].clone()),
+                );
+            }
+            Some("tool_result") => {
+                if let Some((qualified, decision)) = calls.get(&id) {
+                    shown["qualified"] = qualified.clone();
+                    shown["decision"] = decision.clone();
+                }
+            }
+            _ => {}
+        }
+        if !filter.accepts(&shown) {
             continue;
         }
         if json_out {
-            out.push_str(&warden_core::digest::canonical_json(&record));
-            out.push('\n');
+            records.push(record);
         } else {
-            rows.push(row(&record));
+            rows.push(row(&shown));
         }
     }
-    if !json_out {
-        out = table(&rows);
+    if json_out {
+        super::json::print("audit show", json!({"file": file, "records": records}))?;
+    } else {
+        write_stdout(&table(&rows))?;
     }
-    write_stdout(&out)?;
     Ok(exit::OK)
 }
 
@@ -201,17 +353,26 @@ fn row(r: &Value) -> [String; 8] {
     let (mut tool, mut decision, mut outcome, mut duration) =
         (String::new(), String::new(), String::new(), String::new());
     match event.as_str() {
-        "tool_call" => {
+        "tool_call" | "tool_result" => {
             tool = s(&r["qualified"]);
-            decision = format!(
-                "{}/{}",
-                s(&r["decision"]["effect"]),
-                s(&r["decision"]["stage"])
-            );
+            if r["decision"].is_object() {
+                decision = format!(
+                    "{}/{}",
+                    s(&r["decision"]["effect"]),
+                    s(&r["decision"]["stage"])
+                );
+            }
             outcome = s(&r["outcome"]);
             if let Some(ms) = r["duration_ms"].as_u64() {
                 duration = format!("{ms} ms");
             }
+        }
+        "audit_gap" => {
+            outcome = format!(
+                "{} records lost since {}",
+                r["lost"].as_u64().unwrap_or(0),
+                s(&r["since"])
+            );
         }
         "server_start" => {
             tool = s(&r["server"]);

@@ -5,8 +5,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use tokio_util::sync::CancellationToken;
+
 use super::{CliError, GlobalArgs, exit, output, session};
-use crate::host::{CallRequest, Caller, Host};
+use crate::host::{CallReport, CallRequest, Caller, Host, ToolRef};
 use crate::mcp::ServerState;
 use warden_audit::Outcome;
 use warden_policy::Mode;
@@ -27,108 +29,69 @@ pub fn run(
         let deadline = cancel.clone();
         tokio::spawn(async move {
             tokio::time::sleep(limit).await;
-            tracing::warn!("--timeout reached; cancelling");
+            tracing::warn!("--timeout reached; giving up");
             deadline.cancel();
         });
+        // A signal or the deadline: warden is exiting, and a call in
+        // flight is given up (`abandoned`), not cancelled by a person.
+        options.exit = Some(cancel.clone());
         let host = Host::open(options).map_err(session::host_error)?;
-        if !host.config().servers.contains_key(server) {
-            return Err(session::unknown_server(host.config(), server));
+        tokio::select! {
+            () = host.connect() => {}
+            () = cancel.cancelled() => {}
         }
-        if !session::connect_or_cancel(&host, &cancel).await {
-            return Ok(exit::FAILED);
-        }
-        let code = call_connected(&host, server, tool, arguments, json, cancel).await;
+        let asker = session::terminal_asker(host.mode());
+        let asker = asker.as_ref().map(|a| a as &dyn warden_policy::Asker);
+        let report = host
+            .call(
+                CallRequest {
+                    target: ToolRef::Remote {
+                        server: server.to_string(),
+                        tool: tool.to_string(),
+                    },
+                    arguments,
+                    caller: Caller::Cli,
+                },
+                asker,
+                CancellationToken::new(),
+            )
+            .await
+            .scrubbed();
+        let code = exit_code(&host, server, &report);
         host.shutdown().await;
-        code
+        if json {
+            // stderr carries the message too (CONTRACT §2).
+            if let Some(error) = &report.error {
+                eprintln!("warden: {error}");
+            }
+            super::json::print("call", serde_json::to_value(&report)?)?;
+        } else {
+            output::print_call_report(&report);
+        }
+        Ok(code)
     })
 }
 
-async fn call_connected(
-    host: &Host,
-    server: &str,
-    tool: &str,
-    arguments: Value,
-    json: bool,
-    cancel: tokio_util::sync::CancellationToken,
-) -> anyhow::Result<u8> {
-    let status = host.statuses().into_iter().find(|s| s.name == server);
-    if let Some(status) = &status
-        && status.state != ServerState::Connected
-    {
-        let reason = status
-            .error
-            .clone()
-            .unwrap_or_else(|| format!("{:?}", status.state));
-        let code = if host.sandbox_unavailable(server) {
-            exit::SANDBOX_UNAVAILABLE
-        } else {
-            match status.state {
-                ServerState::PendingApproval | ServerState::Disabled => exit::USAGE,
-                ServerState::Blocked => exit::DENIED,
-                _ => exit::FAILED,
-            }
-        };
-        let hint = match status.state {
-            ServerState::PendingApproval => format!(" (run `warden mcp approve {server}`)"),
-            _ => String::new(),
-        };
-        return Err(CliError::with_code(
-            code,
-            format!("server `{server}` is not available: {reason}{hint}"),
-        ));
-    }
-    let view = host.tools();
-    let Some(entry) = view.find(server, tool) else {
-        if let Some(skipped) = view
-            .skipped()
-            .iter()
-            .find(|s| s.server == server && s.name == tool)
-        {
-            return Err(CliError::usage(format!(
-                "tool `{tool}` of server `{server}` is not served: {}",
-                skipped.reason
-            )));
-        }
-        let mut names: Vec<String> = view
-            .visible()
-            .filter(|t| t.server == server)
-            .map(|t| t.remote.clone())
-            .collect();
-        names.sort();
-        return Err(CliError::usage(format!(
-            "unknown tool `{tool}` on server `{server}`; it has: {}",
-            if names.is_empty() {
-                "no tools".to_string()
-            } else {
-                names.join(", ")
-            }
-        )));
-    };
-    let asker = session::terminal_asker(host.mode());
-    let asker = asker.as_ref().map(|a| a as &dyn warden_policy::Asker);
-    let report = host
-        .call(
-            CallRequest {
-                qualified: entry.qualified.clone(),
-                arguments,
-                caller: Caller::Cli,
-            },
-            asker,
-            cancel,
-        )
-        .await
-        .map_err(|e| CliError::usage(e.to_string()))?;
-    let report = report.scrubbed();
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        output::print_call_report(&report);
-    }
-    Ok(match report.outcome {
+/// CONTRACT §2's exit code for how a call ended.
+fn exit_code(host: &Host, server: &str, report: &CallReport) -> u8 {
+    match report.outcome {
         Outcome::Ok => exit::OK,
         Outcome::Denied => exit::DENIED,
+        Outcome::UnknownTool | Outcome::UnknownServer => exit::USAGE,
+        Outcome::SandboxUnavailable => exit::SANDBOX_UNAVAILABLE,
+        Outcome::ServerUnavailable => {
+            let state = host
+                .statuses()
+                .into_iter()
+                .find(|s| s.name == server)
+                .map(|s| s.state);
+            match state {
+                Some(ServerState::PendingApproval | ServerState::Disabled) => exit::USAGE,
+                _ => exit::FAILED,
+            }
+        }
         _ => exit::FAILED,
-    })
+    }
 }
 
 /// `--args` is inline JSON or `@FILE`; it must be an object.

@@ -86,7 +86,7 @@ fn reexec_with_canary() -> anyhow::Error {
     anyhow::anyhow!("starting the demo ({}): {err}", exe.display())
 }
 
-pub fn run(_global: &GlobalArgs) -> anyhow::Result<u8> {
+pub fn run(global: &GlobalArgs) -> anyhow::Result<u8> {
     // The canary must be in warden's own environment to prove it does not
     // reach the servers. Rather than mutate this process's environment,
     // warden re-executes itself with the canary in the new environment.
@@ -109,6 +109,7 @@ pub fn run(_global: &GlobalArgs) -> anyhow::Result<u8> {
         locked: false,
         only_servers: Vec::new(),
         sandbox_helper: None,
+        exit: None,
     };
     let mut checks = Checks::new();
     let result = session::run_async(|cancel| async {
@@ -119,9 +120,24 @@ pub fn run(_global: &GlobalArgs) -> anyhow::Result<u8> {
         checks.check(false, format!("the demo ran to the end ({error:#})"));
     }
     let secs = started.elapsed().as_secs_f64();
+    if global.json {
+        let ok = checks.failed.is_empty();
+        let error = (!ok).then(|| {
+            json!({"kind": "failed", "message": format!(
+                "{} of {} checks failed", checks.failed.len(), checks.count
+            )})
+        });
+        super::json::print(
+            "demo",
+            json!({"ok": ok, "checks": checks.count, "failed": checks.failed,
+                   "seconds": secs, "error": error}),
+        )?;
+    }
     if checks.failed.is_empty() {
         eprintln!("\nAll {} checks held ({secs:.1} s).", checks.count);
         Ok(exit::OK)
+    } else if global.json {
+        Ok(exit::FAILED)
     } else {
         eprintln!(
             "\n{} of {} checks failed ({secs:.1} s):",
@@ -340,6 +356,26 @@ async fn demo(
                 format!(
                     "{calls} tool_call records for {} proposed calls",
                     report.calls.len()
+                ),
+            );
+            let records: Vec<Value> = log
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            let pending: Vec<&Value> = records
+                .iter()
+                .filter(|r| r["event"] == "tool_call" && r["outcome"] == "pending")
+                .collect();
+            let answered = pending.iter().all(|p| {
+                records
+                    .iter()
+                    .any(|r| r["event"] == "tool_result" && r["call_id"] == p["call_id"])
+            });
+            checks.check(
+                !pending.is_empty() && answered,
+                format!(
+                    "each of the {} allowed calls was recorded before it was sent, and its result after",
+                    pending.len()
                 ),
             );
             checks.check(

@@ -101,8 +101,11 @@ pub fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<u8> {
         Some(_) => Some(tokens(&args)?),
         None => None,
     };
-    let options = session::host_options(global, Mode::Gateway)?;
+    let mut options = session::host_options(global, Mode::Gateway)?;
     session::run_async(|cancel| async move {
+        // A signal, or the gateway ending: calls in flight are given up and
+        // recorded as `abandoned` (a client's own cancel is `cancelled`).
+        options.exit = Some(cancel.clone());
         let host = Arc::new(Host::open(options).map_err(session::host_error)?);
         tokio::select! {
             () = host.connect() => {}

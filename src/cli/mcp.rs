@@ -19,7 +19,7 @@ pub fn status(global: &GlobalArgs) -> anyhow::Result<u8> {
         let document = status_document(&host);
         host.shutdown().await;
         if json_out {
-            println!("{}", serde_json::to_string_pretty(&document)?);
+            super::json::print("mcp status", document)?;
         } else {
             print_status(&document);
         }
@@ -64,10 +64,36 @@ pub fn status_document(host: &Host) -> Value {
             })
         })
         .collect();
-    json!({ "servers": servers })
+    json!({ "servers": servers, "audit": host.audit_status() })
 }
 
 fn print_status(document: &Value) {
+    let audit = &document["audit"];
+    match audit["path"].as_str() {
+        Some(path) => println!(
+            "audit: {path} ({}, fsync {}, {})",
+            audit["mode"].as_str().unwrap_or("?"),
+            audit["fsync"].as_str().unwrap_or("?"),
+            match audit["on_failure"].as_str() {
+                Some("continue") => {
+                    "on_failure: continue: calls are sent UNAUDITED when the log cannot be written"
+                }
+                _ => "fail-closed: a call that cannot be recorded is not sent",
+            }
+        ),
+        None if audit["state"] == "unavailable" => println!(
+            "audit: UNAVAILABLE, calls are sent unaudited (on_failure: continue): {}",
+            audit["error"].as_str().unwrap_or("?")
+        ),
+        None => println!("audit: off (no audit.path in the configuration, no --audit)"),
+    }
+    if audit["state"] == "failing" {
+        println!(
+            "    FAILING: {} record(s) lost: {}",
+            audit["lost"],
+            audit["error"].as_str().unwrap_or("?")
+        );
+    }
     let servers = document["servers"].as_array().cloned().unwrap_or_default();
     if servers.is_empty() {
         println!("no servers configured");

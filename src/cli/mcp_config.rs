@@ -17,14 +17,20 @@ use crate::config::{
     referenced_vars,
 };
 
-/// `warden mcp list [--json]`: every configured server, one per line.
+/// `warden mcp list [--json]`: every configured server, one per line, or
+/// `{"servers": [...]}`.
 pub fn list(cfg: &Config, json: bool) -> anyhow::Result<u8> {
-    list_to(cfg, json, &mut std::io::stdout().lock())
+    if json {
+        super::json::print("mcp list", json!({ "servers": list_rows(cfg)? }))?;
+        return Ok(exit::OK);
+    }
+    list_to(cfg, &mut std::io::stdout().lock())
 }
 
-fn list_to(cfg: &Config, json: bool, out: &mut dyn Write) -> anyhow::Result<u8> {
+/// One object per configured server, as `mcp list --json` shows them.
+fn list_rows(cfg: &Config) -> anyhow::Result<Vec<Value>> {
     let approvals = Approvals::load(&cfg.config_dir)?;
-    let rows: Vec<Value> = cfg
+    Ok(cfg
         .servers
         .values()
         .map(|s| {
@@ -41,12 +47,12 @@ fn list_to(cfg: &Config, json: bool, out: &mut dyn Write) -> anyhow::Result<u8> 
                 "digest": s.digest,
             })
         })
-        .collect();
-    if json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
-        return Ok(exit::OK);
-    }
-    if rows.is_empty() {
+        .collect())
+}
+
+fn list_to(cfg: &Config, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let approvals = Approvals::load(&cfg.config_dir)?;
+    if cfg.servers.is_empty() {
         writeln!(out, "no MCP servers configured")?;
         return Ok(exit::OK);
     }
@@ -108,12 +114,14 @@ fn list_to(cfg: &Config, json: bool, out: &mut dyn Write) -> anyhow::Result<u8> 
 
 /// `warden mcp approve NAME [--yes]`: shows the server's exact configuration
 /// on stderr, asks, and records approval of that configuration's digest.
+/// Returns the exit code and what happened (`approved`, `already_approved`,
+/// `not_needed`, `not_approved`).
 pub fn approve(
     cfg: &Config,
     config_dir: &Path,
     name: &str,
     assume_yes: bool,
-) -> anyhow::Result<u8> {
+) -> anyhow::Result<(u8, &'static str)> {
     let server = find(cfg, name)?;
     if !server.needs_approval() {
         eprintln!(
@@ -121,14 +129,14 @@ pub fn approve(
             server.source.display(),
             format!("{:?}", server.scope).to_lowercase()
         );
-        return Ok(exit::OK);
+        return Ok((exit::OK, "not_needed"));
     }
     let mut approvals = Approvals::load(config_dir)?;
     let raw = raw_server_entry(server).map_err(|e| CliError::usage(e.to_string()))?;
     eprint!("{}", describe(cfg, server, &raw));
     if approvals.is_approved(server) {
         eprintln!("`{name}` is already approved with exactly this configuration.");
-        return Ok(exit::OK);
+        return Ok((exit::OK, "already_approved"));
     }
     if !assume_yes {
         let stdin = std::io::stdin();
@@ -144,7 +152,7 @@ pub fn approve(
         stdin.lock().read_line(&mut answer)?;
         if !matches!(answer.trim().to_lowercase().as_str(), "y" | "yes") {
             eprintln!("Not approved; `{name}` will not start.");
-            return Ok(exit::FAILED);
+            return Ok((exit::FAILED, "not_approved"));
         }
     }
     approvals.approve(server)?;
@@ -153,19 +161,21 @@ pub fn approve(
         &server.approval_digest[..server.approval_digest.len().min(12)],
         approvals.path().display()
     );
-    Ok(exit::OK)
+    Ok((exit::OK, "approved"))
 }
 
 /// `warden mcp revoke NAME`: forgets every approval of NAME. Works for names
 /// no longer in the configuration, so stale approvals can be cleaned up.
-pub fn revoke(_cfg: &Config, config_dir: &Path, name: &str) -> anyhow::Result<u8> {
+/// Returns the exit code and what happened (`revoked`, `not_approved`).
+pub fn revoke(_cfg: &Config, config_dir: &Path, name: &str) -> anyhow::Result<(u8, &'static str)> {
     let mut approvals = Approvals::load(config_dir)?;
     if approvals.revoke(name)? {
         eprintln!("Revoked the approval of `{name}`; it will ask again before starting.");
+        Ok((exit::OK, "revoked"))
     } else {
         eprintln!("`{name}` had no approval; nothing changed.");
+        Ok((exit::OK, "not_approved"))
     }
-    Ok(exit::OK)
 }
 
 fn find<'c>(cfg: &'c Config, name: &str) -> anyhow::Result<&'c ServerConfig> {
@@ -367,7 +377,7 @@ mod tests {
             r#"{"mcpServers": {"s": {"command": "srv"}, "r": {"type": "sse", "url": "https://x.test/sse?k=${TOKEN}"}}}"#,
         );
         let mut out = Vec::new();
-        list_to(&cfg, false, &mut out).unwrap();
+        list_to(&cfg, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.starts_with("NAME  SCOPE    TRANSPORT  TRUST      APPROVED  COMMAND/URL"),
@@ -375,9 +385,7 @@ mod tests {
         );
         assert!(text.contains("https://x.test/sse "), "{text}");
         assert!(!text.contains("VERYSECRET"), "{text}");
-        let mut out = Vec::new();
-        list_to(&cfg, true, &mut out).unwrap();
-        let rows: Vec<Value> = serde_json::from_slice(&out).unwrap();
+        let rows = list_rows(&cfg).unwrap();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[1]["name"], "s");
         assert_eq!(rows[1]["scope"], "project");
@@ -402,14 +410,17 @@ mod tests {
     fn approve_with_yes_records_and_revoke_removes() {
         let (tmp, cfg) = project_config(r#"{"mcpServers": {"s": {"command": "srv"}}}"#);
         let dir = tmp.path().join("cfg");
-        assert_eq!(approve(&cfg, &dir, "s", true).unwrap(), exit::OK);
+        assert_eq!(
+            approve(&cfg, &dir, "s", true).unwrap(),
+            (exit::OK, "approved")
+        );
         assert!(
             Approvals::load(&dir)
                 .unwrap()
                 .is_approved(&cfg.servers["s"])
         );
         assert!(approve(&cfg, &dir, "nope", true).is_err());
-        assert_eq!(revoke(&cfg, &dir, "s").unwrap(), exit::OK);
+        assert_eq!(revoke(&cfg, &dir, "s").unwrap(), (exit::OK, "revoked"));
         assert!(
             !Approvals::load(&dir)
                 .unwrap()

@@ -6,6 +6,7 @@ mod audit;
 mod call;
 mod demo;
 mod gateway;
+mod json;
 mod mcp;
 mod mcp_config;
 mod output;
@@ -35,25 +36,38 @@ pub mod exit {
     pub const SANDBOX_UNAVAILABLE: u8 = 4;
 }
 
-/// An error that already knows its exit code and message.
+/// An error that already knows its exit code, its kind (the `kind` of
+/// `--json`'s `error` object, or `call`'s `outcome`) and its message.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct CliError {
     pub code: u8,
+    pub kind: &'static str,
     pub message: String,
 }
 
 impl CliError {
+    /// A usage error (exit 2): bad arguments, unknown names.
     pub fn usage(message: impl Into<String>) -> anyhow::Error {
-        CliError {
-            code: exit::USAGE,
-            message: message.into(),
-        }
-        .into()
+        Self::kind(exit::USAGE, "usage_error", message)
+    }
+    /// A configuration, policy or key error (exit 2).
+    pub fn config(message: impl Into<String>) -> anyhow::Error {
+        Self::kind(exit::USAGE, "config_error", message)
     }
     pub fn with_code(code: u8, message: impl Into<String>) -> anyhow::Error {
+        let kind = match code {
+            exit::USAGE => "usage_error",
+            exit::DENIED => "denied",
+            exit::SANDBOX_UNAVAILABLE => "sandbox_unavailable",
+            _ => "failed",
+        };
+        Self::kind(code, kind, message)
+    }
+    pub fn kind(code: u8, kind: &'static str, message: impl Into<String>) -> anyhow::Error {
         CliError {
             code,
+            kind,
             message: message.into(),
         }
         .into()
@@ -274,10 +288,24 @@ pub enum PolicyCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
-    /// Check the hash chain.
+    /// Check the hash chain, and that the log reaches its head (FILE.head,
+    /// or --head).
     Verify {
         file: PathBuf,
         /// HMAC key file (default: `WARDEN_AUDIT_KEY` when set).
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+        /// A head kept elsewhere (what `warden audit head` printed): the log
+        /// must reach SEQ with this HASH there. Repeatable.
+        #[arg(long = "head", value_name = "SEQ:HASH")]
+        heads: Vec<String>,
+    },
+    /// Print the log's head (FILE.head) as SEQ:HASH, to keep elsewhere and
+    /// check later with `verify --head`.
+    Head {
+        file: PathBuf,
+        /// HMAC key file, to authenticate a keyed head (default:
+        /// `WARDEN_AUDIT_KEY` when set).
         #[arg(long, value_name = "FILE")]
         key: Option<PathBuf>,
     },
@@ -295,21 +323,119 @@ pub enum AuditCommand {
     },
 }
 
-/// Parses the command line, runs the command, and maps errors to exit codes.
+/// Parses the command line, runs the command, and maps errors to exit codes
+/// (and, with `--json`, to the command's one JSON object).
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let json_requested = json::requested(&args);
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(error) => return parse_error(&args, json_requested, &error),
+    };
     init_tracing(&cli.global);
-    let result = dispatch(cli);
+    let command = command_path(&cli.command);
+    let call_target = match &cli.command {
+        Command::Call { server, tool, .. } => Some((server.clone(), tool.clone())),
+        _ => None,
+    };
+    let json_out = cli.global.json;
+    let result = if json_out && json::fields(&command).is_empty() {
+        Err(CliError::usage(format!(
+            "--json is not supported by `warden {command}`: its stdout belongs to {}",
+            match command.as_str() {
+                "repl" => "the interactive session",
+                "gateway" => "the MCP protocol (or it serves HTTP)",
+                "sandbox exec" => "the command it runs",
+                _ => "something else",
+            }
+        )))
+    } else {
+        dispatch(cli)
+    };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
-            let code = error
+            let (code, kind) = error
                 .downcast_ref::<CliError>()
-                .map_or(exit::USAGE, |e| e.code);
-            eprintln!("warden: {}", crate::scrub::clean(&format!("{error:#}")));
+                .map_or((exit::USAGE, "error"), |e| (e.code, e.kind));
+            let message = crate::scrub::clean(&format!("{error:#}")).into_owned();
+            eprintln!("warden: {message}");
+            if json_out {
+                let call = call_target.as_ref().map(|(s, t)| (s.as_str(), t.as_str()));
+                json::print_error(&command, call, kind, &message);
+            }
             ExitCode::from(code)
         }
     }
+}
+
+/// A command line clap refused: its usual message on stderr and, with
+/// `--json`, one object on stdout (exit 2); `--help`/`--version` as usual.
+fn parse_error(args: &[std::ffi::OsString], json_requested: bool, error: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let informational = matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if !json_requested {
+        let _ = error.print();
+        return ExitCode::from(if error.use_stderr() {
+            exit::USAGE
+        } else {
+            exit::OK
+        });
+    }
+    let (command, words) = json::guess_command(args);
+    let rendered = error.render().to_string();
+    if informational && !error.use_stderr() {
+        let value = serde_json::json!({ "help": rendered });
+        if let Err(e) = json::print("", value) {
+            eprintln!("warden: {e:#}");
+        }
+        return ExitCode::from(exit::OK);
+    }
+    let _ = error.print();
+    let message = rendered
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("invalid command line")
+        .trim_start_matches("error: ")
+        .to_string();
+    let call = match words.as_slice() {
+        [server, tool] => Some((server.as_str(), tool.as_str())),
+        _ => None,
+    };
+    json::print_error(&command, call, "usage_error", &message);
+    ExitCode::from(exit::USAGE)
+}
+
+/// The command's path as `--json` names it (`"mcp status"`).
+fn command_path(command: &Command) -> String {
+    let path = match command {
+        Command::Demo => "demo",
+        Command::Call { .. } => "call",
+        Command::Run { .. } => "run",
+        Command::Repl => "repl",
+        Command::Mcp(McpCommand::List) => "mcp list",
+        Command::Mcp(McpCommand::Status) => "mcp status",
+        Command::Mcp(McpCommand::Approve { .. }) => "mcp approve",
+        Command::Mcp(McpCommand::Revoke { .. }) => "mcp revoke",
+        Command::Pin(PinCommand::List) => "pin list",
+        Command::Pin(PinCommand::Reset { .. }) => "pin reset",
+        Command::Sandbox(SandboxCommand::Check { .. }) => "sandbox check",
+        Command::Sandbox(SandboxCommand::Exec { .. }) => "sandbox exec",
+        Command::Policy(PolicyCommand::Check) => "policy check",
+        Command::Policy(PolicyCommand::Eval { .. }) => "policy eval",
+        Command::Policy(PolicyCommand::Test { .. }) => "policy test",
+        Command::Audit(AuditCommand::Verify { .. }) => "audit verify",
+        Command::Audit(AuditCommand::Show { .. }) => "audit show",
+        Command::Audit(AuditCommand::Head { .. }) => "audit head",
+        Command::Gateway { .. } => "gateway",
+        Command::ExampleServer { .. } => "example-server",
+    };
+    path.to_string()
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<u8> {
@@ -326,10 +452,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 None => session::config_dir()?.join("pins.json"),
             };
             let mut store =
-                crate::pins::PinStore::open(&path).map_err(|e| CliError::usage(e.to_string()))?;
+                crate::pins::PinStore::open(&path).map_err(|e| CliError::config(e.to_string()))?;
             match cmd {
                 PinCommand::List => pin::list(&store, cli.global.json),
-                PinCommand::Reset { server } => pin::reset(&mut store, server.as_deref()),
+                PinCommand::Reset { server } => {
+                    pin::reset(&mut store, server.as_deref(), cli.global.json)
+                }
             }
         }
         Command::Mcp(McpCommand::Status) => mcp::status(&cli.global),
@@ -339,18 +467,20 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Mcp(McpCommand::Approve { name, yes }) => {
             let config = session::load_config(&cli.global)?;
-            let code = mcp_config::approve(&config, &session::config_dir()?, &name, yes)?;
-            if code == exit::OK {
+            let (code, action) = mcp_config::approve(&config, &session::config_dir()?, &name, yes)?;
+            if action == "approved" {
                 session::audit_approval(&cli.global, &config, &name, ApprovalAction::Approved)?;
             }
+            approval_json(&cli.global, "mcp approve", &config, &name, action)?;
             Ok(code)
         }
         Command::Mcp(McpCommand::Revoke { name }) => {
             let config = session::load_config(&cli.global)?;
-            let code = mcp_config::revoke(&config, &session::config_dir()?, &name)?;
-            if code == exit::OK {
+            let (code, action) = mcp_config::revoke(&config, &session::config_dir()?, &name)?;
+            if action == "revoked" {
                 session::audit_approval(&cli.global, &config, &name, ApprovalAction::Revoked)?;
             }
+            approval_json(&cli.global, "mcp revoke", &config, &name, action)?;
             Ok(code)
         }
         Command::Sandbox(cmd) => sandbox::run(&cli.global, cmd),
@@ -382,6 +512,24 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         ),
         Command::ExampleServer { name, args } => run_example_server(&name, &args),
     }
+}
+
+/// `mcp approve|revoke --json`: what happened to which configuration.
+fn approval_json(
+    global: &GlobalArgs,
+    command: &str,
+    config: &crate::config::Config,
+    name: &str,
+    action: &str,
+) -> anyhow::Result<()> {
+    if !global.json {
+        return Ok(());
+    }
+    let digest = config.servers.get(name).map(|s| s.digest.clone());
+    json::print(
+        command,
+        serde_json::json!({"server": name, "action": action, "config_sha256": digest}),
+    )
 }
 
 /// `warden example-server NAME [ARGS]`: stdout is the MCP protocol only.

@@ -15,12 +15,14 @@ pub fn print_call_report(report: &CallReport) {
     }
     match report.outcome {
         Outcome::Ok => {}
-        Outcome::Denied => eprintln!(
-            "denied by the {} stage: {}",
-            report.decision.stage,
-            report.decision.reasons.join("; ")
-        ),
+        Outcome::Denied => match &report.decision {
+            Some(d) => eprintln!("denied by the {} stage: {}", d.stage, d.reasons.join("; ")),
+            None => eprintln!("denied"),
+        },
         Outcome::ToolError => eprintln!("the tool reported an error"),
+        outcome if outcome.is_refusal() => {
+            eprintln!("warden: {}", report.error.as_deref().unwrap_or("refused"));
+        }
         other => eprintln!(
             "{}: {}",
             other.as_str(),

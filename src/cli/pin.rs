@@ -9,8 +9,7 @@ use crate::pins::PinStore;
 pub fn list(store: &PinStore, json: bool) -> anyhow::Result<u8> {
     let entries = store.list();
     if json {
-        let out = json!({"file": store.path(), "pins": entries});
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        super::json::print("pin list", json!({"file": store.path(), "pins": entries}))?;
         return Ok(exit::OK);
     }
     if entries.is_empty() {
@@ -36,12 +35,20 @@ pub fn list(store: &PinStore, json: bool) -> anyhow::Result<u8> {
 }
 
 /// Forgets the pins of one server (or all) and saves the file.
-pub fn reset(store: &mut PinStore, server: Option<&str>) -> anyhow::Result<u8> {
+pub fn reset(store: &mut PinStore, server: Option<&str>, json: bool) -> anyhow::Result<u8> {
     let removed = store.reset(server);
-    store.save()?;
+    store
+        .save()
+        .map_err(|e| super::CliError::with_code(exit::FAILED, e.to_string()))?;
     match server {
         Some(s) => eprintln!("forgot {removed} pin(s) of server `{s}`"),
         None => eprintln!("forgot all {removed} pin(s)"),
+    }
+    if json {
+        super::json::print(
+            "pin reset",
+            json!({"file": store.path(), "server": server, "removed": removed}),
+        )?;
     }
     Ok(exit::OK)
 }

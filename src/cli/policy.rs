@@ -66,7 +66,7 @@ pub fn pipeline_config(
 }
 
 fn load(config: PipelineConfig) -> anyhow::Result<Pipeline> {
-    Pipeline::load(config).map_err(|e| CliError::usage(e.to_string()))
+    Pipeline::load(config).map_err(|e| CliError::config(e.to_string()))
 }
 
 /// `warden policy check`: compiles rules and policies; prints what was
@@ -82,7 +82,7 @@ pub fn check(config: PipelineConfig, json: bool) -> anyhow::Result<u8> {
             "policies": files.iter().map(|(p, h)| json!({"path": p, "sha256": h})).collect::<Vec<_>>(),
             "policy_sha256": pipeline.policy_sha256(),
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        super::json::print("policy check", out)?;
     } else {
         for (path, sha) in &files {
             println!("{}  {}", &sha[..12.min(sha.len())], path.display());
@@ -146,7 +146,7 @@ pub fn eval(config: PipelineConfig, input: &Path, json: bool) -> anyhow::Result<
     }
     let decision = pipeline.combine(stages, if ci { Mode::Ci } else { Mode::Interactive });
     if json {
-        println!("{}", serde_json::to_string_pretty(&decision)?);
+        super::json::print("policy eval", serde_json::to_value(&decision)?)?;
     } else {
         print_decision(&decision);
     }
@@ -179,9 +179,9 @@ pub fn test(paths: &[std::path::PathBuf], json: bool) -> anyhow::Result<u8> {
     } else {
         groups_for_paths(paths).map_err(|e| CliError::usage(e.to_string()))?
     };
-    let report = run_groups(&groups).map_err(|e| CliError::usage(e.to_string()))?;
+    let report = run_groups(&groups).map_err(|e| CliError::config(e.to_string()))?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        super::json::print("policy test", serde_json::to_value(&report)?)?;
     } else {
         print_report(&report);
     }

@@ -26,6 +26,10 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
     let json_out = global.json;
     let task = task.to_string();
     session::run_async(|cancel| async move {
+        // A signal or the deadline ends the run: calls in flight are given
+        // up and recorded as `abandoned`.
+        let mut options = options;
+        options.exit = Some(cancel.clone());
         let host = Host::open(options).map_err(session::host_error)?;
         if !session::connect_or_cancel(&host, &cancel).await {
             return Ok(exit::FAILED);
@@ -59,7 +63,11 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
         if json_out {
             let mut document = report.to_json();
             document["session"] = json!(host.session());
-            println!("{}", serde_json::to_string_pretty(&document)?);
+            // An error in the object is on stderr too (CONTRACT §2).
+            if let Some(message) = document["error"]["message"].as_str() {
+                eprintln!("warden: run ended: model error: {message}");
+            }
+            super::json::print("run", document)?;
         } else {
             if let Some(text) = &report.final_text {
                 println!("{text}");

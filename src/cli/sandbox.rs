@@ -65,7 +65,7 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
             unsupported,
             live,
         };
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        super::json::print("sandbox check", serde_json::to_value(&report)?)?;
     } else {
         let yn = |b: bool| if b { "yes" } else { "no" };
         println!("kernel support");
@@ -148,7 +148,10 @@ fn check_server(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
     match sandbox::describe(&spec, &ctx) {
         Ok(summary) => {
             if global.json {
-                println!("{}", serde_json::to_string_pretty(&summary)?);
+                super::json::print(
+                    "sandbox check",
+                    serde_json::json!({"server": name, "profile": summary}),
+                )?;
             } else {
                 println!(
                     "server `{name}`: {}",

@@ -39,7 +39,7 @@ pub fn load_options(global: &GlobalArgs) -> anyhow::Result<LoadOptions> {
 }
 
 pub fn load_config(global: &GlobalArgs) -> anyhow::Result<config::Config> {
-    config::load(&load_options(global)?).map_err(|e| CliError::usage(e.to_string()))
+    config::load(&load_options(global)?).map_err(|e| CliError::config(e.to_string()))
 }
 
 pub fn host_options(global: &GlobalArgs, mode: Mode) -> anyhow::Result<HostOptions> {
@@ -52,25 +52,38 @@ pub fn host_options(global: &GlobalArgs, mode: Mode) -> anyhow::Result<HostOptio
         locked: global.locked,
         only_servers: Vec::new(),
         sandbox_helper: None,
+        exit: None,
     })
 }
 
-/// Configuration, policy and audit problems are usage errors (exit 2).
+/// Configuration, policy and audit-key problems are configuration errors
+/// (exit 2); an audit log that cannot record the session is
+/// `audit_failed` (exit 1).
 pub fn host_error(error: HostError) -> anyhow::Error {
-    CliError::usage(error.to_string())
+    match error {
+        HostError::AuditFailed(_) => {
+            CliError::kind(super::exit::FAILED, "audit_failed", error.to_string())
+        }
+        HostError::Setup(_) => CliError::kind(super::exit::USAGE, "setup_error", error.to_string()),
+        _ => CliError::config(error.to_string()),
+    }
 }
 
 /// The usage error for a server name the configuration does not have.
 pub fn unknown_server(config: &config::Config, name: &str) -> anyhow::Error {
     let known: Vec<&str> = config.servers.keys().map(String::as_str).collect();
-    CliError::usage(format!(
-        "unknown server `{name}`; configured: {}",
-        if known.is_empty() {
-            "none".to_string()
-        } else {
-            known.join(", ")
-        }
-    ))
+    CliError::kind(
+        super::exit::USAGE,
+        "unknown_server",
+        format!(
+            "unknown server `{name}`; configured: {}",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ),
+    )
 }
 
 /// Connects the host's servers unless the command is cancelled first;
@@ -149,24 +162,33 @@ pub fn audit_approval(
         .get(server)
         .map(|s| s.digest.clone())
         .unwrap_or_default();
+    let failed = |e: warden_audit::AuditError| {
+        CliError::kind(
+            super::exit::FAILED,
+            "audit_failed",
+            format!("the approval change was made but could not be recorded: {e}"),
+        )
+    };
     let log = AuditLog::open(
         &path,
         AuditOptions {
             session: uuid::Uuid::new_v4().to_string(),
             fsync: config.audit.fsync,
-            key: warden_audit::load_key(None).map_err(|e| CliError::usage(e.to_string()))?,
+            key: warden_audit::load_key(None).map_err(|e| CliError::config(e.to_string()))?,
             redact: Vec::new(),
             secrets: crate::config::secrets_of(config),
+            max_value_bytes: config.audit.max_value_bytes,
         },
     )
-    .map_err(|e| CliError::usage(e.to_string()))?;
-    log.append(Event::Approval {
+    .map_err(failed)?;
+    log.write_ahead(Event::Approval {
         server: server.to_string(),
         config_sha256,
         action,
         subject: "server configuration".to_string(),
+        call_id: None,
     })
-    .map_err(|e| CliError::usage(e.to_string()))?;
-    log.close().map_err(|e| CliError::usage(e.to_string()))?;
+    .map_err(failed)?;
+    log.close().map_err(failed)?;
     Ok(())
 }

@@ -165,6 +165,8 @@ fn merge(
             "path": audit.path.as_ref().map(|p| p.to_string_lossy().into_owned()),
             "redact": audit.redact,
             "fsync": audit.fsync,
+            "on_failure": audit.on_failure,
+            "max_value_bytes": audit.max_value_bytes,
         },
     }));
 

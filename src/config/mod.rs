@@ -34,7 +34,7 @@ pub use approvals::{Approval, Approvals};
 pub use error::{ConfigError, Diagnostic, ErrorKind};
 pub use expand::{EnvLookup, referenced_vars};
 pub use load::{LoadOptions, default_config_dir, load, load_with_env};
-use warden_audit::FsyncMode;
+use warden_audit::{FsyncMode, OnFailure};
 pub use warden_core::{Scope, TransportKind, Trust};
 use warden_policy::{PolicySource, RuleSource};
 
@@ -224,13 +224,29 @@ pub struct ServerConfig {
     pub approval_digest: String,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct AuditConfig {
     /// `None`: no audit file unless `--audit` gives one.
     pub path: Option<PathBuf>,
     /// JSON pointers into tool arguments replaced by `"[REDACTED]"`.
     pub redact: Vec<String>,
     pub fsync: FsyncMode,
+    /// `fail_closed` (default) or `continue` (CONTRACT §6).
+    pub on_failure: OnFailure,
+    /// Longer argument strings are recorded as `{"prefix", "bytes", "sha256"}`.
+    pub max_value_bytes: usize,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            path: None,
+            redact: Vec::new(),
+            fsync: FsyncMode::default(),
+            on_failure: OnFailure::default(),
+            max_value_bytes: warden_audit::DEFAULT_MAX_VALUE_BYTES,
+        }
+    }
 }
 
 /// The merged, validated configuration a session runs with.

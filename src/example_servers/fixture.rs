@@ -11,7 +11,9 @@
 //! Flags: `--pages N` spreads `tools/list` over N pages; `--repeat-cursor`
 //! returns the same cursor forever; `--extra-tools N` lists N more
 //! (uncallable) tools; `--silent` reads stdin and never answers anything;
-//! `--name NAME` sets the advertised server name.
+//! `--name NAME` sets the advertised server name; `--count-calls FILE`
+//! appends each called tool's name to FILE as the call arrives (in the
+//! server's write grant), so a test can tell whether a call reached it.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,6 +56,10 @@ pub struct FixtureOptions {
     /// Drop `server/discover` requests unanswered (a legacy server that
     /// ignores unknown methods).
     pub ignore_discover: bool,
+    /// Append one line (the tool's name) to this file for every
+    /// `tools/call` received, before running it: tests prove with it
+    /// whether a call reached the server at all.
+    pub count_calls: Option<std::path::PathBuf>,
 }
 
 impl Default for FixtureOptions {
@@ -65,6 +71,7 @@ impl Default for FixtureOptions {
             extra_tools: 0,
             silent: false,
             ignore_discover: false,
+            count_calls: None,
         }
     }
 }
@@ -84,9 +91,13 @@ impl FixtureOptions {
                 "--repeat-cursor" => options.repeat_cursor = true,
                 "--silent" => options.silent = true,
                 "--ignore-discover" => options.ignore_discover = true,
+                "--count-calls" => {
+                    options.count_calls = Some(flag_value(arg, &mut iter)?.into());
+                }
                 other => anyhow::bail!(
                     "fixture: unknown argument `{other}` (known: --name NAME, --pages N, \
-                     --extra-tools N, --repeat-cursor, --silent, --ignore-discover)"
+                     --extra-tools N, --repeat-cursor, --silent, --ignore-discover, \
+                     --count-calls FILE)"
                 ),
             }
         }
@@ -346,6 +357,9 @@ impl ServerHandler for FixtureServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(file) = &self.options.count_calls {
+            count_call(file, &request.name);
+        }
         if request.name == ADDED_TOOL && !self.added.load(Ordering::SeqCst) {
             return Err(ErrorData::invalid_params(
                 Cow::Owned(format!("tool `{}` not found", request.name)),
@@ -377,6 +391,20 @@ impl ServerHandler for FixtureServer {
 }
 
 /// Serves the fixture over stdio until stdin closes.
+/// `--count-calls`: one line per call received (a failure is logged: the
+/// test reading the file then sees the call missing and says so).
+fn count_call(file: &std::path::Path, name: &str) {
+    use std::io::Write;
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .and_then(|mut f| f.write_all(format!("{name}\n").as_bytes()));
+    if let Err(error) = written {
+        tracing::error!(file = %file.display(), %error, "cannot count the call");
+    }
+}
+
 pub async fn run_stdio(options: FixtureOptions) -> anyhow::Result<()> {
     if options.silent {
         // Read (and ignore) everything, answer nothing, exit at EOF.

@@ -59,7 +59,7 @@ mod auth;
 
 pub use auth::{Tokens, generate as generate_token, read_token_file};
 
-use crate::host::{CallReport, CallRequest, Caller, Host};
+use crate::host::{CallReport, CallRequest, Caller, Host, ToolRef};
 use crate::terminal::sanitize_for_terminal;
 use warden_audit::Outcome;
 use warden_policy::{AskAnswer, AskPrompt, Asker, Mode};
@@ -203,11 +203,10 @@ impl Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let table = self.table();
-        let Some(exposed) = table.get(request.name.as_ref()) else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool `{}`", request.name),
-                None,
-            ));
+        // A name the gateway does not list is still recorded (as asked).
+        let target = match table.get(request.name.as_ref()) {
+            Some(exposed) => ToolRef::Qualified(exposed.qualified.clone()),
+            None => ToolRef::Unlisted(request.name.to_string()),
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let session_protocol = context
@@ -240,15 +239,20 @@ impl Gateway {
             .host
             .call(
                 CallRequest {
-                    qualified: exposed.qualified.clone(),
+                    target,
                     arguments,
                     caller: Caller::Gateway,
                 },
                 asker,
                 context.ct.clone(),
             )
-            .await
-            .map_err(|refusal| ErrorData::invalid_params(refusal.to_string(), None))?;
+            .await;
+        if report.outcome == Outcome::UnknownTool {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`", request.name),
+                None,
+            ));
+        }
         let cannot_ask = match self.inner.host.mode() {
             Mode::Gateway if !person => Some(
                 "no one could be asked: warden asks only the client the operator marked as a \
@@ -283,15 +287,19 @@ fn result_for_client(report: &CallReport, cannot_ask: Option<&str>) -> CallToolR
             match sent {
                 Some(result) => result,
                 None => CallToolResult::error(vec![ContentBlock::text(format!(
-                    "warden: the result of `{}`/`{}` could not be passed on",
-                    report.server, report.tool
+                    "warden: the result of `{}` could not be passed on",
+                    report.qualified
                 ))]),
             }
         }
         Outcome::Denied => {
             let mut text = report.denial_text();
+            let asked = report
+                .decision
+                .as_ref()
+                .is_some_and(|d| d.reasons.iter().any(|r| r.contains("asked")));
             if let Some(why) = cannot_ask
-                && report.decision.reasons.iter().any(|r| r.contains("asked"))
+                && asked
             {
                 text.push_str(&format!(" ({why})"));
             }
@@ -299,11 +307,10 @@ fn result_for_client(report: &CallReport, cannot_ask: Option<&str>) -> CallToolR
                 crate::scrub::clean(&text).into_owned(),
             )])
         }
-        Outcome::RpcError | Outcome::Timeout | Outcome::Cancelled => {
+        _ => {
             let text = format!(
-                "warden: the call to `{}`/`{}` failed ({}): {}",
-                report.server,
-                report.tool,
+                "warden: the call to `{}` failed ({}): {}",
+                report.qualified,
                 report.outcome.as_str(),
                 report.error.as_deref().unwrap_or("no details")
             );

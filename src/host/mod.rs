@@ -4,22 +4,25 @@
 //! → call → `warden_audit`. Every caller (the CLI, the agent loop, the
 //! gateway) reaches servers only through [`Host::call`].
 
+mod audit;
 mod call;
 mod tools;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::config::{self, Config, Scope, Trust};
 use crate::mcp::{Admission, LifecycleEvent, Manager, ServerState, ServerStatus};
 use crate::pins::PinStore;
 use tokio_util::sync::CancellationToken;
-use warden_audit::{AuditLog, AuditOptions, Event};
+use warden_audit::{AuditError, AuditLog, AuditOptions, Event, OnFailure};
 use warden_policy::{Mode, Pipeline, PipelineConfig};
 use warden_sandbox::{Helper, LaunchContext};
 
-pub use call::{CallReport, CallRequest, Caller};
+pub use audit::{AuditRefusal, AuditStatus};
+pub use call::{CallReport, CallRequest, Caller, DecisionSummary, ToolRef};
 pub use tools::ToolView;
 
 #[derive(Debug, thiserror::Error)]
@@ -28,8 +31,13 @@ pub enum HostError {
     Config(#[from] config::ConfigError),
     #[error(transparent)]
     Policy(#[from] warden_policy::PolicyError),
+    /// The audit configuration is wrong (a bad key or redact pointer).
     #[error(transparent)]
-    Audit(#[from] warden_audit::AuditError),
+    Audit(warden_audit::AuditError),
+    /// The audit log cannot be opened or its `session_start` cannot be
+    /// written: a fail-closed session does not start.
+    #[error("the audit log cannot record this session, so it does not start: {0}")]
+    AuditFailed(String),
     #[error("{0}")]
     Setup(String),
 }
@@ -52,6 +60,10 @@ pub struct HostOptions {
     /// the one beside this executable, else this executable re-executed;
     /// see [`warden_sandbox::Helper`]). Embedders and tests set it.
     pub sandbox_helper: Option<PathBuf>,
+    /// Cancelled when warden is exiting (SIGTERM, SIGINT of a
+    /// non-interactive command): calls still in flight are given up and
+    /// recorded as `abandoned`. `None`: only [`Host::shutdown`] does that.
+    pub exit: Option<CancellationToken>,
 }
 
 /// Counters for `session_end`.
@@ -67,7 +79,12 @@ pub struct Host {
     mode: Mode,
     manager: Arc<Manager>,
     pipeline: Arc<Pipeline>,
-    audit: Option<Arc<AuditLog>>,
+    audit: Arc<audit::SessionAudit>,
+    /// Cancelled when the session ends: calls in flight become `abandoned`.
+    exiting: CancellationToken,
+    /// Calls whose pending record was written and whose result was not.
+    in_flight: AtomicUsize,
+    settled: tokio::sync::Notify,
     pins: Mutex<PinStore>,
     locked: bool,
     tools: Mutex<tools::Cache>,
@@ -98,27 +115,7 @@ impl Host {
             ..PipelineConfig::default()
         })?;
         let session = uuid::Uuid::new_v4().to_string();
-        let audit = match opts
-            .audit_path
-            .clone()
-            .or_else(|| config.audit.path.clone())
-        {
-            Some(path) => {
-                let key = warden_audit::load_key(None)?;
-                let log = AuditLog::open(
-                    &path,
-                    AuditOptions {
-                        session: session.clone(),
-                        fsync: config.audit.fsync,
-                        key,
-                        redact: config.audit.redact.clone(),
-                        secrets: crate::config::secrets_of(&config),
-                    },
-                )?;
-                Some(Arc::new(log))
-            }
-            None => None,
-        };
+        let audit = open_audit(&opts, &config, &session)?;
         let pins_path = match &opts.lock {
             Some(path) => path.clone(),
             None => opts.load.config_dir.join("pins.json"),
@@ -168,7 +165,10 @@ impl Host {
             mode: opts.mode,
             manager,
             pipeline: Arc::new(pipeline),
-            audit,
+            audit: Arc::new(audit),
+            exiting: opts.exit.clone().unwrap_or_default(),
+            in_flight: AtomicUsize::new(0),
+            settled: tokio::sync::Notify::new(),
             pins: Mutex::new(pins),
             locked: opts.locked,
             tools: Mutex::new(tools::Cache::default()),
@@ -179,13 +179,17 @@ impl Host {
             _runtime: runtime,
             config,
         };
-        host.audit_event(Event::SessionStart {
-            warden_version: env!("CARGO_PKG_VERSION").to_string(),
-            config_sha256: host.config.digest.clone(),
-            policy_sha256: host.pipeline.policy_sha256().map(str::to_string),
-            mode: host.mode,
-            workspace: host.config.workspace.display().to_string(),
-        });
+        // Written ahead like a call: a session that cannot be recorded
+        // does not start (unless `on_failure: continue`).
+        host.audit
+            .write_ahead(Event::SessionStart {
+                warden_version: env!("CARGO_PKG_VERSION").to_string(),
+                config_sha256: host.config.digest.clone(),
+                policy_sha256: host.pipeline.policy_sha256().map(str::to_string),
+                mode: host.mode,
+                workspace: host.config.workspace.display().to_string(),
+            })
+            .map_err(|refusal| HostError::AuditFailed(refusal.0))?;
         host.forward_lifecycle_events();
         Ok(host)
     }
@@ -218,7 +222,13 @@ impl Host {
 
     /// The session's audit log file, when there is one.
     pub fn audit_path(&self) -> Option<PathBuf> {
-        self.audit.as_ref().map(|a| a.path().to_path_buf())
+        self.audit.log().map(|a| a.path().to_path_buf())
+    }
+
+    /// The audit log's state for `mcp status`: path, mode, fail-closed or
+    /// `on_failure: continue`, records lost.
+    pub fn audit_status(&self) -> AuditStatus {
+        self.audit.status()
     }
 
     pub fn statuses(&self) -> Vec<ServerStatus> {
@@ -294,38 +304,18 @@ impl Host {
 
     /// Writes one audit event; a failing audit log is reported, never silent.
     pub(crate) fn audit_event(&self, event: Event) {
-        let Some(audit) = &self.audit else {
-            return;
-        };
-        // `every_record` syncs to disk before returning: keep that off the
-        // async workers' backs where the runtime allows it.
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        let result = if multi_thread {
-            tokio::task::block_in_place(|| audit.append(event))
-        } else {
-            audit.append(event)
-        };
-        if let Err(error) = result {
-            tracing::error!(%error, "writing the audit log failed");
-        }
+        self.audit.record(event);
     }
 
     /// Writes server start/exit events to the audit log as they happen.
     /// [`Host::shutdown`] stops the forwarder after draining what is left.
     fn forward_lifecycle_events(&self) {
-        let Some(audit) = self.audit.clone() else {
-            return;
-        };
+        let audit = Arc::clone(&self.audit);
         let mut events = self.manager.take_lifecycle_events();
         let stop = CancellationToken::new();
         let stopped = stop.clone();
         let handle = tokio::spawn(async move {
-            let write = |event: LifecycleEvent| {
-                if let Err(error) = audit.append(lifecycle_record(event)) {
-                    tracing::error!(%error, "writing the audit log failed");
-                }
-            };
+            let write = |event: LifecycleEvent| audit.record(lifecycle_record(event));
             loop {
                 tokio::select! {
                     event = events.recv() => match event {
@@ -344,8 +334,25 @@ impl Host {
         *lock(&self.forwarder) = Some((stop, handle));
     }
 
-    /// Stops every server and closes the audit log with `session_end`.
+    /// Gives up the calls still in flight (recorded as `abandoned`),
+    /// stops every server and closes the audit log with `session_end`.
     pub async fn shutdown(&self) {
+        self.exiting.cancel();
+        let settled = async {
+            loop {
+                let notified = self.settled.notified();
+                if self.in_flight.load(Ordering::SeqCst) == 0 {
+                    break;
+                }
+                notified.await;
+            }
+        };
+        if tokio::time::timeout(SETTLE_TIMEOUT, settled).await.is_err() {
+            tracing::warn!(
+                calls = self.in_flight.load(Ordering::SeqCst),
+                "calls still in flight at shutdown; their results are not recorded"
+            );
+        }
         self.manager.shutdown().await;
         let forwarder = lock(&self.forwarder).take();
         if let Some((stop, handle)) = forwarder {
@@ -356,6 +363,57 @@ impl Host {
             tool_calls: self.stats.calls.load(Ordering::Relaxed),
             denied: self.stats.denied.load(Ordering::Relaxed),
         });
+    }
+}
+
+/// How long [`Host::shutdown`] waits for abandoned calls to write their
+/// results.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Opens the configured audit log (or `--audit FILE`). Fail-closed: any
+/// failure stops the session; `on_failure: continue`: a log that cannot be
+/// opened leaves the session unaudited, loudly.
+fn open_audit(
+    opts: &HostOptions,
+    config: &Config,
+    session: &str,
+) -> Result<audit::SessionAudit, HostError> {
+    let on_failure = config.audit.on_failure;
+    if on_failure == OnFailure::Continue {
+        tracing::warn!(
+            "audit.on_failure is \"continue\": when the audit log cannot be written, calls are \
+             still sent, unrecorded (an `audit_gap` record says so once the log works again)"
+        );
+    }
+    let Some(path) = opts
+        .audit_path
+        .clone()
+        .or_else(|| config.audit.path.clone())
+    else {
+        return Ok(audit::SessionAudit::new(None, on_failure));
+    };
+    let key = warden_audit::load_key(None).map_err(HostError::Audit)?;
+    let opened = AuditLog::open(
+        &path,
+        AuditOptions {
+            session: session.to_string(),
+            fsync: config.audit.fsync,
+            key,
+            redact: config.audit.redact.clone(),
+            secrets: crate::config::secrets_of(config),
+            max_value_bytes: config.audit.max_value_bytes,
+        },
+    );
+    match opened {
+        Ok(log) => Ok(audit::SessionAudit::new(Some(log), on_failure)),
+        Err(error @ (AuditError::Key { .. } | AuditError::BadPointer { .. })) => {
+            Err(HostError::Audit(error))
+        }
+        Err(error) if on_failure == OnFailure::Continue => {
+            tracing::error!(%error, "the audit log cannot be opened; this session runs UNAUDITED (audit.on_failure: continue)");
+            Ok(audit::SessionAudit::unavailable(error.to_string()))
+        }
+        Err(error) => Err(HostError::AuditFailed(error.to_string())),
     }
 }
 

@@ -106,8 +106,21 @@ impl Host {
                 );
                 pins.insert(entry.qualified.clone(), state);
             }
+            // A pin that is not on disk is no baseline: those tools are
+            // treated as unpinned (ask; deny with --ci) until a save works.
+            let unsaved = store.unsaved_tools();
             if let Err(error) = store.save() {
-                tracing::error!(%error, "saving tool pins failed");
+                tracing::error!(%error, tools = unsaved.len(), "saving tool pins failed; the tools first seen now are treated as unpinned (ask; deny with --ci)");
+                for (server, tool) in unsaved {
+                    if let Some(entry) = registry.find(&server, &tool) {
+                        pins.insert(
+                            entry.qualified.clone(),
+                            PinState::Unsaved {
+                                error: error.to_string(),
+                            },
+                        );
+                    }
+                }
             }
         }
         for entry in registry.tools() {

@@ -261,6 +261,19 @@ impl PinStore {
         out
     }
 
+    /// `(server, tool)` of every pin recorded in memory but not yet saved
+    /// (after a failed [`PinStore::save`]: those tools have no baseline on
+    /// disk; the next save tries again).
+    pub fn unsaved_tools(&self) -> Vec<(String, String)> {
+        self.pending
+            .iter()
+            .filter_map(|op| match op {
+                PinOp::Insert { server, tool, .. } => Some((server.clone(), tool.clone())),
+                PinOp::Reset(_) => None,
+            })
+            .collect()
+    }
+
     /// Forgets the pins of one server, or all; returns how many tool pins
     /// were removed. Call [`PinStore::save`] after.
     pub fn reset(&mut self, server: Option<&str>) -> usize {

@@ -86,6 +86,21 @@ impl World {
         })
     }
 
+    /// The fixture server counting the calls it receives: each call
+    /// appends the tool's name to the returned file (in its write grant).
+    pub fn counting_fixture(&self) -> (Value, PathBuf) {
+        let dir = self.path("server-calls");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let counter = dir.join("calls.txt");
+        let mut fixture = self.fixture();
+        if let Some(args) = fixture["args"].as_array_mut() {
+            args.push("--count-calls".into());
+            args.push(counter.display().to_string().into());
+        }
+        fixture["sandbox"] = serde_json::json!({"write": [dir]});
+        (fixture, counter)
+    }
+
     pub fn notes(&self, name: &str) -> Value {
         serde_json::json!({
             "command": WARDEN,
@@ -160,5 +175,38 @@ pub fn audit_lines(path: &Path) -> Vec<Value> {
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Every call in an audit log, one object each: its `tool_call` record,
+/// with `outcome` taken from its `tool_result` when it has one (the call
+/// was sent), `pending_outcome` the `tool_call`'s own, and `result` the
+/// `tool_result` record (or null).
+pub fn audit_calls(path: &Path) -> Vec<Value> {
+    let records = audit_lines(path);
+    records
+        .iter()
+        .filter(|r| r["event"] == "tool_call")
+        .map(|call| {
+            let mut merged = call.clone();
+            merged["pending_outcome"] = call["outcome"].clone();
+            let result = records
+                .iter()
+                .find(|r| r["event"] == "tool_result" && r["call_id"] == call["call_id"]);
+            merged["result"] = result.cloned().unwrap_or(Value::Null);
+            if let Some(result) = result {
+                merged["outcome"] = result["outcome"].clone();
+            }
+            merged
+        })
+        .collect()
+}
+
+/// The tool names a counting fixture received, one per call.
+pub fn calls_received(counter: &Path) -> Vec<String> {
+    std::fs::read_to_string(counter)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
         .collect()
 }

@@ -50,6 +50,41 @@ pub enum AuditError {
         seq: u64,
         mode: HashMode,
     },
+    #[error(
+        "audit head file {} holds no valid head ({detail}): it was altered or damaged, or \
+         written under another key; run `warden audit verify {}`",
+        .path.display(), log_of(.path)
+    )]
+    HeadInvalid {
+        path: std::path::PathBuf,
+        detail: String,
+    },
+    #[error(
+        "audit log {} is shorter than its head file: the head says seq {head_seq}, the log ends at \
+         seq {log_seq}, so records {} to {head_seq} were cut off; run `warden audit verify {}`. \
+         Keep the evidence and start a new log file (or move both the log and its .head away)",
+        .path.display(), .log_seq + 1, .path.display()
+    )]
+    Truncated {
+        path: std::path::PathBuf,
+        head_seq: u64,
+        log_seq: u64,
+    },
+    #[error(
+        "audit log {}: its last record (seq {seq}) is not the one its head file names: the log \
+         was rewritten; run `warden audit verify {}`",
+        .path.display(), .path.display()
+    )]
+    HeadMismatch { path: std::path::PathBuf, seq: u64 },
+    #[error(
+        "audit log {}: its head file says the log is {head_mode} but this session uses {ours}: {}",
+        .path.display(), mode_hint(*.ours)
+    )]
+    HeadMode {
+        path: std::path::PathBuf,
+        head_mode: HashMode,
+        ours: HashMode,
+    },
     #[error("audit key from {origin}: {detail}")]
     Key { origin: String, detail: String },
     #[error(
@@ -72,4 +107,12 @@ fn mode_hint(ours: HashMode) -> &'static str {
             "the log was written without a key; use a new log file for keyed records, or no key"
         }
     }
+}
+
+/// The log a head file belongs to, for messages.
+fn log_of(head: &std::path::Path) -> String {
+    let shown = head.display().to_string();
+    shown
+        .strip_suffix(".head")
+        .map_or(shown.clone(), str::to_string)
 }

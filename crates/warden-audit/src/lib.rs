@@ -16,10 +16,27 @@
 //! | `seq` | 1 for the first record of the file, then +1 per record, no gaps, continuing across sessions |
 //! | `ts` | time of writing, RFC 3339 UTC with microseconds (`2026-11-30T08:34:46.123456Z`) |
 //! | `session` | the writing session's id |
-//! | `event` | `session_start`, `server_start`, `server_exit`, `tool_call`, `approval`, `session_end` |
+//! | `event` | `session_start`, `server_start`, `server_exit`, `tool_call`, `tool_result`, `request`, `request_result`, `approval`, `audit_gap`, `session_end` |
 //! | `alg` | `sha256` or `hmac-sha256`: how `hash` was computed (an extension of CONTRACT §6) |
 //! | `prev` | the previous record's `hash`; 64 `0`s for the first record |
 //! | `hash` | lowercase hex SHA-256, or HMAC-SHA-256 under the audit key, of the record's canonical JSON **without** `hash` |
+//!
+//! # Calls: written ahead
+//!
+//! A call is recorded *before* it is sent: a `tool_call` record ([`ToolCallRecord`])
+//! with a fresh `call_id`, the arguments, their digest, the decision and
+//! `outcome: "pending"`, written with [`AuditLog::write_ahead`] (in the file
+//! when it returns, whatever the fsync mode; see "Durability"). How the call
+//! ended follows as a `tool_result` ([`ResultRecord`]) with the same
+//! `call_id`: `ok`, `tool_error`, `rpc_error`, `timeout`, `cancelled` or
+//! `abandoned` (warden stopped waiting without knowing), `duration_ms` and
+//! `result_sha256`. A call refused before it was sent (denied, unknown tool
+//! or server, server unavailable) is one `tool_call` record with that
+//! outcome and no `tool_result`. A pending `tool_call` without a
+//! `tool_result` is a call whose end was never seen (warden was killed).
+//! An `approval` given for a call carries its `call_id`. Requests of the
+//! other kinds of CONTRACT §8 use `request` / `request_result` with a
+//! `kind` ([`RequestKind`]), under the same rules.
 //!
 //! # Canonical JSON
 //!
@@ -48,8 +65,14 @@
 //!
 //! # Content rules
 //!
-//! `tool_call.arguments` have the `redact` JSON pointers (RFC 6901; a `*`
-//! segment matches every member or element) replaced by `"[REDACTED]"`.
+//! `tool_call.arguments` (and `request.arguments`) have the `redact` JSON
+//! pointers (RFC 6901; a `*` segment matches every member or element)
+//! replaced by `"[REDACTED]"`; then every string in them longer than
+//! [`AuditOptions::max_value_bytes`] (`audit.max_value_bytes`, default
+//! 4096) is replaced by `{"prefix", "bytes", "sha256"}`: the first 256
+//! bytes (fewer when the limit is lower; cut at a character boundary, taken
+//! after secrets were scrubbed from the whole string), the length in bytes
+//! and the SHA-256 of the UTF-8 bytes of the value as sent.
 //! Independently, every secret value ([`AuditOptions::secrets`]: warden
 //! passes the values of `env`, `env_from` and `headers`) is replaced by `"[REDACTED]"` inside every string and
 //! object key of every record, and a number whose decimal form contains a
@@ -70,6 +93,18 @@
 //! | `every_record` (default) | the line is written and `fdatasync`ed | nothing acknowledged | nothing acknowledged |
 //! | `batch` (group commit) | the event is time-stamped and queued | the records queued in the last moments | up to [`BATCH_INTERVAL`] of records |
 //! | `never` | the line is written | nothing acknowledged | what the kernel had not flushed |
+//!
+//! [`AuditLog::write_ahead`], for the pending record of a call, returns
+//! only once the record is *in the file* in every mode: `every_record`
+//! writes and `fdatasync`s it (a pending record survives a power loss);
+//! `batch` writes it on the caller's thread with one `write(2)`, after
+//! every record queued before it, and leaves the `fdatasync` to the writer
+//! thread (it survives `kill -9` of warden at once, a power loss after at
+//! most [`BATCH_INTERVAL`]); `never` writes it (it survives `kill -9`, not
+//! a power loss). So with any mode, a call that reached a server has its
+//! pending record in the log unless the machine lost power. A failed write
+//! is an error and leaves nothing behind: the caller must not send the
+//! call (fail closed). Cost per call: BENCHMARKS.md.
 //!
 //! In `batch` a writer thread drains the queue as soon as it is woken,
 //! serialising, chaining and writing the whole batch with one `write(2)`
@@ -112,16 +147,38 @@
 //! bad `seq` and why), or 2 (file unreadable, or an `hmac-sha256` log and
 //! no key: only structure and links could be checked).
 //!
-//! # What the chain cannot show
+//! # The head file: truncation and downgrade
 //!
-//! Removing records from the end at a record boundary leaves a shorter valid
-//! chain. Keep the last hash `verify` prints (or ship records elsewhere) when
-//! that matters; a session without its `session_end` record is also a hint.
+//! A hash chain alone cannot show that its last records were cut off: a
+//! shorter chain is still a valid chain. Beside the log, `FILE.head` holds
+//! the last `seq` and `hash` and the log's mode, in two fixed-size slots
+//! rewritten in place, each with its own SHA-256 (HMAC with the key when
+//! the log is keyed); see the `head` module for the format. It is moved
+//! only to records already in the file (and synced, where the mode
+//! syncs): after each record (`every_record`, `never`), after each sync of
+//! the writer thread (`batch`), and at close; never backwards, so several
+//! processes sharing the log keep one head. A head may lag behind its log,
+//! never run ahead of it. [`AuditLog::open`] refuses a log shorter than its
+//! head, one whose last record is not the one the head names, and a head
+//! in the other mode or that does not verify.
+//!
+//! [`verify`] compares the log with its head: the log must reach the
+//! head's `seq` ([`Problem::Truncated`], naming the first missing `seq`)
+//! and have the head's `hash` there ([`Problem::HeadMismatch`]: a rewritten
+//! log). A head saying the log is keyed makes plain `sha256` records a
+//! [`Problem::ModeMismatch`], as a key does. [`verify_with`] also takes
+//! heads kept elsewhere (`warden audit verify --head SEQ:HASH`; `warden
+//! audit head FILE` prints one). Without a head file, `verify` says so: the
+//! end of the log cannot be vouched for.
+//!
+//! What each protects against, and what none of them can: README.md,
+//! "The audit log".
 
 #![forbid(unsafe_code)]
 
 mod chain;
 mod error;
+mod head;
 mod key;
 mod log;
 mod record;
@@ -129,13 +186,21 @@ mod scrub;
 mod verify;
 
 pub use error::AuditError;
+pub use head::{Head, HeadError, HeadRead, SLOT_SIZE as HEAD_SLOT_SIZE, head_path, read_head};
 pub use key::{args_digest, load_key, result_digest};
-pub use log::{AuditLog, AuditOptions, BATCH_INTERVAL, BATCH_MAX_RECORDS, BATCH_QUEUE_CAP};
-pub use record::{
-    ApprovalAction, Caller, DecisionRecord, Event, FsyncMode, KEY_ENV, Outcome, RECORD_VERSION,
-    REDACTED, ToolCallRecord, ZERO_HASH,
+pub use log::{
+    AuditLog, AuditOptions, BATCH_INTERVAL, BATCH_MAX_RECORDS, BATCH_QUEUE_CAP,
+    DEFAULT_MAX_VALUE_BYTES,
 };
-pub use verify::{Problem, VerifyFailure, VerifyReport, verify, verify_reader};
+pub use record::{
+    ApprovalAction, Caller, DecisionRecord, Event, FsyncMode, KEY_ENV, OnFailure, Outcome,
+    RECORD_VERSION, REDACTED, RequestKind, RequestRecord, RequestResultRecord, ResultRecord,
+    ToolCallRecord, ZERO_HASH,
+};
+pub use verify::{
+    ExpectedHead, Problem, VerifyFailure, VerifyOptions, VerifyReport, verify, verify_reader,
+    verify_reader_with, verify_with,
+};
 
 /// How the chain's `hash` fields are computed (the record's `alg`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -44,31 +44,143 @@ pub enum FsyncMode {
     Never,
 }
 
-/// How a call ended, as recorded and as printed by `warden call --json`.
+/// What a session does when its audit log cannot be written
+/// (`audit.on_failure`, CONTRACT §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFailure {
+    /// Fail closed (default): a call whose pending record cannot be written
+    /// is not sent; a session whose `session_start` cannot be written does
+    /// not start.
+    #[default]
+    FailClosed,
+    /// Run unaudited rather than stop, and say so: on stderr at start, in
+    /// `mcp status`, and with an `audit_gap` record once the log can be
+    /// written again.
+    Continue,
+}
+
+impl OnFailure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFailure::FailClosed => "fail_closed",
+            OnFailure::Continue => "continue",
+        }
+    }
+}
+
+/// What became of a call: the `outcome` of `tool_call` / `tool_result`
+/// records (and of `request` / `request_result`), and of `warden call
+/// --json`. Three groups, and which record carries which:
+///
+/// * [`Outcome::Pending`]: only in a `tool_call` record, written *before*
+///   the call is sent (write-ahead); its `tool_result` says how it ended.
+/// * refusals ([`Outcome::is_refusal`]): the call was never sent; the
+///   `tool_call` record is the only record of it.
+/// * results ([`Outcome::is_result`]): only in the `tool_result` record
+///   that follows a pending `tool_call` with the same `call_id`.
+///
+/// [`Outcome::AuditFailed`] is never in a record: it is what a caller is
+/// told when the pending record could not be written, so the call was not
+/// sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
+    /// Allowed and about to be sent (write-ahead record).
+    Pending,
     Ok,
     /// The server answered with `isError: true`.
     ToolError,
     /// The server answered with a JSON-RPC error, or the transport failed.
     RpcError,
+    /// The server's timeout passed; `notifications/cancelled` was sent.
     Timeout,
-    Denied,
+    /// The caller or the person cancelled; `notifications/cancelled` was sent.
     Cancelled,
+    /// warden stopped waiting without knowing the outcome: a run's deadline,
+    /// warden exiting (SIGTERM, SIGINT), or the caller going away. The
+    /// server may or may not have acted.
+    Abandoned,
+    /// Denied by the pipeline (`decision` says by which stage and why).
+    Denied,
+    /// No tool of that name (the record's `qualified` is the name asked for).
+    UnknownTool,
+    /// No server of that name in the configuration.
+    UnknownServer,
+    /// The server is configured but not connected (failed to start,
+    /// disabled, pending approval, exited).
+    ServerUnavailable,
+    /// The server cannot start because the sandbox it requires is missing.
+    SandboxUnavailable,
+    /// The pending record could not be written, so the call was not sent
+    /// (never in a record).
+    AuditFailed,
 }
 
 impl Outcome {
     pub fn as_str(self) -> &'static str {
         match self {
+            Outcome::Pending => "pending",
             Outcome::Ok => "ok",
             Outcome::ToolError => "tool_error",
             Outcome::RpcError => "rpc_error",
             Outcome::Timeout => "timeout",
-            Outcome::Denied => "denied",
             Outcome::Cancelled => "cancelled",
+            Outcome::Abandoned => "abandoned",
+            Outcome::Denied => "denied",
+            Outcome::UnknownTool => "unknown_tool",
+            Outcome::UnknownServer => "unknown_server",
+            Outcome::ServerUnavailable => "server_unavailable",
+            Outcome::SandboxUnavailable => "sandbox_unavailable",
+            Outcome::AuditFailed => "audit_failed",
         }
     }
+
+    /// A call that was never sent, recorded by its `tool_call` alone.
+    pub fn is_refusal(self) -> bool {
+        matches!(
+            self,
+            Outcome::Denied
+                | Outcome::UnknownTool
+                | Outcome::UnknownServer
+                | Outcome::ServerUnavailable
+                | Outcome::SandboxUnavailable
+                | Outcome::AuditFailed
+        )
+    }
+
+    /// How a sent call ended (the outcome of a `tool_result`).
+    pub fn is_result(self) -> bool {
+        matches!(
+            self,
+            Outcome::Ok
+                | Outcome::ToolError
+                | Outcome::RpcError
+                | Outcome::Timeout
+                | Outcome::Cancelled
+                | Outcome::Abandoned
+        )
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The kind of an MCP request (CONTRACT §8). `tool` requests are recorded
+/// as `tool_call` / `tool_result`; the other kinds as `request` /
+/// `request_result` records carrying this `kind`, under the same
+/// write-ahead and fail-closed rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestKind {
+    Tool,
+    Resource,
+    Prompt,
+    Sampling,
+    Elicitation,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,21 +191,72 @@ pub struct DecisionRecord {
     pub policy_sha256: Option<String>,
 }
 
+/// `tool_call`: a call as asked for and decided. Written *before* the call
+/// is sent (`outcome: pending`), or as the only record of a refusal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallRecord {
-    pub server: String,
-    pub tool: String,
+    /// Links the `tool_result` (and an `approval` given for this call).
+    pub call_id: String,
+    /// `None` when the name asked for resolves to no server.
+    pub server: Option<String>,
+    /// The server's own tool name; `None` when unknown.
+    pub tool: Option<String>,
+    /// `mcp__S__T`; for an unknown tool, the name as the caller gave it.
     pub qualified: String,
     /// Who proposed the call.
     pub caller: Caller,
-    /// Arguments with `redact` pointers replaced by `"[REDACTED]"`.
+    /// Arguments with `redact` pointers replaced by `"[REDACTED]"` and
+    /// strings longer than `max_value_bytes` replaced by `{"prefix",
+    /// "bytes", "sha256"}` (the log does both).
     pub arguments: Value,
+    /// Of the arguments as sent, whole.
     pub args_sha256: String,
-    pub decision: DecisionRecord,
+    /// `None` when the call was refused before the pipeline.
+    pub decision: Option<DecisionRecord>,
+    /// [`Outcome::Pending`] or a refusal.
     pub outcome: Outcome,
+    pub error: Option<String>,
+}
+
+/// `tool_result` (and, with a `kind`, `request_result`): how a call whose
+/// pending record was written ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultRecord {
+    pub call_id: String,
+    /// One of [`Outcome::is_result`].
+    pub outcome: Outcome,
+    /// From the decision to the end of the call.
     pub duration_ms: u64,
+    /// Of the result as received; `None` when there is none.
     pub result_sha256: Option<String>,
     pub error: Option<String>,
+}
+
+/// `request`: a request of another kind than `tool` (CONTRACT §8), written
+/// like a `tool_call`: before it is sent (`pending`), or as the refusal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    pub call_id: String,
+    pub kind: RequestKind,
+    pub server: Option<String>,
+    /// What the rules match: `resource__S`, `prompt__S__P`, `sampling__S`, …
+    pub target: String,
+    pub caller: Caller,
+    /// The request's parameters (a resource's `uri`, a prompt's arguments,
+    /// sampling limits…), redacted and shortened like tool arguments.
+    pub arguments: Value,
+    pub args_sha256: String,
+    pub decision: Option<DecisionRecord>,
+    pub outcome: Outcome,
+    pub error: Option<String>,
+}
+
+/// `request_result`: a [`ResultRecord`] with the request's `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestResultRecord {
+    pub kind: RequestKind,
+    #[serde(flatten)]
+    pub result: ResultRecord,
 }
 
 /// One audit event before the log adds its chain fields. A record parses
@@ -123,11 +286,28 @@ pub enum Event {
         reason: String,
     },
     ToolCall(ToolCallRecord),
+    ToolResult(ResultRecord),
+    Request(RequestRecord),
+    RequestResult(RequestResultRecord),
     Approval {
         server: String,
         config_sha256: String,
         action: ApprovalAction,
         subject: String,
+        /// The call an `ask` answer was given for (`None` for server
+        /// approvals).
+        #[serde(default)]
+        call_id: Option<String>,
+    },
+    /// `audit.on_failure: "continue"`: records were lost while the log
+    /// could not be written; written as soon as it can be again.
+    AuditGap {
+        /// Records that could not be written.
+        lost: u64,
+        /// When the first of them failed (RFC 3339).
+        since: String,
+        /// The first failure.
+        error: String,
     },
     SessionEnd {
         tool_calls: u64,

@@ -130,6 +130,38 @@ impl Scrubber {
         }
     }
 
+    /// Replaces every string inside `value` longer than `max` bytes by
+    /// `{"prefix", "bytes", "sha256"}`: `bytes` and `sha256` (of its UTF-8
+    /// bytes) describe the value as sent; `prefix` is its first
+    /// [`prefix_len`]`(max)` bytes (cut at a character boundary) after
+    /// secrets were scrubbed from the whole string, so a secret the cut
+    /// would split never shows in part.
+    pub(crate) fn shorten_long_strings(&self, value: &mut Value, max: usize) {
+        match value {
+            Value::String(s) if s.len() > max => {
+                let bytes = s.len();
+                let sha256 = warden_core::digest::sha256_hex(s.as_bytes());
+                let clean = self.scrub_str(s).unwrap_or_else(|| std::mem::take(s));
+                let mut cut = prefix_len(max).min(clean.len());
+                while !clean.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                *value = serde_json::json!({
+                    "prefix": &clean[..cut],
+                    "bytes": bytes,
+                    "sha256": sha256,
+                });
+            }
+            Value::Array(items) => items
+                .iter_mut()
+                .for_each(|v| self.shorten_long_strings(v, max)),
+            Value::Object(map) => map
+                .values_mut()
+                .for_each(|v| self.shorten_long_strings(v, max)),
+            _ => {}
+        }
+    }
+
     /// `Some(cleaned)` when `s` contains a secret.
     pub(crate) fn scrub_str(&self, s: &str) -> Option<String> {
         if self.exact.iter().any(|e| e == s) {
@@ -144,6 +176,12 @@ impl Scrubber {
         }
         out
     }
+}
+
+/// How much of a shortened string is kept: 256 bytes, or `max` when that
+/// is smaller.
+pub(crate) fn prefix_len(max: usize) -> usize {
+    max.min(256)
 }
 
 fn redact_at(value: &mut Value, segments: &[String]) {
@@ -219,6 +257,36 @@ mod tests {
             Scrubber::new(&["password".into()], &[]),
             Err(AuditError::BadPointer { .. })
         ));
+    }
+
+    #[test]
+    fn long_strings_are_shortened_everywhere_with_their_size_and_digest() {
+        let secret = "ghp_0123456789abcdef";
+        let s = Scrubber::new(&[], &[secret.into()]).unwrap();
+        // The secret straddles the 256-byte cut: none of it may remain.
+        let long = format!("{}{secret}{}", "a".repeat(250), "é".repeat(3000));
+        let mut v = json!({"short": "x".repeat(10), "long": long, "deep": [{"x": long}], "n": 5});
+        s.shorten_long_strings(&mut v, 4096);
+        let expected = json!({
+            "prefix": format!("{}{}", "a".repeat(250), "[REDAC"),
+            "bytes": long.len(),
+            "sha256": warden_core::digest::sha256_hex(long.as_bytes()),
+        });
+        assert_eq!(v["long"], expected);
+        assert_eq!(v["deep"][0]["x"], expected);
+        assert_eq!(v["short"], json!("x".repeat(10)));
+        assert_eq!(v["n"], json!(5));
+        // A cut inside a multi-byte character moves back to its start.
+        let mut v = json!("é".repeat(200));
+        s.shorten_long_strings(&mut v, 100);
+        assert_eq!(v["prefix"], json!("é".repeat(50)));
+        let mut v = json!("é".repeat(200));
+        s.shorten_long_strings(&mut v, 99);
+        assert_eq!(v["prefix"], json!("é".repeat(49)));
+        // Exactly at the limit: kept.
+        let mut v = json!("y".repeat(64));
+        s.shorten_long_strings(&mut v, 64);
+        assert_eq!(v, json!("y".repeat(64)));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use crate::chain::Hasher;
+use crate::head::{HeadError, head_path, read_head};
 use crate::{HashMode, RECORD_VERSION, ZERO_HASH};
 use warden_core::digest::canonical_json;
 
@@ -20,11 +21,18 @@ pub enum VerifyReport {
         /// `hash` of the last record; 64 zeros for an empty log.
         last_hash: String,
         mode: HashMode,
+        /// The heads the log was checked against (none: the end of the log
+        /// could not be vouched for).
+        heads: Vec<ExpectedHead>,
     },
     /// The records are `hmac-sha256` and no key was given: structure,
     /// `seq` and `prev` links of `count` records are whole, the hashes
     /// themselves were not checked.
-    KeyRequired { count: u64, last_hash: String },
+    KeyRequired {
+        count: u64,
+        last_hash: String,
+        heads: Vec<ExpectedHead>,
+    },
     /// The first problem found; nothing after it was checked.
     Bad(VerifyFailure),
     /// The file could not be read.
@@ -35,6 +43,56 @@ impl VerifyReport {
     pub fn is_ok(&self) -> bool {
         matches!(self, VerifyReport::Ok { .. })
     }
+}
+
+/// A head the log must reach: from its head file, or given (`--head
+/// SEQ:HASH`, e.g. kept by a CI job).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedHead {
+    pub seq: u64,
+    pub hash: String,
+    /// Where it comes from, for messages: the head file's path, or
+    /// `--head`.
+    pub source: String,
+    /// Its own `mac` was checked (a keyed head read without the key: not).
+    pub authenticated: bool,
+}
+
+impl ExpectedHead {
+    /// Parses `SEQ:HASH` (what `warden audit head` prints).
+    pub fn parse(spec: &str, source: &str) -> Result<ExpectedHead, String> {
+        let (seq, hash) = spec
+            .split_once(':')
+            .ok_or_else(|| format!("{spec:?} is not SEQ:HASH"))?;
+        let seq: u64 = seq
+            .trim()
+            .parse()
+            .map_err(|_| format!("{spec:?}: SEQ is not a number"))?;
+        let hash = hash.trim().to_ascii_lowercase();
+        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("{spec:?}: HASH is not 64 hex digits"));
+        }
+        Ok(ExpectedHead {
+            seq,
+            hash,
+            source: source.to_string(),
+            authenticated: true,
+        })
+    }
+}
+
+/// What [`verify_with`] checks besides the chain.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyOptions<'a> {
+    /// With a key, every record must be an HMAC-SHA-256 record under it.
+    pub key: Option<&'a [u8]>,
+    /// Compare with the head file `FILE.head` when there is one.
+    pub head_file: bool,
+    /// Heads kept elsewhere (`--head SEQ:HASH`).
+    pub heads: Vec<ExpectedHead>,
+    /// The log must be keyed (e.g. its head file says so): `sha256`
+    /// records are a downgrade.
+    pub keyed: bool,
 }
 
 /// Where and why a chain breaks.
@@ -78,6 +136,18 @@ pub enum Problem {
     /// The record's `alg` is not the one being verified (e.g. `sha256`
     /// records checked with a key: re-forged without the key).
     ModeMismatch { found: String, expected: HashMode },
+    /// The log ends before its head: records `first..=head_seq` were cut
+    /// off.
+    Truncated {
+        first: u64,
+        head_seq: u64,
+        source: String,
+    },
+    /// The record at the head's `seq` is not the one the head names: the
+    /// log was rewritten.
+    HeadMismatch { head_hash: String, source: String },
+    /// The head file cannot be read or does not verify.
+    HeadInvalid { detail: String },
 }
 
 impl Problem {
@@ -94,6 +164,9 @@ impl Problem {
             Problem::Unparseable { .. } => "unparseable",
             Problem::Malformed { .. } => "malformed",
             Problem::ModeMismatch { .. } => "mode_mismatch",
+            Problem::Truncated { .. } => "truncated",
+            Problem::HeadMismatch { .. } => "head_mismatch",
+            Problem::HeadInvalid { .. } => "head_invalid",
         }
     }
 }
@@ -131,19 +204,125 @@ impl fmt::Display for Problem {
                     ""
                 }
             ),
+            Problem::Truncated {
+                first,
+                head_seq,
+                source,
+            } => {
+                let missing = if first == head_seq {
+                    format!("record seq {first} is")
+                } else {
+                    format!("records seq {first} to {head_seq} are")
+                };
+                write!(
+                    f,
+                    "truncated: {missing} missing: the log ends before the head ({source}) \
+                     names seq {head_seq}; records were cut off its end"
+                )
+            }
+            Problem::HeadMismatch { head_hash, source } => write!(
+                f,
+                "not the record the head ({source}) names (hash {head_hash}): the log was rewritten"
+            ),
+            Problem::HeadInvalid { detail } => write!(f, "head file: {detail}"),
         }
     }
 }
 
-/// Verifies the log at `path`; with `key`, every record must be an
-/// HMAC-SHA-256 record under that key.
+/// Verifies the log at `path` and compares it with its head file when it
+/// has one; with `key`, every record must be an HMAC-SHA-256 record under
+/// that key.
 pub fn verify(path: &Path, key: Option<&[u8]>) -> VerifyReport {
-    match File::open(path) {
-        Ok(file) => verify_reader(BufReader::new(file), key),
-        Err(e) => VerifyReport::Unreadable {
-            message: format!("{}: {e}", path.display()),
+    verify_with(
+        path,
+        &VerifyOptions {
+            key,
+            head_file: true,
+            ..VerifyOptions::default()
         },
+    )
+}
+
+/// [`verify`] with every option: heads kept elsewhere, a key expected.
+///
+/// A head (from the head file or `opts.heads`) must be reached: a log that
+/// ends before its `seq` is [`Problem::Truncated`] (the failure's `seq` is
+/// the first missing record), and the record at its `seq` must have its
+/// `hash` ([`Problem::HeadMismatch`]). A head file that says the log is
+/// keyed makes `sha256` records a [`Problem::ModeMismatch`], as a key does.
+pub fn verify_with(path: &Path, opts: &VerifyOptions<'_>) -> VerifyReport {
+    let mut opts = opts.clone();
+    let mut head_problem = None;
+    let mut file_head_mode = None;
+    if opts.head_file {
+        match read_head(path, opts.key) {
+            Ok(None) => {}
+            Ok(Some(read)) => {
+                opts.keyed |= read.head.mode == HashMode::HmacSha256;
+                file_head_mode = Some(read.head.mode);
+                opts.heads.insert(
+                    0,
+                    ExpectedHead {
+                        seq: read.head.seq,
+                        hash: read.head.hash,
+                        source: head_path(path).display().to_string(),
+                        authenticated: read.authenticated,
+                    },
+                );
+            }
+            Err(HeadError::Unreadable { path, detail }) => {
+                return VerifyReport::Unreadable {
+                    message: format!("head file {path}: {detail}"),
+                };
+            }
+            Err(e @ HeadError::Invalid { .. }) => head_problem = Some(e.to_string()),
+        }
     }
+    let report = match File::open(path) {
+        Ok(file) => verify_reader_with(BufReader::new(file), &opts),
+        Err(e) => {
+            return VerifyReport::Unreadable {
+                message: format!("{}: {e}", path.display()),
+            };
+        }
+    };
+    if let Some(head_mode) = file_head_mode {
+        let log_mode = match &report {
+            VerifyReport::Ok { mode, .. } => Some(*mode),
+            VerifyReport::KeyRequired { .. } => Some(HashMode::HmacSha256),
+            _ => None,
+        };
+        if head_problem.is_none() && log_mode.is_some_and(|m| m != head_mode) {
+            head_problem = Some(format!(
+                "it says the log is {head_mode} but the records are {}: it was replaced",
+                log_mode.map_or("?", HashMode::as_str)
+            ));
+        }
+    }
+    let Some(detail) = head_problem else {
+        return report;
+    };
+    // A problem of the log itself is reported first; else the head's.
+    let (count, last_hash, mode) = match report {
+        VerifyReport::Ok {
+            count,
+            last_hash,
+            mode,
+            ..
+        } => (count, last_hash, Some(mode)),
+        VerifyReport::KeyRequired {
+            count, last_hash, ..
+        } => (count, last_hash, Some(HashMode::HmacSha256)),
+        other => return other,
+    };
+    VerifyReport::Bad(VerifyFailure {
+        seq: count + 1,
+        line: count + 1,
+        problem: Problem::HeadInvalid { detail },
+        verified: count,
+        last_good_hash: last_hash,
+        mode,
+    })
 }
 
 /// One line as read: its bytes without `\n`, and whether it had one.
@@ -164,8 +343,20 @@ fn read_line<R: BufRead>(reader: &mut R) -> std::io::Result<Option<RawLine>> {
     Ok(Some(RawLine { bytes, terminated }))
 }
 
-/// [`verify`] over any reader (e.g. `&bytes[..]`).
-pub fn verify_reader<R: BufRead>(mut reader: R, key: Option<&[u8]>) -> VerifyReport {
+/// [`verify`] over any reader (e.g. `&bytes[..]`), without a head.
+pub fn verify_reader<R: BufRead>(reader: R, key: Option<&[u8]>) -> VerifyReport {
+    verify_reader_with(
+        reader,
+        &VerifyOptions {
+            key,
+            ..VerifyOptions::default()
+        },
+    )
+}
+
+/// [`verify_with`] over any reader; `opts.head_file` is ignored.
+pub fn verify_reader_with<R: BufRead>(mut reader: R, opts: &VerifyOptions<'_>) -> VerifyReport {
+    let key = opts.key;
     let keyed = match key.map(|k| Hasher::new(Some(k))).transpose() {
         Ok(h) => h,
         Err(e) => {
@@ -174,7 +365,10 @@ pub fn verify_reader<R: BufRead>(mut reader: R, key: Option<&[u8]>) -> VerifyRep
             };
         }
     };
-    let mut mode: Option<HashMode> = keyed.as_ref().map(Hasher::mode);
+    let mut mode: Option<HashMode> = keyed
+        .as_ref()
+        .map(Hasher::mode)
+        .or(opts.keyed.then_some(HashMode::HmacSha256));
     let plain = Hasher::Plain;
     let mut count: u64 = 0;
     let mut last_hash = ZERO_HASH.to_string();
@@ -277,15 +471,72 @@ pub fn verify_reader<R: BufRead>(mut reader: R, key: Option<&[u8]>) -> VerifyRep
         if record.prev != last_hash {
             return fail(Problem::PrevMismatch, mode, &last_hash);
         }
+        if let Some(head) = opts
+            .heads
+            .iter()
+            .find(|h| h.seq == record.seq && h.hash != record.hash)
+        {
+            return fail(
+                Problem::HeadMismatch {
+                    head_hash: head.hash.clone(),
+                    source: head.source.clone(),
+                },
+                mode,
+                &last_hash,
+            );
+        }
         count += 1;
         last_hash = record.hash;
     }
+    if let Some(head) = opts
+        .heads
+        .iter()
+        .filter(|h| h.seq > count)
+        .max_by_key(|h| h.seq)
+    {
+        return VerifyReport::Bad(VerifyFailure {
+            seq: count + 1,
+            line: line_no + 1,
+            problem: Problem::Truncated {
+                first: count + 1,
+                head_seq: head.seq,
+                source: head.source.clone(),
+            },
+            verified: count,
+            last_good_hash: last_hash,
+            mode,
+        });
+    }
+    // A head at seq 0 names the empty log.
+    if let Some(head) = opts
+        .heads
+        .iter()
+        .find(|h| h.seq == 0 && h.hash != ZERO_HASH)
+    {
+        return VerifyReport::Bad(VerifyFailure {
+            seq: 0,
+            line: 0,
+            problem: Problem::HeadMismatch {
+                head_hash: head.hash.clone(),
+                source: head.source.clone(),
+            },
+            verified: count,
+            last_good_hash: last_hash,
+            mode,
+        });
+    }
+    let heads = opts.heads.clone();
     match (mode, keyed.is_some()) {
-        (Some(HashMode::HmacSha256), false) => VerifyReport::KeyRequired { count, last_hash },
+        (Some(HashMode::HmacSha256), false) => VerifyReport::KeyRequired {
+            count,
+            last_hash,
+            heads,
+        },
         (m, _) => VerifyReport::Ok {
             count,
             last_hash,
             mode: m.unwrap_or(HashMode::Sha256),
+            heads,
         },
     }
 }

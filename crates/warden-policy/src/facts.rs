@@ -16,6 +16,10 @@ pub enum PinState {
     Changed { changes: Vec<String> },
     /// `--locked` and the lock file has no entry for this tool.
     Unpinned,
+    /// First seen now, but its pin could not be saved (`error` says why):
+    /// there is no baseline to detect a later change against, so the
+    /// tool is treated as unpinned: `ask` (a deny with `--ci`).
+    Unsaved { error: String },
 }
 
 /// One proposed call.

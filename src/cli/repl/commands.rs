@@ -239,13 +239,25 @@ impl Repl {
         };
         let session = self.host.session();
         let mut records: std::collections::VecDeque<Value> = Default::default();
+        // A `tool_result` is shown with its call's name (by call_id).
+        let mut names: std::collections::HashMap<String, Value> = Default::default();
         for line in std::io::BufReader::new(file).lines() {
             let Ok(line) = line else { break };
-            let Ok(record) = serde_json::from_str::<Value>(&line) else {
+            let Ok(mut record) = serde_json::from_str::<Value>(&line) else {
                 continue;
             };
             if record["session"].as_str() != Some(session) {
                 continue;
+            }
+            let id = record["call_id"].as_str().unwrap_or_default().to_string();
+            match record["event"].as_str() {
+                Some("tool_call") => {
+                    names.insert(id, record["qualified"].clone());
+                }
+                Some("tool_result") => {
+                    record["qualified"] = names.get(&id).cloned().unwrap_or_default();
+                }
+                _ => {}
             }
             records.push_back(record);
             if records.len() > n {
@@ -332,6 +344,7 @@ impl Repl {
             config_sha256: server.digest.clone(),
             action: warden_audit::ApprovalAction::Approved,
             subject: "server configuration".to_string(),
+            call_id: None,
         });
         if connect {
             self.spinner.start(&format!("connecting {name}…"));
@@ -408,13 +421,28 @@ fn compact_record(record: &Value) -> String {
     let time = ts.get(11..19).unwrap_or(ts);
     let event = record["event"].as_str().unwrap_or("?");
     let detail = match event {
-        "tool_call" => format!(
-            "{} {} ({}) → {} {}ms",
+        "tool_call" if record["decision"].is_object() => format!(
+            "{} {} ({}) → {}",
             record["qualified"].as_str().unwrap_or("?"),
             record["decision"]["effect"].as_str().unwrap_or("?"),
             record["decision"]["stage"].as_str().unwrap_or("?"),
             record["outcome"].as_str().unwrap_or("?"),
+        ),
+        "tool_call" => format!(
+            "{} → {}",
+            record["qualified"].as_str().unwrap_or("?"),
+            record["outcome"].as_str().unwrap_or("?"),
+        ),
+        "tool_result" => format!(
+            "{} → {} {}ms",
+            record["qualified"].as_str().unwrap_or("?"),
+            record["outcome"].as_str().unwrap_or("?"),
             record["duration_ms"].as_u64().unwrap_or(0)
+        ),
+        "audit_gap" => format!(
+            "{} records lost since {}",
+            record["lost"],
+            record["since"].as_str().unwrap_or("?")
         ),
         "server_start" => format!(
             "{} pid {}",
@@ -501,10 +529,16 @@ mod tests {
     fn records_are_compact() {
         let r = json!({"seq": 3, "ts": "2026-01-01T10:11:12Z", "event": "tool_call",
             "qualified": "mcp__notes__read_note", "decision": {"effect": "allow", "stage": "rules"},
-            "outcome": "ok", "duration_ms": 4});
+            "outcome": "pending"});
         assert_eq!(
             compact_record(&r),
-            "    3 10:11:12 tool_call     mcp__notes__read_note allow (rules) → ok 4ms"
+            "    3 10:11:12 tool_call     mcp__notes__read_note allow (rules) → pending"
+        );
+        let r = json!({"seq": 4, "ts": "2026-01-01T10:11:12Z", "event": "tool_result",
+            "qualified": "mcp__notes__read_note", "outcome": "ok", "duration_ms": 4});
+        assert_eq!(
+            compact_record(&r),
+            "    4 10:11:12 tool_result   mcp__notes__read_note → ok 4ms"
         );
     }
 }

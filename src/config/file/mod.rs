@@ -25,8 +25,8 @@ use super::error::{ConfigError, ErrorKind};
 use super::expand::{self, EnvLookup, ExpandError};
 use super::json::{self, Kind, Member, Node, Pos, push_index, push_key};
 use super::{
-    AuditConfig, FsyncMode, Limits, NetworkSpec, RemoteConfig, SandboxSpec, Scope, Secret,
-    ServerConfig, StdioConfig, TransportConfig, Trust,
+    AuditConfig, FsyncMode, Limits, NetworkSpec, OnFailure, RemoteConfig, SandboxSpec, Scope,
+    Secret, ServerConfig, StdioConfig, TransportConfig, Trust,
 };
 
 const TOP_KEYS: &[&str] = &[
@@ -53,7 +53,9 @@ const LIMIT_KEYS: &[&str] = &[
     "private_mb",
 ];
 const PERMISSION_KEYS: &[&str] = &["allow", "ask", "deny"];
-const AUDIT_KEYS: &[&str] = &["path", "redact", "fsync"];
+const AUDIT_KEYS: &[&str] = &["path", "redact", "fsync", "on_failure", "max_value_bytes"];
+/// Upper bound of `audit.max_value_bytes` (16 MiB, rmcp's own line limit).
+const MAX_VALUE_BYTES: u64 = 16 << 20;
 
 /// Largest value accepted for any sandbox limit.
 pub const MAX_LIMIT: u64 = 1 << 32;

@@ -163,6 +163,49 @@ impl Ctx<'_> {
                 }
             };
         }
+        if let Some(m) = get(fields, "on_failure") {
+            audit.on_failure = match self.string(&m.value, "audit.on_failure")? {
+                "fail_closed" => OnFailure::FailClosed,
+                "continue" => OnFailure::Continue,
+                other => {
+                    return Err(self.err(
+                        ErrorKind::InvalidValue,
+                        "audit.on_failure",
+                        m.value.pos,
+                        format!("unknown on_failure mode `{}`", short(other)),
+                        Some(
+                            "use \"fail_closed\" (default: a call that cannot be recorded is not \
+                             sent) or \"continue\" (run unaudited when the log fails)"
+                                .into(),
+                        ),
+                    ));
+                }
+            };
+        }
+        if let Some(m) = get(fields, "max_value_bytes") {
+            let value = match &m.value.kind {
+                Kind::Number(n) => n.as_u64(),
+                _ => {
+                    return Err(self.wrong_type(
+                        &m.value,
+                        "audit.max_value_bytes",
+                        "a whole number",
+                    ));
+                }
+            };
+            audit.max_value_bytes = value
+                .filter(|v| (16..=MAX_VALUE_BYTES).contains(v))
+                .and_then(|v| usize::try_from(v).ok())
+                .ok_or_else(|| {
+                    self.err(
+                        ErrorKind::InvalidValue,
+                        "audit.max_value_bytes",
+                        m.value.pos,
+                        format!("must be a whole number from 16 to {MAX_VALUE_BYTES}"),
+                        Some("remove the key to get the default (4096)".into()),
+                    )
+                })?;
+        }
         Ok(audit)
     }
 }

@@ -157,6 +157,17 @@ impl Pipeline {
                     (Some(Effect::Ask), vec![msg])
                 }
             }
+            PinState::Unsaved { error } => {
+                let msg = format!(
+                    "the tool's definition could not be pinned ({error}), so a later change \
+                     would go unnoticed"
+                );
+                if self.locked {
+                    (Some(Effect::Deny), vec![format!("{msg} (--locked)")])
+                } else {
+                    (Some(Effect::Ask), vec![msg])
+                }
+            }
             PinState::Unpinned => (
                 Some(Effect::Deny),
                 vec![format!(

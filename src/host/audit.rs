@@ -1,0 +1,216 @@
+//! The session's side of the audit log: write-ahead and fail-closed
+//! (CONTRACT §6). [`SessionAudit::write_ahead`] is what a call must pass
+//! before it is sent; [`SessionAudit::record`] writes everything else. With
+//! `audit.on_failure: "continue"` a failed write-ahead lets the call go on,
+//! loudly; in either mode, records that could not be written are counted
+//! and an `audit_gap` record says so as soon as the log takes writes again.
+
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use warden_audit::{AuditError, AuditLog, Event, FsyncMode, HashMode, OnFailure};
+
+/// The session's audit log, and what to do when it fails.
+pub(crate) struct SessionAudit {
+    log: Option<Arc<AuditLog>>,
+    on_failure: OnFailure,
+    /// Why there is no log although one was configured (`continue` only:
+    /// a fail-closed session does not start without its log).
+    unavailable: Option<String>,
+    gap: Mutex<Option<Gap>>,
+}
+
+/// Records lost since the log last took a write.
+struct Gap {
+    lost: u64,
+    since: String,
+    error: String,
+}
+
+/// The pending record of a call could not be written, and the session
+/// fails closed: the call must not be sent.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the audit log could not record the call, so it was not sent: {0}")]
+pub struct AuditRefusal(pub String);
+
+/// What `mcp status` shows about the audit log.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditStatus {
+    /// `None`: no log configured (nor `--audit`).
+    pub path: Option<std::path::PathBuf>,
+    pub head: Option<std::path::PathBuf>,
+    pub fsync: Option<FsyncMode>,
+    /// `sha256` or `hmac-sha256`.
+    pub mode: Option<&'static str>,
+    /// `fail_closed`, or `continue` (calls go on unaudited when the log
+    /// fails).
+    pub on_failure: OnFailure,
+    /// `ok`, `off` (no log), `failing` (records are being lost) or
+    /// `unavailable` (`continue` and the log could not be opened).
+    pub state: &'static str,
+    /// Records lost so far, not yet reported by an `audit_gap` record.
+    pub lost: u64,
+    pub error: Option<String>,
+}
+
+impl SessionAudit {
+    pub(crate) fn new(log: Option<AuditLog>, on_failure: OnFailure) -> SessionAudit {
+        SessionAudit {
+            log: log.map(Arc::new),
+            on_failure,
+            unavailable: None,
+            gap: Mutex::new(None),
+        }
+    }
+
+    /// `continue` and the configured log could not be opened: the session
+    /// runs unaudited.
+    pub(crate) fn unavailable(error: String) -> SessionAudit {
+        SessionAudit {
+            log: None,
+            on_failure: OnFailure::Continue,
+            gap: Mutex::new(Some(Gap {
+                lost: 0,
+                since: now(),
+                error: error.clone(),
+            })),
+            unavailable: Some(error),
+        }
+    }
+
+    pub(crate) fn log(&self) -> Option<&Arc<AuditLog>> {
+        self.log.as_ref()
+    }
+
+    /// Writes `event` so that it is in the file before the caller goes on
+    /// (`AuditLog::write_ahead`). `Err`: it is not, and the session fails
+    /// closed. With `on_failure: continue` a failure is reported and
+    /// counted, and the caller goes on.
+    pub(crate) fn write_ahead(&self, event: Event) -> Result<(), AuditRefusal> {
+        let Some(log) = &self.log else {
+            if self.unavailable.is_some() {
+                self.lost(None);
+            }
+            return Ok(());
+        };
+        self.report_gap(log);
+        match blocking(|| log.write_ahead(event)) {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                self.lost(Some(&error));
+                match self.on_failure {
+                    OnFailure::FailClosed => Err(AuditRefusal(error.to_string())),
+                    OnFailure::Continue => {
+                        tracing::error!(%error, "the audit log could not record a call; sending it anyway (audit.on_failure: continue)");
+                        Ok(())
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes `event` (queued in `batch`). A failure loses the record: it
+    /// is reported and counted, never silent.
+    pub(crate) fn record(&self, event: Event) {
+        let Some(log) = &self.log else {
+            if self.unavailable.is_some() {
+                self.lost(None);
+            }
+            return;
+        };
+        self.report_gap(log);
+        if let Err(error) = blocking(|| log.append(event)) {
+            tracing::error!(%error, "writing the audit log failed; the record is lost");
+            self.lost(Some(&error));
+        }
+    }
+
+    fn lost(&self, error: Option<&AuditError>) {
+        let mut gap = lock(&self.gap);
+        let gap = gap.get_or_insert_with(|| Gap {
+            lost: 0,
+            since: now(),
+            error: error.map_or_else(
+                || self.unavailable.clone().unwrap_or_default(),
+                ToString::to_string,
+            ),
+        });
+        gap.lost += 1;
+    }
+
+    /// The log takes writes (as far as we know): first say what was lost.
+    fn report_gap(&self, log: &AuditLog) {
+        let mut slot = lock(&self.gap);
+        let Some(gap) = slot.as_ref() else {
+            return;
+        };
+        let event = Event::AuditGap {
+            lost: gap.lost,
+            since: gap.since.clone(),
+            error: gap.error.clone(),
+        };
+        if blocking(|| log.append(event)).is_ok() {
+            tracing::warn!(
+                lost = gap.lost,
+                "the audit log takes writes again; an audit_gap record says what was lost"
+            );
+            *slot = None;
+        }
+    }
+
+    pub(crate) fn status(&self) -> AuditStatus {
+        let lost = lock(&self.gap).as_ref().map_or(0, |g| g.lost);
+        let gap_error = lock(&self.gap).as_ref().map(|g| g.error.clone());
+        match &self.log {
+            Some(log) => AuditStatus {
+                path: Some(log.path().to_path_buf()),
+                head: log.head_path().map(std::path::Path::to_path_buf),
+                fsync: Some(log.fsync()),
+                mode: Some(match log.mode() {
+                    HashMode::Sha256 => "sha256",
+                    HashMode::HmacSha256 => "hmac-sha256",
+                }),
+                on_failure: self.on_failure,
+                state: if gap_error.is_some() { "failing" } else { "ok" },
+                lost,
+                error: gap_error,
+            },
+            None => AuditStatus {
+                path: None,
+                head: None,
+                fsync: None,
+                mode: None,
+                on_failure: self.on_failure,
+                state: if self.unavailable.is_some() {
+                    "unavailable"
+                } else {
+                    "off"
+                },
+                lost,
+                error: self.unavailable.clone(),
+            },
+        }
+    }
+}
+
+/// Runs an audit write that may block (`every_record` syncs to disk) off
+/// the async workers' backs where the runtime allows it.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
+    }
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

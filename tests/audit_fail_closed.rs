@@ -1,0 +1,354 @@
+//! Fail closed, with real processes and a server that counts the calls it
+//! receives: when the audit log cannot take the pending record, the call is
+//! not sent (`audit_failed`, exit 1) and the server never sees it; a
+//! session whose `session_start` cannot be written does not start.
+//! `audit.on_failure: "continue"` sends calls anyway, says so, and records
+//! the gap once the log takes writes again.
+//!
+//! A log that fails in the middle of a session is made with `prlimit`:
+//! warden runs with SIGXFSZ ignored, and its file size limit is lowered to
+//! the log's current size, so the next write fails with EFBIG.
+
+mod gateway_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use gateway_support::cli_support::{audit_lines, calls_received, stderr};
+use gateway_support::{TestClient, World, call, eventually, is_error, text_of};
+use rmcp::ServiceExt;
+use serde_json::{Value, json};
+
+fn counting_world(audit: Value) -> (World, PathBuf) {
+    let world = World::new();
+    let (fixture, counter) = world.counting_fixture();
+    world.write_config(&json!({
+        "mcpServers": {"fx": fixture},
+        "permissions": {"allow": ["mcp__fx__*"]},
+        "audit": audit,
+    }));
+    (world, counter)
+}
+
+fn json_of(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON object ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            stderr(output)
+        )
+    })
+}
+
+/// One message on stderr, the one `--json`'s `error` carries.
+fn assert_one_message(output: &Output, needle: &str) {
+    let err = stderr(output);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "one clear message, got:\n{err}");
+    assert!(
+        lines[0].starts_with("warden: ") && lines[0].contains(needle),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unwritable_log_dev_full_refuses_the_call_and_the_server_never_sees_it() {
+    let (world, counter) = counting_world(json!({}));
+    let output = world.run(&["--audit", "/dev/full", "--json", "call", "fx", "echo"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report = json_of(&output);
+    assert_eq!(report["outcome"], "audit_failed", "{report}");
+    assert_eq!(report["server"], "fx");
+    assert!(report["decision"].is_null() && report["result"].is_null());
+    let error = report["error"].as_str().unwrap_or_default();
+    assert!(error.contains("No space left on device"), "{error}");
+    assert!(error.contains("does not start"), "{error}");
+    assert_one_message(&output, "No space left on device");
+    assert!(
+        calls_received(&counter).is_empty(),
+        "the server saw the call"
+    );
+    // The session did not start: not even the server was launched.
+    assert!(eventually(5.0, || world.leftover_processes().is_empty()));
+
+    // Without --json: the same single message, exit 1, nothing on stdout.
+    let output = world.run(&["--audit", "/dev/full", "call", "fx", "echo"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty());
+    assert_one_message(&output, "No space left on device");
+    // And `mcp status` does not run unaudited either.
+    let output = world.run(&["--audit", "/dev/full", "--json", "mcp", "status"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(json_of(&output)["error"]["kind"], "audit_failed");
+    assert!(calls_received(&counter).is_empty());
+    assert!(!Path::new("/dev/full.head").exists());
+}
+
+/// `warden ARGS…` with `log` read-only: for root (whom file modes do not
+/// stop) a read-only bind mount in a private mount namespace; else mode
+/// 0444.
+fn with_read_only_log(world: &World, log: &Path, args: &[&str]) -> Output {
+    let warden = world.warden(args);
+    if !nix::unistd::geteuid().is_root() {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(log, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let mut warden = warden;
+        return warden.output().expect("run warden");
+    }
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "--mount",
+        "sh",
+        "-c",
+        r#"mount --bind -o ro "$0" "$0" && exec "$@""#,
+    ])
+    .arg(log)
+    .arg(warden.get_program())
+    .args(warden.get_args());
+    for (key, value) in warden.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    if let Some(dir) = warden.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    cmd.output().expect("run unshare")
+}
+
+#[test]
+fn a_read_only_log_refuses_the_call_and_the_server_never_sees_it() {
+    let (world, counter) = counting_world(json!({"path": "audit.jsonl"}));
+    let log = world.workspace.join("audit.jsonl");
+    // A first session writes the log (and the server counts its call).
+    let output = world.run(&["call", "fx", "echo"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(calls_received(&counter), ["echo"]);
+    let before = std::fs::read(&log).unwrap();
+
+    let output = with_read_only_log(&world, &log, &["--json", "call", "fx", "echo"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report = json_of(&output);
+    assert_eq!(report["outcome"], "audit_failed", "{report}");
+    let error = report["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("Read-only file system") || error.contains("Permission denied"),
+        "{error}"
+    );
+    assert_eq!(
+        calls_received(&counter),
+        ["echo"],
+        "the server saw the call"
+    );
+    assert_eq!(std::fs::read(&log).unwrap(), before, "the log changed");
+    assert!(eventually(5.0, || world.leftover_processes().is_empty()));
+}
+
+/// A running `warden gateway --stdio` with SIGXFSZ ignored, and a client.
+struct Gateway {
+    client: rmcp::service::RunningService<rmcp::RoleClient, TestClient>,
+    child: tokio::process::Child,
+    stderr: tokio::task::JoinHandle<String>,
+}
+
+impl Gateway {
+    async fn start(world: &World) -> Gateway {
+        let warden = world.warden(&["gateway", "--stdio"]);
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", r#"trap "" XFSZ; exec "$0" "$@""#])
+            .arg(warden.get_program())
+            .args(warden.get_args());
+        for (key, value) in warden.get_envs() {
+            match value {
+                Some(value) => cmd.env(key, value),
+                None => cmd.env_remove(key),
+            };
+        }
+        if let Some(dir) = warden.get_current_dir() {
+            cmd.current_dir(dir);
+        }
+        let mut cmd = tokio::process::Command::from(cmd);
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().expect("spawn gateway");
+        let stdout = child.stdout.take().expect("stdout");
+        let stdin = child.stdin.take().expect("stdin");
+        let mut err = child.stderr.take().expect("stderr");
+        let stderr = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = tokio::io::AsyncReadExt::read_to_string(&mut err, &mut text).await;
+            text
+        });
+        let client = tokio::time::timeout(
+            Duration::from_secs(60),
+            TestClient::plain().serve((stdout, stdin)),
+        )
+        .await
+        .expect("initialize in time")
+        .expect("initialize");
+        Gateway {
+            client,
+            child,
+            stderr,
+        }
+    }
+
+    /// Sets the gateway's file size limit (`None`: unlimited).
+    fn limit_file_size(&self, bytes: Option<u64>) {
+        let pid = self.child.id().expect("running").to_string();
+        let limit = bytes.map_or("unlimited".to_string(), |b| format!("{b}:unlimited"));
+        let status = Command::new("prlimit")
+            .args(["--pid", &pid, &format!("--fsize={limit}")])
+            .status()
+            .expect("run prlimit");
+        assert!(status.success(), "prlimit failed");
+    }
+
+    async fn echo(&self) -> rmcp::model::CallToolResult {
+        self.client
+            .call_tool(call("fx__echo", json!({"message": "hi"})))
+            .await
+            .expect("a result")
+    }
+
+    async fn finish(mut self) -> String {
+        let _ = self.client.cancel().await;
+        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("the gateway exits after its client disconnects")
+            .expect("wait");
+        let stderr = self.stderr.await.unwrap_or_default();
+        assert!(
+            status.success(),
+            "gateway exit {status:?}; stderr:\n{stderr}"
+        );
+        stderr
+    }
+}
+
+fn log_size(log: &Path) -> u64 {
+    std::fs::metadata(log).map_or(0, |m| m.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_that_fails_mid_session_refuses_the_call_and_the_server_never_sees_it() {
+    let (world, counter) = counting_world(json!({"path": "audit.jsonl", "fsync": "batch"}));
+    let log = world.workspace.join("audit.jsonl");
+    let gateway = Gateway::start(&world).await;
+    assert!(!is_error(&gateway.echo().await));
+    assert_eq!(calls_received(&counter), ["echo"]);
+    // Everything so far is in the file; then the disk "fills up".
+    assert!(eventually(10.0, || audit_lines(&log)
+        .iter()
+        .any(|r| r["event"] == "tool_result")));
+    let size = log_size(&log);
+    gateway.limit_file_size(Some(size));
+
+    let refused = gateway.echo().await;
+    assert!(is_error(&refused));
+    let text = text_of(&refused);
+    assert!(
+        text.contains("audit_failed") && text.contains("not sent") && text.contains("too large"),
+        "{text}"
+    );
+    assert_eq!(
+        calls_received(&counter),
+        ["echo"],
+        "the server saw the call"
+    );
+    assert_eq!(
+        log_size(&log),
+        size,
+        "nothing (not even a part) was written"
+    );
+
+    // The disk has room again: calls go through, and the log says what
+    // it could not record meanwhile.
+    gateway.limit_file_size(None);
+    assert!(!is_error(&gateway.echo().await));
+    assert_eq!(calls_received(&counter), ["echo", "echo"]);
+    gateway.finish().await;
+    let records = audit_lines(&log);
+    let gap = records
+        .iter()
+        .position(|r| r["event"] == "audit_gap")
+        .expect("an audit_gap record");
+    assert!(records[gap]["lost"].as_u64() >= Some(1), "{}", records[gap]);
+    assert!(
+        records[gap]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("too large")),
+        "{}",
+        records[gap]
+    );
+    let pending: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "tool_call" && r["outcome"] == "pending")
+        .collect();
+    assert_eq!(pending.len(), 2, "only the two calls that were sent");
+    assert!(pending[1]["seq"].as_u64() > records[gap]["seq"].as_u64());
+    let verify = world.run(&["audit", "verify", log.to_str().unwrap()]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_failure_continue_runs_unaudited_loudly_and_records_the_gap() {
+    let (world, counter) = counting_world(json!({"path": "audit.jsonl", "on_failure": "continue"}));
+    let log = world.workspace.join("audit.jsonl");
+
+    // `mcp status` says so, in text and JSON.
+    let status = world.run(&["mcp", "status"]);
+    assert_eq!(status.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("on_failure: continue") && text.contains("UNAUDITED"),
+        "{text}"
+    );
+    assert!(
+        stderr(&status).contains("on_failure is \"continue\""),
+        "{}",
+        stderr(&status)
+    );
+    let status = world.run(&["--json", "mcp", "status"]);
+    let document: Value = serde_json::from_slice(&status.stdout).expect("json");
+    assert_eq!(document["audit"]["on_failure"], "continue");
+    assert_eq!(document["audit"]["state"], "ok");
+
+    let gateway = Gateway::start(&world).await;
+    assert!(!is_error(&gateway.echo().await));
+    let size = log_size(&log);
+    gateway.limit_file_size(Some(size));
+    // Not recorded, but sent: that is what `continue` means.
+    assert!(!is_error(&gateway.echo().await));
+    assert_eq!(calls_received(&counter), ["echo", "echo"]);
+    assert_eq!(log_size(&log), size);
+    gateway.limit_file_size(None);
+    assert!(!is_error(&gateway.echo().await));
+    let stderr = gateway.finish().await;
+    // Loud: at start, and when a call went out unrecorded.
+    assert!(stderr.contains("on_failure is \"continue\""), "{stderr}");
+    assert!(stderr.contains("sending it anyway"), "{stderr}");
+
+    let records = audit_lines(&log);
+    let gap = records
+        .iter()
+        .find(|r| r["event"] == "audit_gap")
+        .expect("an audit_gap record");
+    // The unrecorded call's pending record and its result.
+    assert!(gap["lost"].as_u64() >= Some(2), "{gap}");
+    assert_eq!(calls_received(&counter).len(), 3);
+    let verify = world.run(&["audit", "verify", log.to_str().unwrap()]);
+    assert_eq!(verify.status.code(), Some(0));
+
+    // The default is fail-closed, and `mcp status` says that too.
+    let (world, _) = counting_world(json!({"path": "audit.jsonl"}));
+    let status = world.run(&["--json", "mcp", "status"]);
+    let document: Value = serde_json::from_slice(&status.stdout).expect("json");
+    assert_eq!(document["audit"]["on_failure"], "fail_closed");
+    let status = world.run(&["mcp", "status"]);
+    assert!(String::from_utf8_lossy(&status.stdout).contains("fail-closed"));
+}
