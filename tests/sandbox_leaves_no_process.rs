@@ -223,6 +223,11 @@ fn kill_9_leaves_no_cgroup_behind() {
     );
     assert!(folder.exists(), "nothing to sweep: the test proves nothing");
     let o = run(&["/bin/true"]).output().expect("sandbox exec");
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(!folder.exists(), "the stale cgroup {mine} was not swept");
 }

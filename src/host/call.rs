@@ -18,8 +18,8 @@ use crate::registry::{ToolEntry, qualified_name};
 use futures::future::BoxFuture;
 pub use warden_audit::Caller;
 use warden_audit::{
-    ApprovalAction, DecisionRecord, Event, Outcome, RequestKind, RequestResultRecord,
-    ResultRecord, ToolCallRecord,
+    ApprovalAction, DecisionRecord, Event, Outcome, RequestKind, RequestResultRecord, ResultRecord,
+    ToolCallRecord,
 };
 use warden_core::TransportKind;
 use warden_core::digest::sha256_json;
