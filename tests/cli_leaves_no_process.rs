@@ -1,5 +1,5 @@
 //! Stopping warden — normally, on SIGTERM or SIGINT mid-call — leaves no
-//! server process behind, and the interrupted call is audited as cancelled.
+//! server process behind, and the interrupted call is audited as abandoned.
 
 mod cli_support;
 
@@ -69,7 +69,14 @@ fn interrupt_mid_call(signal: Signal) {
         .iter()
         .find(|r| r["event"] == "tool_call")
         .expect("a tool_call record");
-    assert_eq!(call["outcome"], "cancelled", "{call}");
+    // Written ahead as pending; warden exiting mid-call gives it up: the
+    // result record says `abandoned` (CONTRACT §6), never nothing.
+    assert_eq!(call["outcome"], "pending", "{call}");
+    let result = records
+        .iter()
+        .find(|r| r["event"] == "tool_result" && r["call_id"] == call["call_id"])
+        .expect("a tool_result record for the interrupted call");
+    assert_eq!(result["outcome"], "abandoned", "{result}");
     assert!(records.iter().any(|r| r["event"] == "session_end"));
     let verify = world.run(&[
         "audit",
@@ -80,12 +87,12 @@ fn interrupt_mid_call(signal: Signal) {
 }
 
 #[test]
-fn sigterm_mid_call_leaves_nothing_and_audits_cancelled() {
+fn sigterm_mid_call_leaves_nothing_and_audits_abandoned() {
     interrupt_mid_call(Signal::SIGTERM);
 }
 
 #[test]
-fn sigint_mid_call_leaves_nothing_and_audits_cancelled() {
+fn sigint_mid_call_leaves_nothing_and_audits_abandoned() {
     interrupt_mid_call(Signal::SIGINT);
 }
 

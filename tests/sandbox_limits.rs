@@ -267,7 +267,7 @@ fn an_explicit_limit_the_host_cannot_enforce_stops_the_server() {
     let out = run(&["sandbox", "check", "--server", "default", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", cli_support::stderr(&out));
     let summary = cli_support::stdout_json(&out);
-    let memory = summary["limit_report"]
+    let memory = summary["profile"]["limit_report"]
         .as_array()
         .and_then(|l| l.iter().find(|r| r["limit"] == "memory_mb"))
         .cloned()
