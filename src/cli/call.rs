@@ -23,6 +23,7 @@ pub fn run(
     let mut options = session::host_options(global, Mode::Interactive)?;
     options.only_servers = vec![server.to_string()];
     let json = global.json;
+    let stdout = output::Stdout::for_results(global);
     let limit = super::run::limits(global)?.timeout;
     session::run_async(|cancel| async move {
         // `--timeout`: the whole command, connecting included.
@@ -66,7 +67,7 @@ pub fn run(
             }
             super::json::print("call", serde_json::to_value(&report)?)?;
         } else {
-            output::print_call_report(&report);
+            output::print_call_report(&report, stdout);
         }
         Ok(code)
     })

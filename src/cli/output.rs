@@ -1,33 +1,77 @@
 //! Human-readable output shared by commands.
 
+use std::borrow::Cow;
+use std::io::{IsTerminal, Write};
+
 use serde_json::Value;
 
+use super::GlobalArgs;
 use crate::host::CallReport;
 use warden_audit::Outcome;
+use warden_core::display;
 
-/// Prints a call's result for a person: text blocks as they are, other
-/// blocks summarised on one line each, then the decision on stderr.
-pub fn print_call_report(report: &CallReport) {
-    if let Some(result) = &report.result {
-        for line in render_result(result) {
-            println!("{line}");
+/// How the text a server or a model wrote reaches stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stdout {
+    /// Byte for byte: stdout is a pipe or a file (the text is data for
+    /// whatever reads it), or `--raw` asked for it.
+    Exact,
+    /// Through [`display::text`]: a person reads it on a terminal.
+    Shown,
+}
+
+impl Stdout {
+    /// Exact unless a person is reading: stdout is a terminal and
+    /// `--raw` was not given.
+    pub fn for_results(global: &GlobalArgs) -> Stdout {
+        if global.raw || !std::io::stdout().is_terminal() {
+            Stdout::Exact
+        } else {
+            Stdout::Shown
         }
     }
+
+    pub fn apply<'a>(self, text: &'a str) -> Cow<'a, str> {
+        match self {
+            Stdout::Exact => Cow::Borrowed(text),
+            Stdout::Shown => display::text(text),
+        }
+    }
+}
+
+/// Prints one result text on stdout (with a final newline); a closed pipe
+/// (`| head`) is not an error.
+pub fn print_result_text(text: &str, stdout: Stdout) {
+    let mut out = std::io::stdout().lock();
+    let _ = out
+        .write_all(stdout.apply(text).as_bytes())
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+}
+
+/// Prints a call's result for a person: text blocks as they are, other
+/// blocks summarised on one line each, then the decision on stderr (where
+/// a server's error text is always neutralised: stderr is for people).
+pub fn print_call_report(report: &CallReport, stdout: Stdout) {
+    if let Some(result) = &report.result {
+        for line in render_result(result) {
+            print_result_text(&line, stdout);
+        }
+    }
+    let error = |fallback: &'static str| display::text(report.error.as_deref().unwrap_or(fallback));
     match report.outcome {
         Outcome::Ok => {}
         Outcome::Denied => match &report.decision {
-            Some(d) => eprintln!("denied by the {} stage: {}", d.stage, d.reasons.join("; ")),
+            Some(d) => eprintln!(
+                "denied by the {} stage: {}",
+                d.stage,
+                display::text(&d.reasons.join("; "))
+            ),
             None => eprintln!("denied"),
         },
         Outcome::ToolError => eprintln!("the tool reported an error"),
-        outcome if outcome.is_refusal() => {
-            eprintln!("warden: {}", report.error.as_deref().unwrap_or("refused"));
-        }
-        other => eprintln!(
-            "{}: {}",
-            other.as_str(),
-            report.error.as_deref().unwrap_or("no detail")
-        ),
+        outcome if outcome.is_refusal() => eprintln!("warden: {}", error("refused")),
+        other => eprintln!("{}: {}", other.as_str(), error("no detail")),
     }
 }
 

@@ -60,8 +60,8 @@ mod auth;
 pub use auth::{Tokens, generate as generate_token, read_token_file};
 
 use crate::host::{CallReport, CallRequest, Caller, Host, ToolRef};
-use crate::terminal::sanitize_for_terminal;
 use warden_audit::Outcome;
+use warden_core::display;
 use warden_policy::{AskAnswer, AskPrompt, Asker, Mode};
 
 /// How long a client has to answer an elicitation before the call is denied.
@@ -467,19 +467,23 @@ fn elicitation_message(prompt: &AskPrompt, exposed_name: &str) -> String {
         prompt
             .argument_lines
             .iter()
-            .map(|l| format!("\n  {}: {}", l.key, l.value))
+            .map(|l| format!("\n  {}: {}", display::line(&l.key), display::line(&l.value)))
             .collect::<String>()
     };
-    sanitize_for_terminal(&format!(
+    // The client shows this to the person who approves: every part a
+    // server, model or rule supplied is one neutralised field (as on
+    // warden's own terminal, `terminal::render_prompt`).
+    format!(
         "warden asks before this tool call runs.\n\
-         server: {server}\ntool: {tool} (as {exposed_name})\narguments:{args}\n\
+         server: {server}\ntool: {tool} (as {exposed})\narguments:{args}\n\
          why warden asks (stage `{stage}`): {reasons}\n\
          Choose allow_once to run this call once, or deny.",
-        server = prompt.server,
-        tool = prompt.tool,
+        server = display::line(&prompt.server),
+        tool = display::line(&prompt.tool),
+        exposed = display::line(exposed_name),
         stage = prompt.stage,
-        reasons = prompt.reasons.join("; "),
-    ))
+        reasons = display::line(&prompt.reasons.join("; ")),
+    )
 }
 
 /// Serves one client over stdin/stdout until it disconnects or `stop` is

@@ -95,6 +95,30 @@ pub fn bytes(raw: &[u8], layout: Layout) -> String {
     out
 }
 
+/// [`neutralise`] on every string inside a JSON value, keys included: for
+/// a document whose fields are then laid out for a person (`mcp status`).
+pub fn neutralise_json(value: &mut serde_json::Value, layout: Layout) {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => {
+            if let Cow::Owned(shown) = neutralise(s, layout) {
+                *s = shown;
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| neutralise_json(item, layout)),
+        Value::Object(map) => {
+            let entries = std::mem::take(map);
+            for (key, mut item) in entries {
+                neutralise_json(&mut item, layout);
+                map.insert(neutralise(&key, layout).into_owned(), item);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Appends `text` neutralised; `previous` is the character shown just
 /// before it (for the variation-selector rule).
 fn push_neutralised(out: &mut String, text: &str, mut previous: Option<char>, layout: Layout) {
@@ -309,6 +333,16 @@ mod tests {
         assert_eq!(bytes("ok \u{202E}".as_bytes(), Layout::Line), "ok <U+202E>");
         // A truncated UTF-8 sequence is bytes, not a character.
         assert_eq!(bytes(b"\xe2\x80", Layout::Block), "<0xE2><0x80>");
+    }
+
+    #[test]
+    fn json_strings_and_keys() {
+        let mut v = serde_json::json!({"k\u{1b}": ["a\u{202E}b", 1, {"x": "\r"}]});
+        neutralise_json(&mut v, Layout::Line);
+        assert_eq!(
+            v,
+            serde_json::json!({"k^[": ["a<U+202E>b", 1, {"x": "^M"}]})
+        );
     }
 
     #[test]
