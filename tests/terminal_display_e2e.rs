@@ -165,7 +165,10 @@ fn forbidden(c: char) -> bool {
 /// and no CR but the terminal's own before LF.
 fn assert_inert(run: &PtyRun) {
     let text = run.text();
-    assert!(!run.shown.contains(&0x1b), "a raw ESC reached the terminal:\n{text:?}");
+    assert!(
+        !run.shown.contains(&0x1b),
+        "a raw ESC reached the terminal:\n{text:?}"
+    );
     for (i, c) in text.char_indices() {
         assert!(!forbidden(c), "{c:?} reached the terminal:\n{text:?}");
         if c == '\r' {
@@ -213,7 +216,12 @@ fn call_through_a_pipe_with_raw_and_json_is_exact() {
     let args = say_args(PAYLOAD);
     // A pipe: the text is data, byte for byte.
     let piped = world.run(&["call", "fx", "say", "--args", &args]);
-    assert_eq!(piped.status.code(), Some(0), "{}", cli_support::stderr(&piped));
+    assert_eq!(
+        piped.status.code(),
+        Some(0),
+        "{}",
+        cli_support::stderr(&piped)
+    );
     assert_eq!(piped.stdout, format!("{PAYLOAD}\n").into_bytes());
     // --json: exact inside the JSON string.
     let json_out = world.run(&["--json", "call", "fx", "say", "--args", &args]);
@@ -250,7 +258,12 @@ fn run_shows_the_model_answer_neutralised_on_a_terminal_and_exact_elsewhere() {
     assert_shows_payload(&shown);
 
     let piped = world.run(&args);
-    assert_eq!(piped.status.code(), Some(0), "{}", cli_support::stderr(&piped));
+    assert_eq!(
+        piped.status.code(),
+        Some(0),
+        "{}",
+        cli_support::stderr(&piped)
+    );
     assert_eq!(piped.stdout, format!("{PAYLOAD}\n").into_bytes());
 
     let mut raw_args = vec!["--raw"];
@@ -281,7 +294,9 @@ fn an_ask_on_the_terminal_shows_what_is_approved() {
     let shown = run.text();
     assert!(shown.contains("Allow? [o]nce"), "{shown}");
     assert!(
-        shown.contains(r#"/text: "notes.txt<U+202E>hs.exe\u001b]0;approved\u0007<U+200B><U+009B>2J""#),
+        shown.contains(
+            r#"/text: "notes.txt<U+202E>hs.exe\u001b]0;approved\u0007<U+200B><U+009B>2J""#
+        ),
         "{shown}"
     );
     assert_no_process_left(&world);
@@ -303,7 +318,11 @@ fn audit_show_on_a_terminal() {
     assert_eq!(run.code, 0, "{}", run.text());
     assert_inert(&run);
     let shown = run.text();
-    for part in ["s<U+202E>1", "fx^[]52;c;cHduZWQ=^G", "gone<U+009B>2J^M<U+200B>"] {
+    for part in [
+        "s<U+202E>1",
+        "fx^[]52;c;cHduZWQ=^G",
+        "gone<U+009B>2J^M<U+200B>",
+    ] {
         assert!(shown.contains(part), "lacks {part:?}:\n{shown}");
     }
     // --json keeps the record exact.
@@ -367,6 +386,36 @@ fn errors_and_log_lines_on_a_terminal() {
     assert_inert(&run);
     assert!(
         run.text().contains("no^[]0;T^Gsuch<U+202E>"),
+        "{}",
+        run.text()
+    );
+    assert_no_process_left(&world);
+}
+
+/// What a server writes to its stderr becomes warden's log lines (with
+/// `-v`): escapes, bidi controls and bytes that are not UTF-8 (a lone
+/// 0x9B is CSI to a terminal not in UTF-8 mode) arrive visible.
+#[test]
+fn a_server_stderr_in_the_log_on_a_terminal() {
+    let world = World::new();
+    // The server writes one line and exits: the call fails, the line is
+    // in the log.
+    let script = "printf 'srv-says \\033]0;T\\007\\342\\200\\256 \\233 2J\\r over\\n' >&2";
+    // Trusted (no sandbox), so `sh` needs no grants: the test is about
+    // the log, not the sandbox.
+    world.write_config(&json!({
+        "mcpServers": {"sh": {"command": "sh", "args": ["-c", script], "trust": "trusted"}},
+        "permissions": {"allow": ["mcp__sh__say"]},
+    }));
+    let run = on_pty(
+        &world.warden(&["-v", "call", "sh", "say", "--args", &say_args("ok")]),
+        None,
+    );
+    assert_eq!(run.code, 1, "{}", run.text());
+    assert_inert(&run);
+    assert!(
+        run.text()
+            .contains("srv-says ^[]0;T^G<U+202E> <0x9B> 2J^M over"),
         "{}",
         run.text()
     );
