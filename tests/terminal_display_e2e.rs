@@ -223,12 +223,17 @@ fn call_through_a_pipe_with_raw_and_json_is_exact() {
         cli_support::stderr(&piped)
     );
     assert_eq!(piped.stdout, format!("{PAYLOAD}\n").into_bytes());
-    // --json: exact inside the JSON string.
+    // --json: exact inside the JSON string, and inert itself: C1, bidi
+    // and invisible characters are JSON escapes, not raw characters.
     let json_out = world.run(&["--json", "call", "fx", "say", "--args", &args]);
     assert_eq!(
         stdout_json(&json_out)["result"]["content"][0]["text"],
         PAYLOAD
     );
+    assert_inert(&PtyRun {
+        shown: json_out.stdout.clone(),
+        code: 0,
+    });
     // --raw on a terminal: the person asked for the exact bytes.
     let raw = on_pty(
         &world.warden(&["--raw", "call", "fx", "say", "--args", &args]),

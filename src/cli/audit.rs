@@ -140,7 +140,7 @@ fn verify(
     if global.json {
         // An error in the object is on stderr too (CONTRACT §2).
         if let Some(message) = value["error"]["message"].as_str() {
-            eprintln!("warden: {message}");
+            eprintln!("warden: {}", warden_core::display::text(message));
         }
         super::json::print("audit verify", value)?;
     } else {

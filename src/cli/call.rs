@@ -63,7 +63,7 @@ pub fn run(
         if json {
             // stderr carries the message too (CONTRACT §2).
             if let Some(error) = &report.error {
-                eprintln!("warden: {error}");
+                eprintln!("warden: {}", warden_core::display::text(error));
             }
             super::json::print("call", serde_json::to_value(&report)?)?;
         } else {

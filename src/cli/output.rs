@@ -54,7 +54,7 @@ pub fn print_result_text(text: &str, stdout: Stdout) {
 /// a server's error text is always neutralised: stderr is for people).
 pub fn print_call_report(report: &CallReport, stdout: Stdout) {
     if let Some(result) = &report.result {
-        for line in render_result(result) {
+        for line in render_result(result, stdout) {
             print_result_text(&line, stdout);
         }
     }
@@ -65,7 +65,7 @@ pub fn print_call_report(report: &CallReport, stdout: Stdout) {
             Some(d) => eprintln!(
                 "denied by the {} stage: {}",
                 d.stage,
-                display::text(&d.reasons.join("; "))
+                display::line(&d.reasons.join("; "))
             ),
             None => eprintln!("denied"),
         },
@@ -76,7 +76,10 @@ pub fn print_call_report(report: &CallReport, stdout: Stdout) {
 }
 
 /// One line (or a text block) per content block of a `CallToolResult`.
-pub fn render_result(result: &Value) -> Vec<String> {
+/// On a terminal the one-line fields (URIs, names, MIME types) are shown
+/// as fields, so a newline in one cannot fake a line; the caller shows the
+/// whole as text.
+pub fn render_result(result: &Value, stdout: Stdout) -> Vec<String> {
     let mut lines = Vec::new();
     for block in result
         .get("content")
@@ -85,9 +88,20 @@ pub fn render_result(result: &Value) -> Vec<String> {
         .flatten()
     {
         let kind = block.get("type").and_then(Value::as_str).unwrap_or("?");
-        let str_of = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("");
+        let field = |text: &'_ str| -> String {
+            match stdout {
+                Stdout::Exact => text.to_string(),
+                Stdout::Shown => display::line(text).into_owned(),
+            }
+        };
+        let str_of = |key: &str| field(block.get(key).and_then(Value::as_str).unwrap_or(""));
         lines.push(match kind {
-            "text" => str_of("text").to_string(),
+            // The text itself: shown as text (or exact) by the printer.
+            "text" => block
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
             "image" | "audio" => format!(
                 "[{kind}: {}, {} bytes base64]",
                 str_of("mimeType"),
@@ -95,14 +109,14 @@ pub fn render_result(result: &Value) -> Vec<String> {
             ),
             "resource" => {
                 let resource = block.get("resource").cloned().unwrap_or(Value::Null);
-                let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("");
+                let uri = field(resource.get("uri").and_then(Value::as_str).unwrap_or(""));
                 match resource.get("text").and_then(Value::as_str) {
                     Some(text) => format!("[resource {uri}]\n{text}"),
                     None => format!("[resource {uri} (binary)]"),
                 }
             }
             "resource_link" => format!("[resource link {} {}]", str_of("uri"), str_of("name")),
-            other => format!("[{other} content]"),
+            other => format!("[{} content]", field(other)),
         });
     }
     if let Some(structured) = result.get("structuredContent")

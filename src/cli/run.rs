@@ -66,7 +66,10 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
             document["session"] = json!(host.session());
             // An error in the object is on stderr too (CONTRACT §2).
             if let Some(message) = document["error"]["message"].as_str() {
-                eprintln!("warden: run ended: model error: {message}");
+                eprintln!(
+                    "warden: run ended: model error: {}",
+                    warden_core::display::text(message)
+                );
             }
             super::json::print("run", document)?;
         } else {

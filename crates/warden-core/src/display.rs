@@ -119,6 +119,32 @@ pub fn neutralise_json(value: &mut serde_json::Value, layout: Layout) {
     }
 }
 
+/// JSON text (as serde_json writes it) with every code point a terminal
+/// would act on or hide written as a `\uXXXX` escape: DEL, C1 controls,
+/// bidi, invisible and tag characters, variation selectors. serde_json
+/// escapes only C0 controls, so a raw U+009B or U+202E would otherwise
+/// reach a terminal from `--json`. The JSON value is the same (a parser
+/// reads the escape back as the character); outside strings serde_json
+/// writes only ASCII, so every replaced character is inside a string.
+pub fn json_inert(json: &str) -> Cow<'_, str> {
+    let escaped = |c: char| c == '\u{7f}' || ('\u{80}'..='\u{9f}').contains(&c) || hidden(c);
+    if !json.chars().any(escaped) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if escaped(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// Appends `text` neutralised; `previous` is the character shown just
 /// before it (for the variation-selector rule).
 fn push_neutralised(out: &mut String, text: &str, mut previous: Option<char>, layout: Layout) {
@@ -343,6 +369,25 @@ mod tests {
             v,
             serde_json::json!({"k^[": ["a<U+202E>b", 1, {"x": "^M"}]})
         );
+    }
+
+    #[test]
+    fn json_keeps_its_value_and_is_inert() {
+        let value =
+            serde_json::json!({"t\u{202e}": "a\u{9b}2J\u{7f}\u{200b}\u{E0041}\u{2764}\u{FE0F} ok"});
+        let text = serde_json::to_string(&value).unwrap();
+        let inert = json_inert(&text);
+        assert!(
+            inert.is_ascii() || inert.chars().all(|c| !hidden(c) && !c.is_control()),
+            "{inert}"
+        );
+        assert!(
+            inert.contains("\\u202e") && inert.contains("\\udb40\\udc41"),
+            "{inert}"
+        );
+        let back: serde_json::Value = serde_json::from_str(&inert).unwrap();
+        assert_eq!(back, value);
+        assert!(matches!(json_inert("{\"a\":\"é\"}"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -87,7 +87,7 @@ impl Repl {
                 status.name,
                 state,
                 status.transport,
-                status.protocol.as_deref().unwrap_or("-"),
+                display::line(status.protocol.as_deref().unwrap_or("-")),
                 tools,
                 super::plural(tools)
             );
