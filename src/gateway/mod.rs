@@ -563,6 +563,34 @@ pub async fn bind_http(
 mod tests {
     use super::*;
 
+    /// The client shows this to the person who approves: what a server
+    /// or model supplied cannot drive its terminal, hide, or fake a line.
+    #[test]
+    fn the_elicitation_text_is_neutralised_field_by_field() {
+        let arguments = json!({"p\nserver: trusted": "a\u{202e}b\u{9b}2J", "t": "\u{200b}"});
+        let prompt = AskPrompt {
+            server: "s".into(),
+            tool: "t\u{1b}]0;x\u{7}".into(),
+            qualified: "mcp__s__t".into(),
+            argument_lines: warden_policy::argument_lines(&arguments).unwrap(),
+            arguments,
+            stage: warden_core::Stage::Rules,
+            reasons: vec!["r\rok".into()],
+        };
+        let text = elicitation_message(&prompt, "s__t");
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(text.contains("tool: t^[]0;x^G (as s__t)"), "{text}");
+        assert!(
+            text.contains("/p^Jserver: trusted: \"a<U+202E>b<U+009B>2J\""),
+            "{text}"
+        );
+        assert!(text.contains("/t: \"<U+200B>\""), "{text}");
+        assert!(text.contains("r^Mok"), "{text}");
+    }
+
     #[test]
     fn gateway_names_drop_only_the_mcp_prefix() {
         assert_eq!(gateway_name("mcp__notes__read_note"), "notes__read_note");
