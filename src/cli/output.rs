@@ -105,7 +105,10 @@ pub fn render_result(result: &Value, stdout: Stdout) -> Vec<String> {
             "image" | "audio" => format!(
                 "[{kind}: {}, {} bytes base64]",
                 str_of("mimeType"),
-                str_of("data").len()
+                block
+                    .get("data")
+                    .and_then(Value::as_str)
+                    .map_or(0, str::len)
             ),
             "resource" => {
                 let resource = block.get("resource").cloned().unwrap_or(Value::Null);
