@@ -129,3 +129,35 @@ pub fn render_result(result: &Value, stdout: Stdout) -> Vec<String> {
     }
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a terminal a result's one-line fields cannot start a line of
+    /// their own; its text is left to the printer (exact or shown).
+    #[test]
+    fn result_fields_are_fields_on_a_terminal() {
+        let result = serde_json::json!({"content": [
+            {"type": "text", "text": "a\u{1b}[2J\nb"},
+            {"type": "resource_link", "uri": "file:///x\nwarden: approved", "name": "n\u{202e}"},
+            {"type": "image", "mimeType": "image/png\r", "data": "AAAA"},
+            {"type": "x\u{9b}"},
+        ]});
+        let shown = render_result(&result, Stdout::Shown);
+        assert_eq!(shown[0], "a\u{1b}[2J\nb", "the printer shows the text");
+        assert_eq!(
+            shown[1],
+            "[resource link file:///x^Jwarden: approved n<U+202E>]"
+        );
+        assert_eq!(shown[2], "[image: image/png^M, 4 bytes base64]");
+        assert_eq!(shown[3], "[x<U+009B> content]");
+        assert_eq!(Stdout::Shown.apply(&shown[0]), "a^[[2J\nb");
+        let exact = render_result(&result, Stdout::Exact);
+        assert_eq!(
+            exact[1],
+            "[resource link file:///x\nwarden: approved n\u{202e}]"
+        );
+        assert_eq!(Stdout::Exact.apply(&exact[0]), "a\u{1b}[2J\nb");
+    }
+}
