@@ -1,6 +1,7 @@
-//! Text that reaches a person's terminal: neutralising control characters
-//! from servers and models, the `ask` question, and [`TerminalAsker`], the
-//! [`Asker`] that puts it on the controlling terminal.
+//! The `ask` question put to a person, and [`TerminalAsker`], the
+//! [`Asker`] that puts it on the controlling terminal. How the text a
+//! server, a model or a rule supplied is shown is decided in one place,
+//! `warden_core::display`; the question applies it field by field.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
