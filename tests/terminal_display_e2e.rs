@@ -409,7 +409,10 @@ fn a_server_stderr_in_the_log_on_a_terminal() {
     // Trusted (no sandbox), so `sh` needs no grants: the test is about
     // the log, not the sandbox.
     world.write_config(&json!({
-        "mcpServers": {"sh": {"command": "sh", "args": ["-c", script], "trust": "trusted"}},
+        // The marker is `$0`, so the process check can find the shell.
+        "mcpServers": {"sh": {
+            "command": "sh", "args": ["-c", script, world.marker], "trust": "trusted",
+        }},
         "permissions": {"allow": ["mcp__sh__say"]},
     }));
     let run = on_pty(

@@ -379,6 +379,26 @@ mod tests {
         assert_eq!(target(r), "https://x.test/mcp");
     }
 
+    /// What a person approves is what the repository wrote: JSON escapes
+    /// C0 controls, `describe` the C1, bidi and zero-width ones.
+    #[test]
+    fn approval_text_shows_hidden_characters() {
+        let (_tmp, cfg) = project_config(
+            r#"{"mcpServers": {"s": {"command": "srv", "args": ["--safe\u202e--delete-all\u200b", "\u009b2J"]}}}"#,
+        );
+        let s = &cfg.servers["s"];
+        let text = describe(&cfg, s, &raw_server_entry(s).unwrap());
+        assert!(
+            text.contains("--safe<U+202E>--delete-all<U+200B>") && text.contains("<U+009B>2J"),
+            "{text}"
+        );
+        assert!(
+            !text
+                .chars()
+                .any(|c| matches!(c, '\u{80}'..='\u{9f}' | '\u{200b}' | '\u{202e}'))
+        );
+    }
+
     #[test]
     fn list_shows_a_table_and_json() {
         let (_tmp, cfg) = project_config(
