@@ -85,14 +85,21 @@ pub fn clean_json(value: &mut serde_json::Value) {
     }
 }
 
-/// The log writer: stderr, each line [`clean`]ed.
+/// The log writer: stderr, each line [`clean`]ed and then neutralised
+/// for a terminal ([`warden_core::display`]): log lines quote what servers
+/// wrote (their stderr, errors, names), and a log read later with `cat`
+/// is a terminal too. tracing writes one whole event per call, so no
+/// sequence or character is split between calls.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Stderr;
 
 impl Write for Stderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // Secrets first (on the text as written), then what may reach a
+        // terminal.
         let text = String::from_utf8_lossy(buf);
-        std::io::stderr().write_all(clean(&text).as_bytes())?;
+        let shown = warden_core::display::text(&clean(&text)).into_owned();
+        std::io::stderr().write_all(shown.as_bytes())?;
         Ok(buf.len())
     }
 

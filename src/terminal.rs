@@ -1,12 +1,13 @@
-//! Text that reaches a person's terminal: neutralising control characters
-//! from servers and models, the `ask` question, and [`TerminalAsker`], the
-//! [`Asker`] that puts it on the controlling terminal.
+//! The `ask` question put to a person, and [`TerminalAsker`], the
+//! [`Asker`] that puts it on the controlling terminal. How the text a
+//! server, a model or a rule supplied is shown is decided in one place,
+//! `warden_core::display`; the question applies it field by field.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use futures::future::BoxFuture;
-use warden_core::Effect;
+use warden_core::{Effect, display};
 use warden_policy::{AskAnswer, AskPrompt, Asker};
 
 /// Prompts on the controlling terminal (`/dev/tty`, not stdin/stdout, which
@@ -81,22 +82,11 @@ pub fn parse_answer(line: &str) -> AskAnswer {
     }
 }
 
-/// Removes control characters (terminal escape sequences) from text that
-/// came from a server or a model before it reaches a terminal.
-pub fn sanitize_for_terminal(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' {
-                '�'
-            } else {
-                c
-            }
-        })
-        .collect()
-}
-
-/// The text put to the person (control characters neutralised); its last
-/// line is the question itself.
+/// The text put to the person; its last line is the question itself.
+/// Every part a server, a model or a rule supplied is one
+/// [`display::line`] field: it cannot drive the terminal, hide behind bidi
+/// or zero-width characters, or start a line that looks like warden's own,
+/// so what the person approves is what they were shown.
 pub fn render_prompt(p: &AskPrompt) -> String {
     // Every key, values shortened (the pipeline denies rather than asking
     // when they cannot all be shown).
@@ -105,26 +95,26 @@ pub fn render_prompt(p: &AskPrompt) -> String {
     } else {
         p.argument_lines
             .iter()
-            .map(|l| format!("    {}: {}", l.key, l.value))
+            .map(|l| format!("    {}: {}", display::line(&l.key), display::line(&l.value)))
             .collect::<Vec<_>>()
             .join("\n")
     };
     let reasons = p
         .reasons
         .iter()
-        .map(|r| format!("  - {r}"))
+        .map(|r| format!("  - {}", display::line(r)))
         .collect::<Vec<_>>()
         .join("\n");
-    sanitize_for_terminal(&format!(
+    format!(
         "\nwarden: tool call needs your approval ({effect} from stage `{stage}`)\n  \
          server: {server}\n  tool:   {tool} ({qualified})\n  arguments:\n{args}\n  why:\n{reasons}\n\
          Allow? [o]nce / [s]ession / [N]o: ",
         effect = Effect::Ask,
         stage = p.stage,
-        server = p.server,
-        tool = p.tool,
-        qualified = p.qualified,
-    ))
+        server = display::line(&p.server),
+        tool = display::line(&p.tool),
+        qualified = display::line(&p.qualified),
+    )
 }
 
 #[cfg(test)]
@@ -163,8 +153,35 @@ mod tests {
         assert!(text.len() < 1_000, "{}", text.len());
     }
 
+    /// A server's name, a tool name, an argument key and value and a
+    /// reason each try to drive the terminal, hide, or fake a line.
     #[test]
-    fn escapes_are_neutralised() {
-        assert_eq!(sanitize_for_terminal("a\x1b[2Jb"), "a�[2Jb");
+    fn every_part_of_the_question_is_neutralised() {
+        let arguments = serde_json::json!({
+            "path\n  why:\n  - allowed by you": "notes.txt\u{202E}exe.sh",
+            "cmd": "\u{1b}]52;c;cHduZWQ=\u{7}",
+        });
+        let prompt = AskPrompt {
+            server: "s\u{1b}[2J".into(),
+            tool: "t\u{9b}1m".into(),
+            qualified: "mcp__s__t".into(),
+            argument_lines: warden_policy::argument_lines(&arguments).unwrap(),
+            arguments,
+            stage: warden_core::Stage::Rules,
+            reasons: vec!["r\u{200B}\rok".into()],
+        };
+        let text = render_prompt(&prompt);
+        assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");
+        assert!(!text.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)));
+        assert!(text.contains("server: s^[[2J"), "{text}");
+        assert!(text.contains("t<U+009B>1m"), "{text}");
+        assert!(text.contains("notes.txt<U+202E>exe.sh"), "{text}");
+        assert!(
+            text.contains("/path^J  why:^J  - allowed by you:"),
+            "{text}"
+        );
+        assert!(text.contains("- r<U+200B>^Mok"), "{text}");
+        // The JSON encoding of a value already escapes C0 controls.
+        assert!(text.contains("\\u001b]52;c;cHduZWQ=\\u0007"), "{text}");
     }
 }

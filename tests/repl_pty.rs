@@ -662,3 +662,24 @@ fn sigterm_at_the_prompt_stops_the_servers_and_exits_1() {
     );
     env.assert_no_server_left();
 }
+
+/// A model's narration and answer reach the repl's terminal neutralised
+/// (issue #18): the screen shows the visible forms, which it could not if
+/// the escapes had reached the terminal (this harness strips real ones).
+#[test]
+fn the_model_text_is_shown_neutralised() {
+    let env = Env::new(json!([
+        {"text": "narr\u{1b}]52;c;cHduZWQ=\u{7}\u{202e}ated", "tool_calls": [
+            {"name": "mcp__notes__list_notes", "arguments": {}}
+        ]},
+        {"text": "answer\u{1b}[2J\u{200b}\r done"}
+    ]));
+    let mut pty = Pty::spawn(&env, &env.args());
+    pty.line("go");
+    pty.expect("narr^[]52;c;cHduZWQ=^G<U+202E>ated");
+    pty.expect("answer^[[2J<U+200B>^M done");
+    pty.expect("(2 model turns, 1 tool call, 0 denied");
+    pty.line("/quit");
+    assert_eq!(pty.wait_exit(), 0, "screen:\n{}", pty.text());
+    env.assert_no_server_left();
+}

@@ -140,7 +140,7 @@ fn verify(
     if global.json {
         // An error in the object is on stderr too (CONTRACT §2).
         if let Some(message) = value["error"]["message"].as_str() {
-            eprintln!("warden: {message}");
+            eprintln!("warden: {}", warden_core::display::text(message));
         }
         super::json::print("audit verify", value)?;
     } else {
@@ -405,32 +405,10 @@ fn row(r: &Value) -> [String; 8] {
         }
         _ => {}
     }
-    [seq, time, session, event, tool, decision, outcome, duration].map(|c| printable(&c))
-}
-
-/// Control characters (terminal escapes from a hostile server's strings)
-/// and bidi/zero-width characters are shown escaped, never sent to the
-/// terminal.
-fn printable(s: &str) -> String {
-    // Control characters, and the invisible or direction-changing ones
-    // that can disguise text on a terminal.
-    let hidden = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
-    };
-    if s.chars().any(hidden) {
-        s.chars()
-            .flat_map(|c| {
-                if hidden(c) {
-                    c.escape_default().collect::<Vec<_>>()
-                } else {
-                    vec![c]
-                }
-            })
-            .collect()
-    } else {
-        s.to_string()
-    }
+    // A record's strings come from servers (names, reasons) and from
+    // whoever wrote the file: each cell is one neutralised field.
+    [seq, time, session, event, tool, decision, outcome, duration]
+        .map(|c| warden_core::display::line(&c).into_owned())
 }
 
 fn table(rows: &[[String; 8]]) -> String {

@@ -23,6 +23,7 @@ pub fn run(
     let mut options = session::host_options(global, Mode::Interactive)?;
     options.only_servers = vec![server.to_string()];
     let json = global.json;
+    let stdout = output::Stdout::for_results(global);
     let limit = super::run::limits(global)?.timeout;
     session::run_async(|cancel| async move {
         // `--timeout`: the whole command, connecting included.
@@ -62,11 +63,11 @@ pub fn run(
         if json {
             // stderr carries the message too (CONTRACT §2).
             if let Some(error) = &report.error {
-                eprintln!("warden: {error}");
+                eprintln!("warden: {}", warden_core::display::text(error));
             }
             super::json::print("call", serde_json::to_value(&report)?)?;
         } else {
-            output::print_call_report(&report);
+            output::print_call_report(&report, stdout);
         }
         Ok(code)
     })

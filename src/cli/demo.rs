@@ -185,7 +185,7 @@ async fn demo(
             ),
         );
         if let Some(error) = &status.error {
-            eprintln!("    error: {error}");
+            eprintln!("    error: {}", warden_core::display::line(error));
         }
     }
     let view = host.tools();

@@ -140,7 +140,10 @@ fn emit(value: &Value) -> anyhow::Result<()> {
     if PRINTED.swap(true, Ordering::SeqCst) {
         anyhow::bail!("internal: a second JSON object for one command");
     }
-    let mut text = serde_json::to_string_pretty(value)?;
+    // The same value, but a C1 control or bidi character in a string is
+    // written as an escape, so the object is inert on a terminal too.
+    let pretty = serde_json::to_string_pretty(value)?;
+    let mut text = warden_core::display::json_inert(&pretty).into_owned();
     text.push('\n');
     let mut stdout = std::io::stdout().lock();
     match stdout

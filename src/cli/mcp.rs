@@ -21,7 +21,11 @@ pub fn status(global: &GlobalArgs) -> anyhow::Result<u8> {
         if json_out {
             super::json::print("mcp status", document)?;
         } else {
-            print_status(&document);
+            // Names, descriptions, errors and reasons come from servers:
+            // every string is one neutralised field before it is laid out.
+            let mut shown = document;
+            warden_core::display::neutralise_json(&mut shown, warden_core::display::Layout::Line);
+            print_status(&shown);
         }
         Ok(exit::OK)
     })

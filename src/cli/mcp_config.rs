@@ -16,6 +16,7 @@ use crate::config::{
     Approvals, Config, NetworkSpec, ServerConfig, TransportConfig, raw_server_entry,
     referenced_vars,
 };
+use warden_core::display;
 
 /// `warden mcp list [--json]`: every configured server, one per line, or
 /// `{"servers": [...]}`.
@@ -88,6 +89,9 @@ fn list_to(cfg: &Config, out: &mut dyn Write) -> anyhow::Result<u8> {
                 cfg.hide(&target(s)),
                 s.source.display().to_string(),
             ]
+            // Commands, URLs and paths come from project files a
+            // repository ships: each cell is one neutralised field.
+            .map(|cell| display::line(&cell).into_owned())
         })
         .collect();
     let mut widths = header.map(str::len);
@@ -227,14 +231,15 @@ pub(super) fn describe(cfg: &Config, server: &ServerConfig, raw: &Value) -> Stri
         "Server `{}` from {} (project scope: shipped by the repository)\n\
          Exact configuration as written (env and header values redacted):\n{}\n",
         server.name,
-        server.source.display(),
+        display::line(&server.source.display().to_string()),
         indent(&pretty)
     );
     match &server.transport {
         TransportConfig::Stdio(s) => {
-            out.push_str(&format!("  runs:        {}\n", s.program.display()));
+            let path = |p: &Path| display::line(&p.display().to_string()).into_owned();
+            out.push_str(&format!("  runs:        {}\n", path(&s.program)));
             if let Some(cwd) = &s.cwd {
-                out.push_str(&format!("  in:          {}\n", cwd.display()));
+                out.push_str(&format!("  in:          {}\n", path(cwd)));
             }
             let sb = &server.sandbox;
             out.push_str(&format!(
@@ -251,7 +256,7 @@ pub(super) fn describe(cfg: &Config, server: &ServerConfig, raw: &Value) -> Stri
             ));
             for (label, paths) in [("reads:", &sb.read), ("writes:", &sb.write)] {
                 if !paths.is_empty() {
-                    let list: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                    let list: Vec<String> = paths.iter().map(|p| path(p)).collect();
                     out.push_str(&format!("  {label:<12} {}\n", list.join(", ")));
                 }
             }
@@ -279,13 +284,16 @@ pub(super) fn describe(cfg: &Config, server: &ServerConfig, raw: &Value) -> Stri
         let label = if i == 0 { "files:" } else { "" };
         out.push_str(&format!(
             "  {label:<12} {} (sha256 {})\n",
-            path.display(),
+            display::line(&path.display().to_string()),
             &sha[..sha.len().min(12)]
         ));
     }
     out.push_str(&format!("  trust:       {}\n", server.trust.as_str()));
     out.push_str(&format!("  digest:      {}\n", server.approval_digest));
-    cfg.hide(&out)
+    // A repository wrote this configuration; the person approving it must
+    // see exactly what it says (JSON escapes only C0 controls, not C1,
+    // bidi or zero-width characters).
+    display::text(&cfg.hide(&out)).into_owned()
 }
 
 /// `https://user:pass@host/…` → `https://[REDACTED]@host/…`, on the text as
@@ -369,6 +377,26 @@ mod tests {
         let text = describe(&cfg, r, &raw_server_entry(r).unwrap());
         assert!(!text.contains("sk-VERYSECRET"), "{text}");
         assert_eq!(target(r), "https://x.test/mcp");
+    }
+
+    /// What a person approves is what the repository wrote: JSON escapes
+    /// C0 controls, `describe` the C1, bidi and zero-width ones.
+    #[test]
+    fn approval_text_shows_hidden_characters() {
+        let (_tmp, cfg) = project_config(
+            r#"{"mcpServers": {"s": {"command": "srv", "args": ["--safe\u202e--delete-all\u200b", "\u009b2J"]}}}"#,
+        );
+        let s = &cfg.servers["s"];
+        let text = describe(&cfg, s, &raw_server_entry(s).unwrap());
+        assert!(
+            text.contains("--safe<U+202E>--delete-all<U+200B>") && text.contains("<U+009B>2J"),
+            "{text}"
+        );
+        assert!(
+            !text
+                .chars()
+                .any(|c| matches!(c, '\u{80}'..='\u{9f}' | '\u{200b}' | '\u{202e}'))
+        );
     }
 
     #[test]

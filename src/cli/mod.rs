@@ -131,6 +131,12 @@ pub struct GlobalArgs {
     /// More diagnostics on stderr (repeatable); `RUST_LOG` also works.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Print what servers and models wrote exactly, even to a terminal
+    /// (`call`, `run`). Without it, their text is shown with escape
+    /// sequences, control, bidi and invisible characters made visible
+    /// whenever stdout is a terminal; a pipe or file always gets it exactly.
+    #[arg(long, global = true)]
+    pub raw: bool,
     /// Diagnostics format on stderr.
     #[arg(long, global = true, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -359,7 +365,10 @@ pub fn main() -> ExitCode {
                 .downcast_ref::<CliError>()
                 .map_or((exit::USAGE, "error"), |e| (e.code, e.kind));
             let message = crate::scrub::clean(&format!("{error:#}")).into_owned();
-            eprintln!("warden: {message}");
+            // Messages quote servers, models and files warden does not
+            // control; the JSON object keeps them exact (JSON escaping
+            // makes them inert).
+            eprintln!("warden: {}", warden_core::display::text(&message));
             if json_out {
                 let call = call_target.as_ref().map(|(s, t)| (s.as_str(), t.as_str()));
                 json::print_error(&command, call, kind, &message);
@@ -551,13 +560,15 @@ fn init_tracing(global: &GlobalArgs) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        // Colour codes only for a person at a terminal, never in CI logs.
-        .with_ansi(std::io::stderr().is_terminal())
+        // No colour codes: the writer neutralises every escape sequence
+        // (log lines quote servers' stderr, errors and names), so it
+        // cannot tell tracing's own colours from a server's.
+        .with_ansi(false)
         // Every line without credentials in URLs or configured secrets,
-        // the libraries' own lines included.
+        // the libraries' own lines included, and shown as
+        // `warden_core::display` decides.
         .with_writer(crate::scrub::Stderr);
     let _ = match global.log_format {
         LogFormat::Text => builder.try_init(),

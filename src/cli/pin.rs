@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::exit;
 use crate::pins::PinStore;
+use warden_core::display;
 
 /// Prints the pinned tool definitions, as a table or JSON.
 pub fn list(store: &PinStore, json: bool) -> anyhow::Result<u8> {
@@ -23,8 +24,8 @@ pub fn list(store: &PinStore, json: bool) -> anyhow::Result<u8> {
     for e in &entries {
         println!(
             "{:<16} {:<32} {:<14} {:<14} {}",
-            e.server,
-            e.tool,
+            display::line(&e.server),
+            display::line(&e.tool),
             &e.sha256[..12.min(e.sha256.len())],
             &e.config_digest[..12.min(e.config_digest.len())],
             e.pinned_at
@@ -41,7 +42,7 @@ pub fn reset(store: &mut PinStore, server: Option<&str>, json: bool) -> anyhow::
         .save()
         .map_err(|e| super::CliError::with_code(exit::FAILED, e.to_string()))?;
     match server {
-        Some(s) => eprintln!("forgot {removed} pin(s) of server `{s}`"),
+        Some(s) => eprintln!("forgot {removed} pin(s) of server `{}`", display::line(s)),
         None => eprintln!("forgot all {removed} pin(s)"),
     }
     if json {

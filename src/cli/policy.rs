@@ -153,17 +153,20 @@ pub fn eval(config: PipelineConfig, input: &Path, json: bool) -> anyhow::Result<
     Ok(exit::OK)
 }
 
+/// Reasons and test messages come from policy files, which a repository
+/// can ship: each is one neutralised line.
 fn print_decision(d: &Decision) {
+    use warden_core::display::line;
     println!("decision: {} (stage `{}`)", d.effect, d.stage);
     for r in &d.reasons {
-        println!("  - {r}");
+        println!("  - {}", line(r));
     }
     println!("stages:");
     for s in &d.stages {
         let effect = s.effect.map_or("-", |e| e.as_str());
         println!("  {:<12} {effect}", s.stage.as_str());
         for r in &s.reasons {
-            println!("      {r}");
+            println!("      {}", line(r));
         }
     }
     if let Some(sha) = &d.policy_sha256 {
@@ -197,16 +200,20 @@ fn print_report(report: &TestReport) {
     for r in &report.results {
         if r.file != file {
             file = &r.file;
-            println!("{file}:");
+            println!("{}:", warden_core::display::line(file));
         }
         let status = match r.outcome {
             TestOutcome::Pass => "PASS",
             TestOutcome::Fail => "FAIL",
             TestOutcome::Error => "ERROR",
         };
-        println!("  {}: {status} ({:.1?})", r.name, r.duration);
+        println!(
+            "  {}: {status} ({:.1?})",
+            warden_core::display::line(&r.name),
+            r.duration
+        );
         if let Some(m) = &r.message {
-            println!("    {m}");
+            println!("    {}", warden_core::display::text(m));
         }
     }
     println!("{}", "-".repeat(60));

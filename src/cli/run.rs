@@ -24,6 +24,7 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
     let limits = limits(global)?;
     let options = session::host_options(global, Mode::Interactive)?;
     let json_out = global.json;
+    let stdout = super::output::Stdout::for_results(global);
     let task = task.to_string();
     session::run_async(|cancel| async move {
         // A signal or the deadline ends the run: calls in flight are given
@@ -65,18 +66,22 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
             document["session"] = json!(host.session());
             // An error in the object is on stderr too (CONTRACT §2).
             if let Some(message) = document["error"]["message"].as_str() {
-                eprintln!("warden: run ended: model error: {message}");
+                eprintln!(
+                    "warden: run ended: model error: {}",
+                    warden_core::display::text(message)
+                );
             }
             super::json::print("run", document)?;
         } else {
             if let Some(text) = &report.final_text {
-                println!("{text}");
+                super::output::print_result_text(text, stdout);
             }
             if report.status != RunStatus::Completed {
                 match &report.status {
-                    RunStatus::ModelError(error) => {
-                        eprintln!("warden: run ended: model error: {error}")
-                    }
+                    RunStatus::ModelError(error) => eprintln!(
+                        "warden: run ended: model error: {}",
+                        warden_core::display::text(&error.to_string())
+                    ),
                     other => eprintln!("warden: run ended: {}", other.as_str()),
                 }
             }

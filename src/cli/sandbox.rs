@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use warden_core::display;
 
 use serde::{Deserialize, Serialize};
 
@@ -202,23 +203,28 @@ pub fn print_summary(s: &SandboxSummary) {
     } else {
         println!("  install prefix (read+exec):");
         for g in &s.install_prefix_reasons {
-            println!("    {} ({})", g.path.display(), g.reason);
+            println!(
+                "    {} ({})",
+                display::line(&g.path.display().to_string()),
+                g.reason
+            );
         }
     }
     println!("  read:       {}", join_paths(&s.read));
     println!("  write:      {}", join_paths(&s.write));
     for n in &s.notes {
-        println!("  note: {n}");
+        println!("  note: {}", display::text(n));
     }
     for g in &s.gaps {
-        println!("  GAP: {g}");
+        println!("  GAP: {}", display::text(g));
     }
 }
 
+/// Paths a project file may have named: each one neutralised field.
 fn join_paths(paths: &[PathBuf]) -> String {
     paths
         .iter()
-        .map(|p| p.display().to_string())
+        .map(|p| display::line(&p.display().to_string()).into_owned())
         .collect::<Vec<_>>()
         .join(" ")
 }

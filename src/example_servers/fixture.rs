@@ -1,6 +1,8 @@
 //! `fixture`: a server for tests that misbehaves on request.
 //!
 //! Tools: `echo` (returns its arguments as text and `structuredContent`),
+//! `say {text}` (returns `text` exactly, as one text block: terminal
+//! escapes, bidi controls and all),
 //! `sleep {ms}`, `crash` (the process exits mid-call), `mixed_content`
 //! (text, image, audio, embedded resource, resource link and
 //! `structuredContent`), `fail` (`isError: true`), `rpc_error` (a JSON-RPC
@@ -13,7 +15,9 @@
 //! (uncallable) tools; `--silent` reads stdin and never answers anything;
 //! `--name NAME` sets the advertised server name; `--count-calls FILE`
 //! appends each called tool's name to FILE as the call arrives (in the
-//! server's write grant), so a test can tell whether a call reached it.
+//! server's write grant), so a test can tell whether a call reached it;
+//! `--tool-named NAME` (repeatable) lists one more (uncallable) tool with
+//! exactly that name, e.g. one carrying terminal escapes.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,6 +64,8 @@ pub struct FixtureOptions {
     /// `tools/call` received, before running it: tests prove with it
     /// whether a call reached the server at all.
     pub count_calls: Option<std::path::PathBuf>,
+    /// More tools listed under exactly these names (not callable).
+    pub named_tools: Vec<String>,
 }
 
 impl Default for FixtureOptions {
@@ -72,6 +78,7 @@ impl Default for FixtureOptions {
             silent: false,
             ignore_discover: false,
             count_calls: None,
+            named_tools: Vec::new(),
         }
     }
 }
@@ -94,10 +101,13 @@ impl FixtureOptions {
                 "--count-calls" => {
                     options.count_calls = Some(flag_value(arg, &mut iter)?.into());
                 }
+                "--tool-named" => options
+                    .named_tools
+                    .push(flag_value(arg, &mut iter)?.clone()),
                 other => anyhow::bail!(
                     "fixture: unknown argument `{other}` (known: --name NAME, --pages N, \
                      --extra-tools N, --repeat-cursor, --silent, --ignore-discover, \
-                     --count-calls FILE)"
+                     --count-calls FILE, --tool-named NAME)"
                 ),
             }
         }
@@ -109,6 +119,12 @@ impl FixtureOptions {
 pub struct SleepArgs {
     /// How long to sleep, in milliseconds.
     pub ms: u64,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SayArgs {
+    /// The text to answer with, exactly.
+    pub text: String,
 }
 
 #[derive(Clone)]
@@ -156,6 +172,15 @@ impl FixtureServer {
                 Arc::new(schema),
             ));
         }
+        for name in &self.options.named_tools {
+            let schema: JsonObject =
+                serde_json::from_value(json!({"type": "object"})).unwrap_or_default();
+            tools.push(Tool::new(
+                name.clone(),
+                "A tool named by --tool-named.",
+                Arc::new(schema),
+            ));
+        }
         tools.sort_by(|a, b| a.name.cmp(&b.name));
         tools
     }
@@ -194,6 +219,11 @@ impl FixtureServer {
         let mut result = CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
         result.structured_content = Some(value);
         result
+    }
+
+    #[tool(description = "Answers with `text`, exactly, as one text block.")]
+    fn say(&self, Parameters(args): Parameters<SayArgs>) -> CallToolResult {
+        CallToolResult::success(vec![ContentBlock::text(args.text)])
     }
 
     #[tool(

@@ -60,8 +60,8 @@ mod auth;
 pub use auth::{Tokens, generate as generate_token, read_token_file};
 
 use crate::host::{CallReport, CallRequest, Caller, Host, ToolRef};
-use crate::terminal::sanitize_for_terminal;
 use warden_audit::Outcome;
+use warden_core::display;
 use warden_policy::{AskAnswer, AskPrompt, Asker, Mode};
 
 /// How long a client has to answer an elicitation before the call is denied.
@@ -467,19 +467,23 @@ fn elicitation_message(prompt: &AskPrompt, exposed_name: &str) -> String {
         prompt
             .argument_lines
             .iter()
-            .map(|l| format!("\n  {}: {}", l.key, l.value))
+            .map(|l| format!("\n  {}: {}", display::line(&l.key), display::line(&l.value)))
             .collect::<String>()
     };
-    sanitize_for_terminal(&format!(
+    // The client shows this to the person who approves: every part a
+    // server, model or rule supplied is one neutralised field (as on
+    // warden's own terminal, `terminal::render_prompt`).
+    format!(
         "warden asks before this tool call runs.\n\
-         server: {server}\ntool: {tool} (as {exposed_name})\narguments:{args}\n\
+         server: {server}\ntool: {tool} (as {exposed})\narguments:{args}\n\
          why warden asks (stage `{stage}`): {reasons}\n\
          Choose allow_once to run this call once, or deny.",
-        server = prompt.server,
-        tool = prompt.tool,
+        server = display::line(&prompt.server),
+        tool = display::line(&prompt.tool),
+        exposed = display::line(exposed_name),
         stage = prompt.stage,
-        reasons = prompt.reasons.join("; "),
-    ))
+        reasons = display::line(&prompt.reasons.join("; ")),
+    )
 }
 
 /// Serves one client over stdin/stdout until it disconnects or `stop` is
@@ -558,6 +562,34 @@ pub async fn bind_http(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The client shows this to the person who approves: what a server
+    /// or model supplied cannot drive its terminal, hide, or fake a line.
+    #[test]
+    fn the_elicitation_text_is_neutralised_field_by_field() {
+        let arguments = json!({"p\nserver: trusted": "a\u{202e}b\u{9b}2J", "t": "\u{200b}"});
+        let prompt = AskPrompt {
+            server: "s".into(),
+            tool: "t\u{1b}]0;x\u{7}".into(),
+            qualified: "mcp__s__t".into(),
+            argument_lines: warden_policy::argument_lines(&arguments).unwrap(),
+            arguments,
+            stage: warden_core::Stage::Rules,
+            reasons: vec!["r\rok".into()],
+        };
+        let text = elicitation_message(&prompt, "s__t");
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(text.contains("tool: t^[]0;x^G (as s__t)"), "{text}");
+        assert!(
+            text.contains("/p^Jserver: trusted: \"a<U+202E>b<U+009B>2J\""),
+            "{text}"
+        );
+        assert!(text.contains("/t: \"<U+200B>\""), "{text}");
+        assert!(text.contains("r^Mok"), "{text}");
+    }
 
     #[test]
     fn gateway_names_drop_only_the_mcp_prefix() {

@@ -214,8 +214,11 @@ async fn forward_stderr(server: String, stderr: ChildStderr) {
 }
 
 fn emit_stderr(server: &str, line: &[u8], cut: bool) {
-    let text = String::from_utf8_lossy(line);
-    let text = text.trim_end_matches('\r');
+    // Bytes that are not UTF-8 stay visible as `<0xNN>` (a lone 0x9B is
+    // CSI to a terminal not in UTF-8 mode); the log writer neutralises
+    // the rest.
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let text = warden_core::display::bytes(line, warden_core::display::Layout::Block);
     if cut {
         tracing::info!(target: "warden::server", server, "{text} […]");
     } else {

@@ -1,6 +1,7 @@
 //! The vocabulary every layer of warden speaks: canonical JSON and SHA-256
 //! digests ([`digest`]), the one lexical path normaliser ([`path`]), the
-//! masking of credentials in URLs ([`redact`]), and the
+//! masking of credentials in URLs ([`redact`]), how untrusted text is
+//! shown on a terminal ([`display`]), and the
 //! small enums that cross crate boundaries (a server's [`Trust`], [`Scope`]
 //! and [`TransportKind`]; a decision's [`Effect`], [`Stage`] and [`Mode`]).
 //!
@@ -11,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod digest;
+pub mod display;
 mod kinds;
 pub mod path;
 pub mod redact;

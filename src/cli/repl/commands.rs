@@ -11,8 +11,8 @@ use super::Repl;
 use super::editor::Read;
 use crate::config::{self, Approvals, LoadOptions, Scope};
 use crate::mcp::ServerState;
-use crate::terminal::sanitize_for_terminal;
 use warden_audit::Event;
+use warden_core::display;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
@@ -87,12 +87,12 @@ impl Repl {
                 status.name,
                 state,
                 status.transport,
-                status.protocol.as_deref().unwrap_or("-"),
+                display::line(status.protocol.as_deref().unwrap_or("-")),
                 tools,
                 super::plural(tools)
             );
             if let Some(error) = &status.error {
-                println!("    error: {}", sanitize_for_terminal(error));
+                println!("    error: {}", display::line(error));
             }
             let skipped = view
                 .skipped()
@@ -127,7 +127,7 @@ impl Repl {
             self.spinner.stop();
             match result {
                 Ok(()) => println!("{name}: reconnected"),
-                Err(error) => eprintln!("{name}: {}", sanitize_for_terminal(&error.to_string())),
+                Err(error) => eprintln!("{name}: {}", display::text(&error.to_string())),
             }
         }
     }
@@ -156,7 +156,7 @@ impl Repl {
                     super::plural(tools)
                 );
             }
-            Err(error) => eprintln!("{name}: {error}"),
+            Err(error) => eprintln!("{name}: {}", display::text(&error.to_string())),
         }
     }
 
@@ -185,14 +185,14 @@ impl Repl {
             println!(
                 "{:<40} {}",
                 tool.qualified,
-                sanitize_for_terminal(&super::clip(description, 100))
+                display::line(&super::clip(description, 100))
             );
         }
         for skipped in view.skipped() {
             println!(
                 "{:<40} skipped: {}",
-                format!("{}/{}", skipped.server, skipped.name),
-                sanitize_for_terminal(&skipped.reason)
+                format!("{}/{}", skipped.server, display::line(&skipped.name)),
+                display::line(&skipped.reason)
             );
         }
         if count == 0 {
@@ -266,7 +266,7 @@ impl Repl {
         }
         println!("{} (session {session})", path.display());
         for record in records {
-            println!("{}", sanitize_for_terminal(&compact_record(&record)));
+            println!("{}", display::line(&compact_record(&record)));
         }
     }
 

@@ -27,7 +27,8 @@ use crate::agent::{Limits, RunStatus, ToolExecutor, ToolOutcome, run_conversatio
 use crate::agent::{Message, Model, ModelError, ModelRequest, ModelTurn, ToolCall, ToolSpec};
 use crate::host::Host;
 use crate::terminal::TerminalAsker;
-use crate::terminal::{parse_answer, render_prompt, sanitize_for_terminal};
+use crate::terminal::{parse_answer, render_prompt};
+use warden_core::display;
 use warden_policy::{AskAnswer, AskPrompt, Asker, Mode};
 
 use editor::{Editor, Read};
@@ -264,12 +265,17 @@ impl Repl {
         if let Some(text) = &report.final_text
             && report.status == RunStatus::Completed
         {
-            println!("{}", sanitize_for_terminal(text));
+            println!("{}", display::text(text));
         }
         let usage = &report.usage;
         match &report.status {
             RunStatus::Completed => {}
-            RunStatus::ModelError(error) => eprintln!("turn ended: model error: {error}"),
+            RunStatus::ModelError(error) => {
+                eprintln!(
+                    "turn ended: model error: {}",
+                    display::text(&error.to_string())
+                )
+            }
             RunStatus::Cancelled => eprintln!("turn cancelled"),
             other => eprintln!("turn ended: {}", other.as_str()),
         }
@@ -385,8 +391,8 @@ impl ToolExecutor for ShowingExecutor<'_> {
             self.spinner.suspend(|| {
                 eprintln!(
                     "⚙ {} {}",
-                    sanitize_for_terminal(&call.name),
-                    sanitize_for_terminal(&clip(&call.arguments.to_string(), 200))
+                    display::line(&call.name),
+                    display::line(&clip(&call.arguments.to_string(), 200))
                 );
             });
             let outcome = self.inner.execute(call).await;
@@ -397,7 +403,7 @@ impl ToolExecutor for ShowingExecutor<'_> {
             self.spinner.suspend(|| {
                 eprintln!("  {effect} ({stage}) → {result}");
                 for line in clip(&outcome.content, 800).lines().take(12) {
-                    eprintln!("  │ {}", sanitize_for_terminal(line));
+                    eprintln!("  │ {}", display::line(line));
                 }
             });
             outcome
@@ -426,8 +432,7 @@ impl Model for NarratingModel<'_> {
             if !turn.tool_calls.is_empty()
                 && let Some(text) = &turn.text
             {
-                self.spinner
-                    .suspend(|| println!("{}", sanitize_for_terminal(text)));
+                self.spinner.suspend(|| println!("{}", display::text(text)));
             }
             Ok(turn)
         })
