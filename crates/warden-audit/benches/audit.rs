@@ -3,7 +3,7 @@
 //! call (the pending record written before the send, and the result
 //! after), and `verify` throughput.
 //!
-//! `cargo bench --bench audit`. Logs are written under `AUDIT_BENCH_DIR`
+//! `cargo bench -p warden-audit --bench audit`. Logs are written under `AUDIT_BENCH_DIR`
 //! (default: the system temp folder); put it on the disk you will use.
 
 use std::hint::black_box;
@@ -15,7 +15,7 @@ use warden_audit::FsyncMode;
 use warden_audit::{
     AuditLog, AuditOptions, DecisionRecord, Event, Outcome, ResultRecord, ToolCallRecord, verify,
 };
-use warden_policy::{Effect, Stage};
+use warden_core::{Effect, Stage};
 
 /// A typical allowed call's pending record: a few short arguments, one
 /// reason (about 750 bytes as a line).
