@@ -31,6 +31,10 @@ async fn listen(world: &World) -> Listening {
 }
 
 async fn listen_with(world: &World, extra: &[&str]) -> Listening {
+    // Every test here makes an HTTP client after this; reqwest is built
+    // without a default crypto provider, so install one whatever the order
+    // the tests run in.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut args = vec!["--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
     let mut child = gateway_command(world, &args)
