@@ -6,7 +6,10 @@
 
 mod audit;
 mod call;
+mod mediated;
+mod requests;
 mod tools;
+mod uri_template;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -23,6 +26,10 @@ use warden_sandbox::{Helper, LaunchContext};
 
 pub use audit::{AuditRefusal, AuditStatus};
 pub use call::{CallReport, CallRequest, Caller, DecisionSummary, ToolRef};
+pub use requests::{
+    ListedPrompt, ListedResource, ListedTemplate, PromptRef, PromptRequest, ResourceRequest,
+    prompt_target, resource_target,
+};
 pub use tools::ToolView;
 
 #[derive(Debug, thiserror::Error)]

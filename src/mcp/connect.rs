@@ -17,9 +17,10 @@ use rmcp::service::{
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, Transport};
 use rmcp::{ClientHandler, Peer, RoleClient};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::notify::{Router, Tap, Upstream};
 use super::probe::{DiscoverBudget, probe_budget};
 use super::sse::SseTransport;
 use super::stdio::{self, ExitInfo, SharedStopNote, SpawnError};
@@ -71,6 +72,8 @@ pub(super) struct Established {
     pub stop_requested: CancellationToken,
     /// The `subscriptions/listen` task (protocol 2026-07-28), if any.
     pub listener: Option<tokio::task::JoinHandle<()>>,
+    pub router: std::sync::Arc<Router>,
+    pub capabilities: rmcp::model::ServerCapabilities,
 }
 
 pub(super) struct Failure {
@@ -104,8 +107,9 @@ pub(super) async fn establish(
     config: &ServerConfig,
     launch: &LaunchContext,
     events: &mpsc::UnboundedSender<LifecycleEvent>,
+    notifications: &broadcast::Sender<std::sync::Arc<Upstream>>,
 ) -> Result<Established, Failure> {
-    establish_inner(config, launch, events)
+    establish_inner(config, launch, events, notifications)
         .await
         .map_err(|failure| Failure {
             message: redact_url(&failure.message, config),
@@ -137,7 +141,9 @@ async fn establish_inner(
     config: &ServerConfig,
     launch: &LaunchContext,
     events: &mpsc::UnboundedSender<LifecycleEvent>,
+    notifications: &broadcast::Sender<std::sync::Arc<Upstream>>,
 ) -> Result<Established, Failure> {
+    let router = Router::new(&config.name, notifications.clone());
     let (list_changed_tx, list_changed) = mpsc::unbounded_channel();
     let client = WardenClient {
         server: config.name.clone(),
@@ -161,7 +167,14 @@ async fn establish_inner(
                 n.reason = Some("the connection could not be set up".into());
             });
             let mut exit = spawned.exit.clone();
-            let running = match handshake(client, spawned.transport, timeout, ct.clone()).await {
+            let running = match handshake(
+                client,
+                Tap::new(spawned.transport, router.clone()),
+                timeout,
+                ct.clone(),
+            )
+            .await
+            {
                 Ok(running) => running,
                 Err(message) => {
                     // A server that died during the handshake: say how.
@@ -203,7 +216,7 @@ async fn establish_inner(
                         .collect::<HashMap<_, _>>(),
                 ),
             );
-            let running = handshake(client, http, timeout, ct.clone())
+            let running = handshake(client, Tap::new(http, router.clone()), timeout, ct.clone())
                 .await
                 .map_err(Failure::new)?;
             (running, None, None, None, None)
@@ -214,7 +227,7 @@ async fn establish_inner(
             let sse = SseTransport::connect(&remote.url, headers, timeout)
                 .await
                 .map_err(|e| Failure::new(e.to_string()))?;
-            let running = handshake(client, sse, timeout, ct.clone())
+            let running = handshake(client, Tap::new(sse, router.clone()), timeout, ct.clone())
                 .await
                 .map_err(Failure::new)?;
             (running, None, None, None, None)
@@ -271,6 +284,8 @@ async fn establish_inner(
         transport,
         stop_requested,
         listener,
+        router,
+        capabilities: info.capabilities.clone(),
     })
 }
 

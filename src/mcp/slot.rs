@@ -19,6 +19,8 @@ use crate::config::ServerConfig;
 /// State shared with the per-connection tasks.
 pub(super) struct Shared {
     pub changed: watch::Sender<u64>,
+    /// Every server's notifications that are not about one request.
+    pub notifications: tokio::sync::broadcast::Sender<Arc<super::Upstream>>,
     pub events: mpsc::UnboundedSender<LifecycleEvent>,
     pub shutting_down: AtomicBool,
     /// Cancelled by `shutdown`: abandons connects still in flight.
@@ -48,6 +50,7 @@ pub(super) struct SlotInner {
     pub sandbox: Option<SandboxSummary>,
     pub sandbox_unavailable: bool,
     pub tools: Vec<Tool>,
+    pub capabilities: Option<rmcp::model::ServerCapabilities>,
     pub conn: Option<Arc<Connection>>,
     pub generation: u64,
     /// Consecutive failures (failed connects, deaths); reset by a good call.
@@ -67,6 +70,7 @@ impl Slot {
                 sandbox: None,
                 sandbox_unavailable: false,
                 tools: Vec::new(),
+                capabilities: None,
                 conn: None,
                 generation: 0,
                 failures: 0,
@@ -124,6 +128,8 @@ pub(super) fn backoff(failures: u32) -> Duration {
 pub(super) struct Connection {
     pub generation: u64,
     pub peer: Peer<RoleClient>,
+    /// Routes this connection's progress and other notifications.
+    pub router: Arc<super::notify::Router>,
     /// Cancels the rmcp service; its loop then closes the transport. rmcp
     /// also cancels it when the service ends on its own.
     pub ct: CancellationToken,

@@ -107,6 +107,13 @@ pub enum Outcome {
     UnknownTool,
     /// No server of that name in the configuration.
     UnknownServer,
+    /// No connected server lists that resource URI (or a template that
+    /// matches it).
+    UnknownResource,
+    /// Two or more servers claim that resource URI: refused, never guessed.
+    AmbiguousResource,
+    /// No prompt of that name.
+    UnknownPrompt,
     /// The server is configured but not connected (failed to start,
     /// disabled, pending approval, exited).
     ServerUnavailable,
@@ -130,6 +137,9 @@ impl Outcome {
             Outcome::Denied => "denied",
             Outcome::UnknownTool => "unknown_tool",
             Outcome::UnknownServer => "unknown_server",
+            Outcome::UnknownResource => "unknown_resource",
+            Outcome::AmbiguousResource => "ambiguous_resource",
+            Outcome::UnknownPrompt => "unknown_prompt",
             Outcome::ServerUnavailable => "server_unavailable",
             Outcome::SandboxUnavailable => "sandbox_unavailable",
             Outcome::AuditFailed => "audit_failed",
@@ -143,6 +153,9 @@ impl Outcome {
             Outcome::Denied
                 | Outcome::UnknownTool
                 | Outcome::UnknownServer
+                | Outcome::UnknownResource
+                | Outcome::AmbiguousResource
+                | Outcome::UnknownPrompt
                 | Outcome::ServerUnavailable
                 | Outcome::SandboxUnavailable
                 | Outcome::AuditFailed
@@ -181,6 +194,18 @@ pub enum RequestKind {
     Prompt,
     Sampling,
     Elicitation,
+}
+
+impl From<warden_core::RequestKind> for RequestKind {
+    fn from(kind: warden_core::RequestKind) -> Self {
+        match kind {
+            warden_core::RequestKind::Tool => RequestKind::Tool,
+            warden_core::RequestKind::Resource => RequestKind::Resource,
+            warden_core::RequestKind::Prompt => RequestKind::Prompt,
+            warden_core::RequestKind::Sampling => RequestKind::Sampling,
+            warden_core::RequestKind::Elicitation => RequestKind::Elicitation,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
