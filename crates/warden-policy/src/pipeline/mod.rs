@@ -668,4 +668,41 @@ mod tests {
         );
         assert_eq!(v.effect, None, "{v:?}");
     }
+
+    /// `x://notes/../secret/k` is `x://notes/secret/k` to a URL parser but
+    /// `x://secret/k` to a server that joins paths: an allow on `notes`
+    /// does not cover it, a deny on `secret` does.
+    #[test]
+    fn resource_uris_with_dot_segments_are_never_allowed() {
+        let rule = |effect, text: &str| RuleSource {
+            effect,
+            text: text.into(),
+            scope: Scope::User,
+            file: "/c.json".into(),
+            index: 0,
+        };
+        let p = Pipeline::load(PipelineConfig {
+            rules: vec![
+                rule(RuleEffect::Allow, "resource__fx(uri: x://notes/**)"),
+                rule(RuleEffect::Deny, "resource__fx(uri: x://secret/**)"),
+            ],
+            policies: Some(vec![]),
+            workspace: "/w".into(),
+            ..PipelineConfig::default()
+        })
+        .expect("load");
+        let decide = |uri: &str| {
+            p.decide_rules(
+                RequestKind::Resource,
+                "resource__fx",
+                &json!({ "uri": uri }),
+            )
+            .effect
+        };
+        assert_eq!(decide("x://notes/a"), Some(Effect::Allow));
+        assert_eq!(decide("x://notes/../secret/k"), Some(Effect::Deny));
+        assert_eq!(decide("x://notes/./a"), Some(Effect::Ask));
+        assert!(p.resource_hidden("resource__fx", "x://secret/k"));
+        assert!(!p.resource_hidden("resource__fx", "x://notes/a"));
+    }
 }
