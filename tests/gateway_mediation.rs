@@ -595,3 +595,117 @@ async fn two_python_sdk_clients_over_http_get_only_their_own_notifications() {
     );
     assert_chain_verifies(&world);
 }
+
+/// Two upstream servers: a resource URI goes to the one server that lists
+/// it; a URI both list is refused as ambiguous (and not listed), one no
+/// server claims as unknown; neither reaches a server, both are recorded.
+/// Prompts are told apart by their gateway names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_uris_go_to_the_server_that_owns_them_and_never_a_guess() {
+    let world = World::new();
+    let (mut fa, counter_a) = world.counting_fixture();
+    let mut fb = world.fixture();
+    for (server, own) in [
+        (&mut fa, "fixture://fa/only"),
+        (&mut fb, "fixture://fb/only"),
+    ] {
+        if let Some(args) = server["args"].as_array_mut() {
+            args.extend(["--legacy".into(), "--own-resource".into(), own.into()]);
+        }
+    }
+    world.write_config(&json!({
+        "mcpServers": {"fa": fa, "fb": fb},
+        "permissions": {
+            "allow": [
+                "resource__fa(uri: fixture://**)", "resource__fb(uri: fixture://**)",
+                "prompt__fa__greet", "prompt__fb__greet"
+            ]
+        },
+        "audit": {"path": world.path("audit.jsonl")}
+    }));
+    let plan = json!({
+        "env": stdio_env(&world),
+        "steps": [
+            {"list": "resources"},                                  // 0
+            {"read": "fixture://fa/only"},                          // 1
+            {"read": "fixture://fb/only"},                          // 2
+            {"read": "fixture://notes/1"},                          // 3
+            {"read": "fixture://nowhere"},                          // 4
+            {"list": "prompts"},                                    // 5
+            {"prompt": "fb__greet", "arguments": {"name": "Lin"}}   // 6
+        ]
+    });
+    let out = run_client(&world, &plan, &stdio_target(&world)).await;
+
+    let listed = ok(&out, 0);
+    let listed: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(listed.contains(&"fixture://fa/only") && listed.contains(&"fixture://fb/only"));
+    assert!(
+        !listed.contains(&"fixture://notes/1"),
+        "claimed twice: {listed:?}"
+    );
+    assert_eq!(text_contents(&ok(&out, 1)), vec!["own"]);
+    assert_eq!(text_contents(&ok(&out, 2)), vec!["own"]);
+    let ambiguous = error(&out, 3);
+    assert!(ambiguous.contains("several servers"), "{ambiguous}");
+    assert_eq!(out["steps"][3]["code"], -32602);
+    let unknown = error(&out, 4);
+    assert!(unknown.contains("no connected server"), "{unknown}");
+    let prompts: Vec<String> = ok(&out, 5)
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .collect();
+    assert!(prompts.contains(&"fa__greet".into()) && prompts.contains(&"fb__greet".into()));
+    assert_eq!(ok(&out, 6)["messages"][0]["content"]["text"], "Hello, Lin!");
+
+    let received = calls_received(&counter_a);
+    assert!(
+        received
+            .iter()
+            .any(|r| r == "resources/read fixture://fa/only"),
+        "{received:?}"
+    );
+    assert!(
+        !received.iter().any(|r| r.contains("fb/only")),
+        "{received:?}"
+    );
+    assert!(
+        !received
+            .iter()
+            .any(|r| r.contains("notes/1") || r.contains("nowhere")),
+        "{received:?}"
+    );
+    assert!(
+        !received.iter().any(|r| r.starts_with("prompts/get")),
+        "{received:?}"
+    );
+    let reads = requests(&world, "resource");
+    let outcome = |uri: &str| {
+        reads
+            .iter()
+            .find(|r| r["arguments"]["uri"] == uri)
+            .map(|r| r["outcome"].clone())
+    };
+    assert_eq!(
+        outcome("fixture://notes/1"),
+        Some(json!("ambiguous_resource"))
+    );
+    assert_eq!(
+        outcome("fixture://nowhere"),
+        Some(json!("unknown_resource"))
+    );
+    let fb_read = reads
+        .iter()
+        .find(|r| r["arguments"]["uri"] == "fixture://fb/only")
+        .expect("fb's read");
+    assert_eq!(fb_read["server"], "fb");
+    assert_eq!(fb_read["target"], "resource__fb");
+    assert_chain_verifies(&world);
+}

@@ -40,7 +40,7 @@ use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, DiscoverRequestMethod, DiscoverResult,
     GetPromptRequestParams, GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ReadResourceRequestParams, ReadResourceResponse,
+    ListResourcesResult, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
 };
 #[allow(deprecated)]
 use rmcp::model::{SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
@@ -77,6 +77,8 @@ pub struct FixtureOptions {
     pub count_calls: Option<std::path::PathBuf>,
     /// Answer `server/discover` with "method not found".
     pub legacy: bool,
+    /// One more resource, listed and readable (text `own`).
+    pub own_resource: Option<String>,
 }
 
 impl Default for FixtureOptions {
@@ -90,6 +92,7 @@ impl Default for FixtureOptions {
             ignore_discover: false,
             count_calls: None,
             legacy: false,
+            own_resource: None,
         }
     }
 }
@@ -110,13 +113,16 @@ impl FixtureOptions {
                 "--silent" => options.silent = true,
                 "--ignore-discover" => options.ignore_discover = true,
                 "--legacy" => options.legacy = true,
+                "--own-resource" => {
+                    options.own_resource = Some(flag_value(arg, &mut iter)?.clone());
+                }
                 "--count-calls" => {
                     options.count_calls = Some(flag_value(arg, &mut iter)?.into());
                 }
                 other => anyhow::bail!(
                     "fixture: unknown argument `{other}` (known: --name NAME, --pages N, \
                      --extra-tools N, --repeat-cursor, --silent, --ignore-discover, \
-                     --legacy, --count-calls FILE)"
+                     --legacy, --own-resource URI, --count-calls FILE)"
                 ),
             }
         }
@@ -485,7 +491,11 @@ impl ServerHandler for FixtureServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(super::fixture_more::list_resources())
+        let mut listed = super::fixture_more::list_resources();
+        if let Some(uri) = &self.options.own_resource {
+            listed.resources.push(Resource::new(uri.clone(), "own"));
+        }
+        Ok(listed)
     }
 
     async fn list_resource_templates(
@@ -502,6 +512,16 @@ impl ServerHandler for FixtureServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.record(&format!("resources/read {}", request.uri));
+        if self.options.own_resource.as_ref() == Some(&request.uri) {
+            return Ok(ReadResourceResponse::Complete(ReadResourceResult::new(
+                vec![ResourceContents::TextResourceContents {
+                    uri: request.uri.clone(),
+                    mime_type: Some("text/plain".into()),
+                    text: "own".into(),
+                    meta: None,
+                }],
+            )));
+        }
         self.extras
             .read(&request, &context)
             .await

@@ -168,9 +168,10 @@ impl Host {
     }
 
     /// The resources of every connected server that offers them, without
-    /// those a `deny` rule matches (they can never be read).
+    /// those a `deny` rule matches and those two servers list (they can
+    /// never be read).
     pub async fn list_resources(&self) -> Vec<ListedResource> {
-        let mut out = Vec::new();
+        let mut out: Vec<ListedResource> = Vec::new();
         for server in self.servers_with(|c| c.resources.is_some()) {
             let target = resource_target(&server);
             match self.server_resources(&server).await {
@@ -186,6 +187,19 @@ impl Host {
                 Err(error) => tracing::warn!(%server, %error, "resources/list failed"),
             }
         }
+        let mut owners: BTreeMap<&str, HashSet<&str>> = BTreeMap::new();
+        for r in &out {
+            owners
+                .entry(r.resource.uri.as_str())
+                .or_default()
+                .insert(r.server.as_str());
+        }
+        let ambiguous: HashSet<String> = owners
+            .into_iter()
+            .filter(|(_, servers)| servers.len() > 1)
+            .map(|(uri, _)| uri.to_string())
+            .collect();
+        out.retain(|r| !ambiguous.contains(&r.resource.uri));
         out
     }
 
