@@ -136,6 +136,7 @@ impl Clients {
         let Some(lowest) = self.lowest_level() else {
             return;
         };
+        host.manager().set_log_level(Some(lowest));
         for server in host.servers_with(|c| c.logging.is_some()) {
             let forwarded = Forwarded::SetLevel(SetLevelRequestParams::new(lowest));
             if let Err(error) = host

@@ -16,9 +16,9 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
     CompleteRequest, CompleteRequestParams, GetPromptRequest, GetPromptRequestParams,
     ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest, PaginatedRequestParams,
-    PingRequest, ReadResourceRequest, ReadResourceRequestParams, ServerResult, SetLevelRequest,
-    SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
-    UnsubscribeRequestParams,
+    PingRequest, ReadResourceRequest, ReadResourceRequestParams, RequestMetaObject, ServerResult,
+    SetLevelRequest, SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams,
+    UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Map, Value};
@@ -238,6 +238,18 @@ impl Manager {
             return Err(CallError::PermitMismatch);
         }
         let method = request.method();
+        if let Mediated::Subscribe { uri } = &request {
+            // A 2026-07-28 server without `subscriptions/listen` may still
+            // answer `resources/subscribe`.
+            match self
+                .listen_resource(permit.server(), uri, &options.cancel)
+                .await
+            {
+                Ok(Some(done)) => return Ok(done),
+                Ok(None) | Err(CallError::Rpc { code: -32601, .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
         let check = request.clone();
         let result = self
             .send_unchecked(permit.server(), request.into_request(), options)
@@ -259,6 +271,11 @@ impl Manager {
         request: Forwarded,
         options: SendOptions,
     ) -> Result<ServerResult, CallError> {
+        if let Forwarded::Unsubscribe(uri) = &request
+            && let Some(done) = self.unlisten_resource(server, uri)
+        {
+            return Ok(done);
+        }
         self.send_unchecked(server, request.into_request(), options)
             .await
     }
@@ -288,6 +305,18 @@ impl Manager {
             request_options = request_options
                 .reset_timeout_on_progress()
                 .with_max_total_timeout(timeout.saturating_mul(6));
+        }
+        let level = *self
+            .shared
+            .log_level
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(level) = level
+            && super::listen::modern(&conn)
+        {
+            let mut meta = RequestMetaObject::default();
+            meta.set_log_level(level);
+            request_options = request_options.with_meta(meta);
         }
         let handle = match conn
             .peer
@@ -324,7 +353,10 @@ impl Manager {
     }
 
     /// A live connection, reconnecting when allowed.
-    async fn ensure_connected(&self, slot: &Arc<Slot>) -> Result<Arc<Connection>, CallError> {
+    pub(super) async fn ensure_connected(
+        &self,
+        slot: &Arc<Slot>,
+    ) -> Result<Arc<Connection>, CallError> {
         if let Some(conn) = self.usable(slot)? {
             return Ok(conn);
         }

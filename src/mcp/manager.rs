@@ -42,6 +42,7 @@ impl Manager {
             shared: Arc::new(Shared {
                 changed,
                 notifications: tokio::sync::broadcast::channel(NOTIFICATION_BACKLOG).0,
+                log_level: Mutex::new(None),
                 events,
                 shutting_down: AtomicBool::new(false),
                 shutdown: CancellationToken::new(),
@@ -177,6 +178,18 @@ impl Manager {
     /// the order each server sent them.
     pub fn notifications(&self) -> tokio::sync::broadcast::Receiver<Arc<super::Upstream>> {
         self.shared.notifications.subscribe()
+    }
+
+    /// The lowest log level warden's clients want: asked of servers on
+    /// protocol 2026-07-28 in each request's `_meta` (older servers get
+    /// `logging/setLevel`, which the caller sends).
+    #[allow(deprecated)]
+    pub fn set_log_level(&self, level: Option<rmcp::model::LoggingLevel>) {
+        *self
+            .shared
+            .log_level
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = level;
     }
 
     /// A counter bumped whenever any server's state or tools change.
@@ -316,6 +329,7 @@ impl Manager {
                 dead: dead_rx,
                 monitor: Mutex::new(None),
                 listener: Mutex::new(listener),
+                resource_listens: Mutex::default(),
                 pid,
                 exit: exit.clone(),
                 stop_note: stop_note.clone(),

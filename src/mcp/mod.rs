@@ -29,6 +29,7 @@
 mod call;
 mod call_error;
 mod connect;
+mod listen;
 mod manager;
 mod notify;
 mod probe;

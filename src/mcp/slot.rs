@@ -21,6 +21,11 @@ pub(super) struct Shared {
     pub changed: watch::Sender<u64>,
     /// Every server's notifications that are not about one request.
     pub notifications: tokio::sync::broadcast::Sender<Arc<super::Upstream>>,
+    /// The log level warden's clients want (`logging/setLevel`), sent in
+    /// every request's `_meta` to servers on protocol 2026-07-28, which
+    /// log only for requests that ask.
+    #[allow(deprecated)]
+    pub log_level: Mutex<Option<rmcp::model::LoggingLevel>>,
     pub events: mpsc::UnboundedSender<LifecycleEvent>,
     pub shutting_down: AtomicBool,
     /// Cancelled by `shutdown`: abandons connects still in flight.
@@ -139,6 +144,10 @@ pub(super) struct Connection {
     pub dead: watch::Receiver<Option<String>>,
     pub monitor: Mutex<Option<JoinHandle<()>>>,
     pub listener: Mutex<Option<JoinHandle<()>>>,
+    /// Resource subscriptions as `subscriptions/listen` streams (protocol
+    /// 2026-07-28), by URI.
+    pub resource_listens:
+        Mutex<std::collections::HashMap<String, (CancellationToken, JoinHandle<()>)>>,
     pub pid: Option<u32>,
     pub exit: Option<watch::Receiver<Option<ExitInfo>>>,
     pub stop_note: Option<stdio::SharedStopNote>,
