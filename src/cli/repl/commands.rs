@@ -455,6 +455,19 @@ fn compact_record(record: &Value) -> String {
             record["outcome"].as_str().unwrap_or("?"),
             record["duration_ms"].as_u64().unwrap_or(0)
         ),
+        "request" => format!(
+            "{} {} {} → {}",
+            record["kind"].as_str().unwrap_or("?"),
+            record["target"].as_str().unwrap_or("?"),
+            record["arguments"]["uri"].as_str().unwrap_or(""),
+            record["outcome"].as_str().unwrap_or("?"),
+        ),
+        "request_result" => format!(
+            "{} → {} {}ms",
+            record["kind"].as_str().unwrap_or("?"),
+            record["outcome"].as_str().unwrap_or("?"),
+            record["duration_ms"].as_u64().unwrap_or(0)
+        ),
         "audit_gap" => format!(
             "{} records lost since {}",
             record["lost"],
