@@ -709,3 +709,35 @@ async fn resource_uris_go_to_the_server_that_owns_them_and_never_a_guess() {
     assert_eq!(fb_read["target"], "resource__fb");
     assert_chain_verifies(&world);
 }
+
+/// Resources denied outright: the gateway does not offer resources at all;
+/// a read is still decided (and denied) and recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_denied_outright_are_not_offered() {
+    let world = World::new();
+    let (mut fixture, counter) = world.counting_fixture();
+    if let Some(args) = fixture["args"].as_array_mut() {
+        args.push("--legacy".into());
+    }
+    world.write_config(&json!({
+        "mcpServers": {"fx": fixture},
+        "permissions": {"deny": ["resource__fx"]},
+        "audit": {"path": world.path("audit.jsonl")}
+    }));
+    let plan = json!({
+        "env": stdio_env(&world),
+        "steps": [{"read": "fixture://notes/1"}]
+    });
+    let out = run_client(&world, &plan, &stdio_target(&world)).await;
+    assert!(out["capabilities"].get("resources").is_none(), "{out}");
+    assert!(out["capabilities"]["prompts"].is_object(), "{out}");
+    assert!(error(&out, 0).contains("Denied by warden's rules stage"));
+    assert!(
+        !calls_received(&counter)
+            .iter()
+            .any(|r| r.starts_with("resources/")),
+        "{:?}",
+        calls_received(&counter)
+    );
+    assert_eq!(requests(&world, "resource")[0]["outcome"], "denied");
+}

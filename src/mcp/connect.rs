@@ -250,27 +250,43 @@ async fn establish_inner(
     };
     let protocol = info.protocol_version.to_string();
     let stop_requested = CancellationToken::new();
-    let mut listener = None;
-    let tools = if let Some(caps) = &info.capabilities.tools {
-        let tools = list_tools(running.peer(), timeout)
+    let caps = &info.capabilities;
+    let tools = if caps.tools.is_some() {
+        list_tools(running.peer(), timeout)
             .await
             .map_err(|e| Failure {
                 tools_rejected: true,
                 ..stop_with(&stop_note, format!("listing tools failed: {e}"))
-            })?;
-        if caps.list_changed == Some(true) && info.protocol_version >= PREFERRED_PROTOCOL {
-            // 2026-07-28 delivers list_changed only on a subscription.
-            listener = Some(tokio::spawn(listen_for_changes(
-                running.peer().clone(),
-                list_changed_tx,
-                config.name.clone(),
-                stop_requested.clone(),
-            )));
-        }
-        tools
+            })?
     } else {
         Vec::new()
     };
+    // 2026-07-28 delivers list_changed only on a subscription (resource
+    // and prompt changes reach the notification broadcast through the
+    // transport's tap, like every notification).
+    let mut filter = SubscriptionFilter::builder();
+    let mut wanted = false;
+    if caps.tools.as_ref().and_then(|t| t.list_changed) == Some(true) {
+        filter = filter.tools_list_changed();
+        wanted = true;
+    }
+    if caps.resources.as_ref().and_then(|r| r.list_changed) == Some(true) {
+        filter = filter.resources_list_changed();
+        wanted = true;
+    }
+    if caps.prompts.as_ref().and_then(|p| p.list_changed) == Some(true) {
+        filter = filter.prompts_list_changed();
+        wanted = true;
+    }
+    let listener = (wanted && info.protocol_version >= PREFERRED_PROTOCOL).then(|| {
+        tokio::spawn(listen_for_changes(
+            running.peer().clone(),
+            filter.build(),
+            list_changed_tx,
+            config.name.clone(),
+            stop_requested.clone(),
+        ))
+    });
     Ok(Established {
         running,
         ct,
@@ -457,11 +473,11 @@ pub(super) async fn list_tools(
 /// Protocol 2026-07-28: subscribe to list_changed with `subscriptions/listen`.
 async fn listen_for_changes(
     peer: Peer<RoleClient>,
+    filter: SubscriptionFilter,
     changes: mpsc::UnboundedSender<()>,
     server: String,
     stop: CancellationToken,
 ) {
-    let filter = SubscriptionFilter::builder().tools_list_changed().build();
     let mut subscription = tokio::select! {
         () = stop.cancelled() => return,
         result = peer.listen(filter) => match result {
