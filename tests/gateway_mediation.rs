@@ -118,20 +118,6 @@ fn stdio_target(world: &World) -> Vec<String> {
     ]
 }
 
-/// The events between step `n`'s marker and the next step's.
-fn events_of_step(out: &Value, n: usize) -> Vec<Value> {
-    let events = out["events"].as_array().cloned().unwrap_or_default();
-    let start = events
-        .iter()
-        .position(|e| e["step"] == json!(n))
-        .expect("step marker");
-    events[start + 1..]
-        .iter()
-        .take_while(|e| e.get("step").is_none())
-        .cloned()
-        .collect()
-}
-
 /// Every event after step `n`'s marker (notifications outside a request
 /// may arrive after the answer that followed them on the server's side).
 fn events_after(out: &Value, n: usize) -> Vec<Value> {
@@ -325,14 +311,15 @@ async fn python_sdk_client_over_stdio_gets_mediated_resources_prompts_logs_and_p
         "{all:?}"
     );
 
-    // Progress: in order, for the call that asked, before its answer.
-    let counted: Vec<f64> = events_of_step(&out, 17)
+    // Progress: in order, for the call that asked (the gateway sends it
+    // before the answer; tests/mcp_mediated.rs checks that order).
+    let counted: Vec<f64> = events_after(&out, 17)
         .iter()
         .filter(|e| e["progress"] == "fx__count")
         .filter_map(|e| e["value"].as_f64())
         .collect();
     assert_eq!(counted, vec![1.0, 2.0, 3.0, 4.0, 5.0]);
-    let slow = events_of_step(&out, 18);
+    let slow = events_after(&out, 18);
     let slow_progress: Vec<&Value> = slow
         .iter()
         .filter(|e| {
@@ -504,12 +491,12 @@ async fn two_python_sdk_clients_over_http_get_only_their_own_notifications() {
         {"subscribe": "fixture://notes/1"},             // 1
         {"read": "fixture://notes/2"},                  // 2
         {"read": "fixture://secret/key"},               // 3
-        {"sleep": 6}                                    // 4
+        {"sleep": 10}                                   // 4
     ]});
     // B: wants everything, is not subscribed; touches A's resource, logs
     // and counts with progress.
     let plan_b = json!({"steps": [
-        {"sleep": 3},                                   // 0
+        {"sleep": 4},                                   // 0
         {"set_level": "debug"},                         // 1
         {"call": "fx__touch", "arguments": {"uri": "fixture://notes/1"}}, // 2
         {"call": "fx__log", "arguments": {"level": "warning", "message": "for everyone"}}, // 3
