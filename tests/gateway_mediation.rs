@@ -508,6 +508,14 @@ async fn two_python_sdk_clients_over_http_get_only_their_own_notifications() {
         run_client(&world, &plan_a, &target),
         run_client(&world, &plan_b, &target)
     );
+    // A left: its subscription ends upstream too (it was the only one).
+    assert!(
+        eventually(15.0, || calls_received(&counter)
+            .iter()
+            .any(|r| r == "resources/unsubscribe fixture://notes/1")),
+        "{:?}",
+        calls_received(&counter)
+    );
     gateway.stop(&world).await;
 
     assert_eq!(text_contents(&ok(&a, 2)), vec!["note two"]);

@@ -27,10 +27,9 @@ use rmcp::model::{
 };
 use rmcp::{Peer, RoleServer};
 use tokio::sync::{broadcast, mpsc};
-use tokio_util::sync::CancellationToken;
 
 use crate::host::Host;
-use crate::mcp::{Forwarded, ProgressSink, SendOptions, Upstream};
+use crate::mcp::{Forwarded, ProgressSink, SendOptions};
 
 /// One client's state: its log level and resource subscriptions.
 #[derive(Debug, Default)]
@@ -150,14 +149,30 @@ impl Clients {
     }
 }
 
-/// Passes upstream notifications that concern `client` on to it, in the
-/// order each server sent them, until the client goes away or `stop`.
-pub(super) fn forward_notifications(
-    mut upstream: broadcast::Receiver<Arc<Upstream>>,
-    peer: Peer<RoleServer>,
-    client: Arc<ClientState>,
-    stop: CancellationToken,
-) {
+impl Clients {
+    /// A client went away: its subscriptions end (upstream too, after the
+    /// last subscriber) and its level no longer counts.
+    async fn forget(&self, host: &Host, client: &ClientState) {
+        *lock(&client.level) = None;
+        let uris: Vec<String> = lock(&client.subscriptions).drain().collect();
+        for uri in uris {
+            if self.last_subscriber(&uri)
+                && let Err(error) = host.unsubscribe(&uri).await
+            {
+                tracing::debug!(%uri, %error, "unsubscribing for a client that left failed");
+            }
+        }
+        host.manager().set_log_level(self.lowest_level());
+    }
+}
+
+/// Passes upstream notifications that concern the gateway's client on to
+/// it, in the order each server sent them, until the client goes away or
+/// the gateway stops; then forgets the client's subscriptions and level.
+pub(super) fn forward_notifications(gateway: super::Gateway, peer: Peer<RoleServer>) {
+    let mut upstream = gateway.inner.host.manager().notifications();
+    let client = gateway.client.clone();
+    let stop = gateway.inner.stop.clone();
     tokio::spawn(async move {
         let mut alive = tokio::time::interval(Duration::from_secs(5));
         loop {
@@ -208,6 +223,13 @@ pub(super) fn forward_notifications(
                 tracing::debug!(%error, "the client is gone; no more notifications");
                 break;
             }
+        }
+        if !stop.is_cancelled() {
+            gateway
+                .inner
+                .clients
+                .forget(&gateway.inner.host, &client)
+                .await;
         }
     });
 }

@@ -429,12 +429,7 @@ impl ServerHandler for Gateway {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         tracing::info!("gateway client initialized");
-        clients::forward_notifications(
-            self.inner.host.manager().notifications(),
-            context.peer.clone(),
-            self.client.clone(),
-            self.inner.stop.clone(),
-        );
+        clients::forward_notifications(self.clone(), context.peer.clone());
         self.watch_tools(context.peer);
     }
 
