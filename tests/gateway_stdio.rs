@@ -575,3 +575,43 @@ async fn no_prefix_serves_remote_names_with_one_upstream_only() {
     assert!(text_of(&result).contains("Welcome"), "{result:?}");
     session.finish(&world).await;
 }
+
+/// A client that gives up on a resource read cancels it upstream; the read
+/// is recorded as cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cancellation_cancels_the_upstream_resource_read() {
+    let world = World::new();
+    let mut config = standard_config(&world);
+    config["permissions"]["allow"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("resource__fixture(uri: fixture://wait/*)"));
+    world.write_config(&config);
+    let session = start(&world, TestClient::plain(), &[]).await;
+    let waited = tokio::time::timeout(
+        Duration::from_millis(1500),
+        session
+            .client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(
+                "fixture://wait/60000",
+            )),
+    )
+    .await;
+    assert!(waited.is_err(), "the read should still be running");
+    let reads = || -> Vec<serde_json::Value> {
+        let records = gateway_support::audit_lines(&audit_path(&world));
+        records
+            .iter()
+            .filter(|r| r["event"] == "request_result" && r["kind"] == "resource")
+            .cloned()
+            .collect()
+    };
+    assert!(
+        eventually(15.0, || reads()
+            .first()
+            .is_some_and(|r| r["outcome"] == "cancelled")),
+        "the upstream read was not cancelled: {:?}",
+        reads()
+    );
+    session.finish(&world).await;
+}

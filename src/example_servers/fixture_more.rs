@@ -4,7 +4,8 @@
 //! - resources `fixture://notes/1`, `fixture://notes/2`,
 //!   `fixture://secret/key`, and `fixture://slow` (reports three progress
 //!   steps and logs one `info` message before answering); the template
-//!   `fixture://items/{id}`;
+//!   `fixture://items/{id}`; `fixture://wait/MS` (unlisted) answers after
+//!   MS milliseconds unless cancelled;
 //! - subscriptions: `resources/subscribe` is remembered, and the tool
 //!   `touch {uri}` sends `notifications/resources/updated` for a
 //!   subscribed URI;
@@ -103,6 +104,19 @@ impl Extras {
             && !id.contains('/')
         {
             return Ok(text(uri, &format!("item {id}")));
+        }
+        if let Some(ms) = uri
+            .strip_prefix("fixture://wait/")
+            .and_then(|ms| ms.parse::<u64>().ok())
+        {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(ms)) => {
+                    return Ok(text(uri, &format!("waited {ms} ms")));
+                }
+                () = context.ct.cancelled() => {
+                    return Err(ErrorData::internal_error("cancelled", None));
+                }
+            }
         }
         if uri == "fixture://slow" {
             let token = context.meta.get_progress_token();
