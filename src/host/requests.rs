@@ -100,11 +100,11 @@ impl Host {
         &self,
         has: impl Fn(&rmcp::model::ServerCapabilities) -> bool,
     ) -> Vec<String> {
-        self.statuses()
+        self.manager
+            .connected_capabilities()
             .into_iter()
-            .filter(|s| s.state == ServerState::Connected)
-            .filter(|s| s.capabilities.as_ref().is_some_and(&has))
-            .map(|s| s.name)
+            .filter(|(_, caps)| has(caps))
+            .map(|(name, _)| name)
             .collect()
     }
 

@@ -173,6 +173,21 @@ impl Manager {
             .collect()
     }
 
+    /// The connected servers and what each declared at its handshake
+    /// (cheaper than [`Manager::statuses`]: no tool lists are copied).
+    pub fn connected_capabilities(&self) -> Vec<(String, rmcp::model::ServerCapabilities)> {
+        self.slots()
+            .iter()
+            .filter_map(|slot| {
+                let inner = slot.lock();
+                (inner.state == ServerState::Connected)
+                    .then(|| inner.capabilities.clone())
+                    .flatten()
+                    .map(|caps| (slot.config.name.clone(), caps))
+            })
+            .collect()
+    }
+
     /// Every server's notifications that are not about one request (log
     /// messages, resource updates, resource and prompt list changes), in
     /// the order each server sent them.
