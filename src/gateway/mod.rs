@@ -278,31 +278,8 @@ impl Gateway {
             None => ToolRef::Unlisted(request.name.to_string()),
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let session_protocol = context
-            .protocol_version()
-            .is_none_or(|version| version.has_initialize());
-        let can_elicit = session_protocol
-            && context
-                .peer
-                .supported_elicitation_modes()
-                .contains(&ElicitationMode::Form);
-        // The program that made the call never approves it by default:
-        // only the client the operator marked as a person's is asked.
-        let person = match context.extensions.get::<axum::http::request::Parts>() {
-            Some(parts) => {
-                parts.extensions.get::<auth::ClientRole>() == Some(&auth::ClientRole::Person)
-            }
-            None => self.inner.options.ask_client,
-        };
-        let elicitor = ElicitationAsker {
-            peer: context.peer.clone(),
-            cancel: context.ct.clone(),
-            exposed_name: request.name.to_string(),
-        };
-        let asker: Option<&dyn Asker> = match self.inner.host.mode() {
-            Mode::Gateway if can_elicit && person => Some(&elicitor),
-            _ => None,
-        };
+        let asking = self.asking(&context, request.name.as_ref());
+        let asker = asking.asker();
         let token = context.meta.get_progress_token();
         let host = &self.inner.host;
         let report = clients::with_progress(&context.peer, token, |progress| {
@@ -324,18 +301,68 @@ impl Gateway {
                 None,
             ));
         }
-        let cannot_ask = match self.inner.host.mode() {
-            Mode::Gateway if !person => Some(
+        Ok(result_for_client(&report, asking.cannot_ask))
+    }
+
+    /// Who may be asked about a request of this client (CONTRACT §5):
+    /// only a client the operator marked as a person's, that declared form
+    /// elicitation, on the session protocol; and if none, why.
+    pub(super) fn asking(
+        &self,
+        context: &RequestContext<RoleServer>,
+        exposed_name: &str,
+    ) -> Asking {
+        let session_protocol = context
+            .protocol_version()
+            .is_none_or(|version| version.has_initialize());
+        let can_elicit = session_protocol
+            && context
+                .peer
+                .supported_elicitation_modes()
+                .contains(&ElicitationMode::Form);
+        // The program that made the call never approves it by default:
+        // only the client the operator marked as a person's is asked.
+        let person = match context.extensions.get::<axum::http::request::Parts>() {
+            Some(parts) => {
+                parts.extensions.get::<auth::ClientRole>() == Some(&auth::ClientRole::Person)
+            }
+            None => self.inner.options.ask_client,
+        };
+        let gateway_mode = self.inner.host.mode() == Mode::Gateway;
+        let cannot_ask = match () {
+            () if gateway_mode && !person => Some(
                 "no one could be asked: warden asks only the client the operator marked as a \
                  person's (`warden gateway --ask-client`)",
             ),
-            Mode::Gateway if !can_elicit => Some(
+            () if gateway_mode && !can_elicit => Some(
                 "this MCP client did not declare the elicitation capability, so it cannot be \
                  asked to approve the call",
             ),
-            _ => None,
+            () => None,
         };
-        Ok(result_for_client(&report, cannot_ask))
+        Asking {
+            elicitor: ElicitationAsker {
+                peer: context.peer.clone(),
+                cancel: context.ct.clone(),
+                exposed_name: exposed_name.to_string(),
+            },
+            allowed: gateway_mode && can_elicit && person,
+            cannot_ask,
+        }
+    }
+}
+
+/// [`Gateway::asking`]'s answer.
+pub(super) struct Asking {
+    elicitor: ElicitationAsker,
+    allowed: bool,
+    /// Why no one could be asked (added to a denial that asked).
+    pub cannot_ask: Option<&'static str>,
+}
+
+impl Asking {
+    pub(super) fn asker(&self) -> Option<&dyn Asker> {
+        self.allowed.then_some(&self.elicitor as &dyn Asker)
     }
 }
 
@@ -652,6 +679,14 @@ fn answer_of(action: ElicitationAction, content: Option<&Value>) -> AskAnswer {
 }
 
 fn elicitation_message(prompt: &AskPrompt, exposed_name: &str) -> String {
+    // The target says the kind (CONTRACT §8).
+    let (what, subject) = if prompt.qualified.starts_with("resource__") {
+        ("resource read", "resource")
+    } else if prompt.qualified.starts_with("prompt__") {
+        ("prompt request", "prompt")
+    } else {
+        ("tool call", "tool")
+    };
     // Every key, values shortened (the pipeline denies rather than asking
     // when they cannot all be shown).
     let args = if prompt.argument_lines.is_empty() {
@@ -664,12 +699,14 @@ fn elicitation_message(prompt: &AskPrompt, exposed_name: &str) -> String {
             .collect::<String>()
     };
     sanitize_for_terminal(&format!(
-        "warden asks before this tool call runs.\n\
-         server: {server}\ntool: {tool} (as {exposed_name})\narguments:{args}\n\
+        "warden asks before this {what} runs.\n\
+         server: {server}\n{subject}: {tool} (as {exposed_name})\narguments:{args}\n\
          why warden asks (stage `{stage}`): {reasons}\n\
          Choose allow_once to run this call once, or deny.",
         server = prompt.server,
         tool = prompt.tool,
+        what = what,
+        subject = subject,
         stage = prompt.stage,
         reasons = prompt.reasons.join("; "),
     ))

@@ -72,6 +72,7 @@ impl Gateway {
         let token = context.meta.get_progress_token();
         let host = &self.inner.host;
         let uri = request.uri.clone();
+        let asking = self.asking(&context, &uri);
         let report = with_progress(&context.peer, token, |progress| {
             host.read_resource(
                 ResourceRequest {
@@ -80,13 +81,13 @@ impl Gateway {
                     subscribe,
                     caller: Caller::Gateway,
                 },
-                None,
+                asking.asker(),
                 context.ct.clone(),
                 progress,
             )
         })
         .await;
-        match refused(&report) {
+        match refused(&report, asking.cannot_ask) {
             Some(error) => Err(error),
             // subscribe's answer is empty.
             None if subscribe => Ok(ReadResourceResult::new(Vec::new())),
@@ -106,6 +107,7 @@ impl Gateway {
         };
         let token = context.meta.get_progress_token();
         let host = &self.inner.host;
+        let asking = self.asking(&context, &request.name);
         let report = with_progress(&context.peer, token, |progress| {
             host.get_prompt(
                 PromptRequest {
@@ -113,13 +115,13 @@ impl Gateway {
                     arguments: request.arguments.clone(),
                     caller: Caller::Gateway,
                 },
-                None,
+                asking.asker(),
                 context.ct.clone(),
                 progress,
             )
         })
         .await;
-        match refused(&report) {
+        match refused(&report, asking.cannot_ask) {
             Some(error) => Err(error),
             None => answer(&report).ok_or_else(|| unusable(&report)),
         }
@@ -211,7 +213,7 @@ fn answer<T: serde::de::DeserializeOwned>(report: &CallReport) -> Option<T> {
 
 /// The error a client gets for a request that was not answered: refused
 /// (unknown, ambiguous, denied, not recorded) or failed upstream.
-fn refused(report: &CallReport) -> Option<ErrorData> {
+fn refused(report: &CallReport, cannot_ask: Option<&str>) -> Option<ErrorData> {
     let clean = |text: &str| crate::scrub::clean(text).into_owned();
     match report.outcome {
         Outcome::Ok | Outcome::ToolError => None,
@@ -222,11 +224,23 @@ fn refused(report: &CallReport) -> Option<ErrorData> {
             clean(report.error.as_deref().unwrap_or("unknown")),
             None,
         )),
-        Outcome::Denied => Some(ErrorData::new(
-            ErrorCode::INVALID_REQUEST,
-            clean(&report.denial_text()),
-            None,
-        )),
+        Outcome::Denied => {
+            let mut text = report.denial_text();
+            let asked = report
+                .decision
+                .as_ref()
+                .is_some_and(|d| d.reasons.iter().any(|r| r.contains("asked")));
+            if let Some(why) = cannot_ask
+                && asked
+            {
+                text.push_str(&format!(" ({why})"));
+            }
+            Some(ErrorData::new(
+                ErrorCode::INVALID_REQUEST,
+                clean(&text),
+                None,
+            ))
+        }
         Outcome::RpcError => Some(upstream_error(&clean(
             report.error.as_deref().unwrap_or("the server failed"),
         ))),
