@@ -226,14 +226,27 @@ impl Gateway {
         warden_core::digest::sha256_json(&Value::Array(tools))
     }
 
+    /// The connected servers that offer resources and those that offer
+    /// prompts.
+    fn offering(&self) -> (Vec<String>, Vec<String>) {
+        let host = &self.inner.host;
+        (
+            host.servers_with(|c| c.resources.is_some()),
+            host.servers_with(|c| c.prompts.is_some()),
+        )
+    }
+
     /// Sends `notifications/tools/list_changed` to `peer` whenever the
-    /// exposed tools change, until the peer goes away or the gateway stops.
+    /// exposed tools change (and the resource and prompt list changes when
+    /// a server offering them comes or goes), until the peer goes away or
+    /// the gateway stops.
     fn watch_tools(&self, peer: Peer<RoleServer>) {
         let gateway = self.clone();
         let mut changes = self.inner.host.manager().subscribe();
         let stop = self.inner.stop.clone();
         tokio::spawn(async move {
             let mut last = gateway.listing_signature();
+            let mut offering = gateway.offering();
             // A client that went away without a change to tell it about is
             // noticed here, so no watcher outlives its session for long.
             let mut alive = tokio::time::interval(Duration::from_secs(5));
@@ -251,6 +264,20 @@ impl Gateway {
                         continue;
                     }
                     () = stop.cancelled() => break,
+                }
+                // Servers offering resources or prompts came or went: what
+                // the client lists of them may have changed.
+                let now_offering = gateway.offering();
+                if now_offering != offering {
+                    offering = now_offering;
+                    let sent = match peer.notify_resource_list_changed().await {
+                        Ok(()) => peer.notify_prompt_list_changed().await,
+                        Err(error) => Err(error),
+                    };
+                    if let Err(error) = sent {
+                        tracing::debug!(%error, "the client is gone; no more list_changed");
+                        break;
+                    }
                 }
                 let now = gateway.listing_signature();
                 if now == last {
