@@ -1,10 +1,13 @@
-//! The path of one tool call, top to bottom: resolve the name →
-//! `Pipeline::decide` → `authorize` (the only source of a `Permit`) →
-//! write-ahead `tool_call` record (fail closed) → connection → `tool_result`
-//! record. Every caller goes through [`Host::call`], and every call it is
-//! asked to make is recorded: refused before the pipeline (unknown tool or
-//! server, server unavailable), denied, not sent because the log failed, or
-//! sent and ended (ok, errors, timeout, cancelled, abandoned).
+//! One tool call: resolving its name (here), then the one mediated path
+//! every decided request shares (`mediated.rs`): `Pipeline::decide` →
+//! `authorize` (the only source of a `Permit`) → write-ahead `tool_call`
+//! record (fail closed) → connection → `tool_result` record. Every caller
+//! goes through [`Host::call`], and every call it is asked to make is
+//! recorded: refused before the pipeline (unknown tool or server, server
+//! unavailable), denied, not sent because the log failed, or sent and
+//! ended (ok, errors, timeout, cancelled, abandoned). Also here: the
+//! record of a request of any kind ([`Host::request_record`]) and of a
+//! refusal.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
