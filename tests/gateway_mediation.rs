@@ -380,6 +380,7 @@ async fn python_sdk_client_over_stdio_gets_mediated_resources_prompts_logs_and_p
         .find(|r| r["arguments"]["uri"] == "fixture://notes/1" && r["outcome"] == "pending")
         .unwrap_or_else(|| panic!("no pending record for notes/1: {reads:?}"));
     assert_eq!(note["target"], "resource__fx");
+    assert_eq!(note["method"], "resources/read");
     assert_eq!(note["server"], "fx");
     assert_eq!(note["decision"]["effect"], "allow");
     assert_eq!(note["result"]["outcome"], "ok");
@@ -395,9 +396,10 @@ async fn python_sdk_client_over_stdio_gets_mediated_resources_prompts_logs_and_p
         reads
             .iter()
             .any(|r| r["arguments"]["uri"] == "fixture://notes/1"
+                && r["method"] == "resources/subscribe"
                 && r["result"]["outcome"] == "ok"
                 && r["outcome"] == "pending"),
-        "subscribe recorded"
+        "subscribe recorded: {reads:?}"
     );
     let prompts = requests(&world, "prompt");
     assert!(

@@ -82,6 +82,9 @@ pub struct CallReport {
     /// What kind of request it was (CONTRACT §8).
     #[serde(skip)]
     pub kind: RequestKind,
+    /// The MCP method (`tools/call`, `resources/read`, …).
+    #[serde(skip)]
+    pub method: &'static str,
 }
 
 impl CallReport {
@@ -195,6 +198,7 @@ pub(super) struct Refusal {
 
 /// A refusal with its `call_id` and when the request arrived.
 pub(super) struct Refused {
+    pub method: &'static str,
     pub call_id: String,
     pub refusal: Refusal,
     pub started: Instant,
@@ -232,6 +236,7 @@ impl Host {
                     request.caller,
                     &request.arguments,
                     Refused {
+                        method: "tools/call",
                         call_id,
                         refusal,
                         started,
@@ -440,6 +445,7 @@ impl Host {
         refused: Refused,
     ) -> CallReport {
         let Refused {
+            method,
             call_id,
             refusal,
             started,
@@ -455,6 +461,7 @@ impl Host {
             qualified: refusal.qualified,
             call_id,
             kind,
+            method,
         };
         self.audit
             .record(self.request_record(caller, arguments, &report, None));
@@ -483,6 +490,7 @@ impl Host {
                 kind: report.kind.into(),
                 server: report.server.clone(),
                 target: report.qualified.clone(),
+                method: Some(report.method.to_string()),
                 caller,
                 arguments: arguments.clone(),
                 args_sha256: sha256_json(arguments),

@@ -63,6 +63,7 @@ impl Host {
         } = how;
         let Resolved { facts, outbound } = resolved;
         let kind = facts.kind;
+        let method = outbound.method();
         // Decided off this task, with a deadline: a runaway schema or
         // policy is a deny at the deadline, never a wedged caller; the
         // caller's cancellation (SIGTERM, --timeout, a client going away)
@@ -91,6 +92,7 @@ impl Host {
             qualified: facts.tool.qualified.clone(),
             call_id: call_id.clone(),
             kind,
+            method,
         };
         let Some(decision) = decided else {
             let decision = cancelled_before_decision(self.pipeline.policy_sha256());

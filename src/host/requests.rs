@@ -281,6 +281,11 @@ impl Host {
                     request.caller,
                     &arguments,
                     Refused {
+                        method: if request.subscribe {
+                            "resources/subscribe"
+                        } else {
+                            "resources/read"
+                        },
                         call_id,
                         refusal,
                         started,
@@ -360,6 +365,7 @@ impl Host {
                     request.caller,
                     &arguments,
                     Refused {
+                        method: "prompts/get",
                         call_id,
                         refusal,
                         started,

@@ -74,7 +74,8 @@ impl Mediated {
         }
     }
 
-    fn method(&self) -> &'static str {
+    /// The MCP method this request is sent as.
+    pub fn method(&self) -> &'static str {
         match self {
             Mediated::CallTool { .. } => "tools/call",
             Mediated::ReadResource { .. } => "resources/read",

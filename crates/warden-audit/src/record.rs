@@ -266,6 +266,10 @@ pub struct RequestRecord {
     pub server: Option<String>,
     /// What the rules match: `resource__S`, `prompt__S__P`, `sampling__S`, …
     pub target: String,
+    /// The MCP method asked for (`resources/read`, `resources/subscribe`,
+    /// `prompts/get`, …), when one kind has several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
     pub caller: Caller,
     /// The request's parameters (a resource's `uri`, a prompt's arguments,
     /// sampling limits…), redacted and shortened like tool arguments.
