@@ -1,5 +1,6 @@
 //! Stopping warden — normally, on SIGTERM or SIGINT mid-call — leaves no
-//! server process behind, and the interrupted call is audited as cancelled.
+//! server process behind, and the interrupted call is audited (written ahead,
+//! then `abandoned`: warden stopped waiting for it).
 
 mod cli_support;
 
@@ -65,11 +66,18 @@ fn interrupt_mid_call(signal: Signal) {
         world.leftover_processes()
     );
     let records = audit_lines(&world.path("audit.jsonl"));
+    // Written ahead (`pending`), then how it ended: warden gave up on it
+    // as it exited, so `abandoned` (CONTRACT §6; HostOptions::exit).
     let call = records
         .iter()
         .find(|r| r["event"] == "tool_call")
         .expect("a tool_call record");
-    assert_eq!(call["outcome"], "cancelled", "{call}");
+    assert_eq!(call["outcome"], "pending", "{call}");
+    let result = records
+        .iter()
+        .find(|r| r["event"] == "tool_result" && r["call_id"] == call["call_id"])
+        .expect("a tool_result record");
+    assert_eq!(result["outcome"], "abandoned", "{result}");
     assert!(records.iter().any(|r| r["event"] == "session_end"));
     let verify = world.run(&[
         "audit",
@@ -80,12 +88,12 @@ fn interrupt_mid_call(signal: Signal) {
 }
 
 #[test]
-fn sigterm_mid_call_leaves_nothing_and_audits_cancelled() {
+fn sigterm_mid_call_leaves_nothing_and_audits_abandoned() {
     interrupt_mid_call(Signal::SIGTERM);
 }
 
 #[test]
-fn sigint_mid_call_leaves_nothing_and_audits_cancelled() {
+fn sigint_mid_call_leaves_nothing_and_audits_abandoned() {
     interrupt_mid_call(Signal::SIGINT);
 }
 
