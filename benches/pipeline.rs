@@ -129,6 +129,7 @@ fn fifty_rule_rego() -> String {
 
 fn facts() -> CallFacts {
     CallFacts {
+        kind: warden_core::RequestKind::Tool,
         server: ServerFacts {
             name: "fs".into(),
             trust: Trust::Untrusted,

@@ -24,6 +24,14 @@
 #     means this policy has no opinion, and the default (ask, or deny in
 #     CI) applies;
 #   - allow read-only tools of trusted servers.
+#
+# The other kinds of request (CONTRACT §8, `input.kind`): a resource read
+# or subscription is decided on its `uri` (`input.arguments.uri`, a `file:`
+# URI as the path it names), so a resource under a secret path is denied
+# like a tool argument; a prompt on its arguments. Resources and prompts
+# of a server that is not trusted are asked about unless the user's rules
+# allowed them; those of a trusted server are allowed (reading is what
+# they are for).
 package warden
 
 import rego.v1
@@ -94,7 +102,12 @@ ask contains msg if {
 
 read_only_claimed if input.tool.annotations.readOnlyHint == true
 
+is_tool if input.kind == "tool"
+
+is_tool if not input.kind
+
 ask contains msg if {
+	is_tool
 	input.server.trust != "trusted"
 	not read_only_claimed
 	input.stages.rules != "allow"
@@ -102,8 +115,28 @@ ask contains msg if {
 }
 
 allow if {
+	is_tool
 	input.server.trust == "trusted"
 	read_only_claimed
+}
+
+ask contains msg if {
+	input.kind == "resource"
+	input.server.trust != "trusted"
+	input.stages.rules != "allow"
+	msg := sprintf("server %q is not trusted and its resource %q would reach the model", [input.server.name, input.resource.uri])
+}
+
+ask contains msg if {
+	input.kind == "prompt"
+	input.server.trust != "trusted"
+	input.stages.rules != "allow"
+	msg := sprintf("server %q is not trusted and its prompt %q would reach the model", [input.server.name, input.prompt.name])
+}
+
+allow if {
+	input.kind in {"resource", "prompt"}
+	input.server.trust == "trusted"
 }
 
 arg_name(path) := name if {

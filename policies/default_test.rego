@@ -237,3 +237,66 @@ test_certain_paths_do_not_ask if {
 	count(warden.ask) == 0 with input as inp
 	count(warden.deny) == 0 with input as inp
 }
+
+# Resources and prompts (CONTRACT §8).
+resource_read(trust, uri, canonical) := {
+	"kind": "resource",
+	"server": {"name": "fs", "trust": trust, "transport": "stdio", "scope": "user"},
+	"resource": {"uri": uri, "server": "fs"},
+	"arguments": {"uri": canonical},
+	"raw_arguments": {"uri": uri},
+	"readings": {},
+	"uncertain": {},
+	"context": base.context,
+	"stages": {"trust": null, "rules": null},
+}
+
+test_resource_under_secret_path_denied if {
+	some msg in warden.deny with input as resource_read("trusted", "file:///home/u/.ssh/id_rsa", "/home/u/.ssh/id_rsa")
+	contains(msg, "/uri")
+}
+
+test_resource_of_untrusted_server_asks if {
+	inp := resource_read("untrusted", "test://notes/1", "test://notes/1")
+	count(warden.ask) > 0 with input as inp
+	count(warden.deny) == 0 with input as inp
+}
+
+test_resource_allowed_by_rule_does_not_ask if {
+	inp := object.union(resource_read("untrusted", "test://notes/1", "test://notes/1"), {"stages": {"rules": "allow"}})
+	count(warden.ask) == 0 with input as inp
+}
+
+test_resource_of_trusted_server_allowed if {
+	warden.allow with input as resource_read("trusted", "test://notes/1", "test://notes/1")
+}
+
+test_prompt_of_untrusted_server_asks if {
+	inp := {
+		"kind": "prompt",
+		"server": {"name": "fs", "trust": "untrusted", "transport": "stdio", "scope": "user"},
+		"prompt": {"name": "review", "qualified": "prompt__fs__review"},
+		"arguments": {"file": "/srv/repo/README.md"},
+		"raw_arguments": {"file": "/srv/repo/README.md"},
+		"readings": {},
+		"uncertain": {},
+		"context": base.context,
+		"stages": {"trust": null, "rules": null},
+	}
+	count(warden.ask) > 0 with input as inp
+}
+
+test_prompt_argument_secret_denied if {
+	inp := {
+		"kind": "prompt",
+		"server": {"name": "fs", "trust": "trusted", "transport": "stdio", "scope": "user"},
+		"prompt": {"name": "review", "qualified": "prompt__fs__review"},
+		"arguments": {"file": "/home/u/.aws/credentials"},
+		"raw_arguments": {"file": "/home/u/.aws/credentials"},
+		"readings": {},
+		"uncertain": {},
+		"context": base.context,
+		"stages": {"trust": null, "rules": null},
+	}
+	count(warden.deny) > 0 with input as inp
+}

@@ -14,5 +14,12 @@ if [ ! -x "$root/tests/npm/node_modules/.bin/mcp-server-everything" ] \
   echo "test-deps: installing npm test servers" >&2
   npm ci --prefix "$root/tests/npm" --no-audit --no-fund --loglevel=error >&2
 fi
-# The PyPI server (mcp-server-time) in a venv cached outside the clone.
+# The PyPI server (mcp-server-time) in a venv cached outside the clone. It
+# also carries the official MCP Python SDK (PyPI `mcp`), which the gateway
+# tests use as a client (tests/python/gateway_client.py) and to run the
+# conformance fixture server.
+# Optional, not installed here (it needs Node 22): the official conformance
+# suite, npm `@modelcontextprotocol/conformance`; tests/conformance_server.rs
+# runs its server scenarios when WARDEN_CONFORMANCE_BIN names its
+# `conformance` executable (with a Node 22 `node` beside it or on PATH).
 echo "test-deps: PyPI test server venv: $("$root/tests/python/setup-venv.sh")" >&2

@@ -106,6 +106,7 @@ fn all_events() -> Vec<Event> {
         error: "No space left on device".into(),
     });
     events.push(Event::Request(audit::RequestRecord {
+        method: Some("resources/read".into()),
         call_id: "req-1".into(),
         kind: audit::RequestKind::Resource,
         server: Some("fs".into()),

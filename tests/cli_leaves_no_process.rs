@@ -1,5 +1,6 @@
 //! Stopping warden — normally, on SIGTERM or SIGINT mid-call — leaves no
-//! server process behind, and the interrupted call is audited as abandoned.
+//! server process behind, and the interrupted call is audited (written ahead,
+//! then `abandoned`: warden stopped waiting for it).
 
 mod cli_support;
 
@@ -65,17 +66,17 @@ fn interrupt_mid_call(signal: Signal) {
         world.leftover_processes()
     );
     let records = audit_lines(&world.path("audit.jsonl"));
+    // Written ahead (`pending`), then how it ended: warden gave up on it
+    // as it exited, so `abandoned` (CONTRACT §6; HostOptions::exit).
     let call = records
         .iter()
         .find(|r| r["event"] == "tool_call")
         .expect("a tool_call record");
-    // Written ahead as pending; warden exiting mid-call gives it up: the
-    // result record says `abandoned` (CONTRACT §6), never nothing.
     assert_eq!(call["outcome"], "pending", "{call}");
     let result = records
         .iter()
         .find(|r| r["event"] == "tool_result" && r["call_id"] == call["call_id"])
-        .expect("a tool_result record for the interrupted call");
+        .expect("a tool_result record");
     assert_eq!(result["outcome"], "abandoned", "{result}");
     assert!(records.iter().any(|r| r["event"] == "session_end"));
     let verify = world.run(&[

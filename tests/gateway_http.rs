@@ -375,6 +375,9 @@ async fn a_token_file_sets_the_token() {
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let gateway = listen_with(&world, &["--token-file", file.to_str().unwrap()]).await;
     assert_eq!(gateway.token, None, "a token from a file is never printed");
+    // reqwest needs a crypto provider; do not depend on another test
+    // having installed it first.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(gateway.url.clone())
             .auth_header("operator-chosen-token-0123456789"),

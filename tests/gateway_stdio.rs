@@ -575,3 +575,89 @@ async fn no_prefix_serves_remote_names_with_one_upstream_only() {
     assert!(text_of(&result).contains("Welcome"), "{result:?}");
     session.finish(&world).await;
 }
+
+/// A client that gives up on a resource read cancels it upstream; the read
+/// is recorded as cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cancellation_cancels_the_upstream_resource_read() {
+    let world = World::new();
+    let mut config = standard_config(&world);
+    config["permissions"]["allow"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("resource__fixture(uri: fixture://wait/*)"));
+    world.write_config(&config);
+    let session = start(&world, TestClient::plain(), &[]).await;
+    let waited = tokio::time::timeout(
+        Duration::from_millis(1500),
+        session
+            .client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(
+                "fixture://wait/60000",
+            )),
+    )
+    .await;
+    assert!(waited.is_err(), "the read should still be running");
+    let reads = || -> Vec<serde_json::Value> {
+        let records = gateway_support::audit_lines(&audit_path(&world));
+        records
+            .iter()
+            .filter(|r| r["event"] == "request_result" && r["kind"] == "resource")
+            .cloned()
+            .collect()
+    };
+    assert!(
+        eventually(15.0, || reads()
+            .first()
+            .is_some_and(|r| r["outcome"] == "cancelled")),
+        "the upstream read was not cancelled: {:?}",
+        reads()
+    );
+    session.finish(&world).await;
+}
+
+/// An `ask` on a resource read or a prompt goes to the person's client
+/// like one on a tool call; the question says what is asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_on_a_resource_or_prompt_is_put_to_the_persons_client() {
+    let world = World::new();
+    let mut config = standard_config(&world);
+    config["permissions"]["ask"] = json!([
+        "mcp__notes__add_note",
+        "resource__fixture(uri: fixture://notes/*)",
+        "prompt__fixture__greet"
+    ]);
+    world.write_config(&config);
+    let handler = TestClient::answering("allow_once");
+    let session = start(&world, handler.clone(), &["--ask-client"]).await;
+    let read = session
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "fixture://notes/2",
+        ))
+        .await
+        .expect("read after allow_once");
+    assert!(format!("{read:?}").contains("note two"), "{read:?}");
+    let mut greet = rmcp::model::GetPromptRequestParams::new("fixture__greet");
+    greet.arguments = serde_json::from_value(json!({"name": "Ada"})).ok();
+    let prompt = session.client.get_prompt(greet).await.expect("prompt");
+    assert!(format!("{prompt:?}").contains("Hello, Ada!"), "{prompt:?}");
+    let asked = handler.asked();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(
+        asked[0].contains("resource read") && asked[0].contains("fixture://notes/2"),
+        "{}",
+        asked[0]
+    );
+    assert!(
+        asked[1].contains("prompt request") && asked[1].contains("greet"),
+        "{}",
+        asked[1]
+    );
+    session.finish(&world).await;
+    let approvals = audit_lines(&audit_path(&world))
+        .into_iter()
+        .filter(|r| r["event"] == "approval" && r["action"] == "allow_once")
+        .count();
+    assert_eq!(approvals, 2);
+}

@@ -31,7 +31,11 @@ impl Scripted {
 
 impl Asker for Scripted {
     fn ask<'a>(&'a self, prompt: &'a AskPrompt) -> BoxFuture<'a, AskAnswer> {
-        assert_eq!(prompt.qualified, "mcp__fs__write_file");
+        assert!(
+            ["mcp__fs__write_file", "resource__fs"].contains(&prompt.qualified.as_str()),
+            "{}",
+            prompt.qualified
+        );
         assert!(!prompt.reasons.is_empty());
         self.asked.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move { self.answer })
@@ -139,6 +143,36 @@ async fn allow_session_is_remembered_per_session_and_kind() {
     let mut f = writer(json!({}));
     f.server.trust = Trust::Blocked;
     assert!(p.authorize(&f, p.decide(&f), Some(&asker)).await.is_err());
+}
+
+/// "Allow for this session" on a resource read covers that URI, not every
+/// resource of the server.
+#[tokio::test]
+async fn allow_session_on_a_resource_covers_that_uri_only() {
+    let p = pipeline(vec![], Some(vec![]), Mode::Interactive);
+    let asker = Scripted::new(AskAnswer::AllowSession);
+    let read = |uri: &str| {
+        let mut f = facts(Trust::Untrusted, "x", json!(null), json!({ "uri": uri }));
+        f.kind = warden_policy::RequestKind::Resource;
+        f.tool.name = uri.to_string();
+        f.tool.qualified = "resource__fs".into();
+        f.tool.input_schema = Value::Null;
+        f
+    };
+    for _ in 0..2 {
+        let f = read("notes://a");
+        let d = p.decide(&f);
+        assert_eq!((d.effect, d.stage), (Effect::Ask, Stage::Default), "{d:?}");
+        p.authorize(&f, d, Some(&asker)).await.unwrap();
+    }
+    assert_eq!(asker.asked.load(Ordering::SeqCst), 1);
+    let f = read("notes://b");
+    p.authorize(&f, p.decide(&f), Some(&asker)).await.unwrap();
+    assert_eq!(
+        asker.asked.load(Ordering::SeqCst),
+        2,
+        "another URI is asked again"
+    );
 }
 
 #[tokio::test]

@@ -492,6 +492,119 @@ fn cli_policy_check_and_eval() {
     );
 }
 
+/// `policy eval` understands the other kinds of CONTRACT §8: a resource's
+/// `file:` URI is read as its path (a secret path is denied), and only the
+/// stages a resource has are shown.
+#[test]
+fn cli_policy_eval_of_a_resource_and_a_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("resource.json");
+    let context =
+        json!({"mode": "interactive", "session": "x", "workspace": "/srv/repo", "call_index": 1});
+    std::fs::write(
+        &input,
+        json!({
+            "kind": "resource",
+            "server": {"name": "fs", "trust": "trusted", "transport": "stdio", "scope": "user"},
+            "resource": {"uri": "file:///srv/repo/../../home/u/.ssh/id_rsa", "server": "fs"},
+            "arguments": {"uri": "file:///srv/repo/../../home/u/.ssh/id_rsa"},
+            "context": context,
+            "stages": {"trust": null, "rules": null}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let (code, out, err) = warden(&[
+        "policy",
+        "eval",
+        "--input",
+        input.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["effect"], "deny", "{v}");
+    assert_eq!(v["stage"], "policy", "{v}");
+    assert!(
+        v["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("/home/u/.ssh/id_rsa"),
+        "{v}"
+    );
+    let stages: Vec<&str> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, ["trust", "rules", "policy"]);
+
+    let prompt = dir.path().join("prompt.json");
+    std::fs::write(
+        &prompt,
+        json!({
+            "kind": "prompt",
+            "server": {"name": "fs", "trust": "untrusted", "transport": "stdio", "scope": "user"},
+            "prompt": {"name": "review", "qualified": "prompt__fs__review"},
+            "arguments": {"file": "/srv/repo/README.md"},
+            "context": context,
+            "stages": {"trust": null, "rules": null}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let (code, out, err) = warden(&[
+        "policy",
+        "eval",
+        "--input",
+        prompt.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["effect"], "ask", "{v}");
+    assert!(v["reasons"][0].as_str().unwrap().contains("prompt"), "{v}");
+}
+
+/// The whole pipeline for a resource: trust, rules on the canonical URI,
+/// the policy; no schema, pinning or annotations stage.
+#[test]
+fn resources_are_decided_by_trust_rules_and_policy() {
+    let rules = vec![warden_policy::RuleSource {
+        effect: RuleEffect::Allow,
+        text: "resource__fs(uri: /srv/repo/**)".into(),
+        scope: Scope::User,
+        file: "/c.json".into(),
+        index: 0,
+    }];
+    let p = pipeline(rules, None, Mode::Interactive);
+    let resource = |trust, uri: &str| {
+        let mut f = facts(trust, "x", json!(null), json!({ "uri": uri }));
+        f.kind = warden_policy::RequestKind::Resource;
+        f.tool.name = uri.to_string();
+        f.tool.qualified = "resource__fs".into();
+        f.tool.input_schema = serde_json::Value::Null;
+        f
+    };
+    let d = p.decide(&resource(Trust::Untrusted, "file:///srv/repo/a.md"));
+    assert_eq!(d.effect, Effect::Allow, "{d:?}");
+    let stages: Vec<Stage> = d.stages.iter().map(|s| s.stage).collect();
+    assert_eq!(stages, [Stage::Trust, Stage::Rules, Stage::Policy]);
+    // Outside the allowed folder: the default policy asks.
+    let d = p.decide(&resource(Trust::Untrusted, "file:///srv/other/a.md"));
+    assert_eq!((d.effect, d.stage), (Effect::Ask, Stage::Policy), "{d:?}");
+    // A secret path: denied, even for a trusted server.
+    let d = p.decide(&resource(
+        Trust::Trusted,
+        "file:///srv/repo/../../root/.ssh/id_rsa",
+    ));
+    assert_eq!((d.effect, d.stage), (Effect::Deny, Stage::Policy), "{d:?}");
+    // Blocked: the trust stage.
+    let d = p.decide(&resource(Trust::Blocked, "file:///srv/repo/a.md"));
+    assert_eq!((d.effect, d.stage), (Effect::Deny, Stage::Trust), "{d:?}");
+}
+
 #[test]
 fn mode_is_part_of_rego_input() {
     let dir = tempfile::tempdir().unwrap();

@@ -123,3 +123,90 @@ fn a_piped_line_never_approves_a_project_server() {
     assert!(stdout.contains("pending_approval"), "{stdout}");
     assert!(!path("cfg/approvals.json").exists(), "nothing was approved");
 }
+
+/// `/resources`, `/prompts`, `/read` and `/prompt`: listed without what is
+/// denied outright, read through the pipeline, refused with the reason, and
+/// recorded as `request` events.
+#[test]
+fn resources_and_prompts_from_the_repl_are_decided_and_recorded() {
+    let dir = tempfile::Builder::new()
+        .prefix("warden-repl-resources-")
+        .tempdir()
+        .expect("temp dir");
+    let path = |name: &str| dir.path().join(name);
+    for sub in ["home", "cfg", "ws"] {
+        std::fs::create_dir_all(path(sub)).expect("mkdir");
+    }
+    let config = json!({
+        "mcpServers": {"fx": {"command": WARDEN, "args": ["example-server", "fixture"]}},
+        "permissions": {
+            "allow": ["resource__fx(uri: fixture://notes/**)", "prompt__fx__greet"],
+            "deny": ["resource__fx(uri: fixture://secret/**)"]
+        },
+        "audit": {"path": path("audit.jsonl")}
+    });
+    std::fs::write(path("warden.json"), config.to_string()).expect("config");
+    let mut child = Command::new("setsid")
+        .arg(WARDEN)
+        .arg("--config")
+        .arg(path("warden.json"))
+        .arg("repl")
+        .current_dir(path("ws"))
+        .env("HOME", path("home"))
+        .env("WARDEN_CONFIG_DIR", path("cfg"))
+        .env_remove("RUST_LOG")
+        .env_remove("WARDEN_MODEL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(
+            b"/resources\n/prompts\n/read fixture://notes/1\n/read fixture://secret/key\n\
+              /prompt fx greet '{\"name\": \"Ada\"}'\n/quit\n",
+        )
+        .expect("write");
+    let output = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("fixture://notes/1"), "{stdout}");
+    assert!(stdout.contains("fixture://items/{id}"), "{stdout}");
+    assert!(!stdout.contains("fixture://secret/key"), "{stdout}");
+    assert!(stdout.contains("prompt__fx__greet"), "{stdout}");
+    assert!(stdout.contains("note one"), "{stdout}");
+    assert!(stdout.contains("Hello, Ada!"), "{stdout}");
+    assert!(
+        stderr.contains("Denied by warden's rules stage"),
+        "{stderr}"
+    );
+    let records: Vec<Value> = std::fs::read_to_string(path("audit.jsonl"))
+        .expect("audit")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let requests: Vec<&Value> = records.iter().filter(|r| r["event"] == "request").collect();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    assert!(requests.iter().all(|r| r["caller"] == "cli"));
+    assert!(
+        requests
+            .iter()
+            .any(|r| r["arguments"]["uri"] == "fixture://secret/key" && r["outcome"] == "denied")
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r["kind"] == "prompt" && r["outcome"] == "pending")
+    );
+    assert_eq!(
+        records
+            .iter()
+            .filter(|r| r["event"] == "request_result" && r["outcome"] == "ok")
+            .count(),
+        2
+    );
+}

@@ -310,7 +310,17 @@ fn show(json_out: bool, file: &Path, filter: &Filter) -> anyhow::Result<u8> {
                     (record["qualified"].clone(), record["decision"].clone()),
                 );
             }
-            Some("tool_result") => {
+            // Requests of the other kinds (CONTRACT §8): the target and
+            // what it names (a URI, a prompt's arguments are in the record).
+            Some("request") => {
+                let subject = match record["arguments"]["uri"].as_str() {
+                    Some(uri) => format!("{} {uri}", record["target"].as_str().unwrap_or("?")),
+                    None => record["target"].as_str().unwrap_or("?").to_string(),
+                };
+                shown["qualified"] = Value::String(subject.clone());
+                calls.insert(id, (Value::String(subject), record["decision"].clone()));
+            }
+            Some("tool_result" | "request_result") => {
                 if let Some((qualified, decision)) = calls.get(&id) {
                     shown["qualified"] = qualified.clone();
                     shown["decision"] = decision.clone();
@@ -353,7 +363,7 @@ fn row(r: &Value) -> [String; 8] {
     let (mut tool, mut decision, mut outcome, mut duration) =
         (String::new(), String::new(), String::new(), String::new());
     match event.as_str() {
-        "tool_call" | "tool_result" => {
+        "tool_call" | "tool_result" | "request" | "request_result" => {
             tool = s(&r["qualified"]);
             if r["decision"].is_object() {
                 decision = format!(

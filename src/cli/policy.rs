@@ -11,7 +11,9 @@ use crate::config::Config;
 use warden_policy::testing::{
     TestOutcome, TestReport, groups_for_paths, run_groups, shipped_groups,
 };
-use warden_policy::{Decision, Effect, Mode, Pipeline, PipelineConfig, Stage, StageVerdict};
+use warden_policy::{
+    Decision, Effect, Mode, Pipeline, PipelineConfig, RequestKind, Stage, StageVerdict,
+};
 
 pub fn run(global: &GlobalArgs, cmd: PolicyCommand) -> anyhow::Result<u8> {
     // `policy test` needs no configuration; the others use the configured
@@ -124,14 +126,30 @@ pub fn eval(config: PipelineConfig, input: &Path, json: bool) -> anyhow::Result<
     let ci = config.mode == Mode::Ci
         || doc.pointer("/context/mode").and_then(Value::as_str) == Some("ci");
     let pipeline = load(config)?;
+    // `input.kind` (CONTRACT §8): only tools have schema, pinning and
+    // annotations stages.
+    let kind = match doc.get("kind") {
+        None => RequestKind::Tool,
+        Some(k) => serde_json::from_value::<RequestKind>(k.clone()).map_err(|_| {
+            CliError::usage(format!(
+                "{}: `kind` must be one of tool, resource, prompt, sampling, elicitation",
+                input.display()
+            ))
+        })?,
+    };
+    let before_policy: &[Stage] = if kind == RequestKind::Tool {
+        &[
+            Stage::Trust,
+            Stage::Schema,
+            Stage::Pinning,
+            Stage::Annotations,
+            Stage::Rules,
+        ]
+    } else {
+        &[Stage::Trust, Stage::Rules]
+    };
     let mut stages = Vec::new();
-    for stage in [
-        Stage::Trust,
-        Stage::Schema,
-        Stage::Pinning,
-        Stage::Annotations,
-        Stage::Rules,
-    ] {
+    for &stage in before_policy {
         let given = doc.pointer(&format!("/stages/{}", stage.as_str()));
         let effect = given.and_then(parse_effect);
         let reasons = if given.is_some_and(|v| !v.is_null()) {

@@ -10,14 +10,22 @@
 //! `notifications/tools/list_changed`), `a.b` and `a_b` (collide once
 //! sanitised), and one tool whose qualified name is over 64 characters.
 //!
+//! Also resources, templates, subscriptions, prompts, completion, logging
+//! and progress: see `fixture_more`. Tools for them: `touch {uri}`
+//! (a resource update), `log {level, message}`, `count {steps}`
+//! (progress, then an answer).
+//!
 //! Flags: `--pages N` spreads `tools/list` over N pages; `--repeat-cursor`
 //! returns the same cursor forever; `--extra-tools N` lists N more
 //! (uncallable) tools; `--silent` reads stdin and never answers anything;
 //! `--name NAME` sets the advertised server name; `--count-calls FILE`
 //! appends each called tool's name to FILE as the call arrives (in the
-//! server's write grant), so a test can tell whether a call reached it;
-//! `--tool-named NAME` (repeatable) lists one more (uncallable) tool with
-//! exactly that name, e.g. one carrying terminal escapes.
+//! server's write grant), so a test can tell whether a call reached it
+//! (resources and prompts too); `--legacy` refuses `server/discover`, so
+//! clients use `initialize` and the session protocol (2025-11-25), where
+//! `logging/setLevel` and `resources/subscribe` exist; `--tool-named NAME`
+//! (repeatable) lists one more (uncallable) tool with exactly that name,
+//! e.g. one carrying terminal escapes.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +41,13 @@ use rmcp::model::{
     ResourceContents, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, DiscoverRequestMethod, DiscoverResult,
+    GetPromptRequestParams, GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+};
+#[allow(deprecated)]
+use rmcp::model::{SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
 use rmcp::service::{
     RequestContext, RxJsonRpcMessage, SubscriptionContext, SubscriptionSink, TxJsonRpcMessage,
 };
@@ -66,6 +81,10 @@ pub struct FixtureOptions {
     pub count_calls: Option<std::path::PathBuf>,
     /// More tools listed under exactly these names (not callable).
     pub named_tools: Vec<String>,
+    /// Answer `server/discover` with "method not found".
+    pub legacy: bool,
+    /// One more resource, listed and readable (text `own`).
+    pub own_resource: Option<String>,
 }
 
 impl Default for FixtureOptions {
@@ -79,6 +98,8 @@ impl Default for FixtureOptions {
             ignore_discover: false,
             count_calls: None,
             named_tools: Vec::new(),
+            legacy: false,
+            own_resource: None,
         }
     }
 }
@@ -98,6 +119,10 @@ impl FixtureOptions {
                 "--repeat-cursor" => options.repeat_cursor = true,
                 "--silent" => options.silent = true,
                 "--ignore-discover" => options.ignore_discover = true,
+                "--legacy" => options.legacy = true,
+                "--own-resource" => {
+                    options.own_resource = Some(flag_value(arg, &mut iter)?.clone());
+                }
                 "--count-calls" => {
                     options.count_calls = Some(flag_value(arg, &mut iter)?.into());
                 }
@@ -107,7 +132,7 @@ impl FixtureOptions {
                 other => anyhow::bail!(
                     "fixture: unknown argument `{other}` (known: --name NAME, --pages N, \
                      --extra-tools N, --repeat-cursor, --silent, --ignore-discover, \
-                     --count-calls FILE, --tool-named NAME)"
+                     --legacy, --own-resource URI, --count-calls FILE, --tool-named NAME)"
                 ),
             }
         }
@@ -127,8 +152,28 @@ pub struct SayArgs {
     pub text: String,
 }
 
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct TouchArgs {
+    /// The resource URI to report as updated.
+    pub uri: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct LogArgs {
+    /// An MCP log level (`debug` … `emergency`).
+    pub level: String,
+    pub message: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct CountArgs {
+    /// How many progress steps to report.
+    pub steps: u32,
+}
+
 #[derive(Clone)]
 pub struct FixtureServer {
+    extras: Arc<super::fixture_more::Extras>,
     options: FixtureOptions,
     added: Arc<AtomicBool>,
     /// Set by `rug_pull`: `echo` is then listed with another description.
@@ -141,11 +186,19 @@ pub struct FixtureServer {
 impl FixtureServer {
     pub fn new(options: FixtureOptions) -> Self {
         FixtureServer {
+            extras: Arc::default(),
             options,
             added: Arc::new(AtomicBool::new(false)),
             pulled: Arc::new(AtomicBool::new(false)),
             sinks: Arc::new(Mutex::new(Vec::new())),
             tool_router: Self::tool_router(),
+        }
+    }
+
+    /// `--count-calls`: one line per request received.
+    fn record(&self, line: &str) {
+        if let Some(file) = &self.options.count_calls {
+            count_call(file, line);
         }
     }
 
@@ -305,6 +358,45 @@ impl FixtureServer {
         CallToolResult::success(vec![ContentBlock::text("echo has changed")])
     }
 
+    #[tool(description = "Reports the resource `uri` as updated to a subscribed client.")]
+    async fn touch(
+        &self,
+        Parameters(TouchArgs { uri }): Parameters<TouchArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let sent = self.extras.touch(&context, &uri).await;
+        CallToolResult::success(vec![ContentBlock::text(format!("updated sent: {sent}"))])
+    }
+
+    #[tool(description = "Sends a log message at `level` (if the client's level admits it).")]
+    async fn log(
+        &self,
+        Parameters(LogArgs { level, message }): Parameters<LogArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let level = super::fixture_more::level_named(&level)
+            .ok_or_else(|| ErrorData::invalid_params("unknown level", None))?;
+        self.extras.log(&context, level, json!(message)).await;
+        Ok(CallToolResult::success(vec![ContentBlock::text("logged")]))
+    }
+
+    #[tool(description = "Reports `steps` progress notifications, then answers.")]
+    async fn count(
+        &self,
+        Parameters(CountArgs { steps }): Parameters<CountArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        if let Some(token) = context.meta.get_progress_token() {
+            for step in 1..=steps.min(1000) {
+                let note =
+                    rmcp::model::ProgressNotificationParam::new(token.clone(), f64::from(step))
+                        .with_total(f64::from(steps));
+                let _ = context.peer.notify_progress(note).await;
+            }
+        }
+        CallToolResult::success(vec![ContentBlock::text(format!("counted to {steps}"))])
+    }
+
     #[tool(description = "Exists only after add_tool was called.")]
     fn added_tool(&self) -> CallToolResult {
         CallToolResult::success(vec![ContentBlock::text("hello from the added tool")])
@@ -330,11 +422,20 @@ impl FixtureServer {
 }
 
 impl ServerHandler for FixtureServer {
+    // `enable_logging`: deprecated for 2026-07-28 (SEP-2577), the session
+    // protocol's all the same.
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .enable_resources_list_changed()
+                .enable_prompts()
+                .enable_completions()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -387,9 +488,7 @@ impl ServerHandler for FixtureServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if let Some(file) = &self.options.count_calls {
-            count_call(file, &request.name);
-        }
+        self.record(&request.name);
         if request.name == ADDED_TOOL && !self.added.load(Ordering::SeqCst) {
             return Err(ErrorData::invalid_params(
                 Cow::Owned(format!("tool `{}` not found", request.name)),
@@ -402,6 +501,120 @@ impl ServerHandler for FixtureServer {
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.visible_tools().into_iter().find(|t| t.name == name)
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        if self.options.legacy {
+            return Err(ErrorData::method_not_found::<DiscoverRequestMethod>());
+        }
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut listed = super::fixture_more::list_resources();
+        if let Some(uri) = &self.options.own_resource {
+            listed.resources.push(Resource::new(uri.clone(), "own"));
+        }
+        Ok(listed)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(super::fixture_more::list_templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.record(&format!("resources/read {}", request.uri));
+        if self.options.own_resource.as_ref() == Some(&request.uri) {
+            return Ok(ReadResourceResponse::Complete(ReadResourceResult::new(
+                vec![ResourceContents::TextResourceContents {
+                    uri: request.uri.clone(),
+                    mime_type: Some("text/plain".into()),
+                    text: "own".into(),
+                    meta: None,
+                }],
+            )));
+        }
+        self.extras
+            .read(&request, &context)
+            .await
+            .map(ReadResourceResponse::Complete)
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.record(&format!("resources/subscribe {}", request.uri));
+        self.extras.subscribe(&request.uri);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.record(&format!("resources/unsubscribe {}", request.uri));
+        self.extras.unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(super::fixture_more::list_prompts())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.record(&format!("prompts/get {}", request.name));
+        super::fixture_more::get_prompt(&request).map(GetPromptResponse::Complete)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.record("completion/complete");
+        super::fixture_more::complete(&request)
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.record(&format!("logging/setLevel {:?}", request.level).to_lowercase());
+        self.extras.set_level(request.level);
+        Ok(())
     }
 
     fn accepted_subscription_filter(

@@ -15,6 +15,7 @@
 //! and diagnostics go to stderr through `tracing`.
 
 mod fixture;
+mod fixture_more;
 mod hostile;
 mod http;
 mod notes;

@@ -43,19 +43,26 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, DiscoverRequestMethod,
-    DiscoverResult, ElicitRequestParams, ElicitationAction, ElicitationSchema, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, DiscoverRequestMethod, DiscoverResult, ElicitRequestParams, ElicitationAction,
+    ElicitationSchema, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, PromptsCapability, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ResourcesCapability, ServerCapabilities, ServerConfig, Tool,
 };
+#[allow(deprecated)]
+use rmcp::model::{SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
 use rmcp::service::{ElicitationMode, NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use warden_core::RequestKind;
 
 mod auth;
+mod clients;
+mod resources;
 
 pub use auth::{Tokens, generate as generate_token, read_token_file};
 
@@ -90,6 +97,9 @@ pub struct GatewayOptions {
 #[derive(Clone)]
 pub struct Gateway {
     inner: Arc<Inner>,
+    /// This client's own state (log level, subscriptions): each HTTP
+    /// session gets its own ([`Gateway::for_new_client`]).
+    client: Arc<clients::ClientState>,
 }
 
 struct Inner {
@@ -97,6 +107,7 @@ struct Inner {
     options: GatewayOptions,
     /// Cancelled when the gateway stops: ends the list-changed watchers.
     stop: CancellationToken,
+    clients: clients::Clients,
 }
 
 /// One exposed tool: its gateway name, the qualified name the host knows,
@@ -109,13 +120,71 @@ struct Exposed {
 
 impl Gateway {
     pub fn new(host: Arc<Host>, options: GatewayOptions, stop: CancellationToken) -> Gateway {
+        let clients = clients::Clients::default();
+        let client = clients.add();
         Gateway {
             inner: Arc::new(Inner {
                 host,
                 options,
                 stop,
+                clients,
             }),
+            client,
         }
+    }
+
+    /// The same gateway for another client (an HTTP session), with state
+    /// of its own.
+    fn for_new_client(&self) -> Gateway {
+        Gateway {
+            inner: self.inner.clone(),
+            client: self.inner.clients.add(),
+        }
+    }
+
+    /// What the gateway offers: tools always; resources, prompts,
+    /// completions and logging only when a connected upstream offers them
+    /// and not everything of theirs is denied outright.
+    fn capabilities(&self) -> ServerCapabilities {
+        let host = &self.inner.host;
+        let pipeline = host.pipeline();
+        let mut caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let resources: Vec<String> = host
+            .servers_with(|c| c.resources.is_some())
+            .into_iter()
+            .filter(|s| {
+                !pipeline.hidden_request(RequestKind::Resource, &crate::host::resource_target(s))
+            })
+            .collect();
+        if !resources.is_empty() {
+            let subscribe = host
+                .servers_with(|c| {
+                    c.resources
+                        .as_ref()
+                        .is_some_and(|r| r.subscribe == Some(true))
+                })
+                .iter()
+                .any(|s| resources.contains(s));
+            let mut r = ResourcesCapability::default();
+            r.list_changed = Some(true);
+            r.subscribe = subscribe.then_some(true);
+            caps.resources = Some(r);
+        }
+        if !host.servers_with(|c| c.prompts.is_some()).is_empty() {
+            let mut p = PromptsCapability::default();
+            p.list_changed = Some(true);
+            caps.prompts = Some(p);
+        }
+        if !host.servers_with(|c| c.completions.is_some()).is_empty() {
+            caps.completions = Some(Default::default());
+        }
+        if !host.servers_with(|c| c.logging.is_some()).is_empty() {
+            caps.logging = Some(Default::default());
+        }
+        caps
     }
 
     /// The exposed tools, by gateway name. Names that would collide (only
@@ -157,14 +226,27 @@ impl Gateway {
         warden_core::digest::sha256_json(&Value::Array(tools))
     }
 
+    /// The connected servers that offer resources and those that offer
+    /// prompts.
+    fn offering(&self) -> (Vec<String>, Vec<String>) {
+        let host = &self.inner.host;
+        (
+            host.servers_with(|c| c.resources.is_some()),
+            host.servers_with(|c| c.prompts.is_some()),
+        )
+    }
+
     /// Sends `notifications/tools/list_changed` to `peer` whenever the
-    /// exposed tools change, until the peer goes away or the gateway stops.
+    /// exposed tools change (and the resource and prompt list changes when
+    /// a server offering them comes or goes), until the peer goes away or
+    /// the gateway stops.
     fn watch_tools(&self, peer: Peer<RoleServer>) {
         let gateway = self.clone();
         let mut changes = self.inner.host.manager().subscribe();
         let stop = self.inner.stop.clone();
         tokio::spawn(async move {
             let mut last = gateway.listing_signature();
+            let mut offering = gateway.offering();
             // A client that went away without a change to tell it about is
             // noticed here, so no watcher outlives its session for long.
             let mut alive = tokio::time::interval(Duration::from_secs(5));
@@ -182,6 +264,20 @@ impl Gateway {
                         continue;
                     }
                     () = stop.cancelled() => break,
+                }
+                // Servers offering resources or prompts came or went: what
+                // the client lists of them may have changed.
+                let now_offering = gateway.offering();
+                if now_offering != offering {
+                    offering = now_offering;
+                    let sent = match peer.notify_resource_list_changed().await {
+                        Ok(()) => peer.notify_prompt_list_changed().await,
+                        Err(error) => Err(error),
+                    };
+                    if let Err(error) = sent {
+                        tracing::debug!(%error, "the client is gone; no more list_changed");
+                        break;
+                    }
                 }
                 let now = gateway.listing_signature();
                 if now == last {
@@ -209,6 +305,40 @@ impl Gateway {
             None => ToolRef::Unlisted(request.name.to_string()),
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let asking = self.asking(&context, request.name.as_ref());
+        let asker = asking.asker();
+        let token = context.meta.get_progress_token();
+        let host = &self.inner.host;
+        let report = clients::with_progress(&context.peer, token, |progress| {
+            host.call_with_progress(
+                CallRequest {
+                    target,
+                    arguments,
+                    caller: Caller::Gateway,
+                },
+                asker,
+                context.ct.clone(),
+                progress,
+            )
+        })
+        .await;
+        if report.outcome == Outcome::UnknownTool {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`", request.name),
+                None,
+            ));
+        }
+        Ok(result_for_client(&report, asking.cannot_ask))
+    }
+
+    /// Who may be asked about a request of this client (CONTRACT §5):
+    /// only a client the operator marked as a person's, that declared form
+    /// elicitation, on the session protocol; and if none, why.
+    pub(super) fn asking(
+        &self,
+        context: &RequestContext<RoleServer>,
+        exposed_name: &str,
+    ) -> Asking {
         let session_protocol = context
             .protocol_version()
             .is_none_or(|version| version.has_initialize());
@@ -225,46 +355,41 @@ impl Gateway {
             }
             None => self.inner.options.ask_client,
         };
-        let elicitor = ElicitationAsker {
-            peer: context.peer.clone(),
-            cancel: context.ct.clone(),
-            exposed_name: request.name.to_string(),
-        };
-        let asker: Option<&dyn Asker> = match self.inner.host.mode() {
-            Mode::Gateway if can_elicit && person => Some(&elicitor),
-            _ => None,
-        };
-        let report = self
-            .inner
-            .host
-            .call(
-                CallRequest {
-                    target,
-                    arguments,
-                    caller: Caller::Gateway,
-                },
-                asker,
-                context.ct.clone(),
-            )
-            .await;
-        if report.outcome == Outcome::UnknownTool {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool `{}`", request.name),
-                None,
-            ));
-        }
-        let cannot_ask = match self.inner.host.mode() {
-            Mode::Gateway if !person => Some(
+        let gateway_mode = self.inner.host.mode() == Mode::Gateway;
+        let cannot_ask = match () {
+            () if gateway_mode && !person => Some(
                 "no one could be asked: warden asks only the client the operator marked as a \
                  person's (`warden gateway --ask-client`)",
             ),
-            Mode::Gateway if !can_elicit => Some(
+            () if gateway_mode && !can_elicit => Some(
                 "this MCP client did not declare the elicitation capability, so it cannot be \
                  asked to approve the call",
             ),
-            _ => None,
+            () => None,
         };
-        Ok(result_for_client(&report, cannot_ask))
+        Asking {
+            elicitor: ElicitationAsker {
+                peer: context.peer.clone(),
+                cancel: context.ct.clone(),
+                exposed_name: exposed_name.to_string(),
+            },
+            allowed: gateway_mode && can_elicit && person,
+            cannot_ask,
+        }
+    }
+}
+
+/// [`Gateway::asking`]'s answer.
+pub(super) struct Asking {
+    elicitor: ElicitationAsker,
+    allowed: bool,
+    /// Why no one could be asked (added to a denial that asked).
+    pub cannot_ask: Option<&'static str>,
+}
+
+impl Asking {
+    pub(super) fn asker(&self) -> Option<&dyn Asker> {
+        self.allowed.then_some(&self.elicitor as &dyn Asker)
     }
 }
 
@@ -323,22 +448,17 @@ fn result_for_client(report: &CallReport, cannot_ask: Option<&str>) -> CallToolR
 
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
-        let mut info = ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
-        .with_server_info(Implementation::new("warden", env!("CARGO_PKG_VERSION")))
-        .with_instructions(if self.inner.options.no_prefix {
-            "warden gateway: the tools of one MCP server under their own names. Every call \
+        let mut info = ServerConfig::new(self.capabilities())
+            .with_server_info(Implementation::new("warden", env!("CARGO_PKG_VERSION")))
+            .with_instructions(if self.inner.options.no_prefix {
+                "warden gateway: the tools of one MCP server under their own names. Every call \
              is decided by warden's permission pipeline and audited; a denied call returns \
              an error naming the stage and reason."
-        } else {
-            "warden gateway: tools of the configured MCP servers, named SERVER__TOOL. Every \
+            } else {
+                "warden gateway: tools of the configured MCP servers, named SERVER__TOOL. Every \
              call is decided by warden's permission pipeline and audited; a denied call \
              returns an error naming the stage and reason."
-        });
+            });
         info.protocol_version = MAX_PROTOCOL;
         info
     }
@@ -363,7 +483,134 @@ impl ServerHandler for Gateway {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         tracing::info!("gateway client initialized");
+        clients::forward_notifications(self.clone(), context.peer.clone());
         self.watch_tools(context.peer);
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = self
+            .inner
+            .host
+            .list_resources()
+            .await
+            .into_iter()
+            .map(|r| r.resource)
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = self
+            .inner
+            .host
+            .list_resource_templates()
+            .await
+            .into_iter()
+            .map(|t| t.template)
+            .collect();
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.read(request, context, false)
+            .await
+            .map(ReadResourceResponse::Complete)
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let uri = request.uri.clone();
+        if !self.client.subscribe(&uri) {
+            return Ok(());
+        }
+        if !self.inner.clients.first_subscriber(&uri) {
+            return Ok(());
+        }
+        let read = ReadResourceRequestParams::new(uri.clone());
+        match self.read(read, context, true).await {
+            Ok(_) => Ok(()),
+            Err(error) => {
+                self.client.unsubscribe(&uri);
+                self.inner.clients.last_subscriber(&uri);
+                Err(error)
+            }
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if self.client.unsubscribe(&request.uri)
+            && self.inner.clients.last_subscriber(&request.uri)
+            && let Err(error) = self.inner.host.unsubscribe(&request.uri).await
+        {
+            tracing::debug!(uri = %request.uri, %error, "resources/unsubscribe failed upstream");
+        }
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompts = self
+            .prompt_table()
+            .await
+            .into_values()
+            .map(|p| p.definition)
+            .collect();
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.prompt(request, context)
+            .await
+            .map(GetPromptResponse::Complete)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.completion(request, context.ct.clone()).await
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.inner
+            .clients
+            .set_level(&self.inner.host, &self.client, request.level)
+            .await;
+        Ok(())
     }
 
     async fn list_tools(
@@ -459,6 +706,14 @@ fn answer_of(action: ElicitationAction, content: Option<&Value>) -> AskAnswer {
 }
 
 fn elicitation_message(prompt: &AskPrompt, exposed_name: &str) -> String {
+    // The target says the kind (CONTRACT §8).
+    let (what, subject) = if prompt.qualified.starts_with("resource__") {
+        ("resource read", "resource")
+    } else if prompt.qualified.starts_with("prompt__") {
+        ("prompt request", "prompt")
+    } else {
+        ("tool call", "tool")
+    };
     // Every key, values shortened (the pipeline denies rather than asking
     // when they cannot all be shown).
     let args = if prompt.argument_lines.is_empty() {
@@ -474,8 +729,8 @@ fn elicitation_message(prompt: &AskPrompt, exposed_name: &str) -> String {
     // server, model or rule supplied is one neutralised field (as on
     // warden's own terminal, `terminal::render_prompt`).
     format!(
-        "warden asks before this tool call runs.\n\
-         server: {server}\ntool: {tool} (as {exposed})\narguments:{args}\n\
+        "warden asks before this {what} runs.\n\
+         server: {server}\n{subject}: {tool} (as {exposed})\narguments:{args}\n\
          why warden asks (stage `{stage}`): {reasons}\n\
          Choose allow_once to run this call once, or deny.",
         server = display::line(&prompt.server),
@@ -544,7 +799,7 @@ pub async fn bind_http(
         .enforce_origin_validation()
         .with_cancellation_token(stop.child_token());
     let service: StreamableHttpService<Gateway, LocalSessionManager> =
-        StreamableHttpService::new(move || Ok(gateway.clone()), Arc::default(), config);
+        StreamableHttpService::new(move || Ok(gateway.for_new_client()), Arc::default(), config);
     // Authentication runs first: a request without a valid token never
     // reaches the MCP service (nor its Host/Origin checks or sessions).
     let router = axum::Router::new().nest_service("/mcp", service).layer(

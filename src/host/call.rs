@@ -1,10 +1,13 @@
-//! The path of one tool call, top to bottom: resolve the name →
-//! `Pipeline::decide` → `authorize` (the only source of a `Permit`) →
-//! write-ahead `tool_call` record (fail closed) → connection → `tool_result`
-//! record. Every caller goes through [`Host::call`], and every call it is
-//! asked to make is recorded: refused before the pipeline (unknown tool or
-//! server, server unavailable), denied, not sent because the log failed, or
-//! sent and ended (ok, errors, timeout, cancelled, abandoned).
+//! One tool call: resolving its name (here), then the one mediated path
+//! every decided request shares (`mediated.rs`): `Pipeline::decide` →
+//! `authorize` (the only source of a `Permit`) → write-ahead `tool_call`
+//! record (fail closed) → connection → `tool_result` record. Every caller
+//! goes through [`Host::call`], and every call it is asked to make is
+//! recorded: refused before the pipeline (unknown tool or server, server
+//! unavailable), denied, not sent because the log failed, or sent and
+//! ended (ok, errors, timeout, cancelled, abandoned). Also here: the
+//! record of a request of any kind ([`Host::request_record`]) and of a
+//! refusal.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -13,22 +16,20 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::mcp::{CallError, ServerState};
+use crate::mcp::ServerState;
 use crate::registry::{ToolEntry, qualified_name};
-use futures::future::BoxFuture;
 pub use warden_audit::Caller;
-use warden_audit::{
-    ApprovalAction, DecisionRecord, Event, Outcome, RequestKind, RequestResultRecord, ResultRecord,
-    ToolCallRecord,
-};
+use warden_audit::{DecisionRecord, Event, Outcome, RequestRecord, ToolCallRecord};
+use warden_core::RequestKind;
 use warden_core::TransportKind;
 use warden_core::digest::sha256_json;
 use warden_policy::{
-    AskAnswer, AskPrompt, Asker, CallContext, CallFacts, Decision, Effect, PinState, ServerFacts,
-    Stage, ToolFacts,
+    Asker, CallContext, CallFacts, Decision, Effect, PinState, ServerFacts, Stage, ToolFacts,
 };
 
+use super::mediated::{Mediation, Resolved, elapsed_ms};
 use super::{Host, ToolView};
+use crate::mcp::Mediated;
 
 /// A proposed call.
 #[derive(Debug, Clone)]
@@ -78,6 +79,12 @@ pub struct CallReport {
     /// The audit records' `call_id`.
     #[serde(skip)]
     pub call_id: String,
+    /// What kind of request it was (CONTRACT §8).
+    #[serde(skip)]
+    pub kind: RequestKind,
+    /// The MCP method (`tools/call`, `resources/read`, …).
+    #[serde(skip)]
+    pub method: &'static str,
 }
 
 impl CallReport {
@@ -179,12 +186,22 @@ impl Target {
 }
 
 /// A call refused before the pipeline.
-struct Refusal {
-    outcome: Outcome,
-    server: Option<String>,
-    tool: Option<String>,
-    qualified: String,
-    error: String,
+pub(super) struct Refusal {
+    pub outcome: Outcome,
+    pub server: Option<String>,
+    /// The subject: a tool's remote name, a resource URI, a prompt name.
+    pub tool: Option<String>,
+    /// The target (`mcp__S__T`, `resource__S`, …), or the name as asked.
+    pub qualified: String,
+    pub error: String,
+}
+
+/// A refusal with its `call_id` and when the request arrived.
+pub(super) struct Refused {
+    pub method: &'static str,
+    pub call_id: String,
+    pub refusal: Refusal,
+    pub started: Instant,
 }
 
 impl Host {
@@ -196,123 +213,60 @@ impl Host {
         asker: Option<&dyn Asker>,
         cancel: CancellationToken,
     ) -> CallReport {
+        self.call_with_progress(request, asker, cancel, None).await
+    }
+
+    /// [`Host::call`], with the call's `notifications/progress` sent to
+    /// `progress` in the order the server sent them.
+    pub async fn call_with_progress(
+        &self,
+        request: CallRequest,
+        asker: Option<&dyn Asker>,
+        cancel: CancellationToken,
+        progress: Option<crate::mcp::ProgressSink>,
+    ) -> CallReport {
         let started = Instant::now();
         let call_id = uuid::Uuid::new_v4().to_string();
         let view = self.tools();
         let target = match self.resolve(&request.target, &view) {
             Ok(target) => target,
-            Err(refusal) => return self.refuse(&request, call_id, refusal, started),
-        };
-        let (server, tool, qualified) = target.names();
-        let facts = self.facts_for(&target, &view, &request.arguments);
-        // Decided off this task, with a deadline: a runaway schema or
-        // policy is a deny at the deadline, never a wedged caller; the
-        // caller's cancellation (SIGTERM, --timeout, a client going away)
-        // ends the wait at once.
-        let facts = std::sync::Arc::new(facts);
-        let decided = tokio::select! {
-            decision = self.pipeline.decide_within(facts.clone()) => Some(decision),
-            () = cancel.cancelled() => None,
-            () = self.exiting.cancelled() => None,
-        };
-        self.stats.calls.fetch_add(1, Ordering::Relaxed);
-        let recording = asker.map(|inner| RecordingAsker {
-            inner,
-            host: self,
-            call_id: &call_id,
-        });
-        let asker = recording.as_ref().map(|a| a as &dyn Asker);
-        let mut report = CallReport {
-            server: Some(server),
-            tool: Some(tool),
-            decision: None,
-            outcome: Outcome::Pending,
-            result: None,
-            error: None,
-            duration_ms: 0,
-            qualified,
-            call_id: call_id.clone(),
-        };
-        let Some(decision) = decided else {
-            let decision = cancelled_before_decision(self.pipeline.policy_sha256());
-            report.decision = Some(summary(&decision));
-            report.outcome = Outcome::Cancelled;
-            report.error = Some("cancelled before warden decided".into());
-            report.duration_ms = elapsed_ms(started);
-            self.audit
-                .record(self.call_record(&request, &report, Some(&decision)));
-            return report;
-        };
-        let permit = match self.pipeline.authorize(&facts, decision, asker).await {
-            Ok(permit) => permit,
-            Err(decision) => {
-                self.stats.denied.fetch_add(1, Ordering::Relaxed);
-                report.decision = Some(summary(&decision));
-                report.outcome = Outcome::Denied;
-                report.error = Some(format!(
-                    "denied by the {} stage: {}",
-                    decision.stage,
-                    decision.reasons.join("; ")
-                ));
-                report.duration_ms = elapsed_ms(started);
-                self.audit
-                    .record(self.call_record(&request, &report, Some(&decision)));
-                return report;
+            Err(refusal) => {
+                return self.refuse(
+                    RequestKind::Tool,
+                    request.caller,
+                    &request.arguments,
+                    Refused {
+                        method: "tools/call",
+                        call_id,
+                        refusal,
+                        started,
+                    },
+                );
             }
         };
-        let decision = permit.decision().clone();
-        report.decision = Some(summary(&decision));
-
-        // Write-ahead: nothing is sent that is not in the log first.
-        if let Err(refusal) =
-            self.audit
-                .write_ahead(self.call_record(&request, &report, Some(&decision)))
-        {
-            report.outcome = Outcome::AuditFailed;
-            report.error = Some(refusal.to_string());
-            report.duration_ms = elapsed_ms(started);
-            return report;
-        }
-        let pending = PendingCall::new(self, RequestKind::Tool, &report.call_id, started);
-
+        let (_, tool, _) = target.names();
+        let facts = self.facts_for(&target, &view, &request.arguments);
         let arguments = match &request.arguments {
             Value::Object(map) => Some(map.clone()),
             _ => None,
         };
-        let sent = self.manager.call(permit, arguments, cancel);
-        let answer = tokio::select! {
-            biased;
-            () = self.exiting.cancelled() => None,
-            answer = sent => Some(answer),
+        let resolved = Resolved {
+            facts,
+            outbound: Mediated::CallTool { tool, arguments },
         };
-        match answer {
-            Some(Ok(result)) => {
-                report.outcome = if result.is_error.unwrap_or(false) {
-                    Outcome::ToolError
-                } else {
-                    Outcome::Ok
-                };
-                report.result = serde_json::to_value(&result).ok();
-            }
-            Some(Err(CallError::Cancelled)) if !self.exiting.is_cancelled() => {
-                report.outcome = Outcome::Cancelled;
-                report.error = Some(CallError::Cancelled.to_string());
-            }
-            Some(Err(CallError::Cancelled)) | None => {
-                report.outcome = Outcome::Abandoned;
-                report.error = Some(EXITING.to_string());
-            }
-            Some(Err(error)) => {
-                report.outcome = match error {
-                    CallError::Timeout(_) => Outcome::Timeout,
-                    _ => Outcome::RpcError,
-                };
-                report.error = Some(error.to_string());
-            }
-        }
-        report.duration_ms = elapsed_ms(started);
-        pending.finish(&report);
-        report
+        self.mediate(
+            resolved,
+            request.caller,
+            &request.arguments,
+            Mediation {
+                asker,
+                cancel,
+                progress,
+                call_id,
+                started,
+            },
+        )
+        .await
     }
 
     /// The tool a request names, or why it is refused before the pipeline.
@@ -459,6 +413,7 @@ impl Host {
             ),
         };
         CallFacts {
+            kind: warden_core::RequestKind::Tool,
             server: ServerFacts {
                 name: server,
                 trust: config.map(|s| s.trust).unwrap_or_default(),
@@ -481,14 +436,20 @@ impl Host {
         }
     }
 
-    /// Records and reports a call refused before the pipeline.
-    fn refuse(
+    /// Records and reports a request refused before the pipeline.
+    pub(super) fn refuse(
         &self,
-        request: &CallRequest,
-        call_id: String,
-        refusal: Refusal,
-        started: Instant,
+        kind: RequestKind,
+        caller: Caller,
+        arguments: &Value,
+        refused: Refused,
     ) -> CallReport {
+        let Refused {
+            method,
+            call_id,
+            refusal,
+            started,
+        } = refused;
         let report = CallReport {
             server: refusal.server,
             tool: refusal.tool,
@@ -499,161 +460,57 @@ impl Host {
             duration_ms: elapsed_ms(started),
             qualified: refusal.qualified,
             call_id,
+            kind,
+            method,
         };
-        self.audit.record(self.call_record(request, &report, None));
+        self.audit
+            .record(self.request_record(caller, arguments, &report, None));
         report
     }
 
-    /// The `tool_call` record of a report: pending, or a refusal.
-    fn call_record(
+    /// The record of a request as asked and decided: `tool_call` for a
+    /// tool, `request` with its `kind` for the others; pending, or a
+    /// refusal.
+    pub(super) fn request_record(
         &self,
-        request: &CallRequest,
+        caller: Caller,
+        arguments: &Value,
         report: &CallReport,
         decision: Option<&Decision>,
     ) -> Event {
+        let decision = decision.map(|d| DecisionRecord {
+            effect: d.effect,
+            stage: d.stage,
+            reasons: d.reasons.clone(),
+            policy_sha256: d.policy_sha256.clone(),
+        });
+        if report.kind != RequestKind::Tool {
+            return Event::Request(RequestRecord {
+                call_id: report.call_id.clone(),
+                kind: report.kind.into(),
+                server: report.server.clone(),
+                target: report.qualified.clone(),
+                method: Some(report.method.to_string()),
+                caller,
+                arguments: arguments.clone(),
+                args_sha256: sha256_json(arguments),
+                decision,
+                outcome: report.outcome,
+                error: report.error.clone(),
+            });
+        }
         Event::ToolCall(ToolCallRecord {
             call_id: report.call_id.clone(),
             server: report.server.clone(),
             tool: report.tool.clone(),
             qualified: report.qualified.clone(),
-            caller: request.caller,
+            caller,
             // The log redacts and shortens them; the digest is of all of them.
-            arguments: request.arguments.clone(),
-            args_sha256: sha256_json(&request.arguments),
-            decision: decision.map(|d| DecisionRecord {
-                effect: d.effect,
-                stage: d.stage,
-                reasons: d.reasons.clone(),
-                policy_sha256: d.policy_sha256.clone(),
-            }),
+            arguments: arguments.clone(),
+            args_sha256: sha256_json(arguments),
+            decision,
             outcome: report.outcome,
             error: report.error.clone(),
         })
     }
-}
-
-/// Why an `abandoned` call ended, when warden is exiting.
-const EXITING: &str = "warden is exiting: it stopped waiting, and the call's outcome is unknown";
-/// Why an `abandoned` call ended, when its caller stopped waiting.
-const DROPPED: &str =
-    "the caller stopped waiting (a deadline, or it went away); the call's outcome is unknown";
-
-/// A request whose pending record is written: its result record
-/// (`tool_result`, or `request_result` for the other kinds of CONTRACT §8)
-/// is written by [`PendingCall::finish`], or as `abandoned` if the
-/// request's future is dropped first (a run's deadline, a client that went
-/// away).
-struct PendingCall<'a> {
-    host: &'a Host,
-    kind: RequestKind,
-    call_id: String,
-    started: Instant,
-    done: bool,
-}
-
-impl<'a> PendingCall<'a> {
-    fn new(host: &'a Host, kind: RequestKind, call_id: &str, started: Instant) -> Self {
-        host.in_flight.fetch_add(1, Ordering::SeqCst);
-        PendingCall {
-            host,
-            kind,
-            call_id: call_id.to_string(),
-            started,
-            done: false,
-        }
-    }
-
-    fn finish(mut self, report: &CallReport) {
-        self.done = true;
-        self.write(ResultRecord {
-            call_id: self.call_id.clone(),
-            outcome: report.outcome,
-            duration_ms: report.duration_ms,
-            result_sha256: report.result.as_ref().map(sha256_json),
-            error: report.error.clone(),
-        });
-    }
-
-    fn write(&self, result: ResultRecord) {
-        let event = match self.kind {
-            RequestKind::Tool => Event::ToolResult(result),
-            kind => Event::RequestResult(RequestResultRecord { kind, result }),
-        };
-        self.host.audit.record(event);
-    }
-}
-
-impl Drop for PendingCall<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            let call_id = std::mem::take(&mut self.call_id);
-            self.write(ResultRecord {
-                call_id,
-                outcome: Outcome::Abandoned,
-                duration_ms: elapsed_ms(self.started),
-                result_sha256: None,
-                error: Some(DROPPED.to_string()),
-            });
-        }
-        if self.host.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.host.settled.notify_waiters();
-        }
-    }
-}
-
-/// Passes an `ask` to the person (or client) and records the answer in the
-/// audit log as an `approval` event linked to the call.
-struct RecordingAsker<'a> {
-    inner: &'a dyn Asker,
-    host: &'a Host,
-    call_id: &'a str,
-}
-
-impl Asker for RecordingAsker<'_> {
-    fn ask<'a>(&'a self, prompt: &'a AskPrompt) -> BoxFuture<'a, AskAnswer> {
-        Box::pin(async move {
-            let answer = self.inner.ask(prompt).await;
-            let action = match answer {
-                AskAnswer::AllowOnce => ApprovalAction::AllowOnce,
-                AskAnswer::AllowSession => ApprovalAction::AllowSession,
-                AskAnswer::Deny => ApprovalAction::Deny,
-            };
-            let config_sha256 = self
-                .host
-                .server_config(&prompt.server)
-                .map(|s| s.digest)
-                .unwrap_or_default();
-            self.host.audit_event(Event::Approval {
-                server: prompt.server.clone(),
-                config_sha256,
-                action,
-                subject: prompt.qualified.clone(),
-                call_id: Some(self.call_id.to_string()),
-            });
-            answer
-        })
-    }
-}
-
-fn summary(decision: &Decision) -> DecisionSummary {
-    DecisionSummary {
-        effect: decision.effect,
-        stage: decision.stage,
-        reasons: decision.reasons.clone(),
-    }
-}
-
-/// The decision recorded for a call cancelled while it was being decided.
-fn cancelled_before_decision(policy_sha256: Option<&str>) -> Decision {
-    Decision {
-        effect: Effect::Deny,
-        stage: Stage::Default,
-        reasons: vec!["the call was cancelled before warden decided".into()],
-        stages: Vec::new(),
-        policy_sha256: policy_sha256.map(str::to_string),
-    }
-}
-
-fn elapsed_ms(started: Instant) -> u64 {
-    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }

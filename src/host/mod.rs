@@ -1,12 +1,19 @@
 //! The host wires one session together, in the one direction data flows:
 //! config → connections ([`crate::mcp::Manager`], launched through
 //! `warden_sandbox`) → [`crate::registry`] (+ pins) → [`warden_policy::Pipeline`]
-//! → call → `warden_audit`. Every caller (the CLI, the agent loop, the
-//! gateway) reaches servers only through [`Host::call`].
+//! → call → `warden_audit`. Every caller (the CLI, the agent loop, the repl,
+//! the gateway) reaches servers only through the one mediated path
+//! (`mediated.rs`): [`Host::call`] for tools, [`Host::read_resource`] and
+//! [`Host::get_prompt`] for resources and prompts (CONTRACT §8); what is
+//! passed on undecided (listings, completion, log level) goes through
+//! [`crate::mcp::Manager::forward`].
 
 mod audit;
 mod call;
+mod mediated;
+mod requests;
 mod tools;
+mod uri_template;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -23,6 +30,10 @@ use warden_sandbox::{Helper, LaunchContext};
 
 pub use audit::{AuditRefusal, AuditStatus};
 pub use call::{CallReport, CallRequest, Caller, DecisionSummary, ToolRef};
+pub use requests::{
+    ListedPrompt, ListedResource, ListedTemplate, PromptRef, PromptRequest, ResourceRequest,
+    prompt_target, resource_target,
+};
 pub use tools::ToolView;
 
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +77,8 @@ pub struct HostOptions {
     pub exit: Option<CancellationToken>,
 }
 
-/// Counters for `session_end`.
+/// Counters for `session_end` (`tool_calls` counts every decided request,
+/// resources and prompts included).
 #[derive(Debug, Default)]
 struct Stats {
     calls: AtomicU64,

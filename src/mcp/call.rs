@@ -1,12 +1,24 @@
-//! The call path: [`Manager::call`] checks the [`Permit`] against the call,
-//! connects (or reconnects, within the backoff) and sends `tools/call`
-//! with the server's timeout and the caller's cancellation.
+//! The call path: [`Manager::send`] (and [`Manager::call`] for tools)
+//! checks the [`Permit`] against the request, connects (or reconnects,
+//! within the backoff) and sends it with the server's timeout, the
+//! caller's cancellation and its progress routed back
+//! ([`super::notify`]). [`Manager::forward`] passes on the requests that
+//! are not decided (listing, completion, log level, ping, unsubscribe).
+// `logging/setLevel` and `resources/(un)subscribe` are deprecated in rmcp
+// (SEP-2577, protocol 2026-07-28) but are how the session protocol
+// (2025-11-25) does them.
+#![allow(deprecated)]
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ServerResult,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
+    CompleteRequest, CompleteRequestParams, GetPromptRequest, GetPromptRequestParams,
+    ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest, PaginatedRequestParams,
+    PingRequest, ReadResourceRequest, ReadResourceRequestParams, RequestMetaObject, ServerResult,
+    SetLevelRequest, SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams,
+    UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Map, Value};
@@ -15,8 +27,161 @@ use tokio_util::sync::CancellationToken;
 use warden_policy::Permit;
 
 use super::call_error::map_service_error;
+use super::notify::ProgressSink;
 use super::slot::{Connection, Slot};
 use super::{Admission, CallError, CallToolResult, Manager};
+
+/// A request the pipeline decides (CONTRACT §8), exactly as it is sent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mediated {
+    CallTool {
+        tool: String,
+        arguments: Option<Map<String, Value>>,
+    },
+    ReadResource {
+        uri: String,
+    },
+    Subscribe {
+        uri: String,
+    },
+    GetPrompt {
+        name: String,
+        arguments: Option<Map<String, Value>>,
+    },
+}
+
+impl Mediated {
+    /// What the permit names: the tool's remote name, the resource's URI,
+    /// the prompt's name.
+    pub fn subject(&self) -> &str {
+        match self {
+            Mediated::CallTool { tool, .. } => tool,
+            Mediated::ReadResource { uri } | Mediated::Subscribe { uri } => uri,
+            Mediated::GetPrompt { name, .. } => name,
+        }
+    }
+
+    /// The arguments the permit's digest covers: a tool's or prompt's
+    /// arguments (`null` when absent), a resource's `{"uri": …}`.
+    pub fn arguments(&self) -> Value {
+        match self {
+            Mediated::CallTool { arguments, .. } | Mediated::GetPrompt { arguments, .. } => {
+                arguments.clone().map_or(Value::Null, Value::Object)
+            }
+            Mediated::ReadResource { uri } | Mediated::Subscribe { uri } => {
+                serde_json::json!({ "uri": uri })
+            }
+        }
+    }
+
+    /// The MCP method this request is sent as.
+    pub fn method(&self) -> &'static str {
+        match self {
+            Mediated::CallTool { .. } => "tools/call",
+            Mediated::ReadResource { .. } => "resources/read",
+            Mediated::Subscribe { .. } => "resources/subscribe",
+            Mediated::GetPrompt { .. } => "prompts/get",
+        }
+    }
+
+    fn into_request(self) -> ClientRequest {
+        match self {
+            Mediated::CallTool { tool, arguments } => {
+                let mut params = CallToolRequestParams::new(tool);
+                params.arguments = arguments;
+                ClientRequest::CallToolRequest(CallToolRequest::new(params))
+            }
+            Mediated::ReadResource { uri } => ClientRequest::ReadResourceRequest(
+                ReadResourceRequest::new(ReadResourceRequestParams::new(uri)),
+            ),
+            Mediated::Subscribe { uri } => ClientRequest::SubscribeRequest(SubscribeRequest::new(
+                SubscribeRequestParams::new(uri),
+            )),
+            Mediated::GetPrompt { name, arguments } => {
+                let mut params = GetPromptRequestParams::new(name);
+                params.arguments = arguments;
+                ClientRequest::GetPromptRequest(GetPromptRequest::new(params))
+            }
+        }
+    }
+
+    /// Whether `result` is the kind of answer this request expects.
+    fn expects(&self, result: &ServerResult) -> bool {
+        matches!(
+            (self, result),
+            (Mediated::CallTool { .. }, ServerResult::CallToolResult(_))
+                | (Mediated::ReadResource { .. }, ServerResult::ReadResourceResult(_))
+                // `{}`: rmcp's untagged union may read it as any result
+                // whose fields all have defaults.
+                | (Mediated::Subscribe { .. }, _)
+                | (Mediated::GetPrompt { .. }, ServerResult::GetPromptResult(_))
+        )
+    }
+}
+
+/// A request passed on without a decision (CONTRACT §8: listing, which
+/// warden filters afterwards, completion, log level, ping, unsubscribe).
+#[derive(Debug, Clone)]
+pub enum Forwarded {
+    ListResources(Option<String>),
+    ListResourceTemplates(Option<String>),
+    ListPrompts(Option<String>),
+    Complete(Box<CompleteRequestParams>),
+    SetLevel(SetLevelRequestParams),
+    Ping,
+    Unsubscribe(String),
+}
+
+impl Forwarded {
+    fn into_request(self) -> ClientRequest {
+        let page =
+            |cursor: Option<String>| Some(PaginatedRequestParams::default().with_cursor(cursor));
+        match self {
+            Forwarded::ListResources(cursor) => {
+                ClientRequest::ListResourcesRequest(ListResourcesRequest {
+                    method: Default::default(),
+                    params: page(cursor),
+                    extensions: Default::default(),
+                })
+            }
+            Forwarded::ListResourceTemplates(cursor) => {
+                ClientRequest::ListResourceTemplatesRequest(ListResourceTemplatesRequest {
+                    method: Default::default(),
+                    params: page(cursor),
+                    extensions: Default::default(),
+                })
+            }
+            Forwarded::ListPrompts(cursor) => {
+                ClientRequest::ListPromptsRequest(ListPromptsRequest {
+                    method: Default::default(),
+                    params: page(cursor),
+                    extensions: Default::default(),
+                })
+            }
+            Forwarded::Complete(params) => {
+                ClientRequest::CompleteRequest(CompleteRequest::new(*params))
+            }
+            Forwarded::SetLevel(params) => {
+                ClientRequest::SetLevelRequest(SetLevelRequest::new(params))
+            }
+            Forwarded::Ping => ClientRequest::PingRequest(PingRequest {
+                method: Default::default(),
+                extensions: Default::default(),
+            }),
+            Forwarded::Unsubscribe(uri) => ClientRequest::UnsubscribeRequest(
+                UnsubscribeRequest::new(UnsubscribeRequestParams::new(uri)),
+            ),
+        }
+    }
+}
+
+/// How one request is sent: the caller's cancellation, and where its
+/// progress goes (none: progress is dropped).
+#[derive(Debug, Clone, Default)]
+pub struct SendOptions {
+    pub cancel: CancellationToken,
+    pub progress: Option<ProgressSink>,
+}
 
 impl Manager {
     /// Sends one `tools/call` that the pipeline allowed.
@@ -40,22 +205,91 @@ impl Manager {
         arguments: Option<Map<String, Value>>,
         cancel: CancellationToken,
     ) -> Result<CallToolResult, CallError> {
-        let sent = arguments.clone().map_or(Value::Null, Value::Object);
-        if warden_core::digest::sha256_json(&sent) != permit.args_sha256() {
+        let tool = permit.tool().to_string();
+        let options = SendOptions {
+            cancel,
+            progress: None,
+        };
+        match self
+            .send(permit, Mediated::CallTool { tool, arguments }, options)
+            .await?
+        {
+            ServerResult::CallToolResult(result) => Ok(result),
+            _ => Err(CallError::Protocol {
+                server: String::new(),
+                message: "the answer to tools/call is not a tool result".into(),
+            }),
+        }
+    }
+
+    /// Sends one request of any kind of CONTRACT §8 that the pipeline
+    /// allowed: the permit must name its server, subject
+    /// ([`Mediated::subject`]) and the digest of [`Mediated::arguments`].
+    /// Outcomes as for [`Manager::call`]; an answer of the wrong type is
+    /// [`CallError::Protocol`].
+    pub async fn send(
+        &self,
+        permit: Permit,
+        request: Mediated,
+        options: SendOptions,
+    ) -> Result<ServerResult, CallError> {
+        if permit.tool() != request.subject()
+            || warden_core::digest::sha256_json(&request.arguments()) != permit.args_sha256()
+        {
             return Err(CallError::PermitMismatch);
         }
-        self.call_unchecked(permit.server(), permit.tool(), arguments, cancel)
+        let method = request.method();
+        if let Mediated::Subscribe { uri } = &request {
+            // A 2026-07-28 server without `subscriptions/listen` may still
+            // answer `resources/subscribe`.
+            match self
+                .listen_resource(permit.server(), uri, &options.cancel)
+                .await
+            {
+                Ok(Some(done)) => return Ok(done),
+                Ok(None) | Err(CallError::Rpc { code: -32601, .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        let check = request.clone();
+        let result = self
+            .send_unchecked(permit.server(), request.into_request(), options)
+            .await?;
+        if check.expects(&result) {
+            Ok(result)
+        } else {
+            Err(CallError::Protocol {
+                server: permit.server().to_string(),
+                message: format!("the answer to {method} is not of its type"),
+            })
+        }
+    }
+
+    /// Passes on a request that is not decided ([`Forwarded`]).
+    pub async fn forward(
+        &self,
+        server: &str,
+        request: Forwarded,
+        options: SendOptions,
+    ) -> Result<ServerResult, CallError> {
+        if let Forwarded::Unsubscribe(uri) = &request
+            && let Some(done) = self.unlisten_resource(server, uri)
+        {
+            return Ok(done);
+        }
+        self.send_unchecked(server, request.into_request(), options)
             .await
     }
 
-    /// The call path without the permit check; only [`Manager::call`] uses it.
-    async fn call_unchecked(
+    /// The send path without the permit check; only [`Manager::send`] and
+    /// [`Manager::forward`] use it.
+    async fn send_unchecked(
         &self,
         server: &str,
-        tool: &str,
-        arguments: Option<Map<String, Value>>,
-        cancel: CancellationToken,
-    ) -> Result<CallToolResult, CallError> {
+        request: ClientRequest,
+        options: SendOptions,
+    ) -> Result<ServerResult, CallError> {
+        let SendOptions { cancel, progress } = options;
         let slot = self.slot(server).ok_or_else(|| CallError::NotConnected {
             server: server.to_string(),
             reason: "no server of that name is configured".into(),
@@ -65,17 +299,36 @@ impl Manager {
             () = cancel.cancelled() => return Err(CallError::Cancelled),
         };
         let timeout = slot.config.timeout;
-        let mut params = CallToolRequestParams::new(tool.to_string());
-        params.arguments = arguments;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut request_options = PeerRequestOptions::with_timeout(timeout);
+        if progress.is_some() {
+            // A request that reports progress is alive: its idle timeout
+            // restarts with each report, up to six times the timeout.
+            request_options = request_options
+                .reset_timeout_on_progress()
+                .with_max_total_timeout(timeout.saturating_mul(6));
+        }
+        let level = *self
+            .shared
+            .log_level
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(level) = level
+            && super::listen::modern(&conn)
+        {
+            let mut meta = RequestMetaObject::default();
+            meta.set_log_level(level);
+            request_options = request_options.with_meta(meta);
+        }
         let handle = match conn
             .peer
-            .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
+            .send_request_with_option(request, request_options)
             .await
         {
             Ok(handle) => handle,
             Err(error) => return Err(map_service_error(&self.shared, &slot, &conn, error).await),
         };
+        let _progress =
+            progress.map(|sink| conn.router.register(handle.progress_token.clone(), sink));
         let id = handle.id.clone();
         let peer = handle.peer.clone();
         let response = tokio::select! {
@@ -92,20 +345,19 @@ impl Manager {
             }
         };
         match response {
-            Ok(ServerResult::CallToolResult(result)) => {
+            Ok(result) => {
                 slot.lock().failures = 0;
                 Ok(result)
             }
-            Ok(_) => Err(CallError::Protocol {
-                server: server.to_string(),
-                message: "the answer to tools/call is not a tool result".into(),
-            }),
             Err(error) => Err(map_service_error(&self.shared, &slot, &conn, error).await),
         }
     }
 
     /// A live connection, reconnecting when allowed.
-    async fn ensure_connected(&self, slot: &Arc<Slot>) -> Result<Arc<Connection>, CallError> {
+    pub(super) async fn ensure_connected(
+        &self,
+        slot: &Arc<Slot>,
+    ) -> Result<Arc<Connection>, CallError> {
         if let Some(conn) = self.usable(slot)? {
             return Ok(conn);
         }

@@ -17,9 +17,10 @@ use rmcp::service::{
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, Transport};
 use rmcp::{ClientHandler, Peer, RoleClient};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::notify::{Router, Tap, Upstream};
 use super::probe::{DiscoverBudget, probe_budget};
 use super::sse::SseTransport;
 use super::stdio::{self, ExitInfo, SharedStopNote, SpawnError};
@@ -71,6 +72,8 @@ pub(super) struct Established {
     pub stop_requested: CancellationToken,
     /// The `subscriptions/listen` task (protocol 2026-07-28), if any.
     pub listener: Option<tokio::task::JoinHandle<()>>,
+    pub router: std::sync::Arc<Router>,
+    pub capabilities: rmcp::model::ServerCapabilities,
 }
 
 pub(super) struct Failure {
@@ -104,8 +107,9 @@ pub(super) async fn establish(
     config: &ServerConfig,
     launch: &LaunchContext,
     events: &mpsc::UnboundedSender<LifecycleEvent>,
+    notifications: &broadcast::Sender<std::sync::Arc<Upstream>>,
 ) -> Result<Established, Failure> {
-    establish_inner(config, launch, events)
+    establish_inner(config, launch, events, notifications)
         .await
         .map_err(|failure| Failure {
             message: redact_url(&failure.message, config),
@@ -137,7 +141,9 @@ async fn establish_inner(
     config: &ServerConfig,
     launch: &LaunchContext,
     events: &mpsc::UnboundedSender<LifecycleEvent>,
+    notifications: &broadcast::Sender<std::sync::Arc<Upstream>>,
 ) -> Result<Established, Failure> {
+    let router = Router::new(&config.name, notifications.clone());
     let (list_changed_tx, list_changed) = mpsc::unbounded_channel();
     let client = WardenClient {
         server: config.name.clone(),
@@ -161,7 +167,14 @@ async fn establish_inner(
                 n.reason = Some("the connection could not be set up".into());
             });
             let mut exit = spawned.exit.clone();
-            let running = match handshake(client, spawned.transport, timeout, ct.clone()).await {
+            let running = match handshake(
+                client,
+                Tap::new(spawned.transport, router.clone()),
+                timeout,
+                ct.clone(),
+            )
+            .await
+            {
                 Ok(running) => running,
                 Err(message) => {
                     // A server that died during the handshake: say how.
@@ -203,7 +216,7 @@ async fn establish_inner(
                         .collect::<HashMap<_, _>>(),
                 ),
             );
-            let running = handshake(client, http, timeout, ct.clone())
+            let running = handshake(client, Tap::new(http, router.clone()), timeout, ct.clone())
                 .await
                 .map_err(Failure::new)?;
             (running, None, None, None, None)
@@ -214,7 +227,7 @@ async fn establish_inner(
             let sse = SseTransport::connect(&remote.url, headers, timeout)
                 .await
                 .map_err(|e| Failure::new(e.to_string()))?;
-            let running = handshake(client, sse, timeout, ct.clone())
+            let running = handshake(client, Tap::new(sse, router.clone()), timeout, ct.clone())
                 .await
                 .map_err(Failure::new)?;
             (running, None, None, None, None)
@@ -237,27 +250,43 @@ async fn establish_inner(
     };
     let protocol = info.protocol_version.to_string();
     let stop_requested = CancellationToken::new();
-    let mut listener = None;
-    let tools = if let Some(caps) = &info.capabilities.tools {
-        let tools = list_tools(running.peer(), timeout)
+    let caps = &info.capabilities;
+    let tools = if caps.tools.is_some() {
+        list_tools(running.peer(), timeout)
             .await
             .map_err(|e| Failure {
                 tools_rejected: true,
                 ..stop_with(&stop_note, format!("listing tools failed: {e}"))
-            })?;
-        if caps.list_changed == Some(true) && info.protocol_version >= PREFERRED_PROTOCOL {
-            // 2026-07-28 delivers list_changed only on a subscription.
-            listener = Some(tokio::spawn(listen_for_changes(
-                running.peer().clone(),
-                list_changed_tx,
-                config.name.clone(),
-                stop_requested.clone(),
-            )));
-        }
-        tools
+            })?
     } else {
         Vec::new()
     };
+    // 2026-07-28 delivers list_changed only on a subscription (resource
+    // and prompt changes reach the notification broadcast through the
+    // transport's tap, like every notification).
+    let mut filter = SubscriptionFilter::builder();
+    let mut wanted = false;
+    if caps.tools.as_ref().and_then(|t| t.list_changed) == Some(true) {
+        filter = filter.tools_list_changed();
+        wanted = true;
+    }
+    if caps.resources.as_ref().and_then(|r| r.list_changed) == Some(true) {
+        filter = filter.resources_list_changed();
+        wanted = true;
+    }
+    if caps.prompts.as_ref().and_then(|p| p.list_changed) == Some(true) {
+        filter = filter.prompts_list_changed();
+        wanted = true;
+    }
+    let listener = (wanted && info.protocol_version >= PREFERRED_PROTOCOL).then(|| {
+        tokio::spawn(listen_for_changes(
+            running.peer().clone(),
+            filter.build(),
+            list_changed_tx,
+            config.name.clone(),
+            stop_requested.clone(),
+        ))
+    });
     Ok(Established {
         running,
         ct,
@@ -271,6 +300,8 @@ async fn establish_inner(
         transport,
         stop_requested,
         listener,
+        router,
+        capabilities: info.capabilities.clone(),
     })
 }
 
@@ -442,11 +473,11 @@ pub(super) async fn list_tools(
 /// Protocol 2026-07-28: subscribe to list_changed with `subscriptions/listen`.
 async fn listen_for_changes(
     peer: Peer<RoleClient>,
+    filter: SubscriptionFilter,
     changes: mpsc::UnboundedSender<()>,
     server: String,
     stop: CancellationToken,
 ) {
-    let filter = SubscriptionFilter::builder().tools_list_changed().build();
     let mut subscription = tokio::select! {
         () = stop.cancelled() => return,
         result = peer.listen(filter) => match result {

@@ -13,6 +13,10 @@ use super::tasks::{self, Monitor};
 use super::{Admission, CallError, LifecycleEvent, ServerState, ServerStatus, connect};
 use crate::config::ServerConfig;
 
+/// How many upstream notifications a slow receiver may lag behind before
+/// it misses some.
+const NOTIFICATION_BACKLOG: usize = 1024;
+
 /// All configured servers and their connections. `Send + Sync`; share it
 /// behind the `Arc` that [`Manager::new`] returns.
 pub struct Manager {
@@ -37,6 +41,8 @@ impl Manager {
             slots: Mutex::new(slots),
             shared: Arc::new(Shared {
                 changed,
+                notifications: tokio::sync::broadcast::channel(NOTIFICATION_BACKLOG).0,
+                log_level: Mutex::new(None),
                 events,
                 shutting_down: AtomicBool::new(false),
                 shutdown: CancellationToken::new(),
@@ -161,9 +167,44 @@ impl Manager {
                     sandbox_unavailable: inner.sandbox_unavailable,
                     pid: inner.conn.as_ref().and_then(|c| c.pid),
                     tools: inner.tools.clone(),
+                    capabilities: inner.capabilities.clone(),
                 }
             })
             .collect()
+    }
+
+    /// The connected servers and what each declared at its handshake
+    /// (cheaper than [`Manager::statuses`]: no tool lists are copied).
+    pub fn connected_capabilities(&self) -> Vec<(String, rmcp::model::ServerCapabilities)> {
+        self.slots()
+            .iter()
+            .filter_map(|slot| {
+                let inner = slot.lock();
+                (inner.state == ServerState::Connected)
+                    .then(|| inner.capabilities.clone())
+                    .flatten()
+                    .map(|caps| (slot.config.name.clone(), caps))
+            })
+            .collect()
+    }
+
+    /// Every server's notifications that are not about one request (log
+    /// messages, resource updates, resource and prompt list changes), in
+    /// the order each server sent them.
+    pub fn notifications(&self) -> tokio::sync::broadcast::Receiver<Arc<super::Upstream>> {
+        self.shared.notifications.subscribe()
+    }
+
+    /// The lowest log level warden's clients want: asked of servers on
+    /// protocol 2026-07-28 in each request's `_meta` (older servers get
+    /// `logging/setLevel`, which the caller sends).
+    #[allow(deprecated)]
+    pub fn set_log_level(&self, level: Option<rmcp::model::LoggingLevel>) {
+        *self
+            .shared
+            .log_level
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = level;
     }
 
     /// A counter bumped whenever any server's state or tools change.
@@ -247,7 +288,12 @@ impl Manager {
         }
         self.shared.bump();
         let result = tokio::select! {
-            result = connect::establish(&slot.config, &self.launch, &self.shared.events) => result,
+            result = connect::establish(
+                &slot.config,
+                &self.launch,
+                &self.shared.events,
+                &self.shared.notifications,
+            ) => result,
             () = self.shared.shutdown.cancelled() => {
                 Err(connect::Failure::new("warden shut down while connecting"))
             }
@@ -281,6 +327,8 @@ impl Manager {
             transport,
             stop_requested,
             listener,
+            router,
+            capabilities,
         } = established;
         let (dead_tx, dead_rx) = watch::channel(None);
         let peer = running.peer().clone();
@@ -290,11 +338,13 @@ impl Manager {
             let conn = Arc::new(Connection {
                 generation: inner.generation,
                 peer: peer.clone(),
+                router,
                 ct: ct.clone(),
                 stop_requested: stop_requested.clone(),
                 dead: dead_rx,
                 monitor: Mutex::new(None),
                 listener: Mutex::new(listener),
+                resource_listens: Mutex::default(),
                 pid,
                 exit: exit.clone(),
                 stop_note: stop_note.clone(),
@@ -306,6 +356,7 @@ impl Manager {
             inner.sandbox = sandbox;
             inner.sandbox_unavailable = false;
             inner.tools = tools;
+            inner.capabilities = Some(capabilities);
             inner.retry_at = None;
             conn
         };

@@ -29,7 +29,9 @@
 mod call;
 mod call_error;
 mod connect;
+mod listen;
 mod manager;
+mod notify;
 mod probe;
 mod slot;
 mod sse;
@@ -42,8 +44,10 @@ use serde::Serialize;
 use warden_core::TransportKind;
 use warden_sandbox::SandboxSummary;
 
+pub use call::{Forwarded, Mediated, SendOptions};
 pub use call_error::CallError;
 pub use manager::Manager;
+pub use notify::{ProgressSink, Upstream};
 pub use rmcp::model::{CallToolResult, Tool};
 pub use stdio::ExitInfo;
 
@@ -91,6 +95,10 @@ pub struct ServerStatus {
     /// connected or its latest list was rejected (nothing half-registered).
     #[serde(skip)]
     pub tools: Vec<Tool>,
+    /// What the server declared at the handshake (`None` before the first
+    /// connection).
+    #[serde(skip)]
+    pub capabilities: Option<rmcp::model::ServerCapabilities>,
 }
 
 /// Whether a configured server may be started (decided by the host from

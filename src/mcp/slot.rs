@@ -19,6 +19,13 @@ use crate::config::ServerConfig;
 /// State shared with the per-connection tasks.
 pub(super) struct Shared {
     pub changed: watch::Sender<u64>,
+    /// Every server's notifications that are not about one request.
+    pub notifications: tokio::sync::broadcast::Sender<Arc<super::Upstream>>,
+    /// The log level warden's clients want (`logging/setLevel`), sent in
+    /// every request's `_meta` to servers on protocol 2026-07-28, which
+    /// log only for requests that ask.
+    #[allow(deprecated)]
+    pub log_level: Mutex<Option<rmcp::model::LoggingLevel>>,
     pub events: mpsc::UnboundedSender<LifecycleEvent>,
     pub shutting_down: AtomicBool,
     /// Cancelled by `shutdown`: abandons connects still in flight.
@@ -48,6 +55,7 @@ pub(super) struct SlotInner {
     pub sandbox: Option<SandboxSummary>,
     pub sandbox_unavailable: bool,
     pub tools: Vec<Tool>,
+    pub capabilities: Option<rmcp::model::ServerCapabilities>,
     pub conn: Option<Arc<Connection>>,
     pub generation: u64,
     /// Consecutive failures (failed connects, deaths); reset by a good call.
@@ -67,6 +75,7 @@ impl Slot {
                 sandbox: None,
                 sandbox_unavailable: false,
                 tools: Vec::new(),
+                capabilities: None,
                 conn: None,
                 generation: 0,
                 failures: 0,
@@ -124,6 +133,8 @@ pub(super) fn backoff(failures: u32) -> Duration {
 pub(super) struct Connection {
     pub generation: u64,
     pub peer: Peer<RoleClient>,
+    /// Routes this connection's progress and other notifications.
+    pub router: Arc<super::notify::Router>,
     /// Cancels the rmcp service; its loop then closes the transport. rmcp
     /// also cancels it when the service ends on its own.
     pub ct: CancellationToken,
@@ -133,6 +144,10 @@ pub(super) struct Connection {
     pub dead: watch::Receiver<Option<String>>,
     pub monitor: Mutex<Option<JoinHandle<()>>>,
     pub listener: Mutex<Option<JoinHandle<()>>>,
+    /// Resource subscriptions as `subscriptions/listen` streams (protocol
+    /// 2026-07-28), by URI.
+    pub resource_listens:
+        Mutex<std::collections::HashMap<String, (CancellationToken, JoinHandle<()>)>>,
     pub pid: Option<u32>,
     pub exit: Option<watch::Receiver<Option<ExitInfo>>>,
     pub stop_note: Option<stdio::SharedStopNote>,

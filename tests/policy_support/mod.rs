@@ -87,6 +87,7 @@ pub fn schema_path() -> Value {
 /// A call to `mcp__fs__TOOL` with permissive schema, pinned, interactive.
 pub fn facts(trust: Trust, tool: &str, annotations: Value, args: Value) -> CallFacts {
     CallFacts {
+        kind: warden_core::RequestKind::Tool,
         server: ServerFacts {
             name: "fs".into(),
             trust,

@@ -107,6 +107,13 @@ pub enum Outcome {
     UnknownTool,
     /// No server of that name in the configuration.
     UnknownServer,
+    /// No connected server lists that resource URI (or a template that
+    /// matches it).
+    UnknownResource,
+    /// Two or more servers claim that resource URI: refused, never guessed.
+    AmbiguousResource,
+    /// No prompt of that name.
+    UnknownPrompt,
     /// The server is configured but not connected (failed to start,
     /// disabled, pending approval, exited).
     ServerUnavailable,
@@ -130,6 +137,9 @@ impl Outcome {
             Outcome::Denied => "denied",
             Outcome::UnknownTool => "unknown_tool",
             Outcome::UnknownServer => "unknown_server",
+            Outcome::UnknownResource => "unknown_resource",
+            Outcome::AmbiguousResource => "ambiguous_resource",
+            Outcome::UnknownPrompt => "unknown_prompt",
             Outcome::ServerUnavailable => "server_unavailable",
             Outcome::SandboxUnavailable => "sandbox_unavailable",
             Outcome::AuditFailed => "audit_failed",
@@ -143,6 +153,9 @@ impl Outcome {
             Outcome::Denied
                 | Outcome::UnknownTool
                 | Outcome::UnknownServer
+                | Outcome::UnknownResource
+                | Outcome::AmbiguousResource
+                | Outcome::UnknownPrompt
                 | Outcome::ServerUnavailable
                 | Outcome::SandboxUnavailable
                 | Outcome::AuditFailed
@@ -181,6 +194,18 @@ pub enum RequestKind {
     Prompt,
     Sampling,
     Elicitation,
+}
+
+impl From<warden_core::RequestKind> for RequestKind {
+    fn from(kind: warden_core::RequestKind) -> Self {
+        match kind {
+            warden_core::RequestKind::Tool => RequestKind::Tool,
+            warden_core::RequestKind::Resource => RequestKind::Resource,
+            warden_core::RequestKind::Prompt => RequestKind::Prompt,
+            warden_core::RequestKind::Sampling => RequestKind::Sampling,
+            warden_core::RequestKind::Elicitation => RequestKind::Elicitation,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -241,6 +266,10 @@ pub struct RequestRecord {
     pub server: Option<String>,
     /// What the rules match: `resource__S`, `prompt__S__P`, `sampling__S`, …
     pub target: String,
+    /// The MCP method asked for (`resources/read`, `resources/subscribe`,
+    /// `prompts/get`, …), when one kind has several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
     pub caller: Caller,
     /// The request's parameters (a resource's `uri`, a prompt's arguments,
     /// sampling limits…), redacted and shortened like tool arguments.

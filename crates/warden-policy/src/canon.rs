@@ -750,6 +750,16 @@ fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
         Some("with a percent-encoded `.`, `/` or `\\` (parsers disagree on whether it climbs)")
     } else if parsed.is_err() {
         Some("that does not parse as a URL")
+    } else if !special_scheme(raw)
+        && has_dot_segments(after_scheme(raw).split(['?', '#']).next().unwrap_or(""))
+    {
+        // Web URLs are fetched through URL parsers, which remove them; a
+        // server's own scheme (`notes://`, `repo://`) is often split by
+        // hand, the host read as the first folder.
+        Some(
+            "with `.` or `..` segments in a scheme of its own (URL parsers remove them \
+             below the host; a server that joins the rest as a path climbs out of it)",
+        )
     } else {
         None
     };
@@ -760,6 +770,14 @@ fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
     }
     if why.is_some() {
         push_unique(&mut readings, Reading::Uri(raw.to_string()));
+        // The naive reading: everything after `scheme://` as one path.
+        if let Some((scheme, _)) = split_scheme(raw) {
+            let joined = rooted(after_scheme(raw));
+            push_unique(
+                &mut readings,
+                Reading::Uri(format!("{scheme}://{}", joined.trim_start_matches('/'))),
+            );
+        }
     }
     push_unique(&mut readings, literal);
     CanonStr {
@@ -772,6 +790,20 @@ fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
         readings,
         uncertain: why.map(|w| format!("it is a URI {w}")),
     }
+}
+
+/// Whether `raw` has one of WHATWG's special schemes (web URLs).
+fn special_scheme(raw: &str) -> bool {
+    split_scheme(raw).is_some_and(|(scheme, _)| {
+        ["http", "https", "ws", "wss", "ftp"]
+            .iter()
+            .any(|s| scheme.eq_ignore_ascii_case(s))
+    })
+}
+
+/// What follows `scheme://` (or the whole string without it).
+fn after_scheme(raw: &str) -> &str {
+    raw.find("://").map_or(raw, |i| &raw[i + 3..])
 }
 
 fn authority(raw: &str) -> &str {

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use warden_core::{Mode, Scope, TransportKind, Trust};
+use warden_core::{Mode, RequestKind, Scope, TransportKind, Trust};
 
 /// Pin state of a tool definition, computed when the tool was listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -22,9 +22,15 @@ pub enum PinState {
     Unsaved { error: String },
 }
 
-/// One proposed call.
+/// One proposed request (CONTRACT §8): a tool call, or a request of
+/// another kind. For a `resource` request `tool.name` is the URI and
+/// `tool.qualified` the rule target `resource__S`, `arguments` is
+/// `{"uri": …}`; for a `prompt`, `tool.name` is the prompt's name,
+/// `tool.qualified` is `prompt__S__P` and `arguments` the prompt's
+/// arguments. Only tools have annotations, a schema and a pin.
 #[derive(Debug, Clone)]
 pub struct CallFacts {
+    pub kind: RequestKind,
     pub server: ServerFacts,
     pub tool: ToolFacts,
     pub arguments: Value,

@@ -1,5 +1,6 @@
 //! The repl's slash commands: `/mcp` (and `reload`, `add`, `remove`,
-//! `approve`), `/tools`, `/policy`, `/audit [N]`, `/help`, `/quit`; and the
+//! `approve`), `/tools`, `/resources`, `/prompts`, `/read`, `/prompt`
+//! (in `resources.rs`), `/policy`, `/audit [N]`, `/help`, `/quit`; and the
 //! approval of project servers on first use.
 
 use std::io::{BufRead, IsTerminal};
@@ -28,6 +29,10 @@ Type a task for the model, or a command:
   /mcp remove NAME           stop a server and drop it for this session
   /mcp approve NAME          approve a project server's exact configuration
   /tools                     the tools the model sees
+  /resources                 resources and templates the servers offer (what is not denied)
+  /prompts                   prompts the servers offer, as prompt__SERVER__PROMPT
+  /read [SERVER] URI         read a resource (decided and audited like a tool call)
+  /prompt SERVER PROMPT [JSON]  get a prompt with arguments (decided and audited)
   /policy                    loaded policies and their SHA-256 digests
   /audit [N]                 the last N records of this session's audit log (default 10)
   /help                      this text
@@ -54,13 +59,24 @@ impl Repl {
             ["/mcp", "remove", name] => self.remove(name).await,
             ["/mcp", "approve", name] => self.approve(name, true).await,
             ["/tools"] => self.show_tools(),
+            ["/resources"] => self.show_resources().await,
+            ["/prompts"] => self.show_prompts().await,
+            ["/read", uri] => self.read_resource(uri, None).await,
+            ["/read", server, uri] => self.read_resource(uri, Some(server)).await,
+            ["/prompt", server, prompt] => self.get_prompt(server, prompt, None).await,
+            ["/prompt", server, prompt, args] => self.get_prompt(server, prompt, Some(args)).await,
             ["/policy"] => self.show_policy(),
             ["/audit"] => self.show_audit(10),
             ["/audit", n] => match n.parse::<usize>() {
                 Ok(n) => self.show_audit(n),
                 Err(_) => eprintln!("usage: /audit [N]  (N a number of records)"),
             },
-            [cmd, ..] if matches!(*cmd, "/mcp" | "/audit" | "/tools" | "/policy") => {
+            [cmd, ..]
+                if matches!(
+                    *cmd,
+                    "/mcp" | "/audit" | "/tools" | "/policy" | "/read" | "/prompt"
+                ) =>
+            {
                 eprintln!("usage error; /help lists the commands and their arguments");
             }
             [cmd, ..] => eprintln!("unknown command `{cmd}`; /help lists the commands"),
@@ -436,6 +452,19 @@ fn compact_record(record: &Value) -> String {
         "tool_result" => format!(
             "{} → {} {}ms",
             record["qualified"].as_str().unwrap_or("?"),
+            record["outcome"].as_str().unwrap_or("?"),
+            record["duration_ms"].as_u64().unwrap_or(0)
+        ),
+        "request" => format!(
+            "{} {} {} → {}",
+            record["kind"].as_str().unwrap_or("?"),
+            record["target"].as_str().unwrap_or("?"),
+            record["arguments"]["uri"].as_str().unwrap_or(""),
+            record["outcome"].as_str().unwrap_or("?"),
+        ),
+        "request_result" => format!(
+            "{} → {} {}ms",
+            record["kind"].as_str().unwrap_or("?"),
             record["outcome"].as_str().unwrap_or("?"),
             record["duration_ms"].as_u64().unwrap_or(0)
         ),

@@ -12,6 +12,7 @@
 
 mod commands;
 mod editor;
+mod resources;
 mod spinner;
 
 use std::io::IsTerminal;

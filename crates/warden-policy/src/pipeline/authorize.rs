@@ -91,13 +91,18 @@ impl Pipeline {
     }
 }
 
-/// What "allow for this session" covers: the same session, tool and
-/// reasons to ask. For the rules stage the matched rules count, not the
+/// What "allow for this session" covers: the same session, tool (for a
+/// resource: the same URI) and reasons to ask. For the rules stage the matched rules count, not the
 /// values they matched (so other arguments under the same rule are
 /// covered); pinning, annotation and policy reasons count in full, so a
 /// new pin change or a different policy concern asks again.
 fn session_key(facts: &CallFacts, decision: &Decision) -> String {
     let mut parts = vec![facts.context.session.clone(), facts.tool.qualified.clone()];
+    // A resource's target (`resource__S`) names the server only: the
+    // approval covers that URI, not every resource of the server.
+    if facts.kind == warden_core::RequestKind::Resource {
+        parts.push(facts.tool.name.clone());
+    }
     for s in &decision.stages {
         if s.effect == Some(Effect::Ask) {
             parts.push(s.stage.as_str().into());

@@ -19,7 +19,7 @@
 
 use regorus::Value as R;
 use serde_json::{Value, json};
-use warden_core::{Mode, Scope, TransportKind, Trust};
+use warden_core::{Mode, RequestKind, Scope, TransportKind, Trust};
 
 use super::Pipeline;
 use crate::canon::{CanonValue, Canonical};
@@ -31,7 +31,7 @@ impl Pipeline {
     /// The `input` the Rego stage sees for one call, given the verdicts of
     /// the stages before it.
     pub fn rego_input(&self, facts: &CallFacts, mode: Mode, stages: &[StageVerdict]) -> R {
-        match self.canonicalize(&facts.arguments) {
+        match self.canonical_for(facts.kind, &facts.arguments) {
             Ok(canonical) => self.rego_input_canonical(facts, &canonical, mode, stages),
             // Refused arguments are never evaluated; shown as sent.
             Err(_) => build(facts, None, mode, stages, &self.workspace),
@@ -107,17 +107,24 @@ fn build(
             s.effect.map_or(R::Null, |e| R::from(e.as_str())),
         )
     }));
-    rego_object([
-        (
-            "server",
+    // `input.tool` for tools; `input.resource` / `input.prompt` for the
+    // other kinds (CONTRACT §8).
+    let (subject, subject_value) = match facts.kind {
+        RequestKind::Resource => (
+            "resource",
             rego_object([
-                ("name", R::from(facts.server.name.as_str())),
-                ("trust", R::from(facts.server.trust.as_str())),
-                ("transport", R::from(facts.server.transport.as_str())),
-                ("scope", R::from(facts.server.scope.as_str())),
+                ("uri", R::from(facts.tool.name.as_str())),
+                ("server", R::from(facts.server.name.as_str())),
             ]),
         ),
-        (
+        RequestKind::Prompt => (
+            "prompt",
+            rego_object([
+                ("name", R::from(facts.tool.name.as_str())),
+                ("qualified", R::from(facts.tool.qualified.as_str())),
+            ]),
+        ),
+        _ => (
             "tool",
             rego_object([
                 ("name", R::from(facts.tool.name.as_str())),
@@ -129,6 +136,19 @@ fn build(
                 ),
             ]),
         ),
+    };
+    rego_object([
+        ("kind", R::from(facts.kind.as_str())),
+        (
+            "server",
+            rego_object([
+                ("name", R::from(facts.server.name.as_str())),
+                ("trust", R::from(facts.server.trust.as_str())),
+                ("transport", R::from(facts.server.transport.as_str())),
+                ("scope", R::from(facts.server.scope.as_str())),
+            ]),
+        ),
+        (subject, subject_value),
         ("arguments", arguments),
         ("raw_arguments", raw),
         ("readings", readings),
@@ -151,6 +171,7 @@ fn build(
 /// server, before any stage has spoken.
 pub(super) fn probe(workspace: &str) -> R {
     let facts = CallFacts {
+        kind: warden_core::RequestKind::Tool,
         server: ServerFacts {
             name: "probe".into(),
             trust: Trust::Untrusted,
@@ -215,6 +236,7 @@ mod tests {
         })
         .expect("load");
         let facts = CallFacts {
+            kind: warden_core::RequestKind::Tool,
             server: ServerFacts {
                 name: "fs".into(),
                 trust: Trust::Trusted,
@@ -241,6 +263,7 @@ mod tests {
             StageVerdict::new(Stage::Rules, Some(Effect::Ask), vec![]),
         ];
         let expected = json!({
+            "kind": "tool",
             "server": {"name": "fs", "trust": "trusted", "transport": "sse", "scope": "project"},
             "tool": {"name": "t", "qualified": "mcp__fs__t",
                      "annotations": {"readOnlyHint": true}, "pinned": false},

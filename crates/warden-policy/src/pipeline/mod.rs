@@ -218,30 +218,45 @@ impl Pipeline {
     /// URI as its canonical path, other schemes as the canonical URI).
     /// Refused arguments are the rules stage's deny.
     pub fn decide_rules(&self, kind: RequestKind, name: &str, arguments: &Value) -> StageVerdict {
-        let ctx = canon::Context {
-            workspace: &self.workspace,
-            home: self.home.as_deref(),
-        };
-        let canonical = if kind == RequestKind::Resource
-            && let Some(uri) = arguments.get("uri").and_then(Value::as_str)
-        {
-            let mut map = std::collections::BTreeMap::new();
-            map.insert(
-                "uri".to_string(),
-                canon::CanonValue::Str(Box::new(canon::canon_resource_uri(uri, &ctx))),
-            );
-            Ok(canon::CanonValue::Object(map))
-        } else {
-            canon::canonicalize(arguments, &ctx, &self.argument_limits).map(|c| c.value)
-        };
-        match canonical {
-            Ok(value) => self.rules_verdict(kind, name, &value),
+        match self.canonical_for(kind, arguments) {
+            Ok(canonical) => self.rules_verdict(kind, name, &canonical.value),
             Err(why) => StageVerdict::new(
                 Stage::Rules,
                 Some(Effect::Deny),
                 vec![format!("arguments refused before evaluation: {why}")],
             ),
         }
+    }
+
+    /// The canonical form of a request's arguments: a resource's `uri`
+    /// read as a URI ([`canon::canon_resource_uri`]: a `file:` URI as its
+    /// canonical path), anything else as tool arguments are.
+    pub fn canonical_for(&self, kind: RequestKind, arguments: &Value) -> Result<Canonical, String> {
+        if kind != RequestKind::Resource {
+            return self.canonicalize(arguments);
+        }
+        let ctx = canon::Context {
+            workspace: &self.workspace,
+            home: self.home.as_deref(),
+        };
+        let uri = match arguments {
+            Value::Object(map) if map.len() == 1 => map.get("uri").and_then(Value::as_str),
+            _ => None,
+        };
+        let Some(uri) = uri else {
+            return Err("a resource request's arguments must be exactly {\"uri\": STRING}".into());
+        };
+        if uri.len() > self.argument_limits.max_bytes {
+            return Err("the resource URI is too long".into());
+        }
+        let mut map = std::collections::BTreeMap::new();
+        map.insert(
+            "uri".to_string(),
+            canon::CanonValue::Str(Box::new(canon::canon_resource_uri(uri, &ctx))),
+        );
+        Ok(Canonical {
+            value: canon::CanonValue::Object(map),
+        })
     }
 
     /// Whether there is a Rego stage.
@@ -282,9 +297,27 @@ impl Pipeline {
     /// True when a `deny` rule without argument conditions matches: the
     /// tool can never be called, so it is not shown (CONTRACT §4).
     pub fn hidden(&self, qualified: &str) -> bool {
+        self.hidden_request(RequestKind::Tool, qualified)
+    }
+
+    /// [`Pipeline::hidden`] for a request target of any kind
+    /// (`resource__S`, `prompt__S__P`, …).
+    pub fn hidden_request(&self, kind: RequestKind, target: &str) -> bool {
         self.rules.iter().any(|r| {
-            r.effect == RuleEffect::Deny && r.is_unconditional() && r.matches_tool(qualified)
+            r.effect == RuleEffect::Deny && r.is_unconditional() && r.matches_target(kind, target)
         })
+    }
+
+    /// True when a listed resource can never be read: a `deny` rule
+    /// matches its target and URI (rules do not change during a session,
+    /// and a rule's deny is final), so it is not listed (CONTRACT §8).
+    pub fn resource_hidden(&self, target: &str, uri: &str) -> bool {
+        let v = self.decide_rules(
+            RequestKind::Resource,
+            target,
+            &serde_json::json!({ "uri": uri }),
+        );
+        v.effect == Some(Effect::Deny)
     }
 
     /// Warnings about rules that can never apply to a listed tool: a rule
@@ -329,7 +362,7 @@ impl Pipeline {
         progress.enter(Stage::Trust);
         stages.push(stages::trust(facts));
         progress.enter(Stage::Schema);
-        let canonical = match self.canonicalize(&facts.arguments) {
+        let canonical = match self.canonical_for(facts.kind, &facts.arguments) {
             Ok(c) => c,
             Err(why) => {
                 stages.push(StageVerdict::new(
@@ -343,18 +376,26 @@ impl Pipeline {
                     Stage::Rules,
                     Stage::Policy,
                 ] {
-                    if stage != Stage::Policy || self.has_policy() {
+                    let tool_only = matches!(stage, Stage::Pinning | Stage::Annotations);
+                    if (stage != Stage::Policy || self.has_policy())
+                        && (!tool_only || facts.kind == RequestKind::Tool)
+                    {
                         stages.push(StageVerdict::new(stage, None, vec!["not evaluated".into()]));
                     }
                 }
                 return combine(stages, mode, self.policy_sha256.clone());
             }
         };
-        stages.push(self.stage_schema(facts));
-        progress.enter(Stage::Pinning);
-        stages.push(self.stage_pinning(facts));
-        progress.enter(Stage::Annotations);
-        stages.push(stages::annotations(facts));
+        // Only tools have a schema, a pinned definition and annotations;
+        // the other kinds (CONTRACT §8) are decided by trust, rules and
+        // the policy, and otherwise by the default stage.
+        if facts.kind == RequestKind::Tool {
+            stages.push(self.stage_schema(facts));
+            progress.enter(Stage::Pinning);
+            stages.push(self.stage_pinning(facts));
+            progress.enter(Stage::Annotations);
+            stages.push(stages::annotations(facts));
+        }
         progress.enter(Stage::Rules);
         stages.push(self.stage_rules(facts, &canonical));
         if !self.rego.is_empty() {
@@ -387,10 +428,16 @@ impl Pipeline {
             .get("arguments")
             .cloned()
             .unwrap_or(Value::Object(Default::default()));
-        let Ok(canonical) = self.canonicalize(&raw) else {
-            return input.clone();
-        };
+        let kind = map
+            .get("kind")
+            .and_then(|k| serde_json::from_value::<RequestKind>(k.clone()).ok())
+            .unwrap_or(RequestKind::Tool);
         let mut out = map.clone();
+        out.entry("kind")
+            .or_insert_with(|| Value::String(kind.as_str().to_string()));
+        let Ok(canonical) = self.canonical_for(kind, &raw) else {
+            return Value::Object(out);
+        };
         let notable = canonical.notable();
         out.insert("arguments".into(), canonical.arguments_json());
         out.insert("raw_arguments".into(), raw);
@@ -510,6 +557,7 @@ mod tests {
 
     fn facts(schema: Value, args: Value) -> CallFacts {
         CallFacts {
+            kind: warden_core::RequestKind::Tool,
             server: ServerFacts {
                 name: "s".into(),
                 trust: Trust::Untrusted,
@@ -619,5 +667,42 @@ mod tests {
             &json!({"uri": "file:///w/a"}),
         );
         assert_eq!(v.effect, None, "{v:?}");
+    }
+
+    /// `x://notes/../secret/k` is `x://notes/secret/k` to a URL parser but
+    /// `x://secret/k` to a server that joins paths: an allow on `notes`
+    /// does not cover it, a deny on `secret` does.
+    #[test]
+    fn resource_uris_with_dot_segments_are_never_allowed() {
+        let rule = |effect, text: &str| RuleSource {
+            effect,
+            text: text.into(),
+            scope: Scope::User,
+            file: "/c.json".into(),
+            index: 0,
+        };
+        let p = Pipeline::load(PipelineConfig {
+            rules: vec![
+                rule(RuleEffect::Allow, "resource__fx(uri: x://notes/**)"),
+                rule(RuleEffect::Deny, "resource__fx(uri: x://secret/**)"),
+            ],
+            policies: Some(vec![]),
+            workspace: "/w".into(),
+            ..PipelineConfig::default()
+        })
+        .expect("load");
+        let decide = |uri: &str| {
+            p.decide_rules(
+                RequestKind::Resource,
+                "resource__fx",
+                &json!({ "uri": uri }),
+            )
+            .effect
+        };
+        assert_eq!(decide("x://notes/a"), Some(Effect::Allow));
+        assert_eq!(decide("x://notes/../secret/k"), Some(Effect::Deny));
+        assert_eq!(decide("x://notes/./a"), Some(Effect::Ask));
+        assert!(p.resource_hidden("resource__fx", "x://secret/k"));
+        assert!(!p.resource_hidden("resource__fx", "x://notes/a"));
     }
 }

@@ -184,7 +184,7 @@ impl Pipeline {
     /// would have matched a value warden cannot read with certainty, an
     /// ask that says why. The verdict names the rules that decided.
     pub(super) fn stage_rules(&self, facts: &CallFacts, canonical: &Canonical) -> StageVerdict {
-        self.rules_verdict(RequestKind::Tool, &facts.tool.qualified, &canonical.value)
+        self.rules_verdict(facts.kind, &facts.tool.qualified, &canonical.value)
     }
 
     /// The rules stage for a request of any kind (CONTRACT §8): `name` is

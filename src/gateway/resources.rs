@@ -1,0 +1,280 @@
+//! The gateway's resources, prompts and completion (CONTRACT §8):
+//! listing through the host (filtered), `resources/read`,
+//! `resources/subscribe` and `prompts/get` through the host's one
+//! mediated path, and what a client sees when one is refused.
+//!
+//! Error mapping: a refused resource read or prompt is a JSON-RPC error
+//! whose message says why ("Denied by warden's rules stage: …"); a URI or
+//! prompt that resolves to no server is `-32602` (invalid params), as MCP
+//! prescribes for an unknown resource; an upstream error keeps its code.
+#![allow(deprecated)]
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, ErrorCode, GetPromptRequestParams, GetPromptResult,
+    Prompt, ReadResourceRequestParams, ReadResourceResult, Reference, ServerResult,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use tokio_util::sync::CancellationToken;
+use warden_audit::Outcome;
+
+use super::Gateway;
+use super::clients::with_progress;
+use crate::host::{CallReport, Caller, ListedPrompt, PromptRef, PromptRequest, ResourceRequest};
+use crate::mcp::{Forwarded, SendOptions};
+
+/// A prompt as the gateway shows it, and where it comes from.
+pub(super) struct ExposedPrompt {
+    pub listed: ListedPrompt,
+    pub definition: Prompt,
+}
+
+impl Gateway {
+    /// The prompts shown, by gateway name (`S__P`, or the remote name with
+    /// `--no-prefix`); names that would collide are left out.
+    pub(super) async fn prompt_table(&self) -> BTreeMap<String, ExposedPrompt> {
+        let mut table = BTreeMap::new();
+        let mut ambiguous = Vec::new();
+        for listed in self.inner.host.list_prompts().await {
+            let name = if self.inner.options.no_prefix {
+                listed.prompt.name.clone()
+            } else {
+                listed
+                    .qualified
+                    .strip_prefix("prompt__")
+                    .unwrap_or(&listed.qualified)
+                    .to_string()
+            };
+            let mut definition = listed.prompt.clone();
+            definition.name = name.clone();
+            if table
+                .insert(name.clone(), ExposedPrompt { listed, definition })
+                .is_some()
+            {
+                ambiguous.push(name);
+            }
+        }
+        for name in ambiguous {
+            table.remove(&name);
+        }
+        table
+    }
+
+    pub(super) async fn read(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+        subscribe: bool,
+    ) -> Result<ReadResourceResult, ErrorData> {
+        let token = context.meta.get_progress_token();
+        let host = &self.inner.host;
+        let uri = request.uri.clone();
+        let asking = self.asking(&context, &uri);
+        let report = with_progress(&context.peer, token, |progress| {
+            host.read_resource(
+                ResourceRequest {
+                    uri: uri.clone(),
+                    server: None,
+                    subscribe,
+                    caller: Caller::Gateway,
+                },
+                asking.asker(),
+                context.ct.clone(),
+                progress,
+            )
+        })
+        .await;
+        match refused(&report, asking.cannot_ask) {
+            Some(error) => Err(error),
+            // subscribe's answer is empty.
+            None if subscribe => Ok(ReadResourceResult::new(Vec::new())),
+            None => answer(&report).ok_or_else(|| unusable(&report)),
+        }
+    }
+
+    pub(super) async fn prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResult, ErrorData> {
+        let table = self.prompt_table().await;
+        let target = match table.get(&request.name) {
+            Some(exposed) => PromptRef::Qualified(exposed.listed.qualified.clone()),
+            None => PromptRef::Unlisted(request.name.clone()),
+        };
+        let token = context.meta.get_progress_token();
+        let host = &self.inner.host;
+        let asking = self.asking(&context, &request.name);
+        let report = with_progress(&context.peer, token, |progress| {
+            host.get_prompt(
+                PromptRequest {
+                    target,
+                    arguments: request.arguments.clone(),
+                    caller: Caller::Gateway,
+                },
+                asking.asker(),
+                context.ct.clone(),
+                progress,
+            )
+        })
+        .await;
+        match refused(&report, asking.cannot_ask) {
+            Some(error) => Err(error),
+            None => answer(&report).ok_or_else(|| unusable(&report)),
+        }
+    }
+
+    /// `completion/complete`, passed on to the server that owns the prompt
+    /// or resource template it names, with that server's own prompt name.
+    pub(super) async fn completion(
+        &self,
+        mut request: CompleteRequestParams,
+        cancel: CancellationToken,
+    ) -> Result<CompleteResult, ErrorData> {
+        let server = match &mut request.r#ref {
+            Reference::Prompt(prompt) => {
+                let table = self.prompt_table().await;
+                let Some(exposed) = table.get(&prompt.name) else {
+                    return Err(ErrorData::invalid_params(
+                        format!("unknown prompt `{}`", prompt.name),
+                        None,
+                    ));
+                };
+                prompt.name = exposed.listed.prompt.name.clone();
+                exposed.listed.server.clone()
+            }
+            Reference::Resource(template) => {
+                let owner = self
+                    .inner
+                    .host
+                    .list_resource_templates()
+                    .await
+                    .into_iter()
+                    .filter(|t| t.template.uri_template == template.uri)
+                    .map(|t| t.server)
+                    .collect::<Vec<_>>();
+                match owner.as_slice() {
+                    [one] => one.clone(),
+                    _ => {
+                        return Err(ErrorData::invalid_params(
+                            format!(
+                                "no single server offers the resource template `{}`",
+                                template.uri
+                            ),
+                            None,
+                        ));
+                    }
+                }
+            }
+            _ => return Err(ErrorData::invalid_params("unknown reference type", None)),
+        };
+        let offers = self
+            .inner
+            .host
+            .servers_with(|c| c.completions.is_some())
+            .contains(&server);
+        if !offers {
+            return Ok(CompleteResult::default());
+        }
+        let answer = self
+            .inner
+            .host
+            .manager()
+            .forward(
+                &server,
+                Forwarded::Complete(Box::new(request)),
+                SendOptions {
+                    cancel,
+                    progress: None,
+                },
+            )
+            .await;
+        match answer {
+            Ok(ServerResult::CompleteResult(result)) => Ok(result),
+            Ok(_) => Err(ErrorData::internal_error(
+                "the server's answer to completion/complete is not a completion",
+                None,
+            )),
+            Err(error) => Err(upstream_error(&error.to_string())),
+        }
+    }
+}
+
+/// The server's answer in a report, parsed back as the type it was.
+fn answer<T: serde::de::DeserializeOwned>(report: &CallReport) -> Option<T> {
+    report
+        .result
+        .clone()
+        .and_then(|v| serde_json::from_value::<T>(v).ok())
+}
+
+/// The error a client gets for a request that was not answered: refused
+/// (unknown, ambiguous, denied, not recorded) or failed upstream.
+fn refused(report: &CallReport, cannot_ask: Option<&str>) -> Option<ErrorData> {
+    let clean = |text: &str| crate::scrub::clean(text).into_owned();
+    match report.outcome {
+        Outcome::Ok | Outcome::ToolError => None,
+        Outcome::UnknownResource
+        | Outcome::AmbiguousResource
+        | Outcome::UnknownPrompt
+        | Outcome::UnknownServer => Some(ErrorData::invalid_params(
+            clean(report.error.as_deref().unwrap_or("unknown")),
+            None,
+        )),
+        Outcome::Denied => {
+            let mut text = report.denial_text();
+            let asked = report
+                .decision
+                .as_ref()
+                .is_some_and(|d| d.reasons.iter().any(|r| r.contains("asked")));
+            if let Some(why) = cannot_ask
+                && asked
+            {
+                text.push_str(&format!(" ({why})"));
+            }
+            Some(ErrorData::new(
+                ErrorCode::INVALID_REQUEST,
+                clean(&text),
+                None,
+            ))
+        }
+        Outcome::RpcError => Some(upstream_error(&clean(
+            report.error.as_deref().unwrap_or("the server failed"),
+        ))),
+        _ => Some(ErrorData::internal_error(
+            clean(&format!(
+                "warden: the request for `{}` failed ({}): {}",
+                report.tool.as_deref().unwrap_or(&report.qualified),
+                report.outcome.as_str(),
+                report.error.as_deref().unwrap_or("no details")
+            )),
+            None,
+        )),
+    }
+}
+
+/// An upstream JSON-RPC error, with its code when the message carries it
+/// (`JSON-RPC error CODE: MESSAGE`).
+fn upstream_error(text: &str) -> ErrorData {
+    let parsed = text
+        .strip_prefix("JSON-RPC error ")
+        .and_then(|rest| rest.split_once(": "))
+        .and_then(|(code, message)| Some((code.parse::<i32>().ok()?, message)));
+    match parsed {
+        Some((code, message)) => ErrorData::new(ErrorCode(code), message.to_string(), None),
+        None => ErrorData::internal_error(text.to_string(), None),
+    }
+}
+
+fn unusable(report: &CallReport) -> ErrorData {
+    ErrorData::internal_error(
+        Cow::Owned(format!(
+            "warden: the answer for `{}` could not be passed on",
+            report.qualified
+        )),
+        None,
+    )
+}

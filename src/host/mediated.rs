@@ -1,0 +1,306 @@
+//! The one mediated path (CONTRACT §5, §6, §8) that every request warden
+//! decides goes through, tool calls and resource reads, subscriptions and
+//! prompts alike: `Pipeline::decide_within` → `authorize` (the only source
+//! of a `Permit`) → write-ahead record (`tool_call`, or `request` with its
+//! kind; fail closed) → `Manager::send` → result record (`tool_result` /
+//! `request_result`, `abandoned` when the caller goes away). Resolving
+//! what a request names is the caller's part (`call.rs` for tools,
+//! `requests.rs` for resources and prompts); from [`Resolved`] on, every
+//! kind takes the same steps.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use futures::future::BoxFuture;
+use rmcp::model::ServerResult;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use warden_audit::{ApprovalAction, Caller, Event, Outcome, RequestResultRecord, ResultRecord};
+use warden_core::RequestKind;
+use warden_core::digest::sha256_json;
+use warden_policy::{AskAnswer, AskPrompt, Asker, CallFacts, Decision, Effect, Stage};
+
+use super::Host;
+use super::call::{CallReport, DecisionSummary};
+use crate::mcp::{CallError, Mediated, ProgressSink, SendOptions};
+
+/// A request resolved to one server and subject: the pipeline's facts
+/// (kind, server, subject, target, arguments) and the request as it will
+/// be sent if allowed.
+pub(super) struct Resolved {
+    pub facts: CallFacts,
+    pub outbound: Mediated,
+}
+
+/// How one request is mediated: who may be asked, the caller's
+/// cancellation, where its progress goes, its `call_id` and start.
+pub(super) struct Mediation<'a> {
+    pub asker: Option<&'a dyn Asker>,
+    pub cancel: CancellationToken,
+    pub progress: Option<ProgressSink>,
+    pub call_id: String,
+    pub started: Instant,
+}
+
+impl Host {
+    /// Decides, records, performs and records one resolved request. Never
+    /// fails: every way it can end is a [`CallReport`] (and a record).
+    /// `arguments` are the request's arguments as asked (recorded).
+    pub(super) async fn mediate(
+        &self,
+        resolved: Resolved,
+        caller: Caller,
+        arguments: &Value,
+        how: Mediation<'_>,
+    ) -> CallReport {
+        let Mediation {
+            asker,
+            cancel,
+            progress,
+            call_id,
+            started,
+        } = how;
+        let Resolved { facts, outbound } = resolved;
+        let kind = facts.kind;
+        let method = outbound.method();
+        // Decided off this task, with a deadline: a runaway schema or
+        // policy is a deny at the deadline, never a wedged caller; the
+        // caller's cancellation (SIGTERM, --timeout, a client going away)
+        // ends the wait at once.
+        let facts = Arc::new(facts);
+        let decided = tokio::select! {
+            decision = self.pipeline.decide_within(facts.clone()) => Some(decision),
+            () = cancel.cancelled() => None,
+            () = self.exiting.cancelled() => None,
+        };
+        self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let recording = asker.map(|inner| RecordingAsker {
+            inner,
+            host: self,
+            call_id: &call_id,
+        });
+        let asker = recording.as_ref().map(|a| a as &dyn Asker);
+        let mut report = CallReport {
+            server: Some(facts.server.name.clone()),
+            tool: Some(facts.tool.name.clone()),
+            decision: None,
+            outcome: Outcome::Pending,
+            result: None,
+            error: None,
+            duration_ms: 0,
+            qualified: facts.tool.qualified.clone(),
+            call_id: call_id.clone(),
+            kind,
+            method,
+        };
+        let Some(decision) = decided else {
+            let decision = cancelled_before_decision(self.pipeline.policy_sha256());
+            report.decision = Some(summary(&decision));
+            report.outcome = Outcome::Cancelled;
+            report.error = Some("cancelled before warden decided".into());
+            report.duration_ms = elapsed_ms(started);
+            self.audit
+                .record(self.request_record(caller, arguments, &report, Some(&decision)));
+            return report;
+        };
+        let permit = match self.pipeline.authorize(&facts, decision, asker).await {
+            Ok(permit) => permit,
+            Err(decision) => {
+                self.stats.denied.fetch_add(1, Ordering::Relaxed);
+                report.decision = Some(summary(&decision));
+                report.outcome = Outcome::Denied;
+                report.error = Some(format!(
+                    "denied by the {} stage: {}",
+                    decision.stage,
+                    decision.reasons.join("; ")
+                ));
+                report.duration_ms = elapsed_ms(started);
+                self.audit
+                    .record(self.request_record(caller, arguments, &report, Some(&decision)));
+                return report;
+            }
+        };
+        let decision = permit.decision().clone();
+        report.decision = Some(summary(&decision));
+
+        // Write-ahead: nothing is sent that is not in the log first.
+        if let Err(refusal) =
+            self.audit
+                .write_ahead(self.request_record(caller, arguments, &report, Some(&decision)))
+        {
+            report.outcome = Outcome::AuditFailed;
+            report.error = Some(refusal.to_string());
+            report.duration_ms = elapsed_ms(started);
+            return report;
+        }
+        let pending = PendingCall::new(self, kind, &report.call_id, started);
+
+        let sent = self
+            .manager
+            .send(permit, outbound, SendOptions { cancel, progress });
+        let answer = tokio::select! {
+            biased;
+            () = self.exiting.cancelled() => None,
+            answer = sent => Some(answer),
+        };
+        match answer {
+            Some(Ok(result)) => {
+                report.outcome = match &result {
+                    ServerResult::CallToolResult(r) if r.is_error.unwrap_or(false) => {
+                        Outcome::ToolError
+                    }
+                    _ => Outcome::Ok,
+                };
+                report.result = serde_json::to_value(&result).ok();
+            }
+            Some(Err(CallError::Cancelled)) if !self.exiting.is_cancelled() => {
+                report.outcome = Outcome::Cancelled;
+                report.error = Some(CallError::Cancelled.to_string());
+            }
+            Some(Err(CallError::Cancelled)) | None => {
+                report.outcome = Outcome::Abandoned;
+                report.error = Some(EXITING.to_string());
+            }
+            Some(Err(error)) => {
+                report.outcome = match error {
+                    CallError::Timeout(_) => Outcome::Timeout,
+                    _ => Outcome::RpcError,
+                };
+                report.error = Some(error.to_string());
+            }
+        }
+        report.duration_ms = elapsed_ms(started);
+        pending.finish(&report);
+        report
+    }
+}
+
+/// Why an `abandoned` call ended, when warden is exiting.
+const EXITING: &str = "warden is exiting: it stopped waiting, and the call's outcome is unknown";
+/// Why an `abandoned` call ended, when its caller stopped waiting.
+const DROPPED: &str =
+    "the caller stopped waiting (a deadline, or it went away); the call's outcome is unknown";
+
+/// A request whose pending record is written: its result record
+/// (`tool_result`, or `request_result` for the other kinds of CONTRACT §8)
+/// is written by [`PendingCall::finish`], or as `abandoned` if the
+/// request's future is dropped first (a run's deadline, a client that went
+/// away).
+struct PendingCall<'a> {
+    host: &'a Host,
+    kind: RequestKind,
+    call_id: String,
+    started: Instant,
+    done: bool,
+}
+
+impl<'a> PendingCall<'a> {
+    fn new(host: &'a Host, kind: RequestKind, call_id: &str, started: Instant) -> Self {
+        host.in_flight.fetch_add(1, Ordering::SeqCst);
+        PendingCall {
+            host,
+            kind,
+            call_id: call_id.to_string(),
+            started,
+            done: false,
+        }
+    }
+
+    fn finish(mut self, report: &CallReport) {
+        self.done = true;
+        self.write(ResultRecord {
+            call_id: self.call_id.clone(),
+            outcome: report.outcome,
+            duration_ms: report.duration_ms,
+            result_sha256: report.result.as_ref().map(sha256_json),
+            error: report.error.clone(),
+        });
+    }
+
+    fn write(&self, result: ResultRecord) {
+        let event = match self.kind {
+            RequestKind::Tool => Event::ToolResult(result),
+            kind => Event::RequestResult(RequestResultRecord {
+                kind: kind.into(),
+                result,
+            }),
+        };
+        self.host.audit.record(event);
+    }
+}
+
+impl Drop for PendingCall<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let call_id = std::mem::take(&mut self.call_id);
+            self.write(ResultRecord {
+                call_id,
+                outcome: Outcome::Abandoned,
+                duration_ms: elapsed_ms(self.started),
+                result_sha256: None,
+                error: Some(DROPPED.to_string()),
+            });
+        }
+        if self.host.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.host.settled.notify_waiters();
+        }
+    }
+}
+
+/// Passes an `ask` to the person (or client) and records the answer in the
+/// audit log as an `approval` event linked to the call.
+struct RecordingAsker<'a> {
+    inner: &'a dyn Asker,
+    host: &'a Host,
+    call_id: &'a str,
+}
+
+impl Asker for RecordingAsker<'_> {
+    fn ask<'a>(&'a self, prompt: &'a AskPrompt) -> BoxFuture<'a, AskAnswer> {
+        Box::pin(async move {
+            let answer = self.inner.ask(prompt).await;
+            let action = match answer {
+                AskAnswer::AllowOnce => ApprovalAction::AllowOnce,
+                AskAnswer::AllowSession => ApprovalAction::AllowSession,
+                AskAnswer::Deny => ApprovalAction::Deny,
+            };
+            let config_sha256 = self
+                .host
+                .server_config(&prompt.server)
+                .map(|s| s.digest)
+                .unwrap_or_default();
+            self.host.audit_event(Event::Approval {
+                server: prompt.server.clone(),
+                config_sha256,
+                action,
+                subject: prompt.qualified.clone(),
+                call_id: Some(self.call_id.to_string()),
+            });
+            answer
+        })
+    }
+}
+
+fn summary(decision: &Decision) -> DecisionSummary {
+    DecisionSummary {
+        effect: decision.effect,
+        stage: decision.stage,
+        reasons: decision.reasons.clone(),
+    }
+}
+
+/// The decision recorded for a call cancelled while it was being decided.
+fn cancelled_before_decision(policy_sha256: Option<&str>) -> Decision {
+    Decision {
+        effect: Effect::Deny,
+        stage: Stage::Default,
+        reasons: vec!["the call was cancelled before warden decided".into()],
+        stages: Vec::new(),
+        policy_sha256: policy_sha256.map(str::to_string),
+    }
+}
+
+pub(super) fn elapsed_ms(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}

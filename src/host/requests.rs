@@ -1,0 +1,565 @@
+//! Resources and prompts (CONTRACT §8): listing (filtered: what can never
+//! be allowed is not shown), and resolving `resources/read`,
+//! `resources/subscribe` and `prompts/get` to one server before they take
+//! the one mediated path ([`Host::mediate`]).
+//!
+//! Resource URIs are not renamed: a URI belongs to the server that lists
+//! it or one of whose templates matches it; with one server offering
+//! resources, that server. A URI no server claims is refused as
+//! `unknown_resource`, one two servers claim as `ambiguous_resource`
+//! (never guessed). Prompts are named `prompt__S__P` (rules and policy)
+//! and `S__P` in the gateway, like tools.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
+
+use rmcp::model::{Prompt, Resource, ResourceTemplate, ServerResult};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+use warden_audit::{Caller, Outcome};
+use warden_core::{RequestKind, TransportKind};
+use warden_policy::{Asker, CallContext, CallFacts, PinState, ServerFacts, ToolFacts};
+
+use super::Host;
+use super::call::{CallReport, Refusal, Refused};
+use super::mediated::{Mediation, Resolved};
+use crate::mcp::{Forwarded, Mediated, ProgressSink, SendOptions, ServerState};
+
+/// At most this many pages are read from one server's listing.
+const MAX_PAGES: usize = 100;
+/// At most this many items are taken from one server's listing.
+const MAX_ITEMS: usize = 10_000;
+
+/// The rule target of a server's resources: `resource__S`.
+pub fn resource_target(server: &str) -> String {
+    format!("resource__{}", crate::registry::sanitize(server))
+}
+
+/// The rule target of a server's prompt: `prompt__S__P`.
+pub fn prompt_target(server: &str, prompt: &str) -> String {
+    format!(
+        "prompt__{}__{}",
+        crate::registry::sanitize(server),
+        crate::registry::sanitize(prompt)
+    )
+}
+
+/// A resource as a server listed it.
+#[derive(Debug, Clone)]
+pub struct ListedResource {
+    pub server: String,
+    pub resource: Resource,
+}
+
+#[derive(Debug, Clone)]
+pub struct ListedTemplate {
+    pub server: String,
+    pub template: ResourceTemplate,
+}
+
+/// A prompt as a server listed it, with its target `prompt__S__P`.
+#[derive(Debug, Clone)]
+pub struct ListedPrompt {
+    pub server: String,
+    pub qualified: String,
+    pub prompt: Prompt,
+}
+
+/// A `resources/read` or `resources/subscribe`.
+#[derive(Debug, Clone)]
+pub struct ResourceRequest {
+    pub uri: String,
+    /// The server, when the caller names one (the repl); `None`: the
+    /// server that owns the URI.
+    pub server: Option<String>,
+    pub subscribe: bool,
+    pub caller: Caller,
+}
+
+/// How a caller names a prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptRef {
+    /// `prompt__S__P`.
+    Qualified(String),
+    /// A server and its own prompt name.
+    Remote { server: String, prompt: String },
+    /// A name the caller's front end could not map (recorded as asked).
+    Unlisted(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct PromptRequest {
+    pub target: PromptRef,
+    pub arguments: Option<Map<String, Value>>,
+    pub caller: Caller,
+}
+
+impl Host {
+    /// Connected servers whose handshake declared `has` (a capability).
+    pub fn servers_with(
+        &self,
+        has: impl Fn(&rmcp::model::ServerCapabilities) -> bool,
+    ) -> Vec<String> {
+        self.manager
+            .connected_capabilities()
+            .into_iter()
+            .filter(|(_, caps)| has(caps))
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    /// Every page of one listing of one server, within the caps.
+    async fn list_all<T>(
+        &self,
+        server: &str,
+        request: impl Fn(Option<String>) -> Forwarded,
+        take: impl Fn(ServerResult) -> Option<(Vec<T>, Option<String>)>,
+    ) -> Result<Vec<T>, String> {
+        let mut items = Vec::new();
+        let mut cursor = None;
+        let mut seen = HashSet::new();
+        for _ in 0..MAX_PAGES {
+            let result = self
+                .manager
+                .forward(server, request(cursor.clone()), SendOptions::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let Some((page, next)) = take(result) else {
+                return Err("the answer is not a listing".into());
+            };
+            items.extend(page);
+            if items.len() > MAX_ITEMS {
+                return Err(format!("more than {MAX_ITEMS} items"));
+            }
+            match next {
+                Some(next) if seen.insert(next.clone()) => cursor = Some(next),
+                Some(_) => return Err("a page repeated an earlier cursor".into()),
+                None => return Ok(items),
+            }
+        }
+        Err(format!("more than {MAX_PAGES} pages"))
+    }
+
+    /// One server's resources, all of them (unfiltered).
+    async fn server_resources(&self, server: &str) -> Result<Vec<Resource>, String> {
+        self.list_all(server, Forwarded::ListResources, |r| match r {
+            ServerResult::ListResourcesResult(r) => Some((r.resources, r.next_cursor)),
+            _ => None,
+        })
+        .await
+    }
+
+    async fn server_templates(&self, server: &str) -> Result<Vec<ResourceTemplate>, String> {
+        self.list_all(server, Forwarded::ListResourceTemplates, |r| match r {
+            ServerResult::ListResourceTemplatesResult(r) => {
+                Some((r.resource_templates, r.next_cursor))
+            }
+            _ => None,
+        })
+        .await
+    }
+
+    async fn server_prompts(&self, server: &str) -> Result<Vec<Prompt>, String> {
+        self.list_all(server, Forwarded::ListPrompts, |r| match r {
+            ServerResult::ListPromptsResult(r) => Some((r.prompts, r.next_cursor)),
+            _ => None,
+        })
+        .await
+    }
+
+    /// The resources of every connected server that offers them, without
+    /// those a `deny` rule matches and those two servers list (they can
+    /// never be read).
+    pub async fn list_resources(&self) -> Vec<ListedResource> {
+        let mut out: Vec<ListedResource> = Vec::new();
+        for server in self.servers_with(|c| c.resources.is_some()) {
+            let target = resource_target(&server);
+            match self.server_resources(&server).await {
+                Ok(resources) => out.extend(
+                    resources
+                        .into_iter()
+                        .filter(|r| !self.pipeline.resource_hidden(&target, &r.uri))
+                        .map(|resource| ListedResource {
+                            server: server.clone(),
+                            resource,
+                        }),
+                ),
+                Err(error) => tracing::warn!(%server, %error, "resources/list failed"),
+            }
+        }
+        let mut owners: BTreeMap<&str, HashSet<&str>> = BTreeMap::new();
+        for r in &out {
+            owners
+                .entry(r.resource.uri.as_str())
+                .or_default()
+                .insert(r.server.as_str());
+        }
+        let ambiguous: HashSet<String> = owners
+            .into_iter()
+            .filter(|(_, servers)| servers.len() > 1)
+            .map(|(uri, _)| uri.to_string())
+            .collect();
+        out.retain(|r| !ambiguous.contains(&r.resource.uri));
+        out
+    }
+
+    /// The resource templates of every connected server that offers
+    /// resources, except servers whose resources a rule denies outright.
+    pub async fn list_resource_templates(&self) -> Vec<ListedTemplate> {
+        let mut out = Vec::new();
+        for server in self.servers_with(|c| c.resources.is_some()) {
+            if self
+                .pipeline
+                .hidden_request(RequestKind::Resource, &resource_target(&server))
+            {
+                continue;
+            }
+            match self.server_templates(&server).await {
+                Ok(templates) => out.extend(templates.into_iter().map(|template| ListedTemplate {
+                    server: server.clone(),
+                    template,
+                })),
+                Err(error) => tracing::warn!(%server, %error, "resources/templates/list failed"),
+            }
+        }
+        out
+    }
+
+    /// The prompts of every connected server that offers them, except
+    /// those a `deny` rule without conditions matches. Two prompts whose
+    /// targets collide (after replacing characters) are both left out.
+    pub async fn list_prompts(&self) -> Vec<ListedPrompt> {
+        let mut table: BTreeMap<String, ListedPrompt> = BTreeMap::new();
+        let mut ambiguous = Vec::new();
+        for server in self.servers_with(|c| c.prompts.is_some()) {
+            match self.server_prompts(&server).await {
+                Ok(prompts) => {
+                    for prompt in prompts {
+                        let qualified = prompt_target(&server, &prompt.name);
+                        if self
+                            .pipeline
+                            .hidden_request(RequestKind::Prompt, &qualified)
+                        {
+                            continue;
+                        }
+                        let listed = ListedPrompt {
+                            server: server.clone(),
+                            qualified: qualified.clone(),
+                            prompt,
+                        };
+                        if table.insert(qualified.clone(), listed).is_some() {
+                            ambiguous.push(qualified);
+                        }
+                    }
+                }
+                Err(error) => tracing::warn!(%server, %error, "prompts/list failed"),
+            }
+        }
+        for name in ambiguous {
+            table.remove(&name);
+        }
+        table.into_values().collect()
+    }
+
+    /// Decides, records and performs one `resources/read` or
+    /// `resources/subscribe` (CONTRACT §8, kind `resource`).
+    pub async fn read_resource(
+        &self,
+        request: ResourceRequest,
+        asker: Option<&dyn Asker>,
+        cancel: CancellationToken,
+        progress: Option<ProgressSink>,
+    ) -> CallReport {
+        let started = Instant::now();
+        let call_id = uuid::Uuid::new_v4().to_string();
+        let arguments = json!({ "uri": request.uri });
+        let server = match self.resource_owner(&request).await {
+            Ok(server) => server,
+            Err(refusal) => {
+                return self.refuse(
+                    RequestKind::Resource,
+                    request.caller,
+                    &arguments,
+                    Refused {
+                        method: if request.subscribe {
+                            "resources/subscribe"
+                        } else {
+                            "resources/read"
+                        },
+                        call_id,
+                        refusal,
+                        started,
+                    },
+                );
+            }
+        };
+        let target = resource_target(&server);
+        let facts = self.request_facts(
+            RequestKind::Resource,
+            &server,
+            &request.uri,
+            target,
+            &arguments,
+        );
+        let outbound = if request.subscribe {
+            Mediated::Subscribe {
+                uri: request.uri.clone(),
+            }
+        } else {
+            Mediated::ReadResource {
+                uri: request.uri.clone(),
+            }
+        };
+        self.mediate(
+            Resolved { facts, outbound },
+            request.caller,
+            &arguments,
+            Mediation {
+                asker,
+                cancel,
+                progress,
+                call_id,
+                started,
+            },
+        )
+        .await
+    }
+
+    /// Passes `resources/unsubscribe` on to the server that owns the URI
+    /// (not decided: it only stops data).
+    pub async fn unsubscribe(&self, uri: &str) -> Result<(), String> {
+        let request = ResourceRequest {
+            uri: uri.to_string(),
+            server: None,
+            subscribe: false,
+            caller: Caller::Gateway,
+        };
+        let server = self.resource_owner(&request).await.map_err(|r| r.error)?;
+        self.manager
+            .forward(
+                &server,
+                Forwarded::Unsubscribe(uri.to_string()),
+                SendOptions::default(),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Decides, records and performs one `prompts/get` (kind `prompt`).
+    pub async fn get_prompt(
+        &self,
+        request: PromptRequest,
+        asker: Option<&dyn Asker>,
+        cancel: CancellationToken,
+        progress: Option<ProgressSink>,
+    ) -> CallReport {
+        let started = Instant::now();
+        let call_id = uuid::Uuid::new_v4().to_string();
+        let arguments = request.arguments.clone().map_or(Value::Null, Value::Object);
+        let (server, name, qualified) = match self.resolve_prompt(&request.target).await {
+            Ok(found) => found,
+            Err(refusal) => {
+                return self.refuse(
+                    RequestKind::Prompt,
+                    request.caller,
+                    &arguments,
+                    Refused {
+                        method: "prompts/get",
+                        call_id,
+                        refusal,
+                        started,
+                    },
+                );
+            }
+        };
+        let facts = self.request_facts(RequestKind::Prompt, &server, &name, qualified, &arguments);
+        let outbound = Mediated::GetPrompt {
+            name,
+            arguments: request.arguments.clone(),
+        };
+        self.mediate(
+            Resolved { facts, outbound },
+            request.caller,
+            &arguments,
+            Mediation {
+                asker,
+                cancel,
+                progress,
+                call_id,
+                started,
+            },
+        )
+        .await
+    }
+
+    /// The pipeline's facts for a request of another kind than `tool`.
+    fn request_facts(
+        &self,
+        kind: RequestKind,
+        server: &str,
+        subject: &str,
+        target: String,
+        arguments: &Value,
+    ) -> CallFacts {
+        let config = self.server_config(server);
+        let config = config.as_ref();
+        let call_index = self
+            .call_index
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        CallFacts {
+            kind,
+            server: ServerFacts {
+                name: server.to_string(),
+                trust: config.map(|s| s.trust).unwrap_or_default(),
+                transport: config.map_or(TransportKind::Stdio, |s| s.transport.kind()),
+                scope: config.map_or(crate::config::Scope::Project, |s| s.scope),
+            },
+            tool: ToolFacts {
+                name: subject.to_string(),
+                qualified: target,
+                annotations: Value::Null,
+                input_schema: Value::Null,
+                pin: PinState::Pinned,
+            },
+            arguments: arguments.clone(),
+            context: CallContext {
+                mode: self.mode,
+                session: self.session.clone(),
+                call_index,
+            },
+        }
+    }
+
+    /// The server a resource request goes to, or why it is refused.
+    async fn resource_owner(&self, request: &ResourceRequest) -> Result<String, Refusal> {
+        let uri = &request.uri;
+        let refusal = |outcome, server: Option<String>, error: String| Refusal {
+            outcome,
+            qualified: server
+                .as_deref()
+                .map_or_else(|| "resource__".to_string(), resource_target),
+            server,
+            tool: Some(uri.clone()),
+            error,
+        };
+        if let Some(server) = &request.server {
+            let Some(status) = self.statuses().into_iter().find(|s| &s.name == server) else {
+                return Err(refusal(
+                    Outcome::UnknownServer,
+                    Some(server.clone()),
+                    format!("unknown server `{server}`"),
+                ));
+            };
+            return match status.state {
+                // The trust stage denies it.
+                ServerState::Blocked | ServerState::Connected => Ok(server.clone()),
+                state => Err(refusal(
+                    Outcome::ServerUnavailable,
+                    Some(server.clone()),
+                    format!(
+                        "server `{server}` is not available: {}",
+                        status.error.unwrap_or_else(|| format!("{state:?}"))
+                    ),
+                )),
+            };
+        }
+        let candidates = self.servers_with(|c| c.resources.is_some());
+        if let [only] = candidates.as_slice() {
+            return Ok(only.clone());
+        }
+        let mut owners = Vec::new();
+        for server in &candidates {
+            let listed = self
+                .server_resources(server)
+                .await
+                .unwrap_or_default()
+                .iter()
+                .any(|r| &r.uri == uri);
+            let templated = !listed
+                && self
+                    .server_templates(server)
+                    .await
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|t| super::uri_template::matches(&t.uri_template, uri));
+            if listed || templated {
+                owners.push(server.clone());
+            }
+        }
+        match owners.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(refusal(
+                Outcome::UnknownResource,
+                None,
+                format!("no connected server lists the resource `{uri}` or a template for it"),
+            )),
+            many => Err(refusal(
+                Outcome::AmbiguousResource,
+                None,
+                format!(
+                    "the resource `{uri}` is claimed by several servers ({}); warden does not \
+                     guess",
+                    many.join(", ")
+                ),
+            )),
+        }
+    }
+
+    /// `(server, remote name, prompt__S__P)` of a prompt, or why it is
+    /// refused.
+    async fn resolve_prompt(
+        &self,
+        target: &PromptRef,
+    ) -> Result<(String, String, String), Refusal> {
+        let unknown = |qualified: String, server: Option<String>, error: String| Refusal {
+            outcome: Outcome::UnknownPrompt,
+            server,
+            tool: None,
+            qualified,
+            error,
+        };
+        match target {
+            PromptRef::Unlisted(name) => Err(unknown(
+                name.clone(),
+                None,
+                format!("unknown prompt `{name}`"),
+            )),
+            PromptRef::Qualified(qualified) => self
+                .list_prompts()
+                .await
+                .into_iter()
+                .find(|p| &p.qualified == qualified)
+                .map(|p| (p.server, p.prompt.name, p.qualified))
+                .ok_or_else(|| {
+                    unknown(
+                        qualified.clone(),
+                        None,
+                        format!("unknown prompt `{qualified}`"),
+                    )
+                }),
+            PromptRef::Remote { server, prompt } => {
+                let qualified = prompt_target(server, prompt);
+                let blocked = self
+                    .statuses()
+                    .iter()
+                    .any(|s| &s.name == server && s.state == ServerState::Blocked);
+                if blocked {
+                    // Never listed; the trust stage denies it.
+                    return Ok((server.clone(), prompt.clone(), qualified));
+                }
+                let found = self.server_prompts(server).await.unwrap_or_default();
+                if found.iter().any(|p| &p.name == prompt) {
+                    Ok((server.clone(), prompt.clone(), qualified))
+                } else {
+                    Err(unknown(
+                        qualified,
+                        Some(server.clone()),
+                        format!("server `{server}` has no prompt `{prompt}`"),
+                    ))
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,740 @@
+//! CONTRACT §8 through the real gateway with a real MCP client: the
+//! official Python SDK (PyPI `mcp`, from the venv of
+//! tests/python/setup-venv.sh) runs `tests/python/gateway_client.py`
+//! against `warden gateway` over stdio and streamable HTTP, in front of
+//! the fixture server (which records every request it receives).
+//!
+//! Checked: resources, templates and prompts listed without what can never
+//! be allowed; reads and prompts unchanged when allowed, refused with the
+//! reason when a rule denies, and then never reaching the server; each
+//! decided request written ahead and its result recorded, the chain
+//! verifying; completion passed on; log messages by the client's level;
+//! resource updates only to the subscriber; progress in order for the
+//! request that asked, under the client's own token; nothing crossing
+//! between two clients.
+
+mod gateway_support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gateway_support::cli_support::{WARDEN, calls_received};
+use gateway_support::{World, audit_lines, audit_path, eventually, gateway_command};
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+fn python() -> PathBuf {
+    let out = std::process::Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/setup-venv.sh"))
+        .output()
+        .expect("run tests/python/setup-venv.sh");
+    assert!(
+        out.status.success(),
+        "setup-venv.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("bin/python")
+}
+
+fn client_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/gateway_client.py")
+}
+
+/// The fixture (session protocol, counting what it receives) and rules
+/// for every kind.
+fn config(world: &World) -> (Value, PathBuf) {
+    let (mut fixture, counter) = world.counting_fixture();
+    if let Some(args) = fixture["args"].as_array_mut() {
+        args.push("--legacy".into());
+    }
+    let config = json!({
+        "mcpServers": {"fx": fixture},
+        "permissions": {
+            "allow": [
+                "resource__fx(uri: fixture://notes/**)",
+                "resource__fx(uri: fixture://items/*)",
+                "resource__fx(uri: fixture://slow)",
+                "prompt__fx__greet",
+                "mcp__fx__count", "mcp__fx__log", "mcp__fx__touch"
+            ],
+            "deny": [
+                "resource__fx(uri: fixture://secret/**)",
+                "prompt__fx__review",
+                "prompt__fx__greet(name: Mallory)"
+            ]
+        },
+        "audit": {"path": world.path("audit.jsonl")}
+    });
+    (config, counter)
+}
+
+/// Runs the Python client with `plan` against `target` and returns its
+/// JSON output.
+async fn run_client(world: &World, plan: &Value, target: &[String]) -> Value {
+    let plan_file = world.path(&format!("plan-{}.json", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&plan_file, plan.to_string()).expect("write plan");
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(python())
+            .arg(client_script())
+            .arg(&plan_file)
+            .args(target)
+            .env("HOME", &world.home)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finishes in time")
+    .expect("run the python client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "client failed: {}\nstdout: {stdout}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// The stdio plan's environment for the gateway the SDK starts.
+fn stdio_env(world: &World) -> Value {
+    json!({
+        "WARDEN_CONFIG_DIR": world.config_dir,
+        "HOME": world.home,
+        "TMPDIR": world.dir.path(),
+    })
+}
+
+fn stdio_target(world: &World) -> Vec<String> {
+    vec![
+        "--".into(),
+        WARDEN.into(),
+        "--config".into(),
+        world.path("warden.json").display().to_string(),
+        "--workspace".into(),
+        world.workspace.display().to_string(),
+        "gateway".into(),
+        "--stdio".into(),
+    ]
+}
+
+/// Every event after step `n`'s marker (notifications outside a request
+/// may arrive after the answer that followed them on the server's side).
+fn events_after(out: &Value, n: usize) -> Vec<Value> {
+    let events = out["events"].as_array().cloned().unwrap_or_default();
+    let start = events
+        .iter()
+        .position(|e| e["step"] == json!(n))
+        .expect("step marker");
+    events[start + 1..].to_vec()
+}
+
+fn ok(out: &Value, n: usize) -> Value {
+    let step = &out["steps"][n];
+    assert!(step.get("ok").is_some(), "step {n} failed: {step}");
+    step["ok"].clone()
+}
+
+fn error(out: &Value, n: usize) -> String {
+    let step = &out["steps"][n];
+    step["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("step {n} should have failed: {step}"))
+        .to_string()
+}
+
+fn text_contents(read: &Value) -> Vec<String> {
+    read["contents"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter_map(|x| x["text"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `request` records of `kind` in the audit log, each merged with its
+/// `request_result` (as `result`).
+fn requests(world: &World, kind: &str) -> Vec<Value> {
+    let records = audit_lines(&audit_path(world));
+    records
+        .iter()
+        .filter(|r| r["event"] == "request" && r["kind"] == kind)
+        .map(|r| {
+            let mut merged = r.clone();
+            merged["result"] = records
+                .iter()
+                .find(|x| x["event"] == "request_result" && x["call_id"] == r["call_id"])
+                .cloned()
+                .unwrap_or(Value::Null);
+            merged
+        })
+        .collect()
+}
+
+fn assert_chain_verifies(world: &World) {
+    let out = world.run(&["audit", "verify", &audit_path(world).display().to_string()]);
+    assert!(
+        out.status.success(),
+        "audit verify: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_client_over_stdio_gets_mediated_resources_prompts_logs_and_progress() {
+    let world = World::new();
+    let (config, counter) = config(&world);
+    world.write_config(&config);
+    let plan = json!({
+        "env": stdio_env(&world),
+        "steps": [
+            {"list": "resources"},                                      // 0
+            {"list": "templates"},                                      // 1
+            {"list": "prompts"},                                        // 2
+            {"read": "fixture://notes/1"},                              // 3
+            {"read": "fixture://items/7"},                              // 4
+            {"read": "fixture://secret/key"},                           // 5
+            {"read": "fixture://notes/../secret/key"},                  // 6
+            {"prompt": "fx__greet", "arguments": {"name": "Ada"}},      // 7
+            {"prompt": "fx__review", "arguments": {"file": "x"}},       // 8
+            {"prompt": "fx__greet", "arguments": {"name": "Mallory"}},  // 9
+            {"complete_prompt": "fx__greet", "argument": "name", "value": "A"}, // 10
+            {"set_level": "info"},                                      // 11
+            {"call": "fx__log", "arguments": {"level": "debug", "message": "quiet"}}, // 12
+            {"call": "fx__log", "arguments": {"level": "warning", "message": "loud"}}, // 13
+            {"subscribe": "fixture://notes/1"},                         // 14
+            {"call": "fx__touch", "arguments": {"uri": "fixture://notes/1"}}, // 15
+            {"call": "fx__touch", "arguments": {"uri": "fixture://notes/2"}}, // 16
+            {"call": "fx__count", "arguments": {"steps": 5}, "progress": true}, // 17
+            {"read": "fixture://slow", "progress": "r-1"},              // 18
+            {"sleep": 0.3}                                              // 19
+        ]
+    });
+    let out = run_client(&world, &plan, &stdio_target(&world)).await;
+
+    // Capabilities: what the upstream offers and warden mediates.
+    let caps = &out["capabilities"];
+    assert!(caps["resources"].is_object(), "{caps}");
+    assert_eq!(caps["resources"]["subscribe"], true, "{caps}");
+    assert!(caps["prompts"].is_object(), "{caps}");
+    assert!(caps["completions"].is_object(), "{caps}");
+    assert!(caps["logging"].is_object(), "{caps}");
+
+    // Listing: what a deny rule forbids outright is not shown.
+    let resources = ok(&out, 0);
+    let resources: Vec<&str> = resources
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(resources.contains(&"fixture://notes/1"), "{resources:?}");
+    assert!(resources.contains(&"fixture://slow"), "{resources:?}");
+    assert!(
+        !resources.contains(&"fixture://secret/key"),
+        "{resources:?}"
+    );
+    assert_eq!(ok(&out, 1), json!(["fixture://items/{id}"]));
+    let prompts: Vec<String> = ok(&out, 2)
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        prompts,
+        vec!["fx__greet".to_string()],
+        "review is denied outright"
+    );
+    assert_eq!(ok(&out, 2)[0]["arguments"][0]["name"], "name");
+
+    // Allowed reads come back as the server sent them.
+    assert_eq!(text_contents(&ok(&out, 3)), vec!["note one"]);
+    assert_eq!(ok(&out, 3)["contents"][0]["uri"], "fixture://notes/1");
+    assert_eq!(text_contents(&ok(&out, 4)), vec!["item 7"]);
+
+    // Denied reads: an error naming the stage and the rule.
+    let denied = error(&out, 5);
+    assert!(
+        denied.contains("Denied by warden's rules stage"),
+        "{denied}"
+    );
+    assert!(denied.contains("fixture://secret/**"), "{denied}");
+    let traversal = error(&out, 6);
+    assert!(traversal.contains("Denied by warden"), "{traversal}");
+
+    // Prompts: allowed unchanged; hidden, unknown or denied refused.
+    let greet = ok(&out, 7);
+    assert_eq!(greet["messages"][0]["content"]["text"], "Hello, Ada!");
+    assert_eq!(greet["description"], "a greeting");
+    assert!(
+        error(&out, 8).contains("unknown prompt"),
+        "{}",
+        error(&out, 8)
+    );
+    let mallory = error(&out, 9);
+    assert!(
+        mallory.contains("Denied by warden's rules stage") && mallory.contains("Mallory"),
+        "{mallory}"
+    );
+
+    // Completion is passed on with the server's own prompt name.
+    assert_eq!(ok(&out, 10)["completion"]["values"], json!(["Ada", "Alan"]));
+
+    // Logging: the client's level filters.
+    let all = events_after(&out, 0);
+    assert!(!all.iter().any(|e| e["log"]["data"] == "quiet"), "{all:?}");
+    let loud = events_after(&out, 13);
+    assert!(
+        loud.iter()
+            .any(|e| e["log"]["data"] == "loud" && e["log"]["level"] == "warning"),
+        "{loud:?}"
+    );
+
+    // Resource updates: only for the subscribed URI.
+    let updated = events_after(&out, 15);
+    assert!(
+        updated.iter().any(|e| e["notification"]
+            .as_str()
+            .is_some_and(|n| n.contains("ResourceUpdated"))
+            && e["params"]["uri"] == "fixture://notes/1"),
+        "{updated:?}"
+    );
+    assert!(
+        !all.iter().any(|e| e["notification"]
+            .as_str()
+            .is_some_and(|n| n.contains("ResourceUpdated"))
+            && e["params"]["uri"] == "fixture://notes/2"),
+        "{all:?}"
+    );
+
+    // Progress: in order, for the call that asked (the gateway sends it
+    // before the answer; tests/mcp_mediated.rs checks that order).
+    let counted: Vec<f64> = events_after(&out, 17)
+        .iter()
+        .filter(|e| e["progress"] == "fx__count")
+        .filter_map(|e| e["value"].as_f64())
+        .collect();
+    assert_eq!(counted, vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+    let slow = events_after(&out, 18);
+    let slow_progress: Vec<&Value> = slow
+        .iter()
+        .filter(|e| {
+            e["notification"]
+                .as_str()
+                .is_some_and(|n| n.contains("Progress"))
+        })
+        .collect();
+    assert_eq!(slow_progress.len(), 3, "{slow:?}");
+    assert!(
+        slow_progress
+            .iter()
+            .all(|e| e["params"]["progressToken"] == "r-1"),
+        "the client's own token: {slow:?}"
+    );
+    let steps: Vec<f64> = slow_progress
+        .iter()
+        .filter_map(|e| e["params"]["progress"].as_f64())
+        .collect();
+    assert_eq!(steps, vec![1.0, 2.0, 3.0]);
+    assert_eq!(text_contents(&ok(&out, 18)), vec!["slow but done"]);
+
+    // The server received what was allowed, never what was refused.
+    let received = calls_received(&counter);
+    for expected in [
+        "resources/read fixture://notes/1",
+        "resources/read fixture://items/7",
+        "prompts/get greet",
+        "completion/complete",
+        "logging/setlevel info",
+        "resources/subscribe fixture://notes/1",
+        "resources/read fixture://slow",
+    ] {
+        assert!(
+            received.iter().any(|r| r == expected),
+            "{expected} missing from {received:?}"
+        );
+    }
+    for refused in ["secret", "prompts/get review"] {
+        assert!(
+            !received.iter().any(|r| r.contains(refused)),
+            "{refused} reached the server: {received:?}"
+        );
+    }
+    assert!(
+        received
+            .iter()
+            .filter(|r| r.as_str() == "prompts/get greet")
+            .count()
+            == 1,
+        "Mallory's prompt reached the server: {received:?}"
+    );
+
+    // Audit: every decided request written ahead, its result recorded.
+    let reads = requests(&world, "resource");
+    let note = reads
+        .iter()
+        .find(|r| r["arguments"]["uri"] == "fixture://notes/1" && r["outcome"] == "pending")
+        .unwrap_or_else(|| panic!("no pending record for notes/1: {reads:?}"));
+    assert_eq!(note["target"], "resource__fx");
+    assert_eq!(note["method"], "resources/read");
+    assert_eq!(note["server"], "fx");
+    assert_eq!(note["decision"]["effect"], "allow");
+    assert_eq!(note["result"]["outcome"], "ok");
+    assert!(note["result"]["result_sha256"].is_string());
+    let secret = reads
+        .iter()
+        .find(|r| r["arguments"]["uri"] == "fixture://secret/key")
+        .expect("the denied read is recorded");
+    assert_eq!(secret["outcome"], "denied");
+    assert_eq!(secret["decision"]["stage"], "rules");
+    assert!(secret["result"].is_null());
+    assert!(
+        reads
+            .iter()
+            .any(|r| r["arguments"]["uri"] == "fixture://notes/1"
+                && r["method"] == "resources/subscribe"
+                && r["result"]["outcome"] == "ok"
+                && r["outcome"] == "pending"),
+        "subscribe recorded: {reads:?}"
+    );
+    let prompts = requests(&world, "prompt");
+    assert!(
+        prompts
+            .iter()
+            .any(|r| r["target"] == "prompt__fx__greet" && r["result"]["outcome"] == "ok"),
+        "{prompts:?}"
+    );
+    assert!(
+        prompts
+            .iter()
+            .any(|r| r["outcome"] == "unknown_prompt" && r["target"] == "fx__review"),
+        "{prompts:?}"
+    );
+    assert!(
+        prompts
+            .iter()
+            .any(|r| r["outcome"] == "denied" && r["arguments"]["name"] == "Mallory"),
+        "{prompts:?}"
+    );
+    assert_chain_verifies(&world);
+    assert!(
+        eventually(10.0, || world.leftover_processes().is_empty()),
+        "left behind: {:?}",
+        world.leftover_processes()
+    );
+}
+
+struct Listening {
+    child: tokio::process::Child,
+    url: String,
+    token: String,
+}
+
+async fn listen(world: &World) -> Listening {
+    let mut child = gateway_command(world, &["--listen", "127.0.0.1:0"])
+        .spawn()
+        .expect("spawn gateway");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let (url, token) = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut token = None;
+        let mut seen = Vec::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(url) = line.strip_prefix("warden gateway: listening on ") {
+                return (url.trim().to_string(), token.expect("a bearer token"));
+            }
+            if line.starts_with("warden gateway: bearer token") {
+                token = line.rsplit(' ').next().map(str::to_string);
+            }
+            seen.push(line);
+        }
+        panic!("the gateway never said where it listens: {seen:?}");
+    })
+    .await
+    .expect("listening in time");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Listening { child, url, token }
+}
+
+impl Listening {
+    async fn stop(mut self, world: &World) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
+        }
+        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("the gateway exits on SIGTERM")
+            .expect("wait");
+        assert!(status.success(), "{status:?}");
+        assert!(
+            eventually(10.0, || world.leftover_processes().is_empty()),
+            "left behind: {:?}",
+            world.leftover_processes()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_python_sdk_clients_over_http_get_only_their_own_notifications() {
+    let world = World::new();
+    let (config, counter) = config(&world);
+    world.write_config(&config);
+    let gateway = listen(&world).await;
+    let target = vec![gateway.url.clone(), gateway.token.clone()];
+    // A: wants warnings, subscribes to notes/1, then waits while B acts.
+    let plan_a = json!({"steps": [
+        {"set_level": "warning"},                       // 0
+        {"subscribe": "fixture://notes/1"},             // 1
+        {"read": "fixture://notes/2"},                  // 2
+        {"read": "fixture://secret/key"},               // 3
+        {"sleep": 10}                                   // 4
+    ]});
+    // B: wants everything, is not subscribed; touches A's resource, logs
+    // and counts with progress.
+    let plan_b = json!({"steps": [
+        {"sleep": 4},                                   // 0
+        {"set_level": "debug"},                         // 1
+        {"call": "fx__touch", "arguments": {"uri": "fixture://notes/1"}}, // 2
+        {"call": "fx__log", "arguments": {"level": "warning", "message": "for everyone"}}, // 3
+        {"call": "fx__log", "arguments": {"level": "info", "message": "for B only"}}, // 4
+        {"call": "fx__count", "arguments": {"steps": 3}, "progress": true}, // 5
+        {"prompt": "fx__greet", "arguments": {"name": "Grace"}} // 6
+    ]});
+    let (a, b) = tokio::join!(
+        run_client(&world, &plan_a, &target),
+        run_client(&world, &plan_b, &target)
+    );
+    // A left: its subscription ends upstream too (it was the only one).
+    assert!(
+        eventually(15.0, || calls_received(&counter)
+            .iter()
+            .any(|r| r == "resources/unsubscribe fixture://notes/1")),
+        "{:?}",
+        calls_received(&counter)
+    );
+    gateway.stop(&world).await;
+
+    assert_eq!(text_contents(&ok(&a, 2)), vec!["note two"]);
+    assert!(error(&a, 3).contains("Denied by warden's rules stage"));
+    assert_eq!(ok(&b, 6)["messages"][0]["content"]["text"], "Hello, Grace!");
+
+    let a_events = a["events"].as_array().cloned().unwrap_or_default();
+    let b_events = b["events"].as_array().cloned().unwrap_or_default();
+    let updates = |events: &[Value]| {
+        events
+            .iter()
+            .filter(|e| {
+                e["notification"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("ResourceUpdated"))
+            })
+            .count()
+    };
+    let logs = |events: &[Value]| -> Vec<String> {
+        events
+            .iter()
+            .filter_map(|e| e["log"]["data"].as_str().map(str::to_string))
+            .collect()
+    };
+    // (the SDK hands progress to the call's callback and, again, to the
+    // message handler)
+    let progress = |events: &[Value]| {
+        events
+            .iter()
+            .filter(|e| e.get("progress").is_some())
+            .count()
+    };
+    let any_progress = |events: &[Value]| {
+        events
+            .iter()
+            .filter(|e| {
+                e["notification"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("Progress"))
+            })
+            .count()
+    };
+    assert_eq!(
+        any_progress(&a_events),
+        0,
+        "B's progress reached A: {a_events:?}"
+    );
+    assert_eq!(updates(&a_events), 1, "A subscribed: {a_events:?}");
+    assert_eq!(updates(&b_events), 0, "B did not subscribe: {b_events:?}");
+    assert_eq!(logs(&a_events), vec!["for everyone"], "{a_events:?}");
+    assert_eq!(
+        logs(&b_events),
+        vec!["for everyone", "for B only"],
+        "{b_events:?}"
+    );
+    assert_eq!(
+        progress(&a_events),
+        0,
+        "B's progress reached A: {a_events:?}"
+    );
+    assert_eq!(progress(&b_events), 3, "{b_events:?}");
+
+    let received = calls_received(&counter);
+    assert!(
+        !received.iter().any(|r| r.contains("secret")),
+        "{received:?}"
+    );
+    // The upstream was asked for the lowest level any client wants.
+    assert!(
+        received.iter().any(|r| r == "logging/setlevel debug"),
+        "{received:?}"
+    );
+    assert_chain_verifies(&world);
+}
+
+/// Two upstream servers: a resource URI goes to the one server that lists
+/// it; a URI both list is refused as ambiguous (and not listed), one no
+/// server claims as unknown; neither reaches a server, both are recorded.
+/// Prompts are told apart by their gateway names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_uris_go_to_the_server_that_owns_them_and_never_a_guess() {
+    let world = World::new();
+    let (mut fa, counter_a) = world.counting_fixture();
+    let mut fb = world.fixture();
+    for (server, own) in [
+        (&mut fa, "fixture://fa/only"),
+        (&mut fb, "fixture://fb/only"),
+    ] {
+        if let Some(args) = server["args"].as_array_mut() {
+            args.extend(["--legacy".into(), "--own-resource".into(), own.into()]);
+        }
+    }
+    world.write_config(&json!({
+        "mcpServers": {"fa": fa, "fb": fb},
+        "permissions": {
+            "allow": [
+                "resource__fa(uri: fixture://**)", "resource__fb(uri: fixture://**)",
+                "prompt__fa__greet", "prompt__fb__greet"
+            ]
+        },
+        "audit": {"path": world.path("audit.jsonl")}
+    }));
+    let plan = json!({
+        "env": stdio_env(&world),
+        "steps": [
+            {"list": "resources"},                                  // 0
+            {"read": "fixture://fa/only"},                          // 1
+            {"read": "fixture://fb/only"},                          // 2
+            {"read": "fixture://notes/1"},                          // 3
+            {"read": "fixture://nowhere"},                          // 4
+            {"list": "prompts"},                                    // 5
+            {"prompt": "fb__greet", "arguments": {"name": "Lin"}}   // 6
+        ]
+    });
+    let out = run_client(&world, &plan, &stdio_target(&world)).await;
+
+    let listed = ok(&out, 0);
+    let listed: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(listed.contains(&"fixture://fa/only") && listed.contains(&"fixture://fb/only"));
+    assert!(
+        !listed.contains(&"fixture://notes/1"),
+        "claimed twice: {listed:?}"
+    );
+    assert_eq!(text_contents(&ok(&out, 1)), vec!["own"]);
+    assert_eq!(text_contents(&ok(&out, 2)), vec!["own"]);
+    let ambiguous = error(&out, 3);
+    assert!(ambiguous.contains("several servers"), "{ambiguous}");
+    assert_eq!(out["steps"][3]["code"], -32602);
+    let unknown = error(&out, 4);
+    assert!(unknown.contains("no connected server"), "{unknown}");
+    let prompts: Vec<String> = ok(&out, 5)
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .collect();
+    assert!(prompts.contains(&"fa__greet".into()) && prompts.contains(&"fb__greet".into()));
+    assert_eq!(ok(&out, 6)["messages"][0]["content"]["text"], "Hello, Lin!");
+
+    let received = calls_received(&counter_a);
+    assert!(
+        received
+            .iter()
+            .any(|r| r == "resources/read fixture://fa/only"),
+        "{received:?}"
+    );
+    assert!(
+        !received.iter().any(|r| r.contains("fb/only")),
+        "{received:?}"
+    );
+    assert!(
+        !received
+            .iter()
+            .any(|r| r.contains("notes/1") || r.contains("nowhere")),
+        "{received:?}"
+    );
+    assert!(
+        !received.iter().any(|r| r.starts_with("prompts/get")),
+        "{received:?}"
+    );
+    let reads = requests(&world, "resource");
+    let outcome = |uri: &str| {
+        reads
+            .iter()
+            .find(|r| r["arguments"]["uri"] == uri)
+            .map(|r| r["outcome"].clone())
+    };
+    assert_eq!(
+        outcome("fixture://notes/1"),
+        Some(json!("ambiguous_resource"))
+    );
+    assert_eq!(
+        outcome("fixture://nowhere"),
+        Some(json!("unknown_resource"))
+    );
+    let fb_read = reads
+        .iter()
+        .find(|r| r["arguments"]["uri"] == "fixture://fb/only")
+        .expect("fb's read");
+    assert_eq!(fb_read["server"], "fb");
+    assert_eq!(fb_read["target"], "resource__fb");
+    assert_chain_verifies(&world);
+}
+
+/// Resources denied outright: the gateway does not offer resources at all;
+/// a read is still decided (and denied) and recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_denied_outright_are_not_offered() {
+    let world = World::new();
+    let (mut fixture, counter) = world.counting_fixture();
+    if let Some(args) = fixture["args"].as_array_mut() {
+        args.push("--legacy".into());
+    }
+    world.write_config(&json!({
+        "mcpServers": {"fx": fixture},
+        "permissions": {"deny": ["resource__fx"]},
+        "audit": {"path": world.path("audit.jsonl")}
+    }));
+    let plan = json!({
+        "env": stdio_env(&world),
+        "steps": [{"read": "fixture://notes/1"}]
+    });
+    let out = run_client(&world, &plan, &stdio_target(&world)).await;
+    assert!(out["capabilities"].get("resources").is_none(), "{out}");
+    assert!(out["capabilities"]["prompts"].is_object(), "{out}");
+    assert!(error(&out, 0).contains("Denied by warden's rules stage"));
+    assert!(
+        !calls_received(&counter)
+            .iter()
+            .any(|r| r.starts_with("resources/")),
+        "{:?}",
+        calls_received(&counter)
+    );
+    assert_eq!(requests(&world, "resource")[0]["outcome"], "denied");
+}
