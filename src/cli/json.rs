@@ -72,6 +72,7 @@ pub fn fields(command: &str) -> &'static [&'static str] {
             "last_good_hash",
         ],
         "audit show" => &["file", "records"],
+        "import" => &["config", "notes", "written"],
         "audit head" => &[
             "file",
             "head_file",

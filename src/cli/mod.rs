@@ -6,6 +6,7 @@ mod audit;
 mod call;
 mod demo;
 mod gateway;
+mod import;
 mod json;
 mod mcp;
 mod mcp_config;
@@ -223,6 +224,23 @@ pub enum Command {
         #[arg(long, conflicts_with = "token_file")]
         no_auth: bool,
     },
+    /// Convert another MCP client's configuration (Claude Code, Codex CLI,
+    /// Cursor) to warden's user configuration.
+    #[command(long_about = IMPORT_ABOUT)]
+    Import {
+        /// Whose configuration to read.
+        #[arg(value_enum)]
+        client: import::Client,
+        /// The file(s) to read (default: the client's own, see above).
+        #[arg(value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Write `$WARDEN_CONFIG_DIR/config.json` (mode 0600) instead of printing.
+        #[arg(long)]
+        write: bool,
+        /// With --write: replace an existing user configuration.
+        #[arg(long, requires = "write")]
+        force: bool,
+    },
     /// Serve one of the MCP servers shipped inside warden over stdio
     /// (`notes`, `fixture`); used by the demo and the tests.
     #[command(name = "example-server", hide = true)]
@@ -234,6 +252,19 @@ pub enum Command {
         args: Vec<String>,
     },
 }
+
+const IMPORT_ABOUT: &str = "Read another MCP client's configuration and print the \
+equivalent warden user configuration (JSON, on stdout), or write it with --write.
+
+Default FILE: claude: ~/.claude.json (top-level and per-project `mcpServers`) and \
+~/.claude/settings.json (`permissions`: the `mcp__` rules); codex: $CODEX_HOME/config.toml \
+(default ~/.codex/config.toml); cursor: ~/.cursor/mcp.json. A Claude Code `.mcp.json` or \
+`.claude/settings.json`, or a Cursor project `.cursor/mcp.json`, can be given as FILE.
+
+Every imported server is `untrusted` (strict default sandbox). A value that looks like a \
+credential is never copied: an `env` value becomes `env_from` (passed from your environment), \
+a header or URL value a `${VAR}` placeholder. Each setting with no warden equivalent is \
+named in a note on stderr (and in `notes` with --json).";
 
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
@@ -442,6 +473,7 @@ fn command_path(command: &Command) -> String {
         Command::Audit(AuditCommand::Show { .. }) => "audit show",
         Command::Audit(AuditCommand::Head { .. }) => "audit head",
         Command::Gateway { .. } => "gateway",
+        Command::Import { .. } => "import",
         Command::ExampleServer { .. } => "example-server",
     };
     path.to_string()
@@ -517,6 +549,20 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 ask_client_token,
                 token_file,
                 no_auth,
+            },
+        ),
+        Command::Import {
+            client,
+            files,
+            write,
+            force,
+        } => import::run(
+            &cli.global,
+            import::ImportArgs {
+                client,
+                files,
+                write,
+                force,
             },
         ),
         Command::ExampleServer { name, args } => run_example_server(&name, &args),
