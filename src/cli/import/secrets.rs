@@ -306,3 +306,49 @@ pub fn timeout(
     };
     entry.insert("timeout".into(), value);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_recognised_and_plain_settings_are_not() {
+        for (name, value) in [
+            ("GITHUB_TOKEN", "abc"),
+            ("X", "ghp_0123456789abcdef0123456789abcdef0123"),
+            ("Authorization", "Bearer abc"),
+            ("X-Api-Key", "k"),
+            ("DATA", "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8"),
+        ] {
+            assert!(looks_secret(name, value), "{name}={value}");
+        }
+        for (name, value) in [
+            ("LOG_LEVEL", "warn"),
+            ("DEBUG", "pw:api"),
+            ("ROOT", "/home/ada/projects/some-long-folder-name-2024"),
+            ("GITHUB_TOKEN", "${GITHUB_TOKEN}"),
+            ("REGION", "us-east-1"),
+        ] {
+            assert!(!looks_secret(name, value), "{name}={value}");
+        }
+    }
+
+    #[test]
+    fn url_credentials_become_placeholders() {
+        let file = std::path::Path::new("mcp.json");
+        let ctx = Ctx { file };
+        let mut out = Import::default();
+        let got = url(
+            &ctx,
+            &mut out,
+            "mcpServers.web.url",
+            "https://u:hunter2@h.example/mcp?api_key=abc&region=eu#x",
+        );
+        assert_eq!(
+            got,
+            "https://u:${WEB_PASSWORD}@h.example/mcp?api_key=${WEB_API_KEY}&region=eu#x"
+        );
+        assert_eq!(out.notes.len(), 2);
+        assert!(out.notes.iter().all(|n| !n.message.contains("hunter2")));
+    }
+}
