@@ -73,6 +73,7 @@ pub fn fields(command: &str) -> &'static [&'static str] {
         ],
         "audit show" => &["file", "records"],
         "import" => &["config", "notes", "written"],
+        "doctor" => &["ok", "checks"],
         "audit head" => &[
             "file",
             "head_file",
