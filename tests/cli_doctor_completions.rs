@@ -203,6 +203,10 @@ fn completions_name_the_commands() {
     }
     let output = world.run(&["completions", "tcsh"]);
     assert_eq!(output.status.code(), Some(2));
+    // Its stdout is the script: --json is refused with one object.
+    let output = world.run(&["--json", "completions", "bash"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(json_of(&output)["error"]["kind"], json!("usage_error"));
 }
 
 #[test]

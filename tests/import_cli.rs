@@ -378,3 +378,80 @@ fn bad_input_names_file_and_key_or_line() {
         assert_eq!(value["error"]["kind"], json!("config_error"), "{value:#}");
     }
 }
+
+/// Settings that change meaning or have no equivalent are notes, and the
+/// result still loads: a relative cwd made absolute, a millisecond
+/// timeout, a token in a URL, a name warden refuses, two servers of one
+/// name, rules in neither syntax.
+#[test]
+fn settings_without_equivalent_become_notes() {
+    let world = World::new();
+    std::fs::create_dir_all(world.path("proj/tools")).expect("mkdir");
+    let file = world.path("proj/.mcp.json");
+    std::fs::write(
+        &file,
+        json!({
+            "mcpServers": {
+                "my.server": {"command": "npx", "args": ["x"], "cwd": "tools", "timeout": 30000,
+                               "trust": "trusted"},
+                "web": {"type": "http", "url": "https://h.example/mcp?api_key=abcdef123456&v=2",
+                        "headersHelper": "/bin/get-token"}
+            },
+            "projects": {
+                "/a": {"mcpServers": {"web": {"type": "http", "url": "https://other.example/mcp"}}}
+            },
+            "permissions": {"allow": ["mcp__web__get(url: [)"], "defaultMode": "acceptEdits"}
+        })
+        .to_string(),
+    )
+    .expect("write");
+    let output = world.run(&["import", "claude", &file.display().to_string(), "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains("abcdef123456")
+            && !String::from_utf8_lossy(&output.stdout).contains("abcdef123456")
+    );
+    let value = stdout_json(&output);
+    let config = &value["config"];
+    let server = &config["mcpServers"]["my-server"];
+    assert_eq!(
+        server["cwd"],
+        json!(world.path("proj/tools").display().to_string())
+    );
+    assert_eq!(server["timeout"], json!(30));
+    assert_eq!(server["trust"], json!("untrusted"));
+    assert_eq!(
+        config["mcpServers"]["web"]["url"],
+        json!("https://h.example/mcp?api_key=${WEB_API_KEY}&v=2")
+    );
+    assert_eq!(config.get("permissions"), None, "{config:#}");
+    let keys = note_keys(&value);
+    for key in [
+        "mcpServers.my.server",
+        "mcpServers.my.server.cwd",
+        "mcpServers.my.server.timeout",
+        "mcpServers.my.server.trust",
+        "mcpServers.web.url",
+        "mcpServers.web.headersHelper",
+        "projects./a.mcpServers.web",
+        "permissions.allow[0]",
+        "permissions.defaultMode",
+    ] {
+        assert!(keys.iter().any(|k| k == key), "no note for {key}: {keys:?}");
+    }
+    let out = world.path("out.json");
+    std::fs::write(&out, config.to_string()).expect("write");
+    let listed = world
+        .warden(&[
+            "--config",
+            &out.display().to_string(),
+            "mcp",
+            "list",
+            "--json",
+        ])
+        .env("WEB_API_KEY", "k")
+        .output()
+        .expect("run");
+    assert_eq!(listed.status.code(), Some(0), "{listed:?}");
+}
