@@ -255,3 +255,31 @@ fn every_help_has_examples() {
         );
     }
 }
+
+#[test]
+fn doctor_warns_about_a_project_server_awaiting_approval() {
+    let world = World::new();
+    std::fs::write(
+        world.path("ws/.mcp.json"),
+        json!({"mcpServers": {"proj": {"command": WARDEN, "args": ["example-server", "notes"]}}})
+            .to_string(),
+    )
+    .expect("write");
+    let output = world.run(&["doctor", "--json"]);
+    let doc = json_of(&output);
+    exit_matches(&output, &doc);
+    let server = check(&doc, "server proj");
+    assert_eq!(server["status"], json!("warn"), "{doc:#}");
+    assert!(
+        server["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("warden mcp approve proj")
+    );
+    assert!(
+        check(&doc, "config")["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains(".mcp.json")
+    );
+}

@@ -129,21 +129,23 @@ fn kernel(global: &GlobalArgs, report: &mut Report) {
             cgroups.join(", ")
         }
     );
-    let status = if !k.landlock_fs || !k.user_namespaces || !k.seccomp {
-        Status::Fail
-    } else if k.landlock_abi < 6 || cgroups.len() < 3 {
+    // Whether servers can start at all is the `sandbox` check (the default
+    // profile really started); here a missing feature is a warning.
+    let status = if !k.landlock_fs
+        || !k.user_namespaces
+        || !k.seccomp
+        || k.landlock_abi < 6
+        || cgroups.len() < 3
+    {
         Status::Warn
     } else {
         Status::Ok
     };
     let reason = match status {
-        Status::Fail => {
-            format!("{summary}: untrusted stdio servers cannot start (see `warden sandbox check`)")
-        }
-        Status::Warn => {
-            format!("{summary}: some limits or scoping are not exact (see `warden sandbox check`)")
-        }
         Status::Ok => summary,
+        _ => format!(
+            "{summary}: not every layer or limit is exact here (see `warden sandbox check`)"
+        ),
     };
     report.add("kernel", status, reason);
     match default_profile_starts(global) {
