@@ -232,6 +232,12 @@ fn default_files_come_from_home() {
         no_secret_printed(&output);
         assert_eq!(stdout_json(&output), expected(want), "{client}");
     }
+    // A fresh ~/.claude.json without servers is not an error.
+    std::fs::write(home.join(".claude.json"), "{\"numStartups\": 1}").expect("write");
+    std::fs::remove_file(home.join(".claude/settings.json")).expect("rm");
+    let output = world.run(&["import", "claude"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(stdout_json(&output), json!({"mcpServers": {}}));
     // CODEX_HOME wins over ~/.codex.
     let output = world
         .warden(&["import", "codex"])

@@ -9,7 +9,14 @@ use serde_json::Value;
 
 use super::{Ctx, Import, ImportError, json_server, parse_json};
 
-pub fn import(file: &Path, text: &str, out: &mut Import) -> Result<(), ImportError> {
+/// `explicit`: the file was named on the command line (a default file
+/// without servers or rules, such as a fresh `~/.claude.json`, is a note).
+pub fn import(
+    file: &Path,
+    text: &str,
+    out: &mut Import,
+    explicit: bool,
+) -> Result<(), ImportError> {
     let value = parse_json(file, text)?;
     let ctx = Ctx { file };
     let top = ctx.object(&value, "(top level)")?;
@@ -57,7 +64,9 @@ pub fn import(file: &Path, text: &str, out: &mut Import) -> Result<(), ImportErr
             );
         }
     }
-    if !found {
+    if !found && !explicit {
+        out.note(file, "(top level)", "no MCP servers or permissions here");
+    } else if !found {
         return Err(ctx.shape(
             "(top level)",
             "no `mcpServers`, `projects` or `permissions`: not a Claude Code configuration",

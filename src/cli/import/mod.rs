@@ -247,16 +247,17 @@ pub fn read(path: &Path) -> Result<String, ImportError> {
 
 /// Reads `files` (or the client's default files) into one [`Import`].
 pub fn import(client: Client, files: &[PathBuf]) -> Result<Import, ImportError> {
-    let files = if files.is_empty() {
-        default_files(client)?
-    } else {
+    let explicit = !files.is_empty();
+    let files = if explicit {
         files.to_vec()
+    } else {
+        default_files(client)?
     };
     let mut out = Import::default();
     for file in &files {
         let text = read(file)?;
         match client {
-            Client::Claude => claude::import(file, &text, &mut out)?,
+            Client::Claude => claude::import(file, &text, &mut out, explicit)?,
             Client::Codex => codex::import(file, &text, &mut out)?,
             Client::Cursor => cursor::import(file, &text, &mut out)?,
         }
