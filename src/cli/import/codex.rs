@@ -56,7 +56,9 @@ fn server(
                 entry.insert("command".into(), json!(ctx.string(v, &sub(k))?));
             }
             ("args", false) => {
-                entry.insert("args".into(), json!(ctx.strings(v, &sub(k))?));
+                let args = ctx.strings(v, &sub(k))?;
+                let args = secrets::args(ctx, out, &sub(k), name, &args);
+                entry.insert("args".into(), json!(args));
             }
             ("env", false) => {
                 let pairs = ctx.string_map(v, &sub(k))?;

@@ -152,6 +152,7 @@ pub(crate) fn json_server(
             }
             "args" if kind == "stdio" => {
                 let args: Vec<String> = ctx.strings(v, &sub(k))?.iter().map(|a| vars(a)).collect();
+                let args = secrets::args(ctx, out, &sub(k), name, &args);
                 entry.insert("args".into(), json!(args));
             }
             "env" if kind == "stdio" => {

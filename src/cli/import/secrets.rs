@@ -157,6 +157,62 @@ pub fn env(
     }
 }
 
+/// A stdio server's `args`: a credential given on the command line
+/// (`--token VALUE`, `--api-key=VALUE`, or a value in a credential format)
+/// becomes a `${VAR}` placeholder. Paths are never taken for credentials.
+pub fn args(
+    ctx: &Ctx<'_>,
+    out: &mut Import,
+    key: &str,
+    server: &str,
+    args: &[String],
+) -> Vec<String> {
+    let is_path = |v: &str| v.starts_with(['/', '.', '~']) || v.contains("${");
+    let mut result = Vec::with_capacity(args.len());
+    let mut previous_flag: Option<String> = None;
+    for (i, arg) in args.iter().enumerate() {
+        let (flag, value) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with('-') => (Some(f), v),
+            _ => (None, arg.as_str()),
+        };
+        let name = flag
+            .map(str::to_string)
+            .or_else(|| previous_flag.clone())
+            .unwrap_or_default();
+        let name = name.trim_start_matches('-');
+        let secret = !value.starts_with('-')
+            && !is_path(value)
+            && if name.is_empty() {
+                looks_secret("", value)
+            } else {
+                looks_secret(name, value)
+            };
+        if secret {
+            let var = if name.is_empty() {
+                var_name(server, &format!("arg{i}"))
+            } else {
+                var_name(server, name)
+            };
+            out.note(
+                ctx.file,
+                &format!("{key}[{i}]"),
+                format!(
+                    "looks like a credential: not copied; the argument reads `${{{var}}}`: set \
+                     {var} in your environment (an unset variable is a configuration error)"
+                ),
+            );
+            result.push(match flag {
+                Some(f) => format!("{f}=${{{var}}}"),
+                None => format!("${{{var}}}"),
+            });
+        } else {
+            result.push(arg.clone());
+        }
+        previous_flag = (arg.starts_with('-') && !arg.contains('=')).then(|| arg.clone());
+    }
+    result
+}
+
 /// A placeholder for a credential: `${VAR}`, keeping an auth scheme.
 fn placeholder(value: &str, var: &str) -> String {
     match value.trim().split_once(' ') {
@@ -331,6 +387,44 @@ mod tests {
         ] {
             assert!(!looks_secret(name, value), "{name}={value}");
         }
+    }
+
+    #[test]
+    fn argument_credentials_become_placeholders() {
+        let ctx = Ctx {
+            file: std::path::Path::new("mcp.json"),
+        };
+        let mut out = Import::default();
+        let given: Vec<String> = [
+            "-y",
+            "@scope/server",
+            "--token",
+            "abc123",
+            "--api-key=xyz",
+            "ghp_0123456789abcdef0123456789abcdef0123",
+            "--token-file",
+            "/run/secrets/t",
+            "--verbose",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let got = args(&ctx, &mut out, "mcpServers.gh.args", "gh", &given);
+        assert_eq!(
+            got,
+            [
+                "-y",
+                "@scope/server",
+                "--token",
+                "${GH_TOKEN}",
+                "--api-key=${GH_API_KEY}",
+                "${GH_ARG5}",
+                "--token-file",
+                "/run/secrets/t",
+                "--verbose"
+            ]
+        );
+        assert_eq!(out.notes.len(), 3);
     }
 
     #[test]
