@@ -299,7 +299,7 @@ Default FILE: claude: ~/.claude.json (top-level and per-project `mcpServers`) an
 
 Every imported server is `untrusted` (strict default sandbox). A value that looks like a \
 credential is never copied: an `env` value becomes `env_from` (passed from your environment), \
-a header or URL value a `${VAR}` placeholder. Each setting with no warden equivalent is \
+a header, URL or argument value a `${VAR}` placeholder. Each setting with no warden equivalent is \
 named in a note on stderr (and in `notes` with --json).";
 
 #[derive(Debug, Subcommand)]
