@@ -23,3 +23,14 @@ fi
 # runs its server scenarios when WARDEN_CONFORMANCE_BIN names its
 # `conformance` executable (with a Node 22 `node` beside it or on PATH).
 echo "test-deps: PyPI test server venv: $("$root/tests/python/setup-venv.sh")" >&2
+# The MCP Inspector CLI (tests/inspector_cli.rs drives `warden gateway
+# --stdio` with it). `npm install --no-save` rather than `npm ci`: ci
+# rejects this lock (vite lists an optional Windows package that is not on
+# the registry), install keeps to the lock. Optional: without it that test
+# prints SKIPPED.
+if [ ! -x "$root/tests/inspector/node_modules/.bin/mcp-inspector" ] \
+   || [ "$root/tests/inspector/package-lock.json" -nt "$root/tests/inspector/node_modules/.package-lock.json" ]; then
+  echo "test-deps: installing the MCP Inspector CLI" >&2
+  npm install --prefix "$root/tests/inspector" --no-save --no-audit --no-fund --loglevel=error >&2 \
+    || echo "test-deps: the MCP Inspector did not install; tests/inspector_cli.rs will be SKIPPED" >&2
+fi

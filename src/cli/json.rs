@@ -72,6 +72,8 @@ pub fn fields(command: &str) -> &'static [&'static str] {
             "last_good_hash",
         ],
         "audit show" => &["file", "records"],
+        "import" => &["config", "notes", "written"],
+        "doctor" => &["ok", "checks"],
         "audit head" => &[
             "file",
             "head_file",

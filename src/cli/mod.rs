@@ -5,7 +5,10 @@
 mod audit;
 mod call;
 mod demo;
+mod doctor;
+mod examples;
 mod gateway;
+mod import;
 mod json;
 mod mcp;
 mod mcp_config;
@@ -81,7 +84,8 @@ impl CliError {
     about = "A policy-centred secure host for MCP tool servers and agents",
     long_about = "warden runs MCP tool servers inside a sandbox and decides every tool call \
 with one permission pipeline (server trust, schema, pinning, annotations, rules, Rego), \
-writing each decision to a tamper-evident audit log.\n\nStart with `warden demo`."
+writing each decision to a tamper-evident audit log.\n\nStart with `warden demo`.",
+    after_help = examples::WARDEN
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -143,6 +147,13 @@ pub struct GlobalArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
@@ -151,8 +162,10 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Offline end-to-end demo: real servers in the sandbox, the pipeline, the audit chain.
+    #[command(after_help = examples::DEMO)]
     Demo,
     /// One tool call through the full pipeline, no model; prints the result.
+    #[command(after_help = examples::CALL)]
     Call {
         /// The configured server's name.
         server: String,
@@ -163,6 +176,7 @@ pub enum Command {
         args: Option<String>,
     },
     /// Run one agent task non-interactively and print the answer (or JSON with --json).
+    #[command(after_help = examples::RUN)]
     Run {
         /// The task for the model.
         #[arg(long)]
@@ -172,25 +186,32 @@ pub enum Command {
         fail_on_deny: bool,
     },
     /// Interactive agent session: type tasks; /mcp, /tools, /policy, /audit, /help.
+    #[command(after_help = examples::REPL)]
     Repl,
     /// Configured MCP servers: list, status, approval.
     #[command(subcommand)]
+    #[command(after_help = examples::MCP)]
     Mcp(McpCommand),
     /// The pinned tool definitions (rug-pull detection), and forgetting them.
     #[command(subcommand)]
+    #[command(after_help = examples::PIN)]
     Pin(PinCommand),
     /// Inspect and check the sandbox.
     #[command(subcommand)]
+    #[command(after_help = examples::SANDBOX)]
     Sandbox(SandboxCommand),
     /// Compile, evaluate and test Rego policies.
     #[command(subcommand)]
+    #[command(after_help = examples::POLICY)]
     Policy(PolicyCommand),
     /// Verify and read audit logs.
     #[command(subcommand)]
+    #[command(after_help = examples::AUDIT)]
     Audit(AuditCommand),
     /// Serve the enforced, aggregated tools as an MCP server (stdio, or
     /// streamable HTTP at `/mcp`).
     #[command(group(clap::ArgGroup::new("transport").required(true).args(["stdio", "listen"])))]
+    #[command(after_help = examples::GATEWAY)]
     Gateway {
         /// Serve one client over stdin/stdout (stdout carries protocol only).
         #[arg(long)]
@@ -223,6 +244,39 @@ pub enum Command {
         #[arg(long, conflicts_with = "token_file")]
         no_auth: bool,
     },
+    /// Convert another MCP client's configuration (Claude Code, Codex CLI,
+    /// Cursor) to warden's user configuration.
+    #[command(long_about = IMPORT_ABOUT)]
+    #[command(after_help = examples::IMPORT)]
+    Import {
+        /// Whose configuration to read.
+        #[arg(value_enum)]
+        client: import::Client,
+        /// The file(s) to read (default: the client's own, see above).
+        #[arg(value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Write `$WARDEN_CONFIG_DIR/config.json` (mode 0600) instead of printing.
+        #[arg(long)]
+        write: bool,
+        /// With --write: replace an existing user configuration.
+        #[arg(long, requires = "write")]
+        force: bool,
+    },
+    /// Print a shell completion script (bash, zsh or fish) on stdout.
+    #[command(after_help = examples::COMPLETIONS)]
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+    /// Check this host and configuration: kernel support, config files,
+    /// servers, policies, the audit log, the pins file; each ok|warn|fail.
+    #[command(after_help = examples::DOCTOR)]
+    Doctor {
+        /// Also start every enabled server, list its tools and stop it.
+        #[arg(long)]
+        connect: bool,
+    },
     /// Serve one of the MCP servers shipped inside warden over stdio
     /// (`notes`, `fixture`); used by the demo and the tests.
     #[command(name = "example-server", hide = true)]
@@ -235,13 +289,29 @@ pub enum Command {
     },
 }
 
+const IMPORT_ABOUT: &str = "Read another MCP client's configuration and print the \
+equivalent warden user configuration (JSON, on stdout), or write it with --write.
+
+Default FILE: claude: ~/.claude.json (top-level and per-project `mcpServers`) and \
+~/.claude/settings.json (`permissions`: the `mcp__` rules); codex: $CODEX_HOME/config.toml \
+(default ~/.codex/config.toml); cursor: ~/.cursor/mcp.json. A Claude Code `.mcp.json` or \
+`.claude/settings.json`, or a Cursor project `.cursor/mcp.json`, can be given as FILE.
+
+Every imported server is `untrusted` (strict default sandbox). A value that looks like a \
+credential is never copied: an `env` value becomes `env_from` (passed from your environment), \
+a header, URL or argument value a `${VAR}` placeholder. Each setting with no warden equivalent is \
+named in a note on stderr (and in `notes` with --json).";
+
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
     /// The configured servers, where each comes from, and whether it is approved.
+    #[command(after_help = examples::MCP_LIST)]
     List,
     /// Connect to every server and show its state, protocol version and tools.
+    #[command(after_help = examples::MCP_STATUS)]
     Status,
     /// Approve a project-scope server's exact configuration (shown in full first).
+    #[command(after_help = examples::MCP_APPROVE)]
     Approve {
         name: String,
         /// Do not ask for confirmation.
@@ -249,26 +319,31 @@ pub enum McpCommand {
         yes: bool,
     },
     /// Take back an approval.
+    #[command(after_help = examples::MCP_REVOKE)]
     Revoke { name: String },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum PinCommand {
     /// Every pinned tool definition: server, tool, digest, when it was pinned.
+    #[command(after_help = examples::PIN_LIST)]
     List,
     /// Forget the pins of one server (or of all), so the next listing pins afresh.
+    #[command(after_help = examples::PIN_RESET)]
     Reset { server: Option<String> },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
     /// What this kernel supports and what warden will enforce.
+    #[command(after_help = examples::SANDBOX_CHECK)]
     Check {
         /// Also show the profile a configured server would get.
         #[arg(long, value_name = "NAME")]
         server: Option<String>,
     },
     /// Run any command under a sandbox profile (like `bwrap`).
+    #[command(after_help = examples::SANDBOX_EXEC)]
     Exec {
         /// A JSON file with a server `sandbox` object; default: the strict default profile.
         #[arg(long, value_name = "FILE")]
@@ -282,13 +357,16 @@ pub enum SandboxCommand {
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
     /// Compile the configured policies and report errors with file:line:col.
+    #[command(after_help = examples::POLICY_CHECK)]
     Check,
     /// Evaluate one input document (like `opa eval`).
+    #[command(after_help = examples::POLICY_EVAL)]
     Eval {
         #[arg(long, value_name = "FILE")]
         input: PathBuf,
     },
     /// Run `test_` rules (like `opa test`).
+    #[command(after_help = examples::POLICY_TEST)]
     Test { path: Vec<PathBuf> },
 }
 
@@ -296,6 +374,7 @@ pub enum PolicyCommand {
 pub enum AuditCommand {
     /// Check the hash chain, and that the log reaches its head (FILE.head,
     /// or --head).
+    #[command(after_help = examples::AUDIT_VERIFY)]
     Verify {
         file: PathBuf,
         /// HMAC key file (default: `WARDEN_AUDIT_KEY` when set).
@@ -308,6 +387,7 @@ pub enum AuditCommand {
     },
     /// Print the log's head (FILE.head) as SEQ:HASH, to keep elsewhere and
     /// check later with `verify --head`.
+    #[command(after_help = examples::AUDIT_HEAD)]
     Head {
         file: PathBuf,
         /// HMAC key file, to authenticate a keyed head (default:
@@ -316,6 +396,7 @@ pub enum AuditCommand {
         key: Option<PathBuf>,
     },
     /// Print records as a table, or as JSON with `--json`.
+    #[command(after_help = examples::AUDIT_SHOW)]
     Show {
         file: PathBuf,
         #[arg(long)]
@@ -352,6 +433,7 @@ pub fn main() -> ExitCode {
                 "repl" => "the interactive session",
                 "gateway" => "the MCP protocol (or it serves HTTP)",
                 "sandbox exec" => "the command it runs",
+                "completions" => "the completion script",
                 _ => "something else",
             }
         )))
@@ -442,6 +524,9 @@ fn command_path(command: &Command) -> String {
         Command::Audit(AuditCommand::Show { .. }) => "audit show",
         Command::Audit(AuditCommand::Head { .. }) => "audit head",
         Command::Gateway { .. } => "gateway",
+        Command::Import { .. } => "import",
+        Command::Completions { .. } => "completions",
+        Command::Doctor { .. } => "doctor",
         Command::ExampleServer { .. } => "example-server",
     };
     path.to_string()
@@ -519,6 +604,22 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
                 no_auth,
             },
         ),
+        Command::Import {
+            client,
+            files,
+            write,
+            force,
+        } => import::run(
+            &cli.global,
+            import::ImportArgs {
+                client,
+                files,
+                write,
+                force,
+            },
+        ),
+        Command::Completions { shell } => completions(shell),
+        Command::Doctor { connect } => doctor::run(&cli.global, connect),
         Command::ExampleServer { name, args } => run_example_server(&name, &args),
     }
 }
@@ -539,6 +640,34 @@ fn approval_json(
         command,
         serde_json::json!({"server": name, "action": action, "config_sha256": digest}),
     )
+}
+
+/// `warden completions SHELL`: the script on stdout.
+fn completions(shell: CompletionShell) -> anyhow::Result<u8> {
+    use clap::CommandFactory;
+    use clap_complete::Shell;
+    let shell = match shell {
+        CompletionShell::Bash => Shell::Bash,
+        CompletionShell::Zsh => Shell::Zsh,
+        CompletionShell::Fish => Shell::Fish,
+    };
+    // Hidden commands (the example servers) are left out: clap_complete
+    // would offer them.
+    let full = Cli::command();
+    let mut command = clap::Command::new("warden")
+        .version(env!("CARGO_PKG_VERSION"))
+        .args(full.get_arguments().cloned())
+        .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "warden", &mut script);
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(&script).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::anyhow!("writing to stdout: {e}"))
+        }
+        _ => Ok(exit::OK),
+    }
 }
 
 /// `warden example-server NAME [ARGS]`: stdout is the MCP protocol only.
@@ -574,4 +703,34 @@ fn init_tracing(global: &GlobalArgs) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every visible command's `--help` ends with an "Examples:" block
+    /// whose lines start with `warden` (or a client that runs it).
+    #[test]
+    fn every_command_has_examples() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let help = command
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            if !help.starts_with("Examples:\n") || !help.contains("warden ") {
+                missing.push(path.to_string());
+            }
+            for sub in command.get_subcommands() {
+                if sub.is_hide_set() || sub.get_name() == "help" {
+                    continue;
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "warden", &mut missing);
+        assert!(missing.is_empty(), "no examples in --help of: {missing:?}");
+    }
 }

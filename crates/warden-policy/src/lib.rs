@@ -62,3 +62,9 @@ pub use rules::RuleError;
 pub use schema_guard::SchemaLimits;
 pub use sources::{DataSource, PolicySource, RuleEffect, RuleSource};
 pub use warden_core::{Effect, Mode, RequestKind, Stage};
+
+/// Compiles one permission rule alone: `Ok` when its text is valid rule
+/// syntax (`warden import` checks rules it converts from other clients).
+pub fn check_rule(source: &RuleSource) -> Result<(), RuleError> {
+    rules::Rule::compile(source).map(|_| ())
+}
