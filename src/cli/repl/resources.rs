@@ -8,8 +8,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Repl, ReplAsker, clip, lock};
 use crate::host::{CallReport, Caller, PromptRef, PromptRequest, ResourceRequest};
-use warden_core::display;
 use warden_audit::Outcome;
+use warden_core::display;
 
 impl Repl {
     /// Waits for the background connections, as a turn does.
@@ -168,10 +168,7 @@ fn show(report: &CallReport, key: &str) {
             .or_else(|| item.pointer("/content/text"))
             .and_then(Value::as_str);
         match text {
-            Some(text) => println!(
-                "{}",
-                display::text(&crate::scrub::secrets_only(text))
-            ),
+            Some(text) => println!("{}", display::text(&crate::scrub::secrets_only(text))),
             None => println!("[non-text content]"),
         }
     }
