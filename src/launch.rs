@@ -3,7 +3,7 @@
 //! sandbox sees no trust levels, scopes or config files: trust becomes the
 //! single `trusted` permission (run unsandboxed, or with `"host"` network).
 
-use warden_sandbox::{EnvInputs, ExplicitLimits, HostVar, LaunchSpec, Limits, Network};
+use warden_sandbox::{EnvInputs, HostVar, LaunchSpec, Network};
 
 use crate::config::{NetworkSpec, ServerConfig, StdioConfig, TransportConfig, Trust};
 
@@ -55,22 +55,7 @@ pub(crate) fn stdio_spec(server: &ServerConfig, stdio: &StdioConfig) -> LaunchSp
             },
             NetworkSpec::Host => Network::Host,
         },
-        limits: Limits {
-            memory_mb: l.memory_mb,
-            processes: l.processes,
-            open_files: l.open_files,
-            cpu_seconds: l.cpu_seconds,
-            file_size_mb: l.file_size_mb,
-            private_mb: l.private_mb,
-            explicit: ExplicitLimits {
-                memory_mb: l.explicit.memory_mb,
-                processes: l.explicit.processes,
-                open_files: l.explicit.open_files,
-                cpu_seconds: l.explicit.cpu_seconds,
-                file_size_mb: l.explicit.file_size_mb,
-                private_mb: l.explicit.private_mb,
-            },
-        },
+        limits: l,
         best_effort: sandbox.best_effort,
     }
 }

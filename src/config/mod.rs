@@ -119,51 +119,12 @@ pub enum NetworkSpec {
     Host,
 }
 
-/// `sandbox.limits`. What each means and how exactly it is enforced on a
-/// host: README, "The sandbox"; `warden sandbox check` says per host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// All memory of the server and its children together.
-    pub memory_mb: u64,
-    /// Processes and threads together.
-    pub processes: u64,
-    /// Per process.
-    pub open_files: u64,
-    /// Total CPU time of the server and its children.
-    pub cpu_seconds: u64,
-    /// Per file.
-    pub file_size_mb: u64,
-    /// Bytes kept in the private HOME and TMPDIR.
-    pub private_mb: u64,
-    /// The keys the configuration wrote: an explicit limit the host cannot
-    /// enforce exactly stops the server unless `best_effort`.
-    pub explicit: ExplicitLimits,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            memory_mb: 1024,
-            processes: 64,
-            open_files: 256,
-            cpu_seconds: 600,
-            file_size_mb: 64,
-            private_mb: 256,
-            explicit: ExplicitLimits::default(),
-        }
-    }
-}
-
-/// Which limits were written in the configuration (the others are defaults).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ExplicitLimits {
-    pub memory_mb: bool,
-    pub processes: bool,
-    pub open_files: bool,
-    pub cpu_seconds: bool,
-    pub file_size_mb: bool,
-    pub private_mb: bool,
-}
+/// `sandbox.limits` is the sandbox's own [`Limits`] (with which keys the
+/// configuration wrote in [`ExplicitLimits`]): one definition, so what is
+/// validated is what is enforced. What each means and how exactly it is
+/// enforced on a host: README, "The sandbox"; `warden sandbox check` says
+/// per host.
+pub use warden_sandbox::{ExplicitLimits, Limits};
 
 /// The sandbox a stdio server asks for, after expansion and the trust
 /// boundary have been applied. Turned into an enforceable profile by
