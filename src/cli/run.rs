@@ -30,7 +30,8 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
         // up and recorded as `abandoned`.
         let mut options = options;
         options.exit = Some(cancel.clone());
-        let host = Host::open(options).map_err(session::host_error)?;
+        let host = std::sync::Arc::new(Host::open(options).map_err(session::host_error)?);
+        host.install_server_requests(warden_audit::Caller::Model);
         if !session::connect_or_cancel(&host, &cancel).await {
             return Ok(exit::FAILED);
         }
