@@ -277,7 +277,7 @@ impl Decider {
                 "not passed on: the client that made the call did not declare {what}"
             )),
             Attribution::Exact(None) => Err(format!(
-                "not passed on: no one here can answer {what} (this session does not pass it on)"
+                "not passed on: this session (warden call, run or the repl) does not put a server's {what} to anyone yet"
             )),
             Attribution::Idle => Err(format!(
                 "not passed on: {what} outside any request of warden's has no one to go to"
