@@ -292,7 +292,12 @@ async fn with_ci_elicitation_is_declined_and_sampling_denied_or_capped_never_rea
     let declined = step_text(&out, 0);
     assert!(declined.contains("action=decline"), "{declined}");
     let elicitations = requests(&world, "elicitation");
-    assert_eq!(elicitations.len(), 1, "{elicitations:?}");
+    assert_eq!(
+        elicitations.len(),
+        1,
+        "{:?}",
+        audit_lines(&audit_path(&world))
+    );
     assert_eq!(elicitations[0]["outcome"], "denied");
     assert_eq!(elicitations[0]["decision"]["effect"], "deny");
     let why = elicitations[0]["error"].as_str().unwrap_or_default();

@@ -235,7 +235,8 @@ impl Decider {
                 decision.stage,
                 decision.reasons.join("; ")
             );
-            tracing::info!(server, "{}", self.refuse(&host, &pending, &decision, why));
+            let why = self.refuse(&host, &pending, &decision, why);
+            tracing::info!(server, "{why}");
             return decline();
         }
         if !matches!(params, ElicitRequestParams::FormElicitationParams { .. }) {
@@ -251,7 +252,8 @@ impl Decider {
         let downstream = match self.downstream(from, |d| d.can_elicit(), "elicitation") {
             Ok(downstream) => downstream,
             Err(why) => {
-                tracing::info!(server, "{}", self.refuse(&host, &pending, &decision, why));
+                let why = self.refuse(&host, &pending, &decision, why);
+                tracing::info!(server, "{why}");
                 return decline();
             }
         };
