@@ -107,7 +107,13 @@ where
     loop {
         tokio::select! {
             output = &mut call => return output,
-            Some(forward) = rx.recv() => serve(peer, forward).await,
+            Some(forward) = rx.recv() => {
+                // The client cancelling its call ends what it is asked too.
+                tokio::select! {
+                    () = serve(peer, forward) => {}
+                    () = context.ct.cancelled() => {}
+                }
+            }
         }
     }
 }
