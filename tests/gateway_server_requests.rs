@@ -330,3 +330,58 @@ async fn with_ci_elicitation_is_declined_and_sampling_denied_or_capped_never_rea
     assert!(why.contains("sampling.max_tokens 50"), "{why}");
     no_leftovers(&world);
 }
+
+/// `warden run`: allowed sampling is answered by the session's own model
+/// (here a scripted one), and recorded like the gateway's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warden_run_answers_allowed_sampling_with_its_own_model() {
+    let world = World::new();
+    world.write_config(&config(
+        &world,
+        json!({}),
+        json!({"allow": ["mcp__fx__*", "sampling__fx"]}),
+    ));
+    let script = world.path("model.json");
+    std::fs::write(
+        &script,
+        json!([
+            {"tool_calls": [{"name": "mcp__fx__test_sampling", "arguments": {"prompt": "say hi"}}]},
+            {"text": "sampled-by-model"},
+            {"expect": "sampled-by-model", "text": "done"}
+        ])
+        .to_string(),
+    )
+    .expect("write script");
+    let model = format!("scripted:{}", script.display());
+    let out = tokio::task::spawn_blocking({
+        let mut cmd = world.warden(&[
+            "--ci",
+            "--json",
+            "--model",
+            &model,
+            "run",
+            "--task",
+            "sample once",
+        ]);
+        move || cmd.output()
+    })
+    .await
+    .expect("join")
+    .expect("run warden");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let samplings = requests(&world, "sampling");
+    assert_eq!(samplings.len(), 1, "{samplings:?}");
+    assert_eq!(samplings[0]["outcome"], "pending");
+    assert_eq!(samplings[0]["caller"], "model");
+    assert_eq!(samplings[0]["result"]["outcome"], "ok");
+    assert!(
+        stdout.contains("LLM response: sampled-by-model"),
+        "{stdout}"
+    );
+    no_leftovers(&world);
+}

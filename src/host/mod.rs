@@ -12,6 +12,7 @@ mod audit;
 mod call;
 mod mediated;
 mod requests;
+mod sampling_model;
 mod server_requests;
 mod tools;
 mod uri_template;

@@ -51,9 +51,20 @@ impl Host {
     /// Has this session decide its servers' elicitation and sampling
     /// requests, recorded with `caller` (who the session works for).
     pub fn install_server_requests(self: &Arc<Self>, caller: Caller) {
+        self.install_server_requests_with(caller, None);
+    }
+
+    /// [`Host::install_server_requests`], with the session's own model to
+    /// answer allowed sampling (`warden run`).
+    pub fn install_server_requests_with(
+        self: &Arc<Self>,
+        caller: Caller,
+        model: Option<Arc<dyn crate::agent::Model>>,
+    ) {
         self.manager.set_server_requests(Arc::new(Decider {
             host: Arc::downgrade(self),
             caller,
+            model,
             sampled: Mutex::new(HashMap::new()),
         }));
     }
@@ -62,6 +73,8 @@ impl Host {
 struct Decider {
     host: Weak<Host>,
     caller: Caller,
+    /// The session's own model, which answers allowed sampling.
+    model: Option<Arc<dyn crate::agent::Model>>,
     /// Sampling requests granted per server this session.
     sampled: Mutex<HashMap<String, u32>>,
 }
@@ -355,9 +368,13 @@ impl Decider {
                 ),
             ));
         }
-        let downstream = match self.downstream(from, |d| d.can_sample(), "sampling") {
-            Ok(downstream) => downstream,
-            Err(why) => {
+        let downstream = match (
+            &self.model,
+            self.downstream(from, |d| d.can_sample(), "sampling"),
+        ) {
+            (Some(_), _) => None,
+            (None, Ok(downstream)) => Some(downstream),
+            (None, Err(why)) => {
                 return refused(self.refuse(&host, &pending, &decision, format!("sampling {why}")));
             }
         };
@@ -378,9 +395,19 @@ impl Decider {
             }
             *count += 1;
         }
+        let model = self.model.clone();
+        let sampled = async {
+            match (model, downstream) {
+                (Some(model), _) => {
+                    super::sampling_model::sample(model.as_ref(), server, &params).await
+                }
+                (None, Some(downstream)) => downstream.sample(params).await,
+                (None, None) => Err(ErrorData::internal_error("no one to sample", None)),
+            }
+        };
         let send = async {
             tokio::select! {
-                answer = downstream.sample(params) => answer,
+                answer = sampled => answer,
                 () = cancel.cancelled() => Err(ErrorData::internal_error("the server cancelled its sampling request", None)),
             }
         };
