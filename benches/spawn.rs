@@ -40,6 +40,8 @@ fn spec(program: &Path, args: &[&str], sandboxed: bool, ports: bool) -> LaunchSp
             cwd: None,
         }),
         timeout: Duration::from_secs(30),
+        protocol: Default::default(),
+        sampling: Default::default(),
         disabled: false,
         trust: if sandboxed {
             Trust::Untrusted

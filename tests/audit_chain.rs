@@ -892,6 +892,8 @@ fn secrets_of_a_config_cover_env_env_from_and_headers() {
         name: name.into(),
         transport,
         timeout: Duration::from_secs(30),
+        protocol: Default::default(),
+        sampling: Default::default(),
         disabled: false,
         trust: Trust::Untrusted,
         sandbox: SandboxSpec::default(),

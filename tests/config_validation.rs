@@ -673,3 +673,50 @@ fn example_operator_config_loads() {
         format!("mcp__fs__read_text_file(path: {}/**)", fx.ws.display())
     );
 }
+
+#[test]
+fn protocol_and_sampling_limits_per_server() {
+    use warden::config::{ProtocolChoice, SamplingLimits};
+    let fx = Fx::new();
+    let (_, r) = fx.server("{\"command\": \"srv\"}");
+    let cfg = r.expect("valid");
+    assert_eq!(cfg.servers["s"].protocol, ProtocolChoice::Session);
+    assert_eq!(cfg.servers["s"].sampling, SamplingLimits::default());
+    assert_eq!(cfg.servers["s"].sampling.max_tokens, 4096);
+    let (_, r) = fx.server(
+        "{\"command\": \"srv\", \"protocol\": \"2026-07-28\", \"sampling\": {\"max_tokens\": 512, \"max_requests\": 3}}",
+    );
+    let cfg = r.expect("valid");
+    assert_eq!(cfg.servers["s"].protocol, ProtocolChoice::Stateless);
+    assert_eq!(
+        cfg.servers["s"].sampling,
+        SamplingLimits {
+            max_tokens: 512,
+            max_requests: 3
+        }
+    );
+    let (f, r) = fx.server("{\"command\": \"srv\", \"protocol\": \"2024-11-05\"}");
+    check(
+        r,
+        ErrorKind::InvalidValue,
+        &f,
+        "mcpServers.s.protocol",
+        Some(3),
+    );
+    let (f, r) = fx.server("{\"command\": \"srv\", \"sampling\": {\"max_tokens\": 0}}");
+    check(
+        r,
+        ErrorKind::InvalidValue,
+        &f,
+        "mcpServers.s.sampling.max_tokens",
+        Some(3),
+    );
+    let (f, r) = fx.server("{\"command\": \"srv\", \"sampling\": {\"max_token\": 5}}");
+    check(
+        r,
+        ErrorKind::UnknownKey,
+        &f,
+        "mcpServers.s.sampling.max_token",
+        Some(3),
+    );
+}

@@ -9,11 +9,11 @@
 //! needs Node 22; scripts/test-deps.sh does not install it). Otherwise it
 //! says so and passes.
 //!
-//! Expected to fail, and checked to fail for the reason known (so a
-//! change shows up): the sampling and elicitation scenarios (a server's
-//! requests to the client are not passed through yet), and resource
-//! subscriptions when the upstream negotiates 2026-07-28 without
-//! `subscriptions/listen` (this fixture).
+//! Every scenario passes: warden asks the fixture for 2025-11-25, so its
+//! elicitation and sampling reach the suite's client (sampling allowed by
+//! the rule `sampling__fx`) and it takes `resources/subscribe`.
+//! `KNOWN_FAILURES` lists scenarios expected to fail (none today), checked
+//! so that a change shows up.
 
 mod gateway_support;
 
@@ -26,14 +26,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
 /// Scenarios that do not pass today, and why.
-const KNOWN_FAILURES: &[&str] = &[
-    "tools-call-sampling",
-    "tools-call-elicitation",
-    "elicitation-sep1034-defaults",
-    "elicitation-sep1330-enums",
-    "resources-subscribe",
-    "resources-unsubscribe",
-];
+const KNOWN_FAILURES: &[&str] = &[];
 
 fn venv() -> PathBuf {
     let out = std::process::Command::new("bash")
@@ -96,7 +89,7 @@ async fn official_conformance_server_scenarios_through_the_gateway() {
             "timeout": 30,
             "sandbox": {"read": [venv, interpreter_prefix(&venv), scripts]}
         }},
-        "permissions": {"allow": ["mcp__fx__*", "resource__fx", "prompt__fx__*"]},
+        "permissions": {"allow": ["mcp__fx__*", "resource__fx", "prompt__fx__*", "sampling__fx"]},
         "audit": {"path": world.path("audit.jsonl")}
     }));
     let mut child = gateway_command(
@@ -182,6 +175,12 @@ async fn official_conformance_server_scenarios_through_the_gateway() {
         "now passing, take them off KNOWN_FAILURES: {fixed:?}"
     );
     for name in [
+        "tools-call-elicitation",
+        "tools-call-sampling",
+        "elicitation-sep1034-defaults",
+        "elicitation-sep1330-enums",
+        "resources-subscribe",
+        "resources-unsubscribe",
         "resources-read-text",
         "prompts-get-with-args",
         "tools-call-with-progress",

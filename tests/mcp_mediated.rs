@@ -103,6 +103,7 @@ async fn resources_and_prompts_are_sent_only_with_their_own_permit() {
             SendOptions {
                 cancel: CancellationToken::new(),
                 progress: Some(tx),
+                downstream: None,
             },
         )
         .await

@@ -36,7 +36,8 @@ pub fn run(
         // A signal or the deadline: warden is exiting, and a call in
         // flight is given up (`abandoned`), not cancelled by a person.
         options.exit = Some(cancel.clone());
-        let host = Host::open(options).map_err(session::host_error)?;
+        let host = std::sync::Arc::new(Host::open(options).map_err(session::host_error)?);
+        host.install_server_requests(warden_audit::Caller::Cli);
         tokio::select! {
             () = host.connect() => {}
             () = cancel.cancelled() => {}

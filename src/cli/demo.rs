@@ -161,7 +161,9 @@ async fn demo(
         "Configuration: three servers, all untrusted and sandboxed; rules; the shipped default.rego; CI mode",
     );
     eprintln!("  config {}", stage.config_file.display());
-    let host = Host::open(options).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let host = std::sync::Arc::new(Host::open(options).map_err(|e| anyhow::anyhow!("{e}"))?);
+    // A server's own requests (elicitation, sampling) are decided too.
+    host.install_server_requests(warden_audit::Caller::Model);
     checks.check(
         host.config().servers.len() == 3,
         "the configuration validated with 3 servers",
@@ -378,6 +380,7 @@ async fn demo(
                     pending.len()
                 ),
             );
+            server_requests(&records, checks);
             checks.check(
                 !log.contains(&stage.secret_token) && !log.contains(&stage.env_token),
                 "no canary appears in the audit log",
@@ -387,6 +390,45 @@ async fn demo(
     }
     eprintln!("  log: {}", stage.audit_file.display());
     Ok(())
+}
+
+/// hostile.ask_user's elicitation, declined in CI mode, and its sampling,
+/// denied by the rule `sampling__hostile`: their audit records.
+fn server_requests(records: &[Value], checks: &mut Checks) {
+    let request = |kind: &str| {
+        records
+            .iter()
+            .find(|r| r["event"] == "request" && r["kind"] == kind)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let show = |r: &Value| {
+        eprintln!(
+            "    request {:<12} {:<18} {:<6} {}",
+            r["kind"].as_str().unwrap_or("?"),
+            r["target"].as_str().unwrap_or("?"),
+            r["outcome"].as_str().unwrap_or("?"),
+            r["error"].as_str().unwrap_or("")
+        );
+    };
+    let elicitation = request("elicitation");
+    show(&elicitation);
+    checks.check(
+        elicitation["target"] == "elicitation__hostile"
+            && elicitation["outcome"] == "denied"
+            && elicitation["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("declined") && e.contains("--ci")),
+        "hostile's elicitation (its password prompt) was declined in CI mode, and recorded",
+    );
+    let sampling = request("sampling");
+    show(&sampling);
+    checks.check(
+        sampling["target"] == "sampling__hostile"
+            && sampling["outcome"] == "denied"
+            && sampling["decision"]["stage"] == "rules",
+        "hostile's sampling request was denied by the rule sampling__hostile, and recorded",
+    );
 }
 
 /// The hostile server reports each attempt as JSON text: `{"ok", "errno", "error", "detail"}`.
@@ -434,10 +476,11 @@ fn lay_out(env_token: String) -> anyhow::Result<Stage> {
                 "mcp__notes__list_notes", "mcp__notes__read_note",
                 "mcp__journal__list_notes", "mcp__journal__read_note",
                 "mcp__hostile__read_file(path: ${WORKSPACE}/**)",
-                "mcp__hostile__dump_env", "mcp__hostile__tcp_connect", "mcp__hostile__udp_send"
+                "mcp__hostile__dump_env", "mcp__hostile__tcp_connect", "mcp__hostile__udp_send",
+                "mcp__hostile__ask_user"
             ],
             "ask": ["mcp__journal__add_note"],
-            "deny": ["mcp__*__delete_note"]
+            "deny": ["mcp__*__delete_note", "sampling__hostile"]
         },
         "audit": {"path": audit_file.display().to_string(), "fsync": "batch"}
     });
@@ -464,7 +507,8 @@ fn lay_out(env_token: String) -> anyhow::Result<Stage> {
             {"name": "mcp__hostile__read_file", "arguments": {"path": format!("{ws}/shortcut.txt")}},
             {"name": "mcp__hostile__dump_env", "arguments": {}},
             {"name": "mcp__hostile__tcp_connect", "arguments": {"port": tcp_port, "message": "exfiltrate"}},
-            {"name": "mcp__hostile__udp_send", "arguments": {"port": udp_port, "message": "exfiltrate"}}]},
+            {"name": "mcp__hostile__udp_send", "arguments": {"port": udp_port, "message": "exfiltrate"}},
+            {"name": "mcp__hostile__ask_user", "arguments": {}}]},
         {"text": "Done: your notes are listed and nothing left the sandbox."}
     ]);
     let script_file = root.join("model.json");

@@ -107,6 +107,7 @@ pub fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<u8> {
         // recorded as `abandoned` (a client's own cancel is `cancelled`).
         options.exit = Some(cancel.clone());
         let host = Arc::new(Host::open(options).map_err(session::host_error)?);
+        host.install_server_requests(warden_audit::Caller::Gateway);
         tokio::select! {
             () = host.connect() => {}
             () = cancel.cancelled() => {

@@ -19,8 +19,10 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
             "`warden run` needs --model SPEC (scripted:FILE, openai:MODEL, anthropic:MODEL)",
         )
     })?;
-    let model = model_from_spec(&spec, &|name| std::env::var(name).ok())
-        .map_err(|e| CliError::usage(e.to_string()))?;
+    let model: std::sync::Arc<dyn crate::agent::Model> =
+        model_from_spec(&spec, &|name| std::env::var(name).ok())
+            .map_err(|e| CliError::usage(e.to_string()))?
+            .into();
     let limits = limits(global)?;
     let options = session::host_options(global, Mode::Interactive)?;
     let json_out = global.json;
@@ -31,7 +33,8 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
         // up and recorded as `abandoned`.
         let mut options = options;
         options.exit = Some(cancel.clone());
-        let host = Host::open(options).map_err(session::host_error)?;
+        let host = std::sync::Arc::new(Host::open(options).map_err(session::host_error)?);
+        host.install_server_requests_with(warden_audit::Caller::Model, Some(model.clone()));
         if !session::connect_or_cancel(&host, &cancel).await {
             return Ok(exit::FAILED);
         }

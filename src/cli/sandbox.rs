@@ -372,6 +372,8 @@ fn exec_spec(command: Vec<String>, spec: SandboxSpec, trust: Trust) -> anyhow::R
             cwd: None,
         }),
         timeout: Duration::from_secs(30),
+        protocol: Default::default(),
+        sampling: Default::default(),
         disabled: false,
         trust,
         sandbox: spec,

@@ -165,6 +165,10 @@ pub struct ServerConfig {
     pub transport: TransportConfig,
     /// Per-request timeout (0.05–600 s).
     pub timeout: Duration,
+    /// The protocol revision asked for (`protocol`, default 2025-11-25).
+    pub protocol: ProtocolChoice,
+    /// Limits on the server's `sampling/createMessage` (`sampling`).
+    pub sampling: SamplingLimits,
     pub disabled: bool,
     pub trust: Trust,
     pub sandbox: SandboxSpec,
@@ -183,6 +187,37 @@ pub struct ServerConfig {
     /// What approvals are recorded against: `digest` and `content`, so a
     /// changed script needs approval again.
     pub approval_digest: String,
+}
+
+/// Which protocol revision warden asks a server for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProtocolChoice {
+    /// `initialize` with 2025-11-25 (default): the server may send its own
+    /// requests (elicitation, sampling, roots) and takes
+    /// `resources/subscribe`.
+    #[default]
+    Session,
+    /// `server/discover` for 2026-07-28 first (rmcp then refuses the
+    /// server's own requests), falling back to 2025-11-25.
+    Stateless,
+}
+
+/// A server's sampling limits (`"sampling": {"max_tokens", "max_requests"}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SamplingLimits {
+    /// `maxTokens` above this is refused (default 4096).
+    pub max_tokens: u32,
+    /// At most this many sampling requests per session (default 20).
+    pub max_requests: u32,
+}
+
+impl Default for SamplingLimits {
+    fn default() -> Self {
+        SamplingLimits {
+            max_tokens: 4096,
+            max_requests: 20,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -63,6 +63,7 @@ use warden_core::RequestKind;
 mod auth;
 mod clients;
 mod resources;
+mod server_requests;
 
 pub use auth::{Tokens, generate as generate_token, read_token_file};
 
@@ -309,17 +310,20 @@ impl Gateway {
         let asker = asking.asker();
         let token = context.meta.get_progress_token();
         let host = &self.inner.host;
-        let report = clients::with_progress(&context.peer, token, |progress| {
-            host.call_with_progress(
-                CallRequest {
-                    target,
-                    arguments,
-                    caller: Caller::Gateway,
-                },
-                asker,
-                context.ct.clone(),
-                progress,
-            )
+        let report = server_requests::with_forwarding(&context, |downstream| {
+            clients::with_progress(&context.peer, token, |progress| {
+                host.call_for(
+                    CallRequest {
+                        target,
+                        arguments,
+                        caller: Caller::Gateway,
+                    },
+                    asker,
+                    context.ct.clone(),
+                    progress,
+                    Some(downstream),
+                )
+            })
         })
         .await;
         if report.outcome == Outcome::UnknownTool {

@@ -188,7 +188,7 @@ impl Gateway {
                 Forwarded::Complete(Box::new(request)),
                 SendOptions {
                     cancel,
-                    progress: None,
+                    ..SendOptions::default()
                 },
             )
             .await;

@@ -225,6 +225,20 @@ impl Host {
         cancel: CancellationToken,
         progress: Option<crate::mcp::ProgressSink>,
     ) -> CallReport {
+        self.call_for(request, asker, cancel, progress, None).await
+    }
+
+    /// [`Host::call_with_progress`] on behalf of `downstream`: the
+    /// server's elicitation and sampling requests during the call may be
+    /// passed to it (when decided so, CONTRACT §8).
+    pub async fn call_for(
+        &self,
+        request: CallRequest,
+        asker: Option<&dyn Asker>,
+        cancel: CancellationToken,
+        progress: Option<crate::mcp::ProgressSink>,
+        downstream: Option<std::sync::Arc<dyn crate::mcp::Downstream>>,
+    ) -> CallReport {
         let started = Instant::now();
         let call_id = uuid::Uuid::new_v4().to_string();
         let view = self.tools();
@@ -264,6 +278,7 @@ impl Host {
                 progress,
                 call_id,
                 started,
+                downstream,
             },
         )
         .await

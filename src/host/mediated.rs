@@ -41,6 +41,8 @@ pub(super) struct Mediation<'a> {
     pub progress: Option<ProgressSink>,
     pub call_id: String,
     pub started: Instant,
+    /// Who the server's own requests during this one may be passed to.
+    pub downstream: Option<Arc<dyn crate::mcp::Downstream>>,
 }
 
 impl Host {
@@ -60,6 +62,7 @@ impl Host {
             progress,
             call_id,
             started,
+            downstream,
         } = how;
         let Resolved { facts, outbound } = resolved;
         let kind = facts.kind;
@@ -136,9 +139,15 @@ impl Host {
         }
         let pending = PendingCall::new(self, kind, &report.call_id, started);
 
-        let sent = self
-            .manager
-            .send(permit, outbound, SendOptions { cancel, progress });
+        let sent = self.manager.send(
+            permit,
+            outbound,
+            SendOptions {
+                cancel,
+                progress,
+                downstream,
+            },
+        );
         let answer = tokio::select! {
             biased;
             () = self.exiting.cancelled() => None,
@@ -187,7 +196,7 @@ const DROPPED: &str =
 /// is written by [`PendingCall::finish`], or as `abandoned` if the
 /// request's future is dropped first (a run's deadline, a client that went
 /// away).
-struct PendingCall<'a> {
+pub(super) struct PendingCall<'a> {
     host: &'a Host,
     kind: RequestKind,
     call_id: String,
@@ -196,7 +205,7 @@ struct PendingCall<'a> {
 }
 
 impl<'a> PendingCall<'a> {
-    fn new(host: &'a Host, kind: RequestKind, call_id: &str, started: Instant) -> Self {
+    pub(super) fn new(host: &'a Host, kind: RequestKind, call_id: &str, started: Instant) -> Self {
         host.in_flight.fetch_add(1, Ordering::SeqCst);
         PendingCall {
             host,
@@ -207,7 +216,7 @@ impl<'a> PendingCall<'a> {
         }
     }
 
-    fn finish(mut self, report: &CallReport) {
+    pub(super) fn finish(mut self, report: &CallReport) {
         self.done = true;
         self.write(ResultRecord {
             call_id: self.call_id.clone(),
@@ -282,7 +291,7 @@ impl Asker for RecordingAsker<'_> {
     }
 }
 
-fn summary(decision: &Decision) -> DecisionSummary {
+pub(super) fn summary(decision: &Decision) -> DecisionSummary {
     DecisionSummary {
         effect: decision.effect,
         stage: decision.stage,

@@ -12,6 +12,8 @@ mod audit;
 mod call;
 mod mediated;
 mod requests;
+mod sampling_model;
+mod server_requests;
 mod tools;
 mod uri_template;
 
@@ -34,6 +36,7 @@ pub use requests::{
     ListedPrompt, ListedResource, ListedTemplate, PromptRef, PromptRequest, ResourceRequest,
     prompt_target, resource_target,
 };
+pub use server_requests::{elicitation_target, sampling_target};
 pub use tools::ToolView;
 
 #[derive(Debug, thiserror::Error)]

@@ -320,6 +320,7 @@ impl Host {
                 progress,
                 call_id,
                 started,
+                downstream: None,
             },
         )
         .await
@@ -388,13 +389,14 @@ impl Host {
                 progress,
                 call_id,
                 started,
+                downstream: None,
             },
         )
         .await
     }
 
     /// The pipeline's facts for a request of another kind than `tool`.
-    fn request_facts(
+    pub(super) fn request_facts(
         &self,
         kind: RequestKind,
         server: &str,

@@ -177,10 +177,13 @@ impl Forwarded {
 
 /// How one request is sent: the caller's cancellation, and where its
 /// progress goes (none: progress is dropped).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct SendOptions {
     pub cancel: CancellationToken,
     pub progress: Option<ProgressSink>,
+    /// Who the server's own requests made while this one is in flight
+    /// (elicitation, sampling) may be passed to.
+    pub downstream: Option<Arc<dyn super::Downstream>>,
 }
 
 impl Manager {
@@ -208,7 +211,7 @@ impl Manager {
         let tool = permit.tool().to_string();
         let options = SendOptions {
             cancel,
-            progress: None,
+            ..SendOptions::default()
         };
         match self
             .send(permit, Mediated::CallTool { tool, arguments }, options)
@@ -289,7 +292,11 @@ impl Manager {
         request: ClientRequest,
         options: SendOptions,
     ) -> Result<ServerResult, CallError> {
-        let SendOptions { cancel, progress } = options;
+        let SendOptions {
+            cancel,
+            progress,
+            downstream,
+        } = options;
         let slot = self.slot(server).ok_or_else(|| CallError::NotConnected {
             server: server.to_string(),
             reason: "no server of that name is configured".into(),
@@ -319,6 +326,9 @@ impl Manager {
             meta.set_log_level(level);
             request_options = request_options.with_meta(meta);
         }
+        // Counted in flight before it is sent: a server request made while
+        // it runs is attributed to it only if it is the only one.
+        let _in_flight = conn.router.in_flight.begin(downstream);
         let handle = match conn
             .peer
             .send_request_with_option(request, request_options)

@@ -7,16 +7,14 @@ use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, ProtocolVersion,
-    ServerNotification, SubscriptionFilter,
+    PaginatedRequestParams, ProtocolVersion, ServerNotification, SubscriptionFilter,
 };
 use rmcp::service::{
-    ClientInitializeError, ClientLifecycleMode, NotificationContext, RunningService,
-    serve_client_with_lifecycle_and_ct,
+    ClientInitializeError, ClientLifecycleMode, RunningService, serve_client_with_lifecycle_and_ct,
 };
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, Transport};
-use rmcp::{ClientHandler, Peer, RoleClient};
+use rmcp::{Peer, RoleClient};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -25,7 +23,7 @@ use super::probe::{DiscoverBudget, probe_budget};
 use super::sse::SseTransport;
 use super::stdio::{self, ExitInfo, SharedStopNote, SpawnError};
 use super::{LifecycleEvent, MAX_TOOL_PAGES, MAX_TOOLS, Tool};
-use crate::config::{RemoteConfig, ServerConfig, TransportConfig};
+use crate::config::{ProtocolChoice, RemoteConfig, ServerConfig, TransportConfig};
 use warden_core::TransportKind;
 use warden_sandbox::{LaunchContext, SandboxError, SandboxSummary};
 
@@ -36,26 +34,7 @@ pub const PREFERRED_PROTOCOL: ProtocolVersion = ProtocolVersion::V_2026_07_28;
 /// The revision offered to servers without `server/discover`.
 pub const LEGACY_PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
-/// warden's side of the session: it announces itself and passes
-/// `notifications/tools/list_changed` on to the connection's re-lister.
-pub(super) struct WardenClient {
-    server: String,
-    list_changed: mpsc::UnboundedSender<()>,
-}
-
-impl ClientHandler for WardenClient {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("warden", env!("CARGO_PKG_VERSION")),
-        )
-    }
-
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        tracing::debug!(server = %self.server, "notifications/tools/list_changed");
-        let _ = self.list_changed.send(());
-    }
-}
+pub(super) use super::client::WardenClient;
 
 pub(super) struct Established {
     pub running: Running,
@@ -108,8 +87,9 @@ pub(super) async fn establish(
     launch: &LaunchContext,
     events: &mpsc::UnboundedSender<LifecycleEvent>,
     notifications: &broadcast::Sender<std::sync::Arc<Upstream>>,
+    handler: Option<std::sync::Arc<dyn super::ServerRequests>>,
 ) -> Result<Established, Failure> {
-    establish_inner(config, launch, events, notifications)
+    establish_inner(config, launch, events, notifications, handler)
         .await
         .map_err(|failure| Failure {
             message: redact_url(&failure.message, config),
@@ -142,13 +122,18 @@ async fn establish_inner(
     launch: &LaunchContext,
     events: &mpsc::UnboundedSender<LifecycleEvent>,
     notifications: &broadcast::Sender<std::sync::Arc<Upstream>>,
+    handler: Option<std::sync::Arc<dyn super::ServerRequests>>,
 ) -> Result<Established, Failure> {
     let router = Router::new(&config.name, notifications.clone());
     let (list_changed_tx, list_changed) = mpsc::unbounded_channel();
     let client = WardenClient {
         server: config.name.clone(),
         list_changed: list_changed_tx.clone(),
+        router: router.clone(),
+        handler,
+        workspace: launch.workspace.clone(),
     };
+    let protocol = config.protocol;
     let ct = CancellationToken::new();
     let timeout = config.timeout;
     let transport = config.transport.kind();
@@ -171,6 +156,7 @@ async fn establish_inner(
                 client,
                 Tap::new(spawned.transport, router.clone()),
                 timeout,
+                protocol,
                 ct.clone(),
             )
             .await
@@ -216,9 +202,15 @@ async fn establish_inner(
                         .collect::<HashMap<_, _>>(),
                 ),
             );
-            let running = handshake(client, Tap::new(http, router.clone()), timeout, ct.clone())
-                .await
-                .map_err(Failure::new)?;
+            let running = handshake(
+                client,
+                Tap::new(http, router.clone()),
+                timeout,
+                protocol,
+                ct.clone(),
+            )
+            .await
+            .map_err(Failure::new)?;
             (running, None, None, None, None)
         }
         TransportConfig::Sse(remote) => {
@@ -227,9 +219,15 @@ async fn establish_inner(
             let sse = SseTransport::connect(&remote.url, headers, timeout)
                 .await
                 .map_err(|e| Failure::new(e.to_string()))?;
-            let running = handshake(client, Tap::new(sse, router.clone()), timeout, ct.clone())
-                .await
-                .map_err(Failure::new)?;
+            let running = handshake(
+                client,
+                Tap::new(sse, router.clone()),
+                timeout,
+                protocol,
+                ct.clone(),
+            )
+            .await
+            .map_err(Failure::new)?;
             (running, None, None, None, None)
         }
     };
@@ -328,23 +326,31 @@ fn header_map(remote: &RemoteConfig) -> Result<HeaderMap, Failure> {
     Ok(headers)
 }
 
-/// Negotiates the protocol: `server/discover` for 2026-07-28, falling back
-/// to `initialize` with 2025-11-25. rmcp's Auto mode would wait 10 s for a
+/// Negotiates the protocol. By default `initialize` with 2025-11-25, the
+/// revision on which servers may send their own requests (elicitation,
+/// sampling, roots: rmcp refuses them on 2026-07-28) and answer
+/// `resources/subscribe`. A server configured with `protocol =
+/// "2026-07-28"` is asked `server/discover` first, falling back to
+/// `initialize` with 2025-11-25; rmcp's Auto mode would wait 10 s for a
 /// server that ignores `server/discover`; [`DiscoverBudget`] cuts that to
-/// half the server's `timeout`, and the whole handshake is bounded by the
+/// half the server's `timeout`. The whole handshake is bounded by the
 /// `timeout`.
 async fn handshake<T>(
     client: WardenClient,
     transport: T,
     timeout: Duration,
+    protocol: ProtocolChoice,
     ct: CancellationToken,
 ) -> Result<Running, String>
 where
     T: Transport<RoleClient> + 'static,
 {
-    let lifecycle = ClientLifecycleMode::Auto {
-        preferred_versions: vec![PREFERRED_PROTOCOL],
-        legacy_version: Some(LEGACY_PROTOCOL),
+    let lifecycle = match protocol {
+        ProtocolChoice::Session => ClientLifecycleMode::Initialize,
+        ProtocolChoice::Stateless => ClientLifecycleMode::Auto {
+            preferred_versions: vec![PREFERRED_PROTOCOL],
+            legacy_version: Some(LEGACY_PROTOCOL),
+        },
     };
     let transport = DiscoverBudget::new(transport, probe_budget(timeout));
     match tokio::time::timeout(

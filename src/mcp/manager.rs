@@ -46,9 +46,29 @@ impl Manager {
                 events,
                 shutting_down: AtomicBool::new(false),
                 shutdown: CancellationToken::new(),
+                server_requests: Mutex::new(None),
             }),
             events_rx: Mutex::new(Some(events_rx)),
         })
+    }
+
+    /// Installs what decides servers' `elicitation/create` and
+    /// `sampling/createMessage` (connections made from now on use it;
+    /// without it both are declined/refused).
+    pub fn set_server_requests(&self, handler: Arc<dyn super::ServerRequests>) {
+        *self
+            .shared
+            .server_requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(handler);
+    }
+
+    fn server_requests(&self) -> Option<Arc<dyn super::ServerRequests>> {
+        self.shared
+            .server_requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn slots(&self) -> Vec<Arc<Slot>> {
@@ -293,6 +313,7 @@ impl Manager {
                 &self.launch,
                 &self.shared.events,
                 &self.shared.notifications,
+                self.server_requests(),
             ) => result,
             () = self.shared.shutdown.cancelled() => {
                 Err(connect::Failure::new("warden shut down while connecting"))

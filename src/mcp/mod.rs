@@ -28,11 +28,13 @@
 
 mod call;
 mod call_error;
+mod client;
 mod connect;
 mod listen;
 mod manager;
 mod notify;
 mod probe;
+mod server_requests;
 mod slot;
 mod sse;
 mod stdio;
@@ -49,6 +51,7 @@ pub use call_error::CallError;
 pub use manager::Manager;
 pub use notify::{ProgressSink, Upstream};
 pub use rmcp::model::{CallToolResult, Tool};
+pub use server_requests::{Attribution, Downstream, ServerRequests, error_data};
 pub use stdio::ExitInfo;
 
 /// At most this many `tools/list` pages are read from one server.

@@ -37,6 +37,8 @@ const EARLY_PROGRESS: usize = 64;
 
 pub(crate) struct Router {
     server: String,
+    /// The warden requests in flight, for attributing server requests.
+    pub(crate) in_flight: Arc<super::server_requests::InFlight>,
     inner: Mutex<RouterInner>,
     others: broadcast::Sender<Arc<Upstream>>,
 }
@@ -51,6 +53,7 @@ impl Router {
     pub(crate) fn new(server: &str, others: broadcast::Sender<Arc<Upstream>>) -> Arc<Router> {
         Arc::new(Router {
             server: server.to_string(),
+            in_flight: Arc::default(),
             inner: Mutex::new(RouterInner::default()),
             others,
         })

@@ -30,6 +30,8 @@ pub(super) struct Shared {
     pub shutting_down: AtomicBool,
     /// Cancelled by `shutdown`: abandons connects still in flight.
     pub shutdown: CancellationToken,
+    /// Decides servers' elicitation and sampling requests (the host's).
+    pub server_requests: Mutex<Option<Arc<dyn super::ServerRequests>>>,
 }
 
 impl Shared {

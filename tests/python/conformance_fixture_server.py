@@ -67,6 +67,7 @@ TOOLS = [
     {"name": "test_elicitation_sep1330_enums", "description": "Elicitation with enum variants (SEP-1330)",
      "inputSchema": NOARGS},
     {"name": "test_reconnection", "description": "Closes the SSE stream mid-call (SEP-1699)", "inputSchema": NOARGS},
+    {"name": "test_roots", "description": "Asks the client for its roots (roots/list)", "inputSchema": NOARGS},
     {"name": "json_schema_2020_12_tool", "description": "Tool with JSON Schema 2020-12 features",
      "inputSchema": {
          "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -223,6 +224,9 @@ async def _call_tool(ctx, params):
             await ctx.close_sse_stream()
         await asyncio.sleep(0.3)
         return {"content": [text("Reconnection test completed")]}
+    if name == "test_roots":
+        res = await s.list_roots()
+        return {"content": [text(json.dumps(_dump(res)))]}
     if name == "json_schema_2020_12_tool":
         return {"content": [text(json.dumps(args))]}
     raise MCPError(-32602, f"Unknown tool: {name}")

@@ -15,6 +15,10 @@ PLAN: {"steps": [STEP, ...]}, each STEP one of
   {"set_level": LEVEL}
   {"call": TOOL, "arguments": {...}, "progress": true|false}
   {"sleep": SECONDS}
+PLAN "answers" (optional): how the client answers a server's requests the
+gateway passes on, {"elicitation": {"action": ..., "content": {...}},
+"sampling": {"text": ...}}; without it elicitation is declined and sampling
+refused. Each request received is recorded in the events ({"asked": ...}).
 Environment for a stdio gateway: the SDK passes only HOME, LOGNAME, PATH,
 SHELL, TERM, USER; the plan's "env" object is added.
 """
@@ -52,6 +56,22 @@ async def on_message(message):
     if isinstance(message, types.LoggingMessageNotification):
         return  # already recorded by on_log
     events.append({"notification": type(message).__name__, "params": dump(getattr(message, "params", None))})
+
+
+answers = plan.get("answers", {})
+
+
+async def on_elicit(ctx, p):
+    events.append({"asked": {"elicitation": dump(p)}})
+    return types.ElicitResult(**answers.get("elicitation", {"action": "decline"}))
+
+
+async def on_sample(ctx, p):
+    events.append({"asked": {"sampling": dump(p)}})
+    if "sampling" not in answers:
+        return types.ErrorData(code=-1, message="sampling refused: no answer given")
+    return types.CreateMessageResult(role="assistant", model="answers-file",
+                                     content=types.TextContent(type="text", text=answers["sampling"]["text"]))
 
 
 def progress_recorder(label):
@@ -102,7 +122,8 @@ async def main():
     else:
         headers = {"Authorization": f"Bearer {target[1]}"} if len(target) > 1 else {}
         server = streamable_http_client(target[0], http_client=httpx2.AsyncClient(headers=headers, timeout=60))
-    async with Client(server, mode="legacy", logging_callback=on_log, message_handler=on_message) as c:
+    callbacks = {"elicitation_callback": on_elicit, "sampling_callback": on_sample} if "answers" in plan else {}
+    async with Client(server, mode="legacy", logging_callback=on_log, message_handler=on_message, **callbacks) as c:
         caps = c.server_capabilities
         out["protocol"] = c.protocol_version
         out["capabilities"] = dump(caps)

@@ -78,6 +78,8 @@ pub fn server_config(
             cwd: None,
         }),
         timeout: Duration::from_secs(30),
+        protocol: Default::default(),
+        sampling: Default::default(),
         disabled: false,
         trust,
         sandbox: spec,

@@ -26,6 +26,8 @@ fn server(name: &str, transport: TransportConfig, timeout: Duration) -> ServerCo
         name: name.to_string(),
         transport,
         timeout,
+        protocol: Default::default(),
+        sampling: Default::default(),
         disabled: false,
         trust: Trust::Untrusted,
         sandbox: SandboxSpec::default(),

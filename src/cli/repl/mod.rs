@@ -72,6 +72,7 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<u8> {
         let quit = CancellationToken::new();
         watch_signals(turn.clone(), quit.clone());
         let host = Arc::new(Host::open(options).map_err(session::host_error)?);
+        host.install_server_requests(warden_audit::Caller::Model);
         let mut repl = Repl {
             host,
             editor,

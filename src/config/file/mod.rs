@@ -8,6 +8,7 @@
 mod sandbox;
 mod sections;
 mod server;
+mod server_mediation;
 mod shape;
 mod trust;
 
@@ -39,7 +40,7 @@ const TOP_KEYS: &[&str] = &[
 ];
 const SERVER_KEYS: &[&str] = &[
     "type", "command", "args", "env", "env_from", "cwd", "timeout", "disabled", "trust", "sandbox",
-    "url", "headers",
+    "url", "headers", "protocol", "sampling",
 ];
 const STDIO_ONLY: &[&str] = &["command", "args", "env", "env_from", "cwd", "sandbox"];
 const REMOTE_ONLY: &[&str] = &["url", "headers"];

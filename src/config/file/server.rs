@@ -143,6 +143,9 @@ impl Ctx<'_> {
             }
         };
 
+        let protocol = self.protocol(fields, &key)?;
+        let sampling = self.sampling(fields, &key)?;
+
         let (transport, sandbox, program) = if kind == "stdio" {
             for k in REMOTE_ONLY {
                 if let Some(m) = field(k) {
@@ -193,6 +196,8 @@ impl Ctx<'_> {
             name: name.to_string(),
             transport,
             timeout,
+            protocol,
+            sampling,
             disabled,
             trust,
             sandbox,

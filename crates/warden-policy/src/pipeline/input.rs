@@ -124,6 +124,10 @@ fn build(
                 ("qualified", R::from(facts.tool.qualified.as_str())),
             ]),
         ),
+        // What the server asks (CONTRACT §8): `{message, schema}`,
+        // `{max_tokens, messages, system_prompt}`.
+        RequestKind::Elicitation => ("elicitation", to_rego(&facts.arguments)),
+        RequestKind::Sampling => ("sampling", to_rego(&facts.arguments)),
         _ => (
             "tool",
             rego_object([

@@ -1,0 +1,74 @@
+//! A server's `protocol` and `sampling` keys (server → client requests).
+
+use super::json::{Kind, Member, push_key};
+use super::shape::get;
+use super::{Ctx, Result};
+use crate::config::error::ErrorKind;
+use crate::config::{ProtocolChoice, SamplingLimits};
+
+const SAMPLING_KEYS: &[&str] = &["max_tokens", "max_requests"];
+/// The largest `sampling.max_tokens` / `sampling.max_requests` accepted.
+const MAX_SAMPLING: u64 = 1_000_000;
+
+impl Ctx<'_> {
+    /// `"protocol": "2025-11-25"` (the default) or `"2026-07-28"`.
+    pub(super) fn protocol(&self, fields: &[Member], key: &str) -> Result<ProtocolChoice> {
+        let Some(m) = get(fields, "protocol") else {
+            return Ok(ProtocolChoice::Session);
+        };
+        let k = push_key(key, "protocol");
+        match self.string(&m.value, &k)? {
+            "2025-11-25" => Ok(ProtocolChoice::Session),
+            "2026-07-28" => Ok(ProtocolChoice::Stateless),
+            _ => Err(self.err(
+                ErrorKind::InvalidValue,
+                &k,
+                m.value.pos,
+                "unknown protocol revision",
+                Some(
+                    "use \"2025-11-25\" (the default: servers may elicit and sample) or \"2026-07-28\""
+                        .into(),
+                ),
+            )),
+        }
+    }
+
+    /// `"sampling": {"max_tokens": N, "max_requests": N}`.
+    pub(super) fn sampling(&self, fields: &[Member], key: &str) -> Result<SamplingLimits> {
+        let mut limits = SamplingLimits::default();
+        let Some(m) = get(fields, "sampling") else {
+            return Ok(limits);
+        };
+        let k = push_key(key, "sampling");
+        let members = self.object(&m.value, &k, "an object with max_tokens, max_requests")?;
+        self.check_keys(members, &k, SAMPLING_KEYS)?;
+        for (name, slot) in [
+            ("max_tokens", &mut limits.max_tokens),
+            ("max_requests", &mut limits.max_requests),
+        ] {
+            let Some(field) = get(members, name) else {
+                continue;
+            };
+            let fk = push_key(&k, name);
+            let value = match &field.value.kind {
+                Kind::Number(n) => n.as_u64(),
+                _ => None,
+            };
+            match value {
+                Some(v) if (1..=MAX_SAMPLING).contains(&v) => {
+                    *slot = u32::try_from(v).unwrap_or(u32::MAX);
+                }
+                _ => {
+                    return Err(self.err(
+                        ErrorKind::InvalidValue,
+                        &fk,
+                        field.value.pos,
+                        format!("`{name}` must be a whole number from 1 to {MAX_SAMPLING}"),
+                        None,
+                    ));
+                }
+            }
+        }
+        Ok(limits)
+    }
+}

@@ -1,0 +1,387 @@
+//! A server's own requests (CONTRACT §8) through the real gateway: the
+//! official Python SDK client (tests/python/gateway_client.py, answering
+//! from its plan) runs `warden gateway --stdio` in front of the Python
+//! conformance fixture (tests/python/conformance_fixture_server.py), whose
+//! tools send `elicitation/create`, `sampling/createMessage` and
+//! `roots/list` to their client.
+//!
+//! Checked: elicitations reach the client that made the call with message,
+//! schema, defaults and enums unchanged, and its answer reaches the server;
+//! allowed sampling is passed on; `roots/list` is the workspace only; with
+//! `--ci` elicitation is declined and unruled sampling denied, a sampling
+//! request above `sampling.max_tokens` refused, none of them reaching the
+//! client; each one recorded (`request` written ahead, `request_result` with
+//! the answer's digest and never its content).
+
+mod gateway_support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gateway_support::cli_support::WARDEN;
+use gateway_support::{World, audit_lines, audit_path, eventually};
+use serde_json::{Value, json};
+
+fn venv() -> PathBuf {
+    let out = std::process::Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/setup-venv.sh"))
+        .output()
+        .expect("run tests/python/setup-venv.sh");
+    assert!(out.status.success(), "setup-venv.sh failed");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The interpreter's prefix a venv links to (`home` in `pyvenv.cfg`).
+fn interpreter_prefix(venv: &Path) -> PathBuf {
+    let cfg = std::fs::read_to_string(venv.join("pyvenv.cfg")).expect("pyvenv.cfg");
+    let home = cfg
+        .lines()
+        .find_map(|l| l.strip_prefix("home = "))
+        .expect("home in pyvenv.cfg");
+    Path::new(home.trim())
+        .parent()
+        .expect("a prefix")
+        .to_path_buf()
+}
+
+fn scripts() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python")
+}
+
+/// The conformance fixture as server `fx`, with `extra` keys merged in.
+fn config(world: &World, extra: Value, permissions: Value) -> Value {
+    let venv = venv();
+    let mut fx = json!({
+        "command": venv.join("bin/python"),
+        "args": [scripts().join("conformance_fixture_server.py"), "--marker", world.marker],
+        "timeout": 30,
+        "sandbox": {"read": [venv, interpreter_prefix(&venv), scripts()]}
+    });
+    if let (Some(fx), Some(extra)) = (fx.as_object_mut(), extra.as_object()) {
+        fx.extend(extra.clone());
+    }
+    json!({
+        "mcpServers": {"fx": fx},
+        "permissions": permissions,
+        "audit": {"path": world.path("audit.jsonl")}
+    })
+}
+
+/// Runs the Python client with `plan` against `warden GLOBAL… gateway --stdio`.
+async fn run_client(world: &World, global: &[&str], plan: &Value) -> Value {
+    let mut plan = plan.clone();
+    plan["env"] = json!({
+        "WARDEN_CONFIG_DIR": world.config_dir,
+        "HOME": world.home,
+        "TMPDIR": world.dir.path(),
+    });
+    let plan_file = world.path(&format!("plan-{}.json", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&plan_file, plan.to_string()).expect("write plan");
+    let output = tokio::time::timeout(
+        Duration::from_secs(180),
+        tokio::process::Command::new(venv().join("bin/python"))
+            .arg(scripts().join("gateway_client.py"))
+            .arg(&plan_file)
+            .arg("--")
+            .arg(WARDEN)
+            .arg("--config")
+            .arg(world.path("warden.json"))
+            .arg("--workspace")
+            .arg(&world.workspace)
+            .args(global)
+            .args(["gateway", "--stdio"])
+            .env("HOME", &world.home)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finishes in time")
+    .expect("run the python client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "client failed: {}\nstdout: {stdout}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn step_text(out: &Value, n: usize) -> String {
+    let step = &out["steps"][n];
+    let ok = step
+        .get("ok")
+        .unwrap_or_else(|| panic!("step {n} failed: {step}"));
+    ok["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("step {n} has no text: {step}"))
+        .to_string()
+}
+
+/// What the client was asked, in order.
+fn asked(out: &Value) -> Vec<Value> {
+    out["events"]
+        .as_array()
+        .map(|e| e.iter().filter_map(|e| e.get("asked").cloned()).collect())
+        .unwrap_or_default()
+}
+
+/// `request` records of `kind`, each with its `request_result` as `result`.
+fn requests(world: &World, kind: &str) -> Vec<Value> {
+    let records = audit_lines(&audit_path(world));
+    records
+        .iter()
+        .filter(|r| r["event"] == "request" && r["kind"] == kind)
+        .map(|r| {
+            let mut merged = r.clone();
+            merged["result"] = records
+                .iter()
+                .find(|x| x["event"] == "request_result" && x["call_id"] == r["call_id"])
+                .cloned()
+                .unwrap_or(Value::Null);
+            merged
+        })
+        .collect()
+}
+
+fn no_leftovers(world: &World) {
+    assert!(
+        eventually(10.0, || world.leftover_processes().is_empty()),
+        "left behind: {:?}",
+        world.leftover_processes()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elicitation_sampling_and_roots_reach_the_client_that_made_the_call() {
+    let world = World::new();
+    world.write_config(&config(
+        &world,
+        json!({}),
+        json!({"allow": ["mcp__fx__*", "sampling__fx"]}),
+    ));
+    let plan = json!({
+        "answers": {
+            "elicitation": {"action": "accept", "content": {"name": "Ada Secretvalue", "age": 36}},
+            "sampling": {"text": "sampled-answer"}
+        },
+        "steps": [
+            {"call": "fx__test_elicitation_sep1034_defaults"},   // 0
+            {"call": "fx__test_elicitation_sep1330_enums"},      // 1
+            {"call": "fx__test_sampling", "arguments": {"prompt": "say hi"}}, // 2
+            {"call": "fx__test_roots"}                           // 3
+        ]
+    });
+    let out = run_client(&world, &[], &plan).await;
+    let asked = asked(&out);
+    assert_eq!(asked.len(), 3, "{asked:?}");
+
+    // The schema as the server sent it: defaults and enums unchanged.
+    let first = &asked[0]["elicitation"];
+    assert_eq!(
+        first["message"],
+        "Please provide user information (defaults given)"
+    );
+    let props = &first["requestedSchema"]["properties"];
+    assert_eq!(props["name"]["default"], "John Doe", "{first}");
+    assert_eq!(props["age"]["default"], 30, "{first}");
+    assert_eq!(props["score"]["default"], 95.5, "{first}");
+    assert_eq!(props["status"]["default"], "active", "{first}");
+    assert_eq!(
+        props["status"]["enum"],
+        json!(["active", "inactive", "pending"])
+    );
+    assert_eq!(props["verified"]["default"], true, "{first}");
+    let enums = &asked[1]["elicitation"]["requestedSchema"]["properties"];
+    assert_eq!(
+        enums["untitledSingle"]["enum"],
+        json!(["option1", "option2", "option3"])
+    );
+    assert_eq!(
+        enums["titledSingle"]["oneOf"][1]["const"], "value2",
+        "{enums}"
+    );
+    assert_eq!(
+        enums["legacyEnum"]["enumNames"],
+        json!(["Option One", "Option Two", "Option Three"])
+    );
+    assert_eq!(
+        enums["untitledMulti"]["items"]["enum"],
+        json!(["option1", "option2", "option3"])
+    );
+    assert_eq!(
+        enums["titledMulti"]["items"]["anyOf"][2]["title"],
+        "Third Choice"
+    );
+
+    // The client's answer reached the server unchanged.
+    let answered = step_text(&out, 0);
+    assert!(answered.contains("action=accept"), "{answered}");
+    assert!(answered.contains("Ada Secretvalue"), "{answered}");
+    assert!(answered.contains("36"), "{answered}");
+
+    // Sampling, allowed by the rule, went to the client.
+    assert_eq!(asked[2]["sampling"]["maxTokens"], 100);
+    assert!(
+        step_text(&out, 2).contains("sampled-answer"),
+        "{}",
+        step_text(&out, 2)
+    );
+
+    // roots/list: the workspace and nothing else.
+    let roots: Value = serde_json::from_str(&step_text(&out, 3)).expect("roots JSON");
+    let roots = roots["roots"].as_array().cloned().unwrap_or_default();
+    assert_eq!(roots.len(), 1, "{roots:?}");
+    let workspace = std::fs::canonicalize(&world.workspace).unwrap_or(world.workspace.clone());
+    let uri = roots[0]["uri"].as_str().unwrap_or_default();
+    assert!(
+        uri.trim_end_matches('/')
+            .ends_with(&workspace.display().to_string())
+            || uri
+                .trim_end_matches('/')
+                .ends_with(&world.workspace.display().to_string()),
+        "{uri} is not the workspace {}",
+        world.workspace.display()
+    );
+
+    // Recorded: written ahead, answered, the answer's digest only.
+    let elicitations = requests(&world, "elicitation");
+    assert_eq!(elicitations.len(), 2, "{elicitations:?}");
+    for r in &elicitations {
+        assert_eq!(r["target"], "elicitation__fx", "{r}");
+        assert_eq!(r["outcome"], "pending", "{r}");
+        assert_eq!(r["result"]["outcome"], "ok", "{r}");
+        assert!(r["result"]["result_sha256"].is_string(), "{r}");
+    }
+    let samplings = requests(&world, "sampling");
+    assert_eq!(samplings.len(), 1, "{samplings:?}");
+    assert_eq!(samplings[0]["target"], "sampling__fx");
+    assert_eq!(samplings[0]["result"]["outcome"], "ok");
+    let log = std::fs::read_to_string(audit_path(&world)).expect("audit log");
+    assert!(
+        !log.contains("Secretvalue"),
+        "an answer's content is in the log"
+    );
+    assert!(
+        !log.contains("sampled-answer"),
+        "a sampled answer is in the log"
+    );
+    no_leftovers(&world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_ci_elicitation_is_declined_and_sampling_denied_or_capped_never_reaching_the_client() {
+    let world = World::new();
+    world.write_config(&config(
+        &world,
+        json!({"sampling": {"max_tokens": 50}}),
+        json!({"allow": ["mcp__fx__*"]}),
+    ));
+    let plan = json!({
+        "answers": {
+            "elicitation": {"action": "accept", "content": {"username": "u", "email": "e"}},
+            "sampling": {"text": "never"}
+        },
+        "steps": [
+            {"call": "fx__test_elicitation", "arguments": {"message": "who are you?"}}, // 0
+            {"call": "fx__test_sampling", "arguments": {"prompt": "say hi"}}             // 1
+        ]
+    });
+    let out = run_client(&world, &["--ci"], &plan).await;
+    assert!(asked(&out).is_empty(), "{:?}", asked(&out));
+    let declined = step_text(&out, 0);
+    assert!(declined.contains("action=decline"), "{declined}");
+    let elicitations = requests(&world, "elicitation");
+    assert_eq!(
+        elicitations.len(),
+        1,
+        "{:?}",
+        audit_lines(&audit_path(&world))
+    );
+    assert_eq!(elicitations[0]["outcome"], "denied");
+    assert_eq!(elicitations[0]["decision"]["effect"], "deny");
+    let why = elicitations[0]["error"].as_str().unwrap_or_default();
+    assert!(why.contains("--ci"), "{why}");
+    // Sampling: no rule, so ask, and with --ci a deny.
+    let samplings = requests(&world, "sampling");
+    assert_eq!(samplings.len(), 1, "{samplings:?}");
+    assert_eq!(samplings[0]["outcome"], "denied");
+    assert!(samplings[0]["result"].is_null(), "never sent");
+    no_leftovers(&world);
+
+    // Allowed by a rule, but above sampling.max_tokens (50 < 100): refused.
+    let world = World::new();
+    world.write_config(&config(
+        &world,
+        json!({"sampling": {"max_tokens": 50}}),
+        json!({"allow": ["mcp__fx__*", "sampling__fx"]}),
+    ));
+    let plan = json!({
+        "answers": {"sampling": {"text": "never"}},
+        "steps": [{"call": "fx__test_sampling", "arguments": {"prompt": "say hi"}}]
+    });
+    let out = run_client(&world, &["--ci"], &plan).await;
+    assert!(asked(&out).is_empty(), "{:?}", asked(&out));
+    let samplings = requests(&world, "sampling");
+    assert_eq!(samplings.len(), 1, "{samplings:?}");
+    assert_eq!(samplings[0]["outcome"], "denied");
+    assert_eq!(samplings[0]["decision"]["effect"], "allow");
+    let why = samplings[0]["error"].as_str().unwrap_or_default();
+    assert!(why.contains("sampling.max_tokens 50"), "{why}");
+    no_leftovers(&world);
+}
+
+/// `warden run`: allowed sampling is answered by the session's own model
+/// (here a scripted one), and recorded like the gateway's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warden_run_answers_allowed_sampling_with_its_own_model() {
+    let world = World::new();
+    world.write_config(&config(
+        &world,
+        json!({}),
+        json!({"allow": ["mcp__fx__*", "sampling__fx"]}),
+    ));
+    let script = world.path("model.json");
+    std::fs::write(
+        &script,
+        json!([
+            {"tool_calls": [{"name": "mcp__fx__test_sampling", "arguments": {"prompt": "say hi"}}]},
+            {"text": "sampled-by-model"},
+            {"expect": "sampled-by-model", "text": "done"}
+        ])
+        .to_string(),
+    )
+    .expect("write script");
+    let model = format!("scripted:{}", script.display());
+    let out = tokio::task::spawn_blocking({
+        let mut cmd = world.warden(&[
+            "--ci",
+            "--json",
+            "--model",
+            &model,
+            "run",
+            "--task",
+            "sample once",
+        ]);
+        move || cmd.output()
+    })
+    .await
+    .expect("join")
+    .expect("run warden");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let samplings = requests(&world, "sampling");
+    assert_eq!(samplings.len(), 1, "{samplings:?}");
+    assert_eq!(samplings[0]["outcome"], "pending");
+    assert_eq!(samplings[0]["caller"], "model");
+    assert_eq!(samplings[0]["result"]["outcome"], "ok");
+    assert!(
+        stdout.contains("LLM response: sampled-by-model"),
+        "{stdout}"
+    );
+    no_leftovers(&world);
+}
