@@ -33,6 +33,8 @@ mod load;
 pub use approvals::{Approval, Approvals};
 pub use error::{ConfigError, Diagnostic, ErrorKind};
 pub use expand::{EnvLookup, referenced_vars};
+#[cfg(feature = "fuzzing")]
+pub(crate) use load::load_file_unregistered;
 pub use load::{LoadOptions, default_config_dir, load, load_with_env};
 use warden_audit::{FsyncMode, OnFailure};
 pub use warden_core::{Scope, TransportKind, Trust};
