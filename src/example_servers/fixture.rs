@@ -14,6 +14,14 @@
 //! `--name NAME` sets the advertised server name; `--count-calls FILE`
 //! appends each called tool's name to FILE as the call arrives (in the
 //! server's write grant), so a test can tell whether a call reached it.
+//! `--stubborn` ignores SIGTERM and keeps running after stdin closes (only
+//! SIGKILL ends it).
+//!
+//! Faults on request: `huge_line {mb}` writes one line of `mb` MiB to
+//! stdout (no JSON-RPC message), then answers; `close_stdout` closes the
+//! server's stdout and never answers, the process staying alive;
+//! `flood_list_changed {count}` sends that many
+//! `notifications/tools/list_changed`.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,6 +68,8 @@ pub struct FixtureOptions {
     /// `tools/call` received, before running it: tests prove with it
     /// whether a call reached the server at all.
     pub count_calls: Option<std::path::PathBuf>,
+    /// Ignore SIGTERM and outlive stdin's end.
+    pub stubborn: bool,
 }
 
 impl Default for FixtureOptions {
@@ -72,6 +82,7 @@ impl Default for FixtureOptions {
             silent: false,
             ignore_discover: false,
             count_calls: None,
+            stubborn: false,
         }
     }
 }
@@ -91,18 +102,31 @@ impl FixtureOptions {
                 "--repeat-cursor" => options.repeat_cursor = true,
                 "--silent" => options.silent = true,
                 "--ignore-discover" => options.ignore_discover = true,
+                "--stubborn" => options.stubborn = true,
                 "--count-calls" => {
                     options.count_calls = Some(flag_value(arg, &mut iter)?.into());
                 }
                 other => anyhow::bail!(
                     "fixture: unknown argument `{other}` (known: --name NAME, --pages N, \
                      --extra-tools N, --repeat-cursor, --silent, --ignore-discover, \
-                     --count-calls FILE)"
+                     --count-calls FILE, --stubborn)"
                 ),
             }
         }
         Ok(options)
     }
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct HugeLineArgs {
+    /// Size of the line, in MiB.
+    pub mb: u64,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct FloodArgs {
+    /// How many notifications to send.
+    pub count: u64,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -275,6 +299,55 @@ impl FixtureServer {
         CallToolResult::success(vec![ContentBlock::text("echo has changed")])
     }
 
+    #[tool(
+        description = "Writes one line of `mb` MiB (not a JSON-RPC message) to stdout, then answers."
+    )]
+    async fn huge_line(
+        &self,
+        Parameters(HugeLineArgs { mb }): Parameters<HugeLineArgs>,
+    ) -> CallToolResult {
+        let written = tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            let chunk = vec![b'x'; 1 << 20];
+            let mut out = std::io::stdout().lock();
+            for _ in 0..mb {
+                out.write_all(&chunk)?;
+            }
+            out.write_all(b"\n")?;
+            out.flush()
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => {
+                CallToolResult::success(vec![ContentBlock::text(format!("wrote {mb} MiB"))])
+            }
+            other => CallToolResult::error(vec![ContentBlock::text(format!("{other:?}"))]),
+        }
+    }
+
+    #[tool(description = "Closes stdout and never answers; the process stays.")]
+    async fn close_stdout(&self) -> CallToolResult {
+        if let Err(error) = nix::unistd::close(1) {
+            return CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
+        }
+        tracing::warn!("stdout closed; staying alive");
+        std::future::pending::<CallToolResult>().await
+    }
+
+    #[tool(description = "Sends `count` notifications/tools/list_changed, then answers.")]
+    async fn flood_list_changed(
+        &self,
+        Parameters(FloodArgs { count }): Parameters<FloodArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        for _ in 0..count {
+            if context.peer.notify_tool_list_changed().await.is_err() {
+                return CallToolResult::error(vec![ContentBlock::text("the client went away")]);
+            }
+        }
+        CallToolResult::success(vec![ContentBlock::text(format!("sent {count}"))])
+    }
+
     #[tool(description = "Exists only after add_tool was called.")]
     fn added_tool(&self) -> CallToolResult {
         CallToolResult::success(vec![ContentBlock::text("hello from the added tool")])
@@ -412,6 +485,15 @@ pub async fn run_stdio(options: FixtureOptions) -> anyhow::Result<()> {
         tokio::io::copy(&mut stdin, &mut tokio::io::sink()).await?;
         return Ok(());
     }
+    let stubborn = options.stubborn;
+    if stubborn {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::spawn(async move {
+            while term.recv().await.is_some() {
+                tracing::warn!("ignoring SIGTERM");
+            }
+        });
+    }
     let transport = AsyncRwTransport::new_server(tokio::io::stdin(), tokio::io::stdout());
     let running = if options.ignore_discover {
         FixtureServer::new(options)
@@ -421,6 +503,10 @@ pub async fn run_stdio(options: FixtureOptions) -> anyhow::Result<()> {
         FixtureServer::new(options).serve(transport).await?
     };
     running.waiting().await?;
+    if stubborn {
+        tracing::warn!("stdin closed; staying alive");
+        std::future::pending::<()>().await;
+    }
     Ok(())
 }
 

@@ -45,7 +45,7 @@ use warden_sandbox::SandboxSummary;
 pub use call_error::CallError;
 pub use manager::Manager;
 pub use rmcp::model::{CallToolResult, Tool};
-pub use stdio::ExitInfo;
+pub use stdio::{ExitInfo, MAX_LINE};
 
 /// At most this many `tools/list` pages are read from one server.
 pub const MAX_TOOL_PAGES: usize = 100;
