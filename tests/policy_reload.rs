@@ -93,7 +93,8 @@ async fn reload_applies_new_rules_and_keeps_the_old_ones_when_the_new_cannot_loa
 
     // Three configurations that cannot load: each is refused, reported,
     // and the deny stays in force.
-    let broken: [(&str, Box<dyn Fn()>); 3] = [
+    type Breaks<'a> = [(&'a str, Box<dyn Fn() + 'a>); 3];
+    let broken: Breaks = [
         (
             "invalid JSON",
             Box::new(|| std::fs::write(&file, "{\"permissions\": ").unwrap()),
