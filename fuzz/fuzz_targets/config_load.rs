@@ -2,7 +2,8 @@
 //! `--config`, user or project scope, with `${VAR}` expansion from a fixed
 //! environment, every section, then its rules compiled. Properties: no
 //! panic; an error never shows the value of a host variable the file
-//! expanded (it may be a secret); a project file never yields an `allow`
+//! expanded (it may be a secret); `Debug` of `env`, `headers` and URL
+//! credentials never shows one; a project file never yields an `allow`
 //! rule.
 #![no_main]
 
@@ -10,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use warden::config::Scope;
+use warden::config::{Scope, TransportConfig};
 use warden_policy::{Pipeline, PipelineConfig, RuleEffect};
 
 const CANARY: &str = "fuzz-canary-value-7f3a";
@@ -83,11 +84,25 @@ fuzz_target!(|data: &[u8]| {
                     "a project file produced an allow rule"
                 );
             }
-            let debug = format!("{config:?}");
-            assert!(
-                shows_canary || !debug.contains(CANARY),
-                "Debug of a loaded configuration shows an expanded host value"
-            );
+            // Secret-bearing fields never show an expanded value in
+            // Debug: `env` values, `headers` values, URL credentials (the
+            // canary may still be in a URL's host or path).
+            for server in config.servers.values() {
+                let (shown, allowed) = match &server.transport {
+                    TransportConfig::Stdio(stdio) => (format!("{:?}", stdio.env), false),
+                    TransportConfig::Http(remote) | TransportConfig::Sse(remote) => (
+                        format!("{remote:?}"),
+                        warden_core::redact::url(&remote.url).contains(CANARY),
+                    ),
+                };
+                assert!(
+                    shows_canary || allowed || !shown.contains(CANARY),
+                    "Debug of a secret-bearing field shows an expanded host value: {shown}"
+                );
+            }
+            for (_, secret) in &config.project_secrets {
+                assert!(!format!("{secret:?}").contains(CANARY));
+            }
             // The rules as the session compiles them (no Rego: that is
             // its own target).
             let _ = Pipeline::load(PipelineConfig {
