@@ -11,6 +11,8 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod example_servers;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod gateway;
 pub mod host;
 pub mod launch;

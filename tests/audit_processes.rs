@@ -2,10 +2,16 @@
 //! one chain; `kill -9` during a burst leaves a log that verifies up to its
 //! last whole record, and the next session continues it.
 //!
-//! The writer is this test binary itself, re-run with `child_writer` as the
-//! only test and its parameters in `WARDEN_AUDIT_TEST_*` variables.
+//! The writer is this test binary itself, re-run with the ignored test
+//! `child_writer` as the only test and its parameters in
+//! `WARDEN_AUDIT_TEST_*` variables. Run any other way, `child_writer`
+//! fails; the parents check its exit status and that its records are in
+//! the log. Nothing here depends on timing: writers start on a byte written
+//! to their stdin, and interleave because each waits, halfway through, for
+//! the other's records (a condition polled with a generous deadline).
 
-use std::path::{Path, PathBuf};
+use std::io::{Read, Write};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,7 +27,11 @@ const LOG: &str = "WARDEN_AUDIT_TEST_LOG";
 const SESSION: &str = "WARDEN_AUDIT_TEST_SESSION";
 const COUNT: &str = "WARDEN_AUDIT_TEST_COUNT";
 const FSYNC: &str = "WARDEN_AUDIT_TEST_FSYNC";
+/// `1`: wait for one byte on stdin before opening the log.
 const GO: &str = "WARDEN_AUDIT_TEST_GO";
+/// A session name: halfway through, wait until the log holds one of its
+/// records.
+const PEER: &str = "WARDEN_AUDIT_TEST_PEER";
 
 fn event(i: u64) -> Event {
     let args = json!({"i": i, "path": format!("/srv/repo/file-{i}.txt"), "pad": "x".repeat(300)});
@@ -44,26 +54,27 @@ fn event(i: u64) -> Event {
     })
 }
 
-/// Acts as a writer only when run as a child by the tests below.
+/// The writer process, run only by the tests below (`--ignored --exact`).
 #[test]
+#[ignore = "a writer process: the tests below run it with its parameters"]
 fn child_writer() {
-    let Some(path) = std::env::var_os(LOG) else {
-        return;
-    };
+    let path =
+        std::env::var_os(LOG).expect("child_writer runs only as a child of this file's tests");
     let session = std::env::var(SESSION).unwrap();
     let count: u64 = std::env::var(COUNT).unwrap().parse().unwrap();
     let fsync = match std::env::var(FSYNC).unwrap().as_str() {
         "every_record" => FsyncMode::EveryRecord,
         "batch" => FsyncMode::Batch,
-        _ => FsyncMode::Never,
+        "never" => FsyncMode::Never,
+        other => panic!("unknown fsync mode {other}"),
     };
-    if let Some(go) = std::env::var_os(GO) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !Path::new(&go).exists() {
-            assert!(Instant::now() < deadline, "no go signal");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+    if std::env::var_os(GO).is_some() {
+        let mut byte = [0u8; 1];
+        std::io::stdin()
+            .read_exact(&mut byte)
+            .expect("the go byte on stdin");
     }
+    let peer = std::env::var(PEER).ok();
     let log = AuditLog::open(
         Path::new(&path),
         AuditOptions {
@@ -75,6 +86,9 @@ fn child_writer() {
     .unwrap();
     let mut i = 0;
     while count == 0 || i < count {
+        if let Some(peer) = peer.as_deref().filter(|_| i == count / 2) {
+            wait_for_session(Path::new(&path), peer);
+        }
         // Both ways in: write-ahead (pending records) and plain appends.
         if i % 2 == 0 {
             log.write_ahead(event(i)).unwrap();
@@ -86,17 +100,37 @@ fn child_writer() {
     log.close().unwrap();
 }
 
-fn spawn_writer(log: &Path, session: &str, count: u64, fsync: &str, go: Option<&Path>) -> Child {
+/// Waits until the log holds a record of `session`.
+fn wait_for_session(path: &Path, session: &str) {
+    let needle = format!("\"session\":\"{session}\"");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !std::fs::read_to_string(path).is_ok_and(|text| text.contains(&needle)) {
+        assert!(
+            Instant::now() < deadline,
+            "no record of {session} within 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn spawn_writer(log: &Path, session: &str, count: u64, fsync: &str, peer: Option<&str>) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["child_writer", "--exact", "--nocapture", "--test-threads=1"])
-        .env(LOG, log)
-        .env(SESSION, session)
-        .env(COUNT, count.to_string())
-        .env(FSYNC, fsync)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    if let Some(go) = go {
-        cmd.env(GO, go);
+    cmd.args([
+        "child_writer",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(LOG, log)
+    .env(SESSION, session)
+    .env(COUNT, count.to_string())
+    .env(FSYNC, fsync)
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit());
+    if let Some(peer) = peer {
+        cmd.env(GO, "1").env(PEER, peer).stdin(Stdio::piped());
     }
     cmd.spawn().unwrap()
 }
@@ -113,11 +147,14 @@ fn records(path: &Path) -> Vec<Value> {
 fn two_processes_appending_at_once_produce_one_chain() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shared.jsonl");
-    let go: PathBuf = dir.path().join("go");
     let n = 1500;
-    let mut a = spawn_writer(&path, "writer-a", n, "never", Some(&go));
-    let mut b = spawn_writer(&path, "writer-b", n, "batch", Some(&go));
-    std::fs::write(&go, "").unwrap();
+    let mut a = spawn_writer(&path, "writer-a", n, "never", Some("writer-b"));
+    let mut b = spawn_writer(&path, "writer-b", n, "batch", Some("writer-a"));
+    // Both start appending on the same event.
+    for child in [&mut a, &mut b] {
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"g").unwrap();
+    }
     assert!(a.wait().unwrap().success());
     assert!(b.wait().unwrap().success());
 
@@ -142,7 +179,9 @@ fn two_processes_appending_at_once_produce_one_chain() {
         .filter(|w| w[0]["session"] != w[1]["session"])
         .count();
     eprintln!("writer switches in the shared log: {switches}");
-    assert!(switches > 1, "the writers did not run concurrently");
+    // Each writer's second half waits for a record of the other, so the
+    // chain switches writers at least twice whatever the scheduling.
+    assert!(switches >= 2, "the writers did not interleave");
     // One head for both: it names the last record of the shared log.
     let head = warden_audit::read_head(&path, None).unwrap().unwrap().head;
     assert_eq!(head.seq, 2 * n);

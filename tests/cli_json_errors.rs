@@ -352,3 +352,53 @@ fn commands_whose_stdout_is_not_theirs_refuse_json_with_one_object() {
         );
     }
 }
+
+/// Regression (#16): the rule `"mcp_"` once panicked while the
+/// configuration was loaded. Every command that loads it now refuses it
+/// with the rule error (exit 2), as text and as one JSON object, and never
+/// panics (exit 101). Likewise for other rule texts that are prefixes of
+/// the grammar.
+#[test]
+fn a_truncated_rule_is_a_load_error_never_a_panic() {
+    let world = World::new();
+    for rule in [
+        "mcp_",
+        "mcp",
+        "m",
+        "mcp__",
+        "mcp__s__t(",
+        "mcp__s__t(path:",
+        "resource_",
+    ] {
+        world.write_config(&json!({
+            "mcpServers": {"fx": world.fixture()},
+            "permissions": {"deny": [rule]},
+        }));
+        for args in [
+            &["mcp", "status"][..],
+            &["--json", "mcp", "status"][..],
+            &["policy", "check"][..],
+        ] {
+            let out = world.run(args);
+            let err = stderr(&out);
+            assert!(
+                !err.contains("panicked") && out.status.code() != Some(101),
+                "`{rule}` with {args:?}: a panic\n{err}"
+            );
+            assert_ne!(out.status.code(), Some(0), "`{rule}` with {args:?} loaded");
+            if args[0] == "--json" {
+                let v: Value = serde_json::from_slice(&out.stdout)
+                    .unwrap_or_else(|e| panic!("`{rule}`: not one JSON object ({e}): {err}"));
+                assert!(
+                    v["error"].is_object() || v["error"].is_string(),
+                    "`{rule}`: {v}"
+                );
+            } else {
+                assert!(
+                    err.contains("permissions.deny[0]"),
+                    "`{rule}` with {args:?}: {err}"
+                );
+            }
+        }
+    }
+}

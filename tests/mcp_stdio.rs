@@ -220,8 +220,22 @@ async fn a_crash_mid_call_is_reported_and_the_next_call_reconnects() {
     }
     assert!(started.elapsed() < Duration::from_millis(200));
 
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    let echoed = call(&manager, "fx", "echo", json!({"x": 1})).await.unwrap();
+    // Until the backoff ends every call fails fast the same way; then one
+    // reconnects. Polled (a condition, with a generous deadline), not
+    // slept through: a slow machine only takes more rounds.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let echoed = loop {
+        match call(&manager, "fx", "echo", json!({"x": 1})).await {
+            Ok(result) => break result,
+            Err(CallError::NotConnected { reason, .. })
+                if reason.contains("next connection attempt in") =>
+            {
+                assert!(Instant::now() < deadline, "never reconnected: {reason}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(other) => panic!("expected NotConnected or a reconnect, got {other:?}"),
+        }
+    };
     assert_eq!(echoed.structured_content, Some(json!({"x": 1})));
     assert_eq!(status(&manager, "fx").state, ServerState::Connected);
 
@@ -330,16 +344,19 @@ async fn timeouts_and_cancellation_are_distinct_and_leave_the_server_usable() {
     let arguments = args(json!({"ms": 10_000}));
     let permit = permit("fx", "sleep", &arguments);
     let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        trigger.cancel();
-    });
     let started = Instant::now();
-    assert!(matches!(
-        manager.call(permit, arguments, cancel).await,
-        Err(CallError::Cancelled)
-    ));
-    assert!(started.elapsed() < Duration::from_secs(2));
+    let in_flight = manager.call(permit, arguments, cancel);
+    tokio::pin!(in_flight);
+    // Cancel once the call is on its way: after the future has run until
+    // it waits on the server (it cannot finish by itself for 10 s).
+    tokio::select! {
+        biased;
+        result = &mut in_flight => panic!("the call ended before it was cancelled: {result:?}"),
+        () = tokio::task::yield_now() => trigger.cancel(),
+    }
+    assert!(matches!(in_flight.await, Err(CallError::Cancelled)));
+    // Well before the server would have answered on its own.
+    assert!(started.elapsed() < Duration::from_secs(8));
 
     let ok = call(&manager, "fx", "sleep", json!({"ms": 10}))
         .await

@@ -210,3 +210,119 @@ fn resources_and_prompts_from_the_repl_are_decided_and_recorded() {
         2
     );
 }
+
+/// `/policy reload`: a configuration that loads replaces the rules; one
+/// that does not is refused with the reason and the rules stay. The test
+/// writes each line only after the answer to the previous one arrived.
+#[test]
+fn policy_reload_applies_or_refuses_and_keeps_the_old_rules() {
+    use std::io::BufRead;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let dir = tempfile::Builder::new()
+        .prefix("warden-repl-piped-")
+        .tempdir()
+        .expect("temp dir");
+    let path = |name: &str| dir.path().join(name);
+    for sub in ["home", "cfg", "ws"] {
+        std::fs::create_dir_all(path(sub)).expect("mkdir");
+    }
+    let config = |rules: Value| {
+        json!({
+            "mcpServers": {"notes": {"command": WARDEN, "args": ["example-server", "notes"]}},
+            "permissions": rules,
+            "audit": {"path": path("audit.jsonl")}
+        })
+        .to_string()
+    };
+    std::fs::write(
+        path("warden.json"),
+        config(json!({"ask": ["mcp__notes__read_note"]})),
+    )
+    .expect("config");
+    let mut child = Command::new("setsid")
+        .arg(WARDEN)
+        .arg("--config")
+        .arg(path("warden.json"))
+        .arg("repl")
+        .current_dir(path("ws"))
+        .env("HOME", path("home"))
+        .env("WARDEN_CONFIG_DIR", path("cfg"))
+        .env_remove("RUST_LOG")
+        .env_remove("WARDEN_MODEL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // stdout and stderr lines, in one channel, as they come.
+    let (tx, rx) = mpsc::channel::<String>();
+    for stream in [
+        Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().expect("stderr")),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stream)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    let mut seen = Vec::new();
+    let mut wait_for = |needle: &str| {
+        loop {
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => {
+                    let hit = line.contains(needle);
+                    seen.push(line);
+                    if hit {
+                        return;
+                    }
+                }
+                Err(_) => panic!("no `{needle}` within 60 s; got:\n{}", seen.join("\n")),
+            }
+        }
+    };
+    let mut stdin = child.stdin.take().expect("stdin");
+
+    std::fs::write(
+        path("warden.json"),
+        config(json!({"deny": ["mcp__notes__read_note", "mcp__notes__add_note"]})),
+    )
+    .expect("config");
+    stdin.write_all(b"/policy reload\n").expect("write");
+    wait_for("policy reloaded: 2 permission rules");
+
+    std::fs::write(
+        path("warden.json"),
+        "{\"permissions\": {\"deny\": [\"mcp_\"]}}",
+    )
+    .expect("config");
+    stdin.write_all(b"/policy reload\n").expect("write");
+    wait_for("policy reload refused");
+    wait_for("mcp_");
+
+    stdin.write_all(b"/quit\n").expect("write");
+    drop(stdin);
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0), "{}", seen.join("\n"));
+
+    let reloads: Vec<Value> = std::fs::read_to_string(path("audit.jsonl"))
+        .expect("audit")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["event"] == "policy_reload")
+        .collect();
+    assert_eq!(reloads.len(), 2, "{reloads:#?}");
+    assert_eq!(
+        (reloads[0]["ok"].clone(), reloads[0]["rules"].clone()),
+        (json!(true), json!(2))
+    );
+    assert_eq!(reloads[1]["ok"], false);
+}

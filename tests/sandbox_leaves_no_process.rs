@@ -93,40 +93,41 @@ async fn kill_9_of_warden_leaves_no_process_behind() {
 /// blocking threads idle out): PR_SET_PDEATHSIG on the helper would do that.
 #[test]
 fn server_outlives_the_thread_that_spawned_it() {
+    use std::io::{BufRead, Write};
     let fx = Fixture::new();
+    // Answers each line it reads: alive is something it shows, not
+    // something a sleep gives it time to stop being.
     let cfg = server_config(
-        std::path::Path::new("/bin/sleep"),
-        &["30"],
+        std::path::Path::new("/bin/sh"),
+        &["-c", "while read line; do echo \"alive $line\"; done"],
         SandboxSpec::default(),
         warden::config::Trust::Untrusted,
     );
     let prepared = prepare(&cfg, &fx.ctx()).expect("prepare");
     let mut guard = prepared.guard;
-    let mut cmd = tokio::process::Command::from(prepared.command);
-    let child = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("rt");
-        let _enter = rt.enter();
-        cmd.kill_on_drop(false);
-        cmd.spawn().expect("spawn")
-    })
-    .join()
-    .expect("thread");
-    let pid = child.id().expect("pid");
-    guard.attach(pid);
-    std::thread::sleep(Duration::from_millis(300));
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat
-        .rsplit(')')
-        .next()
-        .and_then(|s| s.split_whitespace().next());
+    let mut cmd = prepared.command;
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+    // The spawning thread exits before the server is asked anything (the
+    // PR_SET_PDEATHSIG trap: it fires when the spawning *thread* exits).
+    let mut child = std::thread::spawn(move || cmd.spawn().expect("spawn"))
+        .join()
+        .expect("thread");
+    guard.attach(child.id());
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    for round in 1..=3 {
+        writeln!(stdin, "{round}").expect("the server's stdin is open");
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read");
+        assert_eq!(
+            line.trim_end(),
+            format!("alive {round}"),
+            "the server did not answer after its spawning thread exited"
+        );
+    }
+    drop(stdin);
     drop(guard); // kills the group
-    assert!(
-        matches!(state, Some("S") | Some("R")),
-        "helper state {state:?}: {stat}"
-    );
+    let _ = child.wait();
 }
 
 /// The per-server cgroups go with the server: `kill -9` of warden makes the

@@ -15,6 +15,10 @@
 //! was given: each string must occur in the messages that came in since the
 //! previous turn (the tool results, or the task for the first turn), else the
 //! model fails. That is how a scripted run proves that it saw a denial.
+//! `absent` (a string or a list) is the opposite, over everything the model
+//! is sent (system prompt, every message, the tool definitions): none of
+//! the strings may occur, else the model fails without saying where (so a
+//! leaked secret is not printed by the failure itself).
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -29,6 +33,7 @@ struct ScriptTurn {
     text: Option<String>,
     tool_calls: Vec<ToolCall>,
     expect: Vec<String>,
+    absent: Vec<String>,
 }
 
 /// Replays assistant turns in order.
@@ -102,6 +107,15 @@ impl ScriptedModel {
                 }
             }
         }
+        if !turn.absent.is_empty() {
+            let sent = format!("{request:?}");
+            if let Some(i) = turn.absent.iter().position(|a| sent.contains(a.as_str())) {
+                return Err(ModelError::Script {
+                    file: self.origin.clone(),
+                    message: format!("turn {index}: absent[{i}] occurs in what the model was sent"),
+                });
+            }
+        }
         Ok(ModelTurn {
             text: turn.text.clone(),
             tool_calls: turn.tool_calls.clone(),
@@ -144,7 +158,7 @@ fn parse_turn(index: usize, t: &Value) -> Result<ScriptTurn, String> {
     let o = t
         .as_object()
         .ok_or("must be an object with \"text\" and/or \"tool_calls\"")?;
-    check_keys(o, &["text", "tool_calls", "expect"])?;
+    check_keys(o, &["text", "tool_calls", "expect", "absent"])?;
     let text = match o.get("text") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
@@ -164,21 +178,27 @@ fn parse_turn(index: usize, t: &Value) -> Result<ScriptTurn, String> {
     if text.is_none() && tool_calls.is_empty() {
         return Err("has neither \"text\" nor \"tool_calls\"".into());
     }
-    let expect = match o.get("expect") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(s)) => vec![s.clone()],
+    Ok(ScriptTurn {
+        text,
+        tool_calls,
+        expect: strings(o, "expect")?,
+        absent: strings(o, "absent")?,
+    })
+}
+
+/// A key holding a string or a list of strings (absent: none).
+fn strings(o: &Map<String, Value>, key: &str) -> Result<Vec<String>, String> {
+    let wrong = || format!("\"{key}\" must be a string or a list of strings");
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(vec![s.clone()]),
         Some(Value::Array(a)) => a
             .iter()
             .map(|s| s.as_str().map(str::to_string))
             .collect::<Option<Vec<_>>>()
-            .ok_or("\"expect\" must be a string or a list of strings")?,
-        Some(_) => return Err("\"expect\" must be a string or a list of strings".into()),
-    };
-    Ok(ScriptTurn {
-        text,
-        tool_calls,
-        expect,
-    })
+            .ok_or_else(wrong),
+        Some(_) => Err(wrong()),
+    }
 }
 
 fn parse_call(turn: usize, j: usize, c: &Value) -> Result<ToolCall, String> {

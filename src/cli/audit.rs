@@ -377,6 +377,13 @@ fn row(r: &Value) -> [String; 8] {
                 duration = format!("{ms} ms");
             }
         }
+        "policy_reload" => {
+            outcome = if r["ok"] == Value::Bool(true) {
+                format!("reloaded, {} rules", r["rules"].as_u64().unwrap_or(0))
+            } else {
+                format!("refused (previous kept): {}", s(&r["error"]))
+            };
+        }
         "audit_gap" => {
             outcome = format!(
                 "{} records lost since {}",

@@ -108,6 +108,7 @@ pub fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<u8> {
         options.exit = Some(cancel.clone());
         let host = Arc::new(Host::open(options).map_err(session::host_error)?);
         host.install_server_requests(warden_audit::Caller::Gateway);
+        spawn_reload_on_hangup(Arc::clone(&host), cancel.clone());
         tokio::select! {
             () = host.connect() => {}
             () = cancel.cancelled() => {
@@ -223,4 +224,32 @@ fn parse_listen(addr: &str, allow_remote: bool) -> anyhow::Result<SocketAddr> {
         )));
     }
     Ok(parsed)
+}
+
+/// SIGHUP: load the rules and policies again ([`Host::reload_policy`];
+/// a failure keeps the current ones, and either way is logged and audited).
+fn spawn_reload_on_hangup(host: Arc<Host>, stop: tokio_util::sync::CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangup = match signal(SignalKind::hangup()) {
+        Ok(hangup) => hangup,
+        Err(error) => {
+            tracing::warn!(%error, "cannot install the SIGHUP handler: no policy reload");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                got = hangup.recv() => {
+                    if got.is_none() {
+                        return;
+                    }
+                    // Loading reads files and compiles policies: off the runtime.
+                    let host = Arc::clone(&host);
+                    let _ = tokio::task::spawn_blocking(move || host.reload_policy()).await;
+                }
+            }
+        }
+    });
 }

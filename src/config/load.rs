@@ -84,6 +84,27 @@ pub fn load_with_env(opts: &LoadOptions, env: EnvLookup<'_>) -> Result<Config, C
     Ok(config)
 }
 
+/// One file loaded as `scope` and merged as [`load_with_env`] would,
+/// without registering its secrets with `crate::scrub` (a fuzz target
+/// loads millions of files; the process-wide list would only grow).
+/// `workspace` must already be canonical.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn load_file_unregistered(
+    path: &Path,
+    scope: Scope,
+    workspace: &Path,
+    config_dir: &Path,
+    env: EnvLookup<'_>,
+) -> Result<Config, ConfigError> {
+    let file = load_file(path, scope, workspace, env)?;
+    Ok(merge(
+        workspace.to_path_buf(),
+        config_dir.to_path_buf(),
+        vec![path.to_path_buf()],
+        vec![(file, scope)],
+    ))
+}
+
 /// The nearest `.mcp.json` at or above `start`.
 pub fn find_project_file(start: &Path) -> Option<PathBuf> {
     start

@@ -33,6 +33,8 @@ mod load;
 pub use approvals::{Approval, Approvals};
 pub use error::{ConfigError, Diagnostic, ErrorKind};
 pub use expand::{EnvLookup, referenced_vars};
+#[cfg(feature = "fuzzing")]
+pub(crate) use load::load_file_unregistered;
 pub use load::{LoadOptions, default_config_dir, load, load_with_env};
 use warden_audit::{FsyncMode, OnFailure};
 pub use warden_core::{Scope, TransportKind, Trust};
@@ -79,10 +81,21 @@ pub struct StdioConfig {
     pub cwd: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RemoteConfig {
+    /// As written, expanded: it may carry credentials (userinfo, query
+    /// values), which `Debug` masks.
     pub url: String,
     pub headers: BTreeMap<String, Secret>,
+}
+
+impl fmt::Debug for RemoteConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteConfig")
+            .field("url", &warden_core::redact::url(&self.url))
+            .field("headers", &self.headers)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -361,4 +374,40 @@ pub fn secrets_of(config: &Config) -> Vec<String> {
     out.sort();
     out.dedup();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by fuzz/config_load (input `{"mcpServers": {"h": {"type":
+    /// "http", "url": "https://user:${FUZZ_TOKEN}@example.com/mcp", …}}}`):
+    /// `Debug` of a loaded configuration showed the credential expanded
+    /// into the URL. Debug output reaches logs and panics.
+    #[test]
+    fn debug_of_a_loaded_http_server_masks_url_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let file = root.join("warden.json");
+        std::fs::write(
+            &file,
+            r#"{"mcpServers": {"h": {"type": "http",
+                "url": "https://user:${FUZZ_TOKEN}@example.com/mcp?key=${FUZZ_TOKEN}",
+                "headers": {"Authorization": "Bearer ${FUZZ_TOKEN}"}}}}"#,
+        )
+        .unwrap();
+        let env = |name: &str| (name == "FUZZ_TOKEN").then(|| "fuzz-canary-value-7f3a".to_string());
+        let config = load_with_env(
+            &LoadOptions {
+                config_file: Some(file),
+                workspace: root.clone(),
+                config_dir: root.join("cfg"),
+            },
+            &env,
+        )
+        .expect("loads");
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("fuzz-canary-value-7f3a"), "{shown}");
+        assert!(shown.contains("example.com/mcp"), "{shown}");
+    }
 }

@@ -26,6 +26,14 @@
 //! `logging/setLevel` and `resources/subscribe` exist; `--tool-named NAME`
 //! (repeatable) lists one more (uncallable) tool with exactly that name,
 //! e.g. one carrying terminal escapes.
+//! `--stubborn` ignores SIGTERM and keeps running after stdin closes (only
+//! SIGKILL ends it).
+//!
+//! Faults on request: `huge_line {mb}` writes one line of `mb` MiB to
+//! stdout (no JSON-RPC message), then answers; `close_stdout` closes the
+//! server's stdout and never answers, the process staying alive;
+//! `flood_list_changed {count}` sends that many
+//! `notifications/tools/list_changed`.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,6 +93,8 @@ pub struct FixtureOptions {
     pub legacy: bool,
     /// One more resource, listed and readable (text `own`).
     pub own_resource: Option<String>,
+    /// Ignore SIGTERM and outlive stdin's end.
+    pub stubborn: bool,
 }
 
 impl Default for FixtureOptions {
@@ -100,6 +110,7 @@ impl Default for FixtureOptions {
             named_tools: Vec::new(),
             legacy: false,
             own_resource: None,
+            stubborn: false,
         }
     }
 }
@@ -123,6 +134,7 @@ impl FixtureOptions {
                 "--own-resource" => {
                     options.own_resource = Some(flag_value(arg, &mut iter)?.clone());
                 }
+                "--stubborn" => options.stubborn = true,
                 "--count-calls" => {
                     options.count_calls = Some(flag_value(arg, &mut iter)?.into());
                 }
@@ -132,12 +144,25 @@ impl FixtureOptions {
                 other => anyhow::bail!(
                     "fixture: unknown argument `{other}` (known: --name NAME, --pages N, \
                      --extra-tools N, --repeat-cursor, --silent, --ignore-discover, \
-                     --legacy, --own-resource URI, --count-calls FILE, --tool-named NAME)"
+                     --legacy, --own-resource URI, --count-calls FILE, --tool-named NAME, \
+                     --stubborn)"
                 ),
             }
         }
         Ok(options)
     }
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct HugeLineArgs {
+    /// Size of the line, in MiB.
+    pub mb: u64,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct FloodArgs {
+    /// How many notifications to send.
+    pub count: u64,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -395,6 +420,55 @@ impl FixtureServer {
             }
         }
         CallToolResult::success(vec![ContentBlock::text(format!("counted to {steps}"))])
+    }
+
+    #[tool(
+        description = "Writes one line of `mb` MiB (not a JSON-RPC message) to stdout, then answers."
+    )]
+    async fn huge_line(
+        &self,
+        Parameters(HugeLineArgs { mb }): Parameters<HugeLineArgs>,
+    ) -> CallToolResult {
+        let written = tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            let chunk = vec![b'x'; 1 << 20];
+            let mut out = std::io::stdout().lock();
+            for _ in 0..mb {
+                out.write_all(&chunk)?;
+            }
+            out.write_all(b"\n")?;
+            out.flush()
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => {
+                CallToolResult::success(vec![ContentBlock::text(format!("wrote {mb} MiB"))])
+            }
+            other => CallToolResult::error(vec![ContentBlock::text(format!("{other:?}"))]),
+        }
+    }
+
+    #[tool(description = "Closes stdout and never answers; the process stays.")]
+    async fn close_stdout(&self) -> CallToolResult {
+        if let Err(error) = nix::unistd::close(1) {
+            return CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
+        }
+        tracing::warn!("stdout closed; staying alive");
+        std::future::pending::<CallToolResult>().await
+    }
+
+    #[tool(description = "Sends `count` notifications/tools/list_changed, then answers.")]
+    async fn flood_list_changed(
+        &self,
+        Parameters(FloodArgs { count }): Parameters<FloodArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        for _ in 0..count {
+            if context.peer.notify_tool_list_changed().await.is_err() {
+                return CallToolResult::error(vec![ContentBlock::text("the client went away")]);
+            }
+        }
+        CallToolResult::success(vec![ContentBlock::text(format!("sent {count}"))])
     }
 
     #[tool(description = "Exists only after add_tool was called.")]
@@ -655,6 +729,15 @@ pub async fn run_stdio(options: FixtureOptions) -> anyhow::Result<()> {
         tokio::io::copy(&mut stdin, &mut tokio::io::sink()).await?;
         return Ok(());
     }
+    let stubborn = options.stubborn;
+    if stubborn {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::spawn(async move {
+            while term.recv().await.is_some() {
+                tracing::warn!("ignoring SIGTERM");
+            }
+        });
+    }
     let transport = AsyncRwTransport::new_server(tokio::io::stdin(), tokio::io::stdout());
     let running = if options.ignore_discover {
         FixtureServer::new(options)
@@ -664,6 +747,10 @@ pub async fn run_stdio(options: FixtureOptions) -> anyhow::Result<()> {
         FixtureServer::new(options).serve(transport).await?
     };
     running.waiting().await?;
+    if stubborn {
+        tracing::warn!("stdin closed; staying alive");
+        std::future::pending::<()>().await;
+    }
     Ok(())
 }
 

@@ -72,8 +72,11 @@ impl Host {
         // caller's cancellation (SIGTERM, --timeout, a client going away)
         // ends the wait at once.
         let facts = Arc::new(facts);
+        // One pipeline for the whole request, even if a reload swaps it
+        // meanwhile.
+        let pipeline = self.pipeline();
         let decided = tokio::select! {
-            decision = self.pipeline.decide_within(facts.clone()) => Some(decision),
+            decision = pipeline.decide_within(facts.clone()) => Some(decision),
             () = cancel.cancelled() => None,
             () = self.exiting.cancelled() => None,
         };
@@ -98,7 +101,7 @@ impl Host {
             method,
         };
         let Some(decision) = decided else {
-            let decision = cancelled_before_decision(self.pipeline.policy_sha256());
+            let decision = cancelled_before_decision(pipeline.policy_sha256());
             report.decision = Some(summary(&decision));
             report.outcome = Outcome::Cancelled;
             report.error = Some("cancelled before warden decided".into());
@@ -107,7 +110,7 @@ impl Host {
                 .record(self.request_record(caller, arguments, &report, Some(&decision)));
             return report;
         };
-        let permit = match self.pipeline.authorize(&facts, decision, asker).await {
+        let permit = match pipeline.authorize(&facts, decision, asker).await {
             Ok(permit) => permit,
             Err(decision) => {
                 self.stats.denied.fetch_add(1, Ordering::Relaxed);

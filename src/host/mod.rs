@@ -80,6 +80,39 @@ pub struct HostOptions {
     pub exit: Option<CancellationToken>,
 }
 
+/// What [`Host::reload_policy`] put in force.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyReloaded {
+    pub policy_sha256: Option<String>,
+    pub previous_sha256: Option<String>,
+    pub rules: usize,
+}
+
+/// The parts of [`HostOptions`] the pipeline is built from.
+#[derive(Debug, Clone)]
+struct ReloadInputs {
+    load: config::LoadOptions,
+    extra_policies: Vec<PathBuf>,
+    mode: Mode,
+    locked: bool,
+}
+
+impl ReloadInputs {
+    fn pipeline(&self, config: &Config) -> Result<Pipeline, warden_policy::PolicyError> {
+        Pipeline::load(PipelineConfig {
+            rules: config.rules.clone(),
+            policies: config.policies.clone(),
+            extra_policies: self.extra_policies.clone(),
+            data: config.policy_data.clone(),
+            workspace: config.workspace.clone(),
+            mode: self.mode,
+            locked: self.locked,
+            with_default: config.default_policy,
+            ..PipelineConfig::default()
+        })
+    }
+}
+
 /// Counters for `session_end` (`tool_calls` counts every decided request,
 /// resources and prompts included).
 #[derive(Debug, Default)]
@@ -93,7 +126,11 @@ pub struct Host {
     session: String,
     mode: Mode,
     manager: Arc<Manager>,
-    pipeline: Arc<Pipeline>,
+    /// Swapped whole by [`Host::reload_policy`]; a call takes one `Arc`
+    /// when it starts and decides and authorizes with it.
+    pipeline: std::sync::RwLock<Arc<Pipeline>>,
+    /// What the pipeline is built from, again, on a reload.
+    reload: ReloadInputs,
     audit: Arc<audit::SessionAudit>,
     /// Cancelled when the session ends: calls in flight become `abandoned`.
     exiting: CancellationToken,
@@ -118,17 +155,13 @@ impl Host {
     /// [`Host::connect`] (the repl does it in the background).
     pub fn open(opts: HostOptions) -> Result<Host, HostError> {
         let config = config::load(&opts.load)?;
-        let pipeline = Pipeline::load(PipelineConfig {
-            rules: config.rules.clone(),
-            policies: config.policies.clone(),
+        let reload = ReloadInputs {
+            load: opts.load.clone(),
             extra_policies: opts.extra_policies.clone(),
-            data: config.policy_data.clone(),
-            workspace: config.workspace.clone(),
             mode: opts.mode,
             locked: opts.locked,
-            with_default: config.default_policy,
-            ..PipelineConfig::default()
-        })?;
+        };
+        let pipeline = reload.pipeline(&config)?;
         let session = uuid::Uuid::new_v4().to_string();
         let audit = open_audit(&opts, &config, &session)?;
         let pins_path = match &opts.lock {
@@ -179,7 +212,8 @@ impl Host {
             session,
             mode: opts.mode,
             manager,
-            pipeline: Arc::new(pipeline),
+            pipeline: std::sync::RwLock::new(Arc::new(pipeline)),
+            reload,
             audit: Arc::new(audit),
             exiting: opts.exit.clone().unwrap_or_default(),
             in_flight: AtomicUsize::new(0),
@@ -200,7 +234,7 @@ impl Host {
             .write_ahead(Event::SessionStart {
                 warden_version: env!("CARGO_PKG_VERSION").to_string(),
                 config_sha256: host.config.digest.clone(),
-                policy_sha256: host.pipeline.policy_sha256().map(str::to_string),
+                policy_sha256: host.pipeline().policy_sha256().map(str::to_string),
                 mode: host.mode,
                 workspace: host.config.workspace.display().to_string(),
             })
@@ -227,8 +261,71 @@ impl Host {
         self.mode
     }
 
-    pub fn pipeline(&self) -> &Pipeline {
-        &self.pipeline
+    /// The pipeline in force now (a reload replaces it; this one stays
+    /// valid for as long as it is held).
+    pub fn pipeline(&self) -> Arc<Pipeline> {
+        match self.pipeline.read() {
+            Ok(p) => Arc::clone(&p),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// Loads the permission rules and Rego policies again from the
+    /// configuration files (servers are not touched) and, when everything
+    /// loads, decides every later call with them. When something does not
+    /// (a file unreadable, invalid JSON, a bad rule or policy), the session
+    /// keeps the pipeline it had. Either way a `policy_reload` record is
+    /// written. "Allow for this session" answers do not carry over.
+    pub fn reload_policy(&self) -> Result<PolicyReloaded, String> {
+        let previous = self.pipeline();
+        let loaded = config::load(&self.reload.load)
+            .map_err(|e| e.to_string())
+            .and_then(|config| {
+                self.reload
+                    .pipeline(&config)
+                    .map(|p| (p, config.rules.len()))
+                    .map_err(|e| e.to_string())
+            });
+        match loaded {
+            Ok((pipeline, rules)) => {
+                let pipeline = Arc::new(pipeline);
+                let reloaded = PolicyReloaded {
+                    policy_sha256: pipeline.policy_sha256().map(str::to_string),
+                    previous_sha256: previous.policy_sha256().map(str::to_string),
+                    rules,
+                };
+                match self.pipeline.write() {
+                    Ok(mut p) => *p = pipeline,
+                    Err(poisoned) => *poisoned.into_inner() = pipeline,
+                }
+                self.invalidate_tools();
+                tracing::info!(
+                    rules,
+                    policy_sha256 = reloaded.policy_sha256.as_deref().unwrap_or(""),
+                    "policy reloaded"
+                );
+                self.audit.record(Event::PolicyReload {
+                    ok: true,
+                    policy_sha256: reloaded.policy_sha256.clone(),
+                    previous_sha256: reloaded.previous_sha256.clone(),
+                    rules: rules as u64,
+                    error: None,
+                });
+                Ok(reloaded)
+            }
+            Err(error) => {
+                let error = crate::scrub::clean(&error).into_owned();
+                tracing::error!("policy reload refused, the previous policy stays: {error}");
+                self.audit.record(Event::PolicyReload {
+                    ok: false,
+                    policy_sha256: previous.policy_sha256().map(str::to_string),
+                    previous_sha256: previous.policy_sha256().map(str::to_string),
+                    rules: 0,
+                    error: Some(error.clone()),
+                });
+                Err(error)
+            }
+        }
     }
 
     pub fn manager(&self) -> &Arc<Manager> {

@@ -178,7 +178,7 @@ impl Host {
                 Ok(resources) => out.extend(
                     resources
                         .into_iter()
-                        .filter(|r| !self.pipeline.resource_hidden(&target, &r.uri))
+                        .filter(|r| !self.pipeline().resource_hidden(&target, &r.uri))
                         .map(|resource| ListedResource {
                             server: server.clone(),
                             resource,
@@ -209,7 +209,7 @@ impl Host {
         let mut out = Vec::new();
         for server in self.servers_with(|c| c.resources.is_some()) {
             if self
-                .pipeline
+                .pipeline()
                 .hidden_request(RequestKind::Resource, &resource_target(&server))
             {
                 continue;
@@ -237,7 +237,7 @@ impl Host {
                     for prompt in prompts {
                         let qualified = prompt_target(&server, &prompt.name);
                         if self
-                            .pipeline
+                            .pipeline()
                             .hidden_request(RequestKind::Prompt, &qualified)
                         {
                             continue;

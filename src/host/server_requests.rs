@@ -136,8 +136,9 @@ impl Decider {
             target,
             &pending.arguments,
         ));
+        let pipeline = host.pipeline();
         let decided = tokio::select! {
-            decision = host.pipeline.decide_within(facts) => Some(decision),
+            decision = pipeline.decide_within(facts) => Some(decision),
             () = cancel.cancelled() => None,
             () = host.exiting.cancelled() => None,
         };

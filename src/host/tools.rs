@@ -70,7 +70,18 @@ impl Host {
         cache.view.clone()
     }
 
+    /// Forgets the cached view: the next [`Host::tools`] builds it again
+    /// (after a policy reload: hidden tools and schema checks may differ).
+    pub(super) fn invalidate_tools(&self) {
+        let mut cache = match self.tools.lock() {
+            Ok(cache) => cache,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        cache.version = None;
+    }
+
     fn build_view(&self) -> ToolView {
+        let pipeline = self.pipeline();
         let statuses = self.manager.statuses();
         let connected: Vec<_> = statuses
             .iter()
@@ -80,7 +91,7 @@ impl Host {
         // is skipped here, when listed, and reported (`skipped_tools`).
         let refuse = |tool: &crate::mcp::Tool| {
             let schema = serde_json::Value::Object((*tool.input_schema).clone());
-            self.pipeline.check_input_schema(&schema).err()
+            pipeline.check_input_schema(&schema).err()
         };
         let registry = Registry::build_with(
             connected
@@ -125,13 +136,13 @@ impl Host {
         }
         for entry in registry.tools() {
             let schema = serde_json::Value::Object((*entry.definition.input_schema).clone());
-            for warning in self.pipeline.check_tool(&entry.qualified, &schema) {
+            for warning in pipeline.check_tool(&entry.qualified, &schema) {
                 tracing::warn!(tool = %entry.qualified, "{warning}");
             }
         }
         let hidden = registry
             .tools()
-            .filter(|t| self.pipeline.hidden(&t.qualified))
+            .filter(|t| pipeline.hidden(&t.qualified))
             .map(|t| t.qualified.clone())
             .collect();
         ToolView {

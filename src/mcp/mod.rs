@@ -52,7 +52,7 @@ pub use manager::Manager;
 pub use notify::{ProgressSink, Upstream};
 pub use rmcp::model::{CallToolResult, Tool};
 pub use server_requests::{Attribution, Downstream, ServerRequests, error_data};
-pub use stdio::ExitInfo;
+pub use stdio::{ExitInfo, MAX_LINE};
 
 /// At most this many `tools/list` pages are read from one server.
 pub const MAX_TOOL_PAGES: usize = 100;

@@ -167,7 +167,7 @@ pub(crate) fn spawn(
 
     Ok(Spawned {
         transport: ChildTransport {
-            inner: AsyncRwTransport::new_client(stdout, stdin),
+            inner: AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_LINE),
             exit: exit_rx.clone(),
             pid,
             guard: Some(guard),
@@ -225,6 +225,13 @@ fn emit_stderr(server: &str, line: &[u8], cut: bool) {
         tracing::info!(target: "warden::server", server, "{text}");
     }
 }
+
+/// The longest line (one JSON-RPC message) read from a server's stdout.
+/// A longer line is dropped as it arrives (never buffered whole; rmcp logs
+/// an error) and the connection stays up: a server writing 100 MB in one
+/// line costs warden at most this much memory. The same cap as rmcp's
+/// streamable HTTP client per event.
+pub const MAX_LINE: usize = 16 << 20;
 
 /// rmcp transport over a server's stdin/stdout that owns the process group.
 pub(crate) struct ChildTransport {

@@ -338,6 +338,20 @@ pub enum Event {
         /// The first failure.
         error: String,
     },
+    /// The rules and policies were loaded again during the session (the
+    /// gateway's SIGHUP, the repl's `/policy reload`). `ok: false`: the new
+    /// ones could not be loaded (`error` says why) and the session keeps
+    /// deciding with the previous ones (`policy_sha256` is then theirs).
+    PolicyReload {
+        ok: bool,
+        /// The policy set in force after the reload.
+        policy_sha256: Option<String>,
+        /// The policy set in force before it.
+        previous_sha256: Option<String>,
+        /// Permission rules in force after the reload.
+        rules: u64,
+        error: Option<String>,
+    },
     SessionEnd {
         tool_calls: u64,
         denied: u64,

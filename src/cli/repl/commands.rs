@@ -34,6 +34,7 @@ Type a task for the model, or a command:
   /read [SERVER] URI         read a resource (decided and audited like a tool call)
   /prompt SERVER PROMPT [JSON]  get a prompt with arguments (decided and audited)
   /policy                    loaded policies and their SHA-256 digests
+  /policy reload             load rules and policies again (a failure keeps the current ones)
   /audit [N]                 the last N records of this session's audit log (default 10)
   /help                      this text
   /quit                      stop the servers and leave (also Ctrl-D)
@@ -66,6 +67,7 @@ impl Repl {
             ["/prompt", server, prompt] => self.get_prompt(server, prompt, None).await,
             ["/prompt", server, prompt, args] => self.get_prompt(server, prompt, Some(args)).await,
             ["/policy"] => self.show_policy(),
+            ["/policy", "reload"] => self.reload_policy(),
             ["/audit"] => self.show_audit(10),
             ["/audit", n] => match n.parse::<usize>() {
                 Ok(n) => self.show_audit(n),
@@ -221,6 +223,21 @@ impl Repl {
                 println!("no tools yet: servers are still connecting");
             } else {
                 println!("no tools");
+            }
+        }
+    }
+
+    fn reload_policy(&self) {
+        match self.host.reload_policy() {
+            Ok(reloaded) => {
+                println!(
+                    "policy reloaded: {} permission rules, policy set {}",
+                    reloaded.rules,
+                    reloaded.policy_sha256.as_deref().unwrap_or("(none)")
+                );
+            }
+            Err(error) => {
+                eprintln!("policy reload refused; the current policy stays in force:\n{error}");
             }
         }
     }
@@ -448,6 +465,11 @@ fn compact_record(record: &Value) -> String {
             "{} → {}",
             record["qualified"].as_str().unwrap_or("?"),
             record["outcome"].as_str().unwrap_or("?"),
+        ),
+        "policy_reload" if record["ok"] == Value::Bool(true) => "policy reloaded".to_string(),
+        "policy_reload" => format!(
+            "policy reload refused, previous kept: {}",
+            record["error"].as_str().unwrap_or("?")
         ),
         "tool_result" => format!(
             "{} → {} {}ms",

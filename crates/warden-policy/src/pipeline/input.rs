@@ -230,6 +230,50 @@ mod tests {
     use crate::pipeline::PipelineConfig;
     use warden_core::{Effect, Stage};
 
+    /// Found by fuzz/rego_input (arguments `444444444444444444.222`): an
+    /// integral float beyond 2^53 reaches Rego as that f64, but its JSON
+    /// form (regorus writes the shortest decimal, `444444444444444400`)
+    /// reads back as a different *integer*. What holds, and is checked
+    /// here: the value is the sent one as a number (f64), never another.
+    #[test]
+    fn large_floats_keep_their_value_in_the_rego_input() {
+        let p = Pipeline::load(PipelineConfig {
+            policies: Some(vec![]),
+            ..PipelineConfig::default()
+        })
+        .expect("load");
+        let sent: Value = serde_json::from_str("444444444444444444.222").unwrap();
+        let facts = CallFacts {
+            kind: warden_core::RequestKind::Tool,
+            server: ServerFacts {
+                name: "s".into(),
+                trust: Trust::Trusted,
+                transport: TransportKind::Stdio,
+                scope: Scope::User,
+            },
+            tool: ToolFacts {
+                name: "t".into(),
+                qualified: "mcp__s__t".into(),
+                annotations: Value::Null,
+                input_schema: json!({}),
+                pin: PinState::Pinned,
+            },
+            arguments: json!({"n": sent, "m": [sent, -1e300, 9007199254740993u64]}),
+            context: CallContext {
+                mode: Mode::Ci,
+                session: "s".into(),
+                call_index: 1,
+            },
+        };
+        let input = p.rego_input_json(&facts, Mode::Ci, &[]);
+        let as_f64 = |v: &Value| v.as_f64().unwrap();
+        assert_eq!(as_f64(&input["raw_arguments"]["n"]), as_f64(&sent));
+        assert_eq!(as_f64(&input["arguments"]["n"]), as_f64(&sent));
+        assert_eq!(as_f64(&input["raw_arguments"]["m"][1]), -1e300);
+        // Integers are kept exactly.
+        assert_eq!(input["raw_arguments"]["m"][2], json!(9007199254740993u64));
+    }
+
     /// The one builder produces exactly the document of CONTRACT §5.
     #[test]
     fn rego_input_is_the_contract_document() {

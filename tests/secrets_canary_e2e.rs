@@ -1,0 +1,234 @@
+//! Secrets canary: distinct canary values in a server's `env`, in a host
+//! variable passed by `env_from`, in an HTTP server's `headers` and URL
+//! credentials, and in an argument the audit log `redact`s. Every command
+//! that shows configuration, calls, statuses, the log or errors runs at the
+//! default log level, with `-vv` and with `RUST_LOG=debug`; no canary may
+//! appear in its stdout, its stderr, the audit log, or (for `run`) in
+//! anything the scripted model is sent.
+
+mod cli_support;
+
+use std::process::Output;
+
+use cli_support::*;
+use serde_json::json;
+
+struct Canaries {
+    env: String,
+    env_from: String,
+    header: String,
+    url_password: String,
+    argument: String,
+}
+
+impl Canaries {
+    fn new(world: &World) -> Canaries {
+        let m = &world.marker[1..13];
+        Canaries {
+            env: format!("envcanary{m}"),
+            env_from: format!("fromcanary{m}"),
+            header: format!("hdrcanary{m}"),
+            url_password: format!("urlcanary{m}"),
+            argument: format!("argcanary{m}"),
+        }
+    }
+
+    fn all(&self) -> [&str; 5] {
+        [
+            &self.env,
+            &self.env_from,
+            &self.header,
+            &self.url_password,
+            &self.argument,
+        ]
+    }
+
+    /// Those warden itself knows to be secret (the argument canary is the
+    /// caller's own text: only the audit log must drop it).
+    fn configured(&self) -> [&str; 4] {
+        [&self.env, &self.env_from, &self.header, &self.url_password]
+    }
+}
+
+const LEVELS: [(&str, Option<&str>, &[&str]); 3] = [
+    ("default", None, &[]),
+    ("-vv", None, &["-vv"]),
+    ("RUST_LOG=debug", Some("debug"), &[]),
+];
+
+fn setup(world: &World, c: &Canaries) -> std::path::PathBuf {
+    let audit = world.path("audit.jsonl");
+    let mut fx = world.fixture();
+    fx["env"] = json!({"API_TOKEN": c.env});
+    fx["env_from"] = json!(["WARDEN_CANARY_FROM"]);
+    world.write_config(&json!({
+        "mcpServers": {
+            "fx": fx,
+            // Nothing listens on port 1: every use is a connection error
+            // whose message names the URL.
+            "remote": {
+                "type": "http",
+                "url": format!("http://canary-user:{}@127.0.0.1:1/mcp", c.url_password),
+                "headers": {"Authorization": format!("Bearer {}", c.header)},
+                "timeout": 5
+            }
+        },
+        "permissions": {"allow": ["mcp__fx__*"]},
+        "audit": {"path": audit, "redact": ["/password"]},
+    }));
+    audit
+}
+
+/// `warden ARGS` in `world` at a log level, with the `env_from` canary in
+/// warden's environment.
+fn warden_at(
+    world: &World,
+    level: (&str, Option<&str>, &[&str]),
+    args: &[&str],
+    from: &str,
+) -> (String, Output) {
+    let (name, rust_log, flags) = level;
+    let mut cmd = world.warden(&[]);
+    cmd.args(flags).args(args).env("WARDEN_CANARY_FROM", from);
+    if let Some(filter) = rust_log {
+        cmd.env("RUST_LOG", filter);
+    }
+    let label = format!("`warden {}` at {name}", args.join(" "));
+    (label, cmd.output().expect("run warden"))
+}
+
+fn assert_clean(label: &str, out: &Output, canaries: &[&str]) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for canary in canaries {
+        assert!(
+            !stdout.contains(canary),
+            "{label}: a canary on stdout:\n{stdout}"
+        );
+        assert!(
+            !stderr.contains(canary),
+            "{label}: a canary on stderr:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn no_canary_in_any_output_at_any_log_level() {
+    let world = World::new();
+    let c = Canaries::new(&world);
+    let audit = setup(&world, &c);
+    let audit_arg = audit.to_str().unwrap().to_string();
+    let call_args = json!({"ms": 1, "password": c.argument}).to_string();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["call", "fx", "sleep", "--args", &call_args],
+        vec!["--json", "call", "fx", "sleep", "--args", &call_args],
+        // Errors: an unknown tool, a server that cannot be reached.
+        vec!["call", "fx", "no_such_tool", "--args", "{}"],
+        vec!["--json", "call", "remote", "anything", "--args", "{}"],
+        vec!["call", "remote", "anything", "--args", "{}"],
+        vec!["mcp", "status"],
+        vec!["mcp", "status", "--json"],
+        vec!["mcp", "list"],
+        vec!["mcp", "list", "--json"],
+        vec!["audit", "show", &audit_arg],
+        vec!["--json", "audit", "show", &audit_arg],
+        vec!["audit", "verify", &audit_arg],
+    ];
+    let mut ran_call = false;
+    for level in LEVELS {
+        for args in &commands {
+            let (label, out) = warden_at(&world, level, args, &c.env_from);
+            if args[..2] == ["call", "fx"] && args[2] == "sleep" {
+                assert_eq!(out.status.code(), Some(0), "{label}: {}", stderr(&out));
+                ran_call = true;
+            }
+            assert_clean(&label, &out, &c.all());
+        }
+    }
+    assert!(ran_call);
+    let log = std::fs::read_to_string(&audit).unwrap();
+    assert!(log.contains("\"tool_call\""), "no call was recorded");
+    for canary in c.all() {
+        assert!(!log.contains(canary), "a canary in the audit log:\n{log}");
+    }
+    // The log the canaries were kept out of still verifies.
+    let verify = world.run(&["audit", "verify", &audit_arg]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+}
+
+#[test]
+fn no_canary_in_what_the_model_is_sent() {
+    let world = World::new();
+    let c = Canaries::new(&world);
+    let audit = setup(&world, &c);
+    let script = world.path("script.json");
+    // The server echoes what it is given: the model's `echo` asks it to
+    // print the environment-derived secrets it may not know, and the
+    // `sleep` carries the redacted argument. Turn 2 checks everything it
+    // was sent.
+    std::fs::write(
+        &script,
+        serde_json::to_vec(&json!([
+            {"text": "Calling.", "tool_calls": [
+                {"name": "mcp__fx__sleep", "arguments": {"ms": 1, "password": c.argument}},
+                {"name": "mcp__fx__echo", "arguments": {"message": "hello"}},
+                {"name": "mcp__remote__anything", "arguments": {}}
+            ]},
+            {"expect": ["slept 1 ms", "hello"], "absent": c.configured(), "text": "Done."}
+        ]))
+        .unwrap(),
+    )
+    .unwrap();
+    let model = format!("scripted:{}", script.display());
+    for level in LEVELS {
+        let (label, out) = warden_at(
+            &world,
+            level,
+            &["run", "--ci", "--json", "--model", &model, "--task", "go"],
+            &c.env_from,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{label}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(&out)
+        );
+        let report = stdout_json(&out);
+        assert_eq!(report["status"], "completed", "{label}: {report}");
+        assert_clean(&label, &out, &c.all());
+    }
+    let log = std::fs::read_to_string(&audit).unwrap();
+    for canary in c.all() {
+        assert!(!log.contains(canary), "a canary in the audit log:\n{log}");
+    }
+}
+
+#[test]
+fn a_config_error_near_a_secret_does_not_show_it() {
+    let world = World::new();
+    let c = Canaries::new(&world);
+    // Wrong types right beside expanded secrets: the messages name keys
+    // and types, never values.
+    world.write_config(&json!({
+        "mcpServers": {
+            "fx": {
+                "command": WARDEN,
+                "args": ["example-server", "fixture"],
+                "env": {"API_TOKEN": "${WARDEN_CANARY_FROM}", "BAD": 5},
+            },
+            "remote": {
+                "type": "http",
+                "url": format!("http://u:{}@127.0.0.1:1/mcp", c.url_password),
+                "headers": {"Authorization": format!("Bearer {}", c.header), "X": ["not a string"]}
+            }
+        }
+    }));
+    for level in LEVELS {
+        for args in [&["mcp", "status"][..], &["--json", "mcp", "list"][..]] {
+            let (label, out) = warden_at(&world, level, args, &c.env_from);
+            assert_ne!(out.status.code(), Some(0), "{label}: the bad config loaded");
+            assert_clean(&label, &out, &c.all());
+        }
+    }
+}
