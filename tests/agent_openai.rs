@@ -406,11 +406,24 @@ async fn the_key_never_shows_in_debug() {
 
 #[tokio::test]
 async fn an_unreachable_server_is_a_clear_error() {
-    // bind then drop a listener so the port is (very likely) closed
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
+    // A port bound but never listened on: a connection is refused, and no
+    // other test's server can take the port while this test runs (a
+    // listener bound and dropped would free it for one).
+    use nix::sys::socket::{
+        AddressFamily, SockFlag, SockType, SockaddrIn, bind, getsockname, socket,
     };
+    use std::os::fd::AsRawFd;
+    let reserved = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .expect("socket");
+    bind(reserved.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).expect("bind");
+    let port = getsockname::<SockaddrIn>(reserved.as_raw_fd())
+        .expect("getsockname")
+        .port();
     let env = |k: &str| match k {
         "OPENAI_API_KEY" => Some(KEY.to_string()),
         "OPENAI_BASE_URL" => Some(format!("http://127.0.0.1:{port}/v1")),
@@ -425,4 +438,5 @@ async fn an_unreachable_server_is_a_clear_error() {
         "{text}"
     );
     assert!(!text.contains(KEY));
+    drop(reserved);
 }
