@@ -21,34 +21,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use gateway_support::{World, eventually, gateway_command};
+use gateway_support::{World, eventually, gateway_command, interpreter_prefix, python_venv};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
 /// Scenarios that do not pass today, and why.
 const KNOWN_FAILURES: &[&str] = &[];
-
-fn venv() -> PathBuf {
-    let out = std::process::Command::new("bash")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/setup-venv.sh"))
-        .output()
-        .expect("run tests/python/setup-venv.sh");
-    assert!(out.status.success(), "setup-venv.sh failed");
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-/// The interpreter's prefix a venv links to (`home` in `pyvenv.cfg`).
-fn interpreter_prefix(venv: &Path) -> PathBuf {
-    let cfg = std::fs::read_to_string(venv.join("pyvenv.cfg")).expect("pyvenv.cfg");
-    let home = cfg
-        .lines()
-        .find_map(|l| l.strip_prefix("home = "))
-        .expect("home in pyvenv.cfg");
-    Path::new(home.trim())
-        .parent()
-        .expect("a prefix")
-        .to_path_buf()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_conformance_server_scenarios_through_the_gateway() {
@@ -88,7 +66,7 @@ async fn official_conformance_server_scenarios_through_the_gateway() {
         return;
     }
     let world = World::new();
-    let venv = venv();
+    let venv = python_venv();
     let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python");
     world.write_config(&json!({
         "mcpServers": {"fx": {

@@ -24,16 +24,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
 fn python() -> PathBuf {
-    let out = std::process::Command::new("bash")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/setup-venv.sh"))
-        .output()
-        .expect("run tests/python/setup-venv.sh");
-    assert!(
-        out.status.success(),
-        "setup-venv.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("bin/python")
+    gateway_support::python_venv().join("bin/python")
 }
 
 fn client_script() -> PathBuf {

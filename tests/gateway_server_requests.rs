@@ -19,30 +19,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use gateway_support::cli_support::WARDEN;
-use gateway_support::{World, audit_lines, audit_path, eventually};
+use gateway_support::{
+    World, audit_lines, audit_path, eventually, interpreter_prefix, python_venv,
+};
 use serde_json::{Value, json};
-
-fn venv() -> PathBuf {
-    let out = std::process::Command::new("bash")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/setup-venv.sh"))
-        .output()
-        .expect("run tests/python/setup-venv.sh");
-    assert!(out.status.success(), "setup-venv.sh failed");
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-/// The interpreter's prefix a venv links to (`home` in `pyvenv.cfg`).
-fn interpreter_prefix(venv: &Path) -> PathBuf {
-    let cfg = std::fs::read_to_string(venv.join("pyvenv.cfg")).expect("pyvenv.cfg");
-    let home = cfg
-        .lines()
-        .find_map(|l| l.strip_prefix("home = "))
-        .expect("home in pyvenv.cfg");
-    Path::new(home.trim())
-        .parent()
-        .expect("a prefix")
-        .to_path_buf()
-}
 
 fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python")
@@ -50,7 +30,7 @@ fn scripts() -> PathBuf {
 
 /// The conformance fixture as server `fx`, with `extra` keys merged in.
 fn config(world: &World, extra: Value, permissions: Value) -> Value {
-    let venv = venv();
+    let venv = python_venv();
     let mut fx = json!({
         "command": venv.join("bin/python"),
         "args": [scripts().join("conformance_fixture_server.py"), "--marker", world.marker],
@@ -79,7 +59,7 @@ async fn run_client(world: &World, global: &[&str], plan: &Value) -> Value {
     std::fs::write(&plan_file, plan.to_string()).expect("write plan");
     let output = tokio::time::timeout(
         Duration::from_secs(180),
-        tokio::process::Command::new(venv().join("bin/python"))
+        tokio::process::Command::new(python_venv().join("bin/python"))
             .arg(scripts().join("gateway_client.py"))
             .arg(&plan_file)
             .arg("--")

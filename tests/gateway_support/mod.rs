@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -172,4 +172,33 @@ pub fn text_of(result: &CallToolResult) -> String {
 
 pub fn is_error(result: &CallToolResult) -> bool {
     result.is_error == Some(true)
+}
+
+/// The venv of tests/python/setup-venv.sh (the official MCP Python SDK and
+/// the conformance fixture server), made or reused.
+pub fn python_venv() -> PathBuf {
+    let out = std::process::Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/setup-venv.sh"))
+        .output()
+        .expect("run tests/python/setup-venv.sh");
+    assert!(
+        out.status.success(),
+        "setup-venv.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The interpreter's prefix a venv links to (`home` in `pyvenv.cfg`): a
+/// sandboxed venv python needs it granted.
+pub fn interpreter_prefix(venv: &Path) -> PathBuf {
+    let cfg = std::fs::read_to_string(venv.join("pyvenv.cfg")).expect("pyvenv.cfg");
+    let home = cfg
+        .lines()
+        .find_map(|l| l.strip_prefix("home = "))
+        .expect("home in pyvenv.cfg");
+    Path::new(home.trim())
+        .parent()
+        .expect("a prefix")
+        .to_path_buf()
 }
