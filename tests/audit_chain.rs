@@ -914,6 +914,8 @@ fn secrets_of_a_config_cover_env_env_from_and_headers() {
     let http = TransportConfig::Http(RemoteConfig {
         url: "https://example.com/mcp".into(),
         headers: BTreeMap::from([("Authorization".into(), Secret::new("Bearer hdr-canary-456"))]),
+        oauth: Default::default(),
+        oauth_store: None,
     });
     let config = Config {
         workspace: "/srv".into(),

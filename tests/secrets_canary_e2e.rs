@@ -1,6 +1,8 @@
 //! Secrets canary: distinct canary values in a server's `env`, in a host
 //! variable passed by `env_from`, in an HTTP server's `headers` and URL
-//! credentials, and in an argument the audit log `redact`s. Every command
+//! credentials, in the stored OAuth login of an HTTP server (access token,
+//! refresh token, registered client secret), and in an argument the audit
+//! log `redact`s. Every command
 //! that shows configuration, calls, statuses, the log or errors runs at the
 //! default log level, with `-vv` and with `RUST_LOG=debug`; no canary may
 //! appear in its stdout, its stderr, the audit log, or (for `run`) in
@@ -19,6 +21,9 @@ struct Canaries {
     header: String,
     url_password: String,
     argument: String,
+    access_token: String,
+    refresh_token: String,
+    client_secret: String,
 }
 
 impl Canaries {
@@ -30,23 +35,37 @@ impl Canaries {
             header: format!("hdrcanary{m}"),
             url_password: format!("urlcanary{m}"),
             argument: format!("argcanary{m}"),
+            access_token: format!("accesscanary{m}"),
+            refresh_token: format!("refreshcanary{m}"),
+            client_secret: format!("clientcanary{m}"),
         }
     }
 
-    fn all(&self) -> [&str; 5] {
+    fn all(&self) -> [&str; 8] {
         [
             &self.env,
             &self.env_from,
             &self.header,
             &self.url_password,
             &self.argument,
+            &self.access_token,
+            &self.refresh_token,
+            &self.client_secret,
         ]
     }
 
     /// Those warden itself knows to be secret (the argument canary is the
     /// caller's own text: only the audit log must drop it).
-    fn configured(&self) -> [&str; 4] {
-        [&self.env, &self.env_from, &self.header, &self.url_password]
+    fn configured(&self) -> [&str; 7] {
+        [
+            &self.env,
+            &self.env_from,
+            &self.header,
+            &self.url_password,
+            &self.access_token,
+            &self.refresh_token,
+            &self.client_secret,
+        ]
     }
 }
 
@@ -61,6 +80,37 @@ fn setup(world: &World, c: &Canaries) -> std::path::PathBuf {
     let mut fx = world.fixture();
     fx["env"] = json!({"API_TOKEN": c.env});
     fx["env_from"] = json!(["WARDEN_CANARY_FROM"]);
+    let url = format!("http://canary-user:{}@127.0.0.1:1/mcp", c.url_password);
+    // A stored OAuth login for `remote` (as `warden mcp login` writes it):
+    // connections use it, status and doctor report it.
+    let logins = world.config_dir.join("oauth");
+    std::fs::create_dir_all(&logins).unwrap();
+    std::fs::write(
+        logins.join("remote.json"),
+        serde_json::to_vec(&json!({
+            "url": url,
+            "metadata": {
+                "authorization_endpoint": "http://127.0.0.1:1/authorize",
+                "token_endpoint": "http://127.0.0.1:1/token",
+                "registration_endpoint": null, "issuer": null, "jwks_uri": null,
+                "scopes_supported": null, "response_types_supported": null,
+                "code_challenge_methods_supported": ["S256"]
+            },
+            "client_secret": c.client_secret,
+            "redirect_uri": "http://127.0.0.1:9/callback",
+            "credentials": {
+                "client_id": "canary-client",
+                "token_response": {
+                    "access_token": c.access_token, "token_type": "bearer",
+                    "expires_in": 3600, "refresh_token": c.refresh_token
+                },
+                "granted_scopes": [],
+                "token_received_at": 4_000_000_000u64
+            }
+        }))
+        .unwrap(),
+    )
+    .unwrap();
     world.write_config(&json!({
         "mcpServers": {
             "fx": fx,
@@ -68,7 +118,7 @@ fn setup(world: &World, c: &Canaries) -> std::path::PathBuf {
             // whose message names the URL.
             "remote": {
                 "type": "http",
-                "url": format!("http://canary-user:{}@127.0.0.1:1/mcp", c.url_password),
+                "url": url,
                 "headers": {"Authorization": format!("Bearer {}", c.header)},
                 "timeout": 5
             }
@@ -130,6 +180,8 @@ fn no_canary_in_any_output_at_any_log_level() {
         vec!["mcp", "status", "--json"],
         vec!["mcp", "list"],
         vec!["mcp", "list", "--json"],
+        vec!["doctor"],
+        vec!["doctor", "--json"],
         vec!["audit", "show", &audit_arg],
         vec!["--json", "audit", "show", &audit_arg],
         vec!["audit", "verify", &audit_arg],

@@ -3,7 +3,8 @@
 //! kernel (what `sandbox check` reports, and the default profile really
 //! starting), the configuration files, each server (with `--connect`:
 //! started, listed and stopped), the policies, the audit log (its folder
-//! writable, the existing log verifying) and the pins file.
+//! writable, the existing log verifying), the OAuth logins of remote
+//! servers and the pins file.
 
 use std::path::Path;
 
@@ -72,6 +73,7 @@ pub fn run(global: &GlobalArgs, connect: bool) -> anyhow::Result<u8> {
     };
     if let Some(config) = &config {
         servers(config, &mut report);
+        logins(config, &mut report);
         policies(global, config, &mut report);
         audit_log(global, config, &mut report);
     }
@@ -361,6 +363,38 @@ fn audit_log(global: &GlobalArgs, config: &Config, report: &mut Report) {
         VerifyReport::Unreadable { message } => {
             report.add("audit", Status::Fail, format!("{name}: {message}"))
         }
+    }
+}
+
+/// Per http server behind OAuth: is a login stored, and not expired?
+/// (Never the token itself.)
+fn logins(config: &Config, report: &mut Report) {
+    use crate::mcp::oauth::{self, LoginState};
+    for server in config.servers.values().filter(|s| !s.disabled) {
+        let TransportConfig::Http(remote) = &server.transport else {
+            continue;
+        };
+        if !oauth::uses_oauth(remote) {
+            continue;
+        }
+        let name = &server.name;
+        let (status, reason) = match oauth::login_state(remote) {
+            LoginState::Valid => (Status::Ok, "logged in".to_string()),
+            LoginState::Refreshable => (
+                Status::Ok,
+                "logged in (the access token has expired; it is refreshed on the next connection)"
+                    .to_string(),
+            ),
+            LoginState::Expired => (
+                Status::Warn,
+                format!("the login has expired: run `warden mcp login {name}`"),
+            ),
+            LoginState::Missing => (
+                Status::Warn,
+                format!("no login: run `warden mcp login {name}`"),
+            ),
+        };
+        report.add(format!("login {name}"), status, reason);
     }
 }
 

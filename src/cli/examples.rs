@@ -44,6 +44,13 @@ pub const MCP_APPROVE: &str = "Examples:
 pub const MCP_REVOKE: &str = "Examples:
   warden mcp revoke github";
 
+pub const MCP_LOGIN: &str = "Examples:
+  warden mcp login linear                     # prints the URL to open
+  BROWSER=firefox warden mcp login linear     # and opens it";
+
+pub const MCP_LOGOUT: &str = "Examples:
+  warden mcp logout linear";
+
 pub const PIN: &str = "Examples:
   warden pin list
   warden pin reset github";

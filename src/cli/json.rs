@@ -45,6 +45,8 @@ pub fn fields(command: &str) -> &'static [&'static str] {
         "mcp list" => &["servers"],
         "mcp status" => &["servers", "audit"],
         "mcp approve" | "mcp revoke" => &["server", "action", "config_sha256"],
+        "mcp login" => &["server", "action", "scopes", "registered", "step_up"],
+        "mcp logout" => &["server", "action"],
         "pin list" => &["file", "pins"],
         "pin reset" => &["file", "server", "removed"],
         "sandbox check" => &[

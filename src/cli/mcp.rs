@@ -63,12 +63,28 @@ pub fn status_document(host: &Host) -> Value {
                 "protocol": status.protocol,
                 "error": status.error,
                 "sandbox": status.sandbox,
+                "oauth": oauth_status(host.server_config(&status.name).as_ref()),
                 "tools": tools,
                 "skipped_tools": skipped,
             })
         })
         .collect();
     json!({ "servers": servers, "audit": host.audit_status() })
+}
+
+/// `oauth` of a server in `mcp status --json`: `null` for a server that
+/// does not use OAuth, else whether a login is stored (`login`: `valid`,
+/// `refreshable`, `expired` or `missing`). Never a token.
+fn oauth_status(server: Option<&crate::config::ServerConfig>) -> Value {
+    use crate::config::TransportConfig;
+    use crate::mcp::oauth;
+    match server.map(|s| &s.transport) {
+        Some(TransportConfig::Http(remote)) if oauth::uses_oauth(remote) => {
+            let state = oauth::login_state(remote);
+            json!({"uses_oauth": true, "logged_in": state.present(), "login": state})
+        }
+        _ => Value::Null,
+    }
 }
 
 fn print_status(document: &Value) {
@@ -116,6 +132,9 @@ fn print_status(document: &Value) {
         );
         if let Some(error) = server["error"].as_str() {
             println!("    error: {error}");
+        }
+        if let Some(login) = server["oauth"]["login"].as_str() {
+            println!("    oauth: login {login}");
         }
         match server["sandbox"]["enabled"].as_bool() {
             Some(true) => println!(

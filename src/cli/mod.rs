@@ -12,6 +12,7 @@ mod import;
 mod json;
 mod mcp;
 mod mcp_config;
+mod mcp_login;
 mod output;
 pub mod pin;
 mod policy;
@@ -321,6 +322,14 @@ pub enum McpCommand {
     /// Take back an approval.
     #[command(after_help = examples::MCP_REVOKE)]
     Revoke { name: String },
+    /// Log in to a streamable-HTTP server behind OAuth: prints the
+    /// authorization URL (and runs `$BROWSER` with it when set), waits for
+    /// the redirect on 127.0.0.1 and stores the tokens (0600, never shown).
+    #[command(after_help = examples::MCP_LOGIN)]
+    Login { name: String },
+    /// Delete the stored OAuth login of a server.
+    #[command(after_help = examples::MCP_LOGOUT)]
+    Logout { name: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -513,6 +522,8 @@ fn command_path(command: &Command) -> String {
         Command::Mcp(McpCommand::Status) => "mcp status",
         Command::Mcp(McpCommand::Approve { .. }) => "mcp approve",
         Command::Mcp(McpCommand::Revoke { .. }) => "mcp revoke",
+        Command::Mcp(McpCommand::Login { .. }) => "mcp login",
+        Command::Mcp(McpCommand::Logout { .. }) => "mcp logout",
         Command::Pin(PinCommand::List) => "pin list",
         Command::Pin(PinCommand::Reset { .. }) => "pin reset",
         Command::Sandbox(SandboxCommand::Check { .. }) => "sandbox check",
@@ -577,6 +588,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             approval_json(&cli.global, "mcp revoke", &config, &name, action)?;
             Ok(code)
         }
+        Command::Mcp(McpCommand::Login { name }) => mcp_login::login(&cli.global, &name),
+        Command::Mcp(McpCommand::Logout { name }) => mcp_login::logout(&cli.global, &name),
         Command::Sandbox(cmd) => sandbox::run(&cli.global, cmd),
         Command::Policy(cmd) => policy::run(&cli.global, cmd),
         Command::Audit(cmd) => audit::run(&cli.global, cmd),

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::error::ConfigError;
 use super::expand::EnvLookup;
 use super::file::{FileConfig, load_file};
-use super::{AuditConfig, Config, PolicySource, RuleSource, Scope, ServerConfig};
+use super::{AuditConfig, Config, PolicySource, RuleSource, Scope, ServerConfig, TransportConfig};
 use warden_core::path::normalize;
 
 /// Where to look. Built by the CLI from `--config`, `--workspace` and
@@ -139,6 +139,14 @@ fn merge(
                     "server defined in both files; the user's definition wins"
                 );
                 continue;
+            }
+            let mut server = server;
+            if let TransportConfig::Http(remote) = &mut server.transport {
+                remote.oauth_store = Some(
+                    config_dir
+                        .join("oauth")
+                        .join(format!("{}.json", server.name)),
+                );
             }
             servers.insert(server.name.clone(), server);
         }

@@ -87,6 +87,12 @@ pub struct RemoteConfig {
     /// values), which `Debug` masks.
     pub url: String,
     pub headers: BTreeMap<String, Secret>,
+    /// `oauth` (streamable HTTP only).
+    pub oauth: OAuthSettings,
+    /// Where this server's OAuth login is stored
+    /// (`$WARDEN_CONFIG_DIR/oauth/NAME.json`), set when the files are
+    /// merged; `None` for `sse`.
+    pub oauth_store: Option<PathBuf>,
 }
 
 impl fmt::Debug for RemoteConfig {
@@ -94,8 +100,43 @@ impl fmt::Debug for RemoteConfig {
         f.debug_struct("RemoteConfig")
             .field("url", &warden_core::redact::url(&self.url))
             .field("headers", &self.headers)
+            .field("oauth", &self.oauth)
             .finish()
     }
+}
+
+/// Whether warden speaks OAuth 2.1 to a streamable-HTTP server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OAuthMode {
+    /// No `oauth` key: a stored login is used; a 401 with a Bearer
+    /// challenge says to run `warden mcp login NAME`.
+    #[default]
+    Discover,
+    /// `"oauth": true` or an object: a login is needed before connecting.
+    Required,
+    /// `"oauth": false`: never (a 401 is an ordinary connection error).
+    Off,
+}
+
+/// `mcpServers.NAME.oauth` (README, "Remote servers behind OAuth").
+#[derive(Debug, Clone, Default)]
+pub struct OAuthSettings {
+    pub mode: OAuthMode,
+    /// A client registered with the authorization server beforehand;
+    /// without one, warden registers itself dynamically (RFC 7591).
+    pub client_id: Option<String>,
+    pub client_secret: Option<Secret>,
+    /// Scopes to ask for instead of the server's challenge or metadata.
+    pub scopes: Vec<String>,
+    /// Fixed port of the loopback redirect URI (default: a random one).
+    pub redirect_port: Option<u16>,
+    /// An https URL of a client ID metadata document the user hosts: the
+    /// client ID when the authorization server supports such documents
+    /// (used before dynamic registration, after a pre-registered client).
+    pub client_metadata_url: Option<String>,
+    /// Let discovered metadata URLs resolve to private (RFC 1918)
+    /// addresses. Loopback is allowed only for a loopback server URL.
+    pub allow_private_addresses: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -360,6 +401,14 @@ pub fn secrets_of(config: &Config) -> Vec<String> {
                 }
             }
             TransportConfig::Http(remote) | TransportConfig::Sse(remote) => {
+                if let Some(secret) = &remote.oauth.client_secret {
+                    out.push(secret.expose().to_string());
+                }
+                // A stored login's tokens and client secret: never shown,
+                // never in the audit log, even when a server echoes them.
+                if let Some(path) = &remote.oauth_store {
+                    out.extend(crate::mcp::oauth::stored_secrets(path));
+                }
                 for value in remote.headers.values() {
                     let value = value.expose();
                     out.push(value.to_string());

@@ -46,6 +46,18 @@ pub async fn serve_http_with_args(
     args: &[String],
     addr: SocketAddr,
 ) -> anyhow::Result<(SocketAddr, HttpHandle)> {
+    serve_http_wrapped(name, args, addr, |router, _| router).await
+}
+
+/// Like [`serve_http_with_args`], with the router passed through `wrap`
+/// (given the bound address) before it serves: tests put the server behind
+/// their own layers and routes (an OAuth-protected resource, say).
+pub async fn serve_http_wrapped(
+    name: &str,
+    args: &[String],
+    addr: SocketAddr,
+    wrap: impl FnOnce(axum::Router, SocketAddr) -> axum::Router,
+) -> anyhow::Result<(SocketAddr, HttpHandle)> {
     anyhow::ensure!(
         addr.ip().is_loopback(),
         "example servers only listen on loopback addresses, not {addr}"
@@ -84,6 +96,7 @@ pub async fn serve_http_with_args(
             super::NAMES.join(", ")
         ),
     };
+    let router = wrap(router, local);
     let shutdown = cancel.clone();
     let task = tokio::spawn(async move {
         let result = axum::serve(listener, router)

@@ -22,7 +22,7 @@ mod notes;
 
 pub use hostile::main as hostile_main;
 
-pub use http::{HttpHandle, serve_http, serve_http_with_args};
+pub use http::{HttpHandle, serve_http, serve_http_with_args, serve_http_wrapped};
 
 /// The example servers `run` knows.
 pub const NAMES: &[&str] = &["notes", "fixture", "hostile"];

@@ -53,10 +53,14 @@ pub(super) async fn map_service_error(
                         ServiceError::TransportSend(e) => connect::error_chain(e.error.as_ref()),
                         other => other.to_string(),
                     };
-                    let reason = connect::redact_url(
-                        &format!("sending the request failed: {detail}"),
-                        &slot.config,
-                    );
+                    // A 401/403 from a server behind OAuth: say what to do.
+                    let reason = match connect::auth_note(&slot.config, &conn.challenges) {
+                        Some(note) => note,
+                        None => connect::redact_url(
+                            &format!("sending the request failed: {detail}"),
+                            &slot.config,
+                        ),
+                    };
                     if slot.connection_lost(conn.generation, &reason) {
                         shared.bump();
                     }

@@ -53,6 +53,8 @@ pub(super) struct Established {
     pub listener: Option<tokio::task::JoinHandle<()>>,
     pub router: std::sync::Arc<Router>,
     pub capabilities: rmcp::model::ServerCapabilities,
+    /// The last 401/403 challenge of an http server.
+    pub challenges: super::oauth::Challenges,
 }
 
 pub(super) struct Failure {
@@ -75,7 +77,7 @@ impl Failure {
 }
 
 /// rustls needs one process-wide crypto provider; warden uses ring.
-fn ensure_crypto_provider() {
+pub fn ensure_crypto_provider() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -135,6 +137,9 @@ async fn establish_inner(
     };
     let protocol = config.protocol;
     let ct = CancellationToken::new();
+    // What an http server's 401/403 said (OAuth), for the messages of
+    // this connection and its later requests.
+    let challenges = super::oauth::Challenges::default();
     let timeout = config.timeout;
     let transport = config.transport.kind();
     let (running, sandbox, pid, exit, stop_note) = match &config.transport {
@@ -194,23 +199,59 @@ async fn establish_inner(
         TransportConfig::Http(remote) => {
             ensure_crypto_provider();
             let headers = header_map(remote)?;
-            let http = StreamableHttpClientTransport::from_config(
-                StreamableHttpClientTransportConfig::with_uri(remote.url.clone()).custom_headers(
+            let http_config = StreamableHttpClientTransportConfig::with_uri(remote.url.clone())
+                .custom_headers(
                     headers
                         .iter()
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect::<HashMap<_, _>>(),
-                ),
-            );
-            let running = handshake(
-                client,
-                Tap::new(http, router.clone()),
-                timeout,
-                protocol,
-                ct.clone(),
-            )
-            .await
-            .map_err(Failure::new)?;
+                );
+            // A server behind OAuth: the stored login (refreshed as it
+            // expires); without one, a 401 says to log in.
+            let plan = super::oauth::plan(&config.name, remote)
+                .await
+                .map_err(Failure::new)?;
+            let running = match plan {
+                super::oauth::Plan::Plain => {
+                    let http = StreamableHttpClientTransport::with_client(
+                        super::oauth::Recording {
+                            inner: super::oauth::http_client(),
+                            seen: challenges.clone(),
+                        },
+                        http_config,
+                    );
+                    handshake(
+                        client,
+                        Tap::new(http, router.clone()),
+                        timeout,
+                        protocol,
+                        ct.clone(),
+                    )
+                    .await
+                }
+                super::oauth::Plan::Authorized(auth) => {
+                    let http = StreamableHttpClientTransport::with_client(
+                        super::oauth::Recording {
+                            inner: *auth,
+                            seen: challenges.clone(),
+                        },
+                        http_config,
+                    );
+                    handshake(
+                        client,
+                        Tap::new(http, router.clone()),
+                        timeout,
+                        protocol,
+                        ct.clone(),
+                    )
+                    .await
+                }
+            };
+            let running = running.map_err(|message| {
+                Failure::new(
+                    super::oauth::explain(&config.name, remote, &challenges).unwrap_or(message),
+                )
+            })?;
             (running, None, None, None, None)
         }
         TransportConfig::Sse(remote) => {
@@ -254,7 +295,11 @@ async fn establish_inner(
             .await
             .map_err(|e| Failure {
                 tools_rejected: true,
-                ..stop_with(&stop_note, format!("listing tools failed: {e}"))
+                ..stop_with(
+                    &stop_note,
+                    auth_note(config, &challenges)
+                        .unwrap_or_else(|| format!("listing tools failed: {e}")),
+                )
             })?
     } else {
         Vec::new()
@@ -300,7 +345,20 @@ async fn establish_inner(
         listener,
         router,
         capabilities: info.capabilities.clone(),
+        challenges,
     })
+}
+
+/// For an http server whose last 401/403 explains a failure: what to do
+/// about it (log in, or log in again for more scope).
+pub(super) fn auth_note(
+    config: &ServerConfig,
+    challenges: &super::oauth::Challenges,
+) -> Option<String> {
+    match &config.transport {
+        TransportConfig::Http(remote) => super::oauth::explain(&config.name, remote, challenges),
+        _ => None,
+    }
 }
 
 fn stop_with(stop_note: &Option<SharedStopNote>, message: impl Into<String>) -> Failure {

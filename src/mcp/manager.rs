@@ -350,6 +350,7 @@ impl Manager {
             listener,
             router,
             capabilities,
+            challenges,
         } = established;
         let (dead_tx, dead_rx) = watch::channel(None);
         let peer = running.peer().clone();
@@ -369,6 +370,7 @@ impl Manager {
                 pid,
                 exit: exit.clone(),
                 stop_note: stop_note.clone(),
+                challenges,
             });
             inner.conn = Some(conn.clone());
             inner.state = ServerState::Connected;

@@ -33,6 +33,7 @@ mod connect;
 mod listen;
 mod manager;
 mod notify;
+pub mod oauth;
 mod probe;
 mod server_requests;
 mod slot;
@@ -48,6 +49,7 @@ use warden_sandbox::SandboxSummary;
 
 pub use call::{Forwarded, Mediated, SendOptions};
 pub use call_error::CallError;
+pub use connect::ensure_crypto_provider;
 pub use manager::Manager;
 pub use notify::{ProgressSink, Upstream};
 pub use rmcp::model::{CallToolResult, Tool};

@@ -153,6 +153,9 @@ pub(super) struct Connection {
     pub pid: Option<u32>,
     pub exit: Option<watch::Receiver<Option<ExitInfo>>>,
     pub stop_note: Option<stdio::SharedStopNote>,
+    /// The last 401/403 of an http server (OAuth): what a failed request
+    /// tells the user to do.
+    pub challenges: super::oauth::Challenges,
 }
 
 impl Connection {

@@ -77,6 +77,8 @@ fn remote(url: &str, headers: &[(&str, &str)]) -> RemoteConfig {
             .iter()
             .map(|(k, v)| (k.to_string(), Secret::new(*v)))
             .collect(),
+        oauth: Default::default(),
+        oauth_store: None,
     }
 }
 

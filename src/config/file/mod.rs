@@ -5,6 +5,7 @@
 //! keys are caught, and so the trust boundary for project files is checked
 //! at the key that crosses it.
 
+mod oauth;
 mod sandbox;
 mod sections;
 mod server;
@@ -40,10 +41,10 @@ const TOP_KEYS: &[&str] = &[
 ];
 const SERVER_KEYS: &[&str] = &[
     "type", "command", "args", "env", "env_from", "cwd", "timeout", "disabled", "trust", "sandbox",
-    "url", "headers", "protocol", "sampling",
+    "url", "headers", "protocol", "sampling", "oauth",
 ];
 const STDIO_ONLY: &[&str] = &["command", "args", "env", "env_from", "cwd", "sandbox"];
-const REMOTE_ONLY: &[&str] = &["url", "headers"];
+const REMOTE_ONLY: &[&str] = &["url", "headers", "oauth"];
 const SANDBOX_KEYS: &[&str] = &["read", "write", "network", "env", "limits", "best_effort"];
 const LIMIT_KEYS: &[&str] = &[
     "memory_mb",

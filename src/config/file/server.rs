@@ -177,7 +177,8 @@ impl Ctx<'_> {
                     ));
                 }
             }
-            let remote = self.remote(&key, node.pos, fields)?;
+            let mut remote = self.remote(&key, node.pos, fields)?;
+            remote.oauth = self.oauth(fields, &key, kind)?;
             let t = if kind == "http" {
                 TransportConfig::Http(remote)
             } else {
@@ -458,7 +459,12 @@ impl Ctx<'_> {
                 headers.insert(member.key.clone(), Secret::new(value));
             }
         }
-        Ok(RemoteConfig { url, headers })
+        Ok(RemoteConfig {
+            url,
+            headers,
+            oauth: crate::config::OAuthSettings::default(),
+            oauth_store: None,
+        })
     }
 }
 

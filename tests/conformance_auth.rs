@@ -1,0 +1,188 @@
+//! The official MCP conformance suite's OAuth client scenarios
+//! (npm `@modelcontextprotocol/conformance`, `conformance client`) with
+//! warden as the client, through tests/conformance/auth-adapter.sh: a
+//! configuration for the suite's server, `warden mcp login` with `BROWSER`
+//! set to a script that follows the authorization URL, then `warden call`.
+//! The suite's servers are real loopback HTTP servers (its own protected
+//! MCP server and authorization server, which approves at once); it
+//! records what warden sent and judges it.
+//!
+//! Every `auth/*` scenario of spec 2025-11-25 runs, plus the two 2025-03-26
+//! back-compat ones and `auth/resource-mismatch` (draft: a protected
+//! resource whose metadata names another resource must be refused before
+//! any authorization request). A scenario passes when the suite exits 0
+//! (no failure, no warning). `KNOWN_FAILURES` lists those that do not, with
+//! the reason, and is checked both ways.
+//!
+//! The suite is the one scripts/test-deps.sh installs in tests/conformance
+//! (with a Node 22 binary), or the `conformance` executable
+//! `WARDEN_CONFORMANCE_BIN` names; without it (or Node ≥ 22) the test
+//! prints SKIPPED and passes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+const SCENARIOS: &[&str] = &[
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/resource-mismatch",
+];
+
+/// Scenarios that do not pass today, and why.
+const KNOWN_FAILURES: &[(&str, &str)] = &[];
+
+fn suite() -> Option<(PathBuf, String)> {
+    let installed = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/conformance/node_modules/.bin/conformance");
+    let suite = std::env::var_os("WARDEN_CONFORMANCE_BIN")
+        .map(PathBuf::from)
+        .or_else(|| installed.exists().then_some(installed))?;
+    let bin_dir = suite.parent().map(Path::to_path_buf).unwrap_or_default();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .env("PATH", &path)
+        .output()
+        .ok()?;
+    let version = String::from_utf8_lossy(&node.stdout);
+    let major: u32 = version
+        .trim()
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    (major >= 22).then_some((suite, path))
+}
+
+/// The first check the suite counted against the client, if any.
+fn first_problem(dir: &Path) -> Option<String> {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).ok()?.flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "checks.json") {
+                let checks: Vec<Value> =
+                    serde_json::from_str(&std::fs::read_to_string(&p).ok()?).ok()?;
+                return checks
+                    .iter()
+                    .find(|c| c["status"] == "FAILURE" || c["status"] == "WARNING")
+                    .map(|c| {
+                        format!(
+                            "{} {}: {}",
+                            c["status"].as_str().unwrap_or("?"),
+                            c["id"].as_str().unwrap_or("?"),
+                            c["description"].as_str().unwrap_or("?")
+                        )
+                    });
+            }
+        }
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_conformance_auth_scenarios_with_warden_as_the_client() {
+    let Some((suite, path)) = suite() else {
+        eprintln!(
+            "SKIPPED: the conformance suite (with Node 22) is not installed \
+             (scripts/test-deps.sh, or set WARDEN_CONFORMANCE_BIN)"
+        );
+        return;
+    };
+    let adapter = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/auth-adapter.sh");
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let home = scratch.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+
+    // scenario → (passed, why not)
+    let mut results: BTreeMap<&str, (bool, String)> = BTreeMap::new();
+    for (i, scenario) in SCENARIOS.iter().enumerate() {
+        let out = scratch.path().join(format!("out-{i}"));
+        let run = tokio::time::timeout(
+            Duration::from_secs(120),
+            tokio::process::Command::new(&suite)
+                .arg("client")
+                .arg("--command")
+                .arg(format!("bash {}", adapter.display()))
+                .args(["--scenario", scenario, "--timeout", "60000", "-o"])
+                .arg(&out)
+                .env("PATH", &path)
+                .env("HOME", &home)
+                .env("WARDEN_BIN", env!("CARGO_BIN_EXE_warden"))
+                .env_remove("BROWSER")
+                .env_remove("WARDEN_CONFIG_DIR")
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .expect("the scenario finishes")
+        .expect("run the suite");
+        let passed = run.status.success();
+        let why = if passed {
+            String::new()
+        } else {
+            first_problem(&out).unwrap_or_else(|| {
+                let stderr = String::from_utf8_lossy(&run.stderr);
+                stderr
+                    .lines()
+                    .rev()
+                    .take(15)
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            })
+        };
+        eprintln!(
+            "{scenario}: {}{}",
+            if passed { "pass" } else { "FAIL" },
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({why})")
+            }
+        );
+        results.insert(scenario, (passed, why));
+    }
+
+    let known = |name: &str| KNOWN_FAILURES.iter().any(|(n, _)| *n == name);
+    let unexpected: Vec<_> = results
+        .iter()
+        .filter(|(name, (passed, _))| !passed && !known(name))
+        .collect();
+    assert!(unexpected.is_empty(), "failed: {unexpected:#?}");
+    let fixed: Vec<_> = results
+        .iter()
+        .filter(|(name, (passed, _))| *passed && known(name))
+        .map(|(name, _)| name)
+        .collect();
+    assert!(
+        fixed.is_empty(),
+        "now passing, take them off KNOWN_FAILURES: {fixed:?}"
+    );
+    for (name, _) in KNOWN_FAILURES {
+        assert!(results.contains_key(name), "{name} is not run");
+    }
+}
