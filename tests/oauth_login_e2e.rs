@@ -23,7 +23,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Mutex};
 
 use axum::http::{HeaderMap, StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use cli_support::*;
 use serde_json::{Value, json};
 
@@ -374,18 +374,31 @@ async fn login_call_refresh_status_and_logout() {
     assert_eq!(mode(&file), 0o600);
     assert_eq!(mode(file.parent().unwrap()), 0o700);
 
-    // The call carries the token. The server echoes the token back (as a
-    // hostile server might): it is not shown, nor written to the audit log.
+    // The call carries the token.
+    let call = world.run(&[
+        "--ci",
+        "call",
+        "srv",
+        "echo",
+        "--args",
+        r#"{"message":"hi"}"#,
+    ]);
+    assert_eq!(call.status.code(), Some(0), "{}", stderr(&call));
+    assert!(String::from_utf8_lossy(&call.stdout).contains("hi"));
+    assert!(!stderr(&call).contains(&access));
+    assert!(auth.log().contains(&format!("mcp {access}")));
+    // The token in a call's arguments and echoed in its result (a server
+    // that sends it back, as a hostile one might): the audit log keeps
+    // neither. (`warden call` prints a result exactly as the server sent
+    // it, CONTRACT §2, to the person who owns the login; what a model is
+    // given is scrubbed like every configured secret.)
     let echo = json!({"message": format!("leak {access}")}).to_string();
     let call = world.run(&["--ci", "call", "srv", "echo", "--args", &echo]);
     assert_eq!(call.status.code(), Some(0), "{}", stderr(&call));
-    let shown = String::from_utf8_lossy(&call.stdout);
-    assert!(shown.contains("leak"), "{shown}");
-    assert!(!shown.contains(&access), "the token was shown: {shown}");
     assert!(!stderr(&call).contains(&access));
-    assert!(auth.log().contains(&format!("mcp {access}")));
     let log_text = std::fs::read_to_string(&audit).expect("audit log");
     assert!(log_text.contains("\"tool_call\""));
+    assert!(log_text.contains("leak"));
     assert!(!log_text.contains(&access), "the token is in the audit log");
 
     // Expired (as far as warden knows) and refused by the server from now

@@ -216,3 +216,52 @@ impl CredentialStore for FileStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(dir: &Path) -> PathBuf {
+        let path = dir.join("oauth").join("srv.json");
+        let file: TokenFile = serde_json::from_value(serde_json::json!({
+            "url": "http://127.0.0.1:9/mcp",
+            "metadata": {"authorization_endpoint": "http://a/authorize", "token_endpoint": "http://a/token"},
+            "client_secret": "client-secret-value",
+            "credentials": {
+                "client_id": "c",
+                "token_response": {"access_token": "access-value", "token_type": "bearer",
+                                   "expires_in": 60, "refresh_token": "refresh-value"},
+                "token_received_at": 1
+            }
+        }))
+        .expect("a token file");
+        write(&path, &file).expect("write");
+        path
+    }
+
+    #[test]
+    fn secrets_state_and_modes() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = sample(dir.path());
+        let mut secrets = stored_secrets(&path);
+        secrets.sort();
+        assert_eq!(
+            secrets,
+            ["access-value", "client-secret-value", "refresh-value"]
+        );
+        assert_eq!(
+            state(&path, "http://127.0.0.1:9/mcp"),
+            LoginState::Refreshable
+        );
+        assert_eq!(
+            state(&path, "http://127.0.0.1:9/other"),
+            LoginState::Missing
+        );
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        assert!(remove(&path).unwrap());
+        assert!(!remove(&path).unwrap());
+    }
+}
