@@ -46,7 +46,14 @@ const SCENARIOS: &[&str] = &[
 ];
 
 /// Scenarios that do not pass today, and why.
-const KNOWN_FAILURES: &[(&str, &str)] = &[];
+const KNOWN_FAILURES: &[(&str, &str)] = &[(
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "the scenario serves authorization-server metadata at the server's root \
+     `/.well-known/oauth-authorization-server` whose `issuer` is `<origin>/oauth`; RFC 8414 \
+     §3.3 requires the issuer to be the one the well-known URL was built from (the origin), \
+     rmcp enforces that (it guards against authorization-server mix-up) and warden does not \
+     relax it. The other 2025-03-26 scenario (no metadata, default endpoints) passes.",
+)];
 
 fn suite() -> Option<(PathBuf, String)> {
     let installed = Path::new(env!("CARGO_MANIFEST_DIR"))
