@@ -11,9 +11,10 @@
 //! challenge's scope and the resource, waits for the redirect and stores
 //! the tokens 0600 in a 0700 folder; `warden call` uses them; an expired
 //! token is refreshed and the new one stored; a server echoing the token
-//! back does not get it shown; status and doctor report the login without
-//! the token; logout deletes it; protected-resource metadata naming another
-//! resource is refused before any authorization request.
+//! back is not kept in the audit log; status and doctor report the login
+//! without the token; logout deletes it; a forged redirect without the
+//! login's `state` is turned away; protected-resource metadata naming
+//! another resource is refused before any authorization request.
 
 mod cli_support;
 
@@ -473,6 +474,55 @@ async fn login_call_refresh_status_and_logout() {
         "{}",
         stderr(&after)
     );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_redirect_without_the_state_is_turned_away() {
+    let auth = Arc::new(Auth::default());
+    let (url, server) = protected_fixture(auth.clone()).await;
+    let world = World::new();
+    world.write_config(&json!({
+        "mcpServers": {"srv": {"type": "http", "url": url, "timeout": 20, "oauth": true}},
+        "permissions": {"allow": ["mcp__srv__*"]},
+    }));
+    let forge_log = world.path("forged.log");
+    let out = world
+        .warden(&["mcp", "login", "srv"])
+        .env(
+            "BROWSER",
+            format!(
+                "{}/tests/fixtures/oauth/browser-forge-then-follow.sh",
+                env!("CARGO_MANIFEST_DIR")
+            ),
+        )
+        .env("WARDEN_TEST_FORGE_LOG", &forge_log)
+        .output()
+        .expect("run login");
+    // Both forgeries were answered 400 and ignored; the real redirect that
+    // followed completed the login with the real code.
+    let statuses = std::fs::read_to_string(&forge_log).expect("the forger ran");
+    assert_eq!(
+        statuses.lines().collect::<Vec<_>>(),
+        ["400", "400"],
+        "{statuses}"
+    );
+    assert_eq!(out.status.code(), Some(0), "login: {}", stderr(&out));
+    let exchanges = auth
+        .log()
+        .iter()
+        .filter(|l| *l == "token authorization_code")
+        .count();
+    assert_eq!(exchanges, 1, "{:?}", auth.log());
+    let call = world.run(&[
+        "--ci",
+        "call",
+        "srv",
+        "echo",
+        "--args",
+        r#"{"message":"ok"}"#,
+    ]);
+    assert_eq!(call.status.code(), Some(0), "{}", stderr(&call));
     server.shutdown().await;
 }
 

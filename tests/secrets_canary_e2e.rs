@@ -170,8 +170,7 @@ fn no_canary_in_any_output_at_any_log_level() {
     let audit_arg = audit.to_str().unwrap().to_string();
     // The stored access token as an argument too (a model that learned
     // it, say): the audit log must drop it like a configured secret.
-    let call_args =
-        json!({"ms": 1, "password": c.argument, "session": c.access_token}).to_string();
+    let call_args = json!({"ms": 1, "password": c.argument, "session": c.access_token}).to_string();
     let commands: Vec<Vec<&str>> = vec![
         vec!["call", "fx", "sleep", "--args", &call_args],
         vec!["--json", "call", "fx", "sleep", "--args", &call_args],
