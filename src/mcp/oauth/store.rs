@@ -11,7 +11,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rmcp::transport::auth::{AuthError, AuthorizationMetadata, CredentialStore, StoredCredentials};
+use rmcp::transport::auth::{
+    AuthError, AuthorizationMetadata, CredentialRefreshGuard, CredentialStore, StoredCredentials,
+};
 use serde::{Deserialize, Serialize};
 
 /// How many times in a row warden re-authorizes for a server that keeps
@@ -167,6 +169,7 @@ pub fn write(path: &Path, file: &TokenFile) -> std::io::Result<()> {
 
 /// Removes the stored login; `Ok(false)` when there was none.
 pub fn remove(path: &Path) -> std::io::Result<bool> {
+    let _ = std::fs::remove_file(path.with_extension("lock"));
     match std::fs::remove_file(path) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -214,6 +217,38 @@ impl CredentialStore for FileStore {
             write(&self.path, &file).map_err(|e| self.store_error(e))?;
         }
         Ok(())
+    }
+
+    /// Two warden processes refreshing the same login (a gateway and a
+    /// `warden call`, say) take turns: an exclusive `flock` of `NAME.lock`
+    /// beside the login, held by rmcp from loading the old tokens to saving
+    /// the new ones, so the second one reads what the first saved instead
+    /// of spending a refresh token the server has already rotated.
+    async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
+        let lock_path = self.path.with_extension("lock");
+        let held = tokio::task::spawn_blocking(move || lock_exclusive(&lock_path))
+            .await
+            .map_err(|e| self.store_error(e))?
+            .map_err(|e| self.store_error(e))?;
+        Ok(Some(CredentialRefreshGuard::new(held)))
+    }
+}
+
+fn lock_exclusive(path: &Path) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
+    use nix::fcntl::{Flock, FlockArg};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)?;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusive) {
+            Ok(held) => return Ok(held),
+            Err((back, nix::errno::Errno::EINTR)) => file = back,
+            Err((_, errno)) => return Err(errno.into()),
+        }
     }
 }
 
