@@ -153,6 +153,7 @@ fn routes(auth: Arc<Auth>, router: axum::Router, addr: SocketAddr) -> axum::Rout
                 "authorization_endpoint": format!("{b}/authorize"),
                 "token_endpoint": format!("{b}/token"),
                 "registration_endpoint": format!("{b}/register"),
+                "revocation_endpoint": format!("{b}/revoke"),
                 "response_types_supported": ["code"],
                 "grant_types_supported": ["authorization_code", "refresh_token"],
                 "code_challenge_methods_supported": ["S256"],
@@ -266,8 +267,26 @@ fn routes(auth: Arc<Auth>, router: axum::Router, addr: SocketAddr) -> axum::Rout
             }
         }
     });
+    let a = auth.clone();
+    let revoke = post(move |body: String| {
+        let a = a.clone();
+        async move {
+            let form: HashMap<String, String> = url::form_urlencoded::parse(body.as_bytes())
+                .into_owned()
+                .collect();
+            let known = form
+                .get("token")
+                .is_some_and(|t| a.refresh_tokens.lock().unwrap().contains(t));
+            a.note(format!(
+                "revoke {} known={known}",
+                form.get("token_type_hint").cloned().unwrap_or_default()
+            ));
+            StatusCode::OK
+        }
+    });
     router
         .layer(guard)
+        .route("/revoke", revoke)
         .route("/.well-known/oauth-protected-resource/mcp", prm)
         .route("/.well-known/oauth-authorization-server", metadata)
         .route("/register", register)
@@ -456,10 +475,20 @@ async fn login_call_refresh_status_and_logout() {
         assert!(!text.contains(&fresh) && !text.contains(&access));
     }
 
-    // Logout deletes it; the next call asks for a login again.
-    let out = world.run(&["mcp", "logout", "srv"]);
+    // Logout revokes the refresh token at the server (RFC 7009) and
+    // deletes the login; the next call asks for a login again.
+    let out = world.run(&["--json", "mcp", "logout", "srv"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["action"], "revoked");
+    assert!(
+        auth.log()
+            .contains(&"revoke refresh_token known=true".to_string()),
+        "{:?}",
+        auth.log()
+    );
     assert!(!file.exists());
+    let again = stdout_json(&world.run(&["--json", "mcp", "logout", "srv"]));
+    assert_eq!(again["action"], "not_logged_in");
     let after = world.run(&[
         "--ci",
         "call",

@@ -90,20 +90,36 @@ pub fn login(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
 
 pub fn logout(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
     let config = session::load_config(global)?;
-    let remote = remote_of(&config, name)?;
-    let removed = oauth::logout(remote)
-        .map_err(|e| CliError::with_code(exit::FAILED, format!("cannot remove the login: {e}")))?;
-    let action = if removed {
-        "logged_out"
-    } else {
-        "not_logged_in"
-    };
-    if global.json {
-        super::json::print("mcp logout", json!({"server": name, "action": action}))?;
-    } else if removed {
-        eprintln!("Logged out of `{name}`: the stored tokens are deleted.");
-    } else {
-        eprintln!("No login stored for `{name}`.");
-    }
-    Ok(exit::OK)
+    let remote = remote_of(&config, name)?.clone();
+    let timeout = config
+        .servers
+        .get(name)
+        .map_or(Duration::from_secs(30), |s| s.timeout);
+    let json_out = global.json;
+    let name = name.to_string();
+    crate::mcp::ensure_crypto_provider();
+    session::run_async(|_cancel| async move {
+        let outcome = oauth::logout(&remote, timeout).await.map_err(|e| {
+            CliError::with_code(exit::FAILED, format!("cannot remove the login: {e}"))
+        })?;
+        let action = match outcome {
+            oauth::LogoutOutcome::NotLoggedIn => "not_logged_in",
+            oauth::LogoutOutcome::Revoked => "revoked",
+            oauth::LogoutOutcome::Deleted => "logged_out",
+        };
+        if json_out {
+            super::json::print("mcp logout", json!({"server": name, "action": action}))?;
+        } else {
+            match outcome {
+                oauth::LogoutOutcome::NotLoggedIn => eprintln!("No login stored for `{name}`."),
+                oauth::LogoutOutcome::Revoked => eprintln!(
+                    "Logged out of `{name}`: the server revoked the token and the stored tokens are deleted."
+                ),
+                oauth::LogoutOutcome::Deleted => {
+                    eprintln!("Logged out of `{name}`: the stored tokens are deleted.")
+                }
+            }
+        }
+        Ok(exit::OK)
+    })
 }

@@ -279,13 +279,88 @@ fn supports_cimd(metadata: &rmcp::transport::auth::AuthorizationMetadata) -> boo
         .unwrap_or(false)
 }
 
-/// Deletes the stored login. `Ok(false)`: there was none. (Token
-/// revocation, RFC 7009, is not attempted: rmcp has no call for it.)
-pub fn logout(remote: &RemoteConfig) -> std::io::Result<bool> {
-    match &remote.oauth_store {
-        Some(path) => store::remove(path),
-        None => Ok(false),
+/// What `logout` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogoutOutcome {
+    /// No login was stored.
+    NotLoggedIn,
+    /// Deleted; the authorization server revoked the token (RFC 7009).
+    Revoked,
+    /// Deleted; the server has no revocation endpoint, or refused.
+    Deleted,
+}
+
+/// Deletes the stored login, first asking the authorization server to
+/// revoke its refresh token (else the access token) when its metadata
+/// names a `revocation_endpoint` (RFC 7009; rmcp has no call for it, so
+/// this is one form POST). A revocation that fails does not keep the
+/// login: it is deleted either way.
+pub async fn logout(remote: &RemoteConfig, timeout: Duration) -> std::io::Result<LogoutOutcome> {
+    let Some(path) = &remote.oauth_store else {
+        return Ok(LogoutOutcome::NotLoggedIn);
+    };
+    let revoked = match store::read_for(path, &remote.url) {
+        Some(file) => revoke(remote, &file, timeout).await,
+        None => false,
+    };
+    Ok(match (store::remove(path)?, revoked) {
+        (false, _) => LogoutOutcome::NotLoggedIn,
+        (true, true) => LogoutOutcome::Revoked,
+        (true, false) => LogoutOutcome::Deleted,
+    })
+}
+
+async fn revoke(remote: &RemoteConfig, file: &TokenFile, timeout: Duration) -> bool {
+    let Some(endpoint) = file
+        .metadata
+        .as_ref()
+        .and_then(|m| m.additional_fields.get("revocation_endpoint"))
+        .and_then(serde_json::Value::as_str)
+        .and_then(|e| url::Url::parse(e).ok())
+        .filter(|u| matches!(u.scheme(), "https" | "http"))
+    else {
+        return false;
+    };
+    let Some(credentials) = &file.credentials else {
+        return false;
+    };
+    let Some(tokens) = credentials
+        .token_response
+        .as_ref()
+        .and_then(|t| serde_json::to_value(t).ok())
+    else {
+        return false;
+    };
+    let (token, hint) = match (
+        tokens["refresh_token"].as_str(),
+        tokens["access_token"].as_str(),
+    ) {
+        (Some(refresh), _) => (refresh.to_string(), "refresh_token"),
+        (None, Some(access)) => (access.to_string(), "access_token"),
+        (None, None) => return false,
+    };
+    let secret = match (&remote.oauth.client_id, &remote.oauth.client_secret) {
+        (Some(_), secret) => secret.as_ref().map(|s| s.expose().to_string()),
+        (None, _) => file.client_secret.clone(),
+    };
+    let mut form = vec![("token", token), ("token_type_hint", hint.to_string())];
+    let mut request = super::http_client().post(endpoint).timeout(timeout);
+    match secret {
+        Some(secret) => request = request.basic_auth(&credentials.client_id, Some(secret)),
+        None => form.push(("client_id", credentials.client_id.clone())),
     }
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(&form)
+        .finish();
+    request
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .body(body)
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
 }
 
 async fn bounded<T>(

@@ -17,7 +17,7 @@ use rmcp::transport::auth::{AuthClient, AuthorizationManager, OAuthClientConfig}
 
 use crate::config::{OAuthMode, RemoteConfig};
 pub use challenge::{Challenge, ChallengeKind, Challenges, Recording};
-pub use login::{LoginError, LoginOptions, LoginOutcome, login, logout};
+pub use login::{LoginError, LoginOptions, LoginOutcome, LogoutOutcome, login, logout};
 pub use store::{LoginState, MAX_STEP_UPS, stored_secrets};
 
 /// The state of the stored login of an http server (`Missing` when the
