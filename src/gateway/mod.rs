@@ -310,7 +310,7 @@ impl Gateway {
         let asker = asking.asker();
         let token = context.meta.get_progress_token();
         let host = &self.inner.host;
-        let report = server_requests::with_forwarding(&context, |downstream| {
+        let report = server_requests::with_forwarding(&context, asker, |downstream| {
             clients::with_progress(&context.peer, token, |progress| {
                 host.call_for(
                     CallRequest {
