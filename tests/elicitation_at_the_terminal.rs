@@ -21,7 +21,6 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use gateway_support::cli_support::WARDEN;
 use gateway_support::{World, audit_lines, interpreter_prefix, python_venv};
 use serde_json::{Value, json};
 
