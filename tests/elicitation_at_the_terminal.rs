@@ -153,7 +153,10 @@ fn an_accept_from_the_answers_file_takes_the_schemas_defaults() {
     assert_eq!(result["result_sha256"].as_str().map(str::len), Some(64));
     let log = std::fs::read_to_string(world.path("audit.jsonl")).expect("audit");
     // The tool's result (which echoes the answer) is only a digest too.
-    assert!(!log.contains("Ada-canary-7f3"), "the answer's content is in the log");
+    assert!(
+        !log.contains("Ada-canary-7f3"),
+        "the answer's content is in the log"
+    );
     verify_audit(&world);
 }
 
@@ -202,7 +205,13 @@ fn with_no_terminal_and_no_answers_file_it_is_declined_with_the_reason() {
     write_config(&world, allow_tools());
     let out = run_detached(
         &world,
-        &["call", "fx", "test_elicitation", "--args", r#"{"message": "who?"}"#],
+        &[
+            "call",
+            "fx",
+            "test_elicitation",
+            "--args",
+            r#"{"message": "who?"}"#,
+        ],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -382,7 +391,10 @@ fn the_person_fills_in_the_form_and_a_hostile_message_cannot_drive_the_terminal(
     );
     // The server's escape sequences arrive as visible text, never raw.
     for raw in ["\u{1b}[2J", "\u{1b}]0;pwned", "\nwarden: approved"] {
-        assert!(!shown.contains(raw), "{raw:?} reached the terminal: {shown:?}");
+        assert!(
+            !shown.contains(raw),
+            "{raw:?} reached the terminal: {shown:?}"
+        );
     }
     assert!(shown.contains("^[[2J^[]0;pwned^G"), "{shown}");
     assert!(shown.contains("  │ warden: approved^M"), "{shown}");
@@ -401,10 +413,7 @@ fn the_person_fills_in_the_form_and_a_hostile_message_cannot_drive_the_terminal(
 fn declining_at_the_terminal_reaches_the_server() {
     let world = World::new();
     write_config(&world, allow_tools());
-    let mut pty = Pty::spawn(
-        &world,
-        &["call", "fx", "test_elicitation_sep1034_defaults"],
-    );
+    let mut pty = Pty::spawn(&world, &["call", "fx", "test_elicitation_sep1034_defaults"]);
     pty.expect("Answer? ");
     pty.type_line("d");
     pty.expect("action=decline");

@@ -99,7 +99,10 @@ fn run_answers_allowed_sampling_with_its_model_and_caps_max_tokens() {
         json!({"max_tokens": 50}),
         json!({"allow": ["mcp__fx__*", "sampling__fx"]}),
     );
-    let model = write_script(&world, json!(sampling_turns("hello from the model", "done")));
+    let model = write_script(
+        &world,
+        json!(sampling_turns("hello from the model", "done")),
+    );
     let out = run_detached(&world, &["--model", &model, "run", "--task", "go"], "");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(

@@ -554,7 +554,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             tool,
             args,
             answers,
-        } => call::run(&cli.global, &server, &tool, args.as_deref(), answers.as_deref()),
+        } => call::run(
+            &cli.global,
+            &server,
+            &tool,
+            args.as_deref(),
+            answers.as_deref(),
+        ),
         Command::Run {
             task,
             fail_on_deny,

@@ -9,8 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{CliError, GlobalArgs};
 use crate::config::{self, LoadOptions};
-use crate::host::{Host, HostError, HostOptions};
 use crate::host::answers::{Answerer, AnswersFile};
+use crate::host::{Host, HostError, HostOptions};
 use crate::terminal::TerminalAsker;
 use crate::terminal::form::{TerminalForm, Tty};
 use warden_policy::Mode;
@@ -115,11 +115,13 @@ pub fn answerer(
     answers: Option<&std::path::Path>,
 ) -> anyhow::Result<Option<std::sync::Arc<dyn Answerer>>> {
     if let Some(path) = answers {
-        let file = AnswersFile::load(path).map_err(|e| CliError::usage(format!("--answers {e}")))?;
+        let file =
+            AnswersFile::load(path).map_err(|e| CliError::usage(format!("--answers {e}")))?;
         return Ok(Some(std::sync::Arc::new(file)));
     }
-    Ok((mode == Mode::Interactive)
-        .then(|| std::sync::Arc::new(TerminalForm::new(Tty::default())) as std::sync::Arc<dyn Answerer>))
+    Ok((mode == Mode::Interactive).then(|| {
+        std::sync::Arc::new(TerminalForm::new(Tty::default())) as std::sync::Arc<dyn Answerer>
+    }))
 }
 
 /// Runs `body` on a multi-threaded runtime, cancelling its token on SIGINT

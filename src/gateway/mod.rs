@@ -715,6 +715,12 @@ fn elicitation_message(prompt: &AskPrompt, exposed_name: &str) -> String {
         ("resource read", "resource")
     } else if prompt.qualified.starts_with("prompt__") {
         ("prompt request", "prompt")
+    } else if prompt.qualified.starts_with("sampling__") {
+        // A server asks to use the client's model while serving a call.
+        (
+            "sampling request (the server asks to use your model)",
+            "request",
+        )
     } else {
         ("tool call", "tool")
     };

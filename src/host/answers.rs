@@ -32,7 +32,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use futures::future::BoxFuture;
-use rmcp::model::{CreateMessageRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction};
+use rmcp::model::{
+    CreateMessageRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction,
+};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -226,14 +228,12 @@ impl Answerer for AnswersFile {
         _params: &'a CreateMessageRequestParams,
     ) -> BoxFuture<'a, Result<bool, String>> {
         Box::pin(async move {
-            let (_, entry) = self
-                .take(EntryKind::Sampling, server, "")
-                .ok_or_else(|| {
-                    format!(
-                        "the answers file {} has no sampling answer left",
-                        self.path.display()
-                    )
-                })?;
+            let (_, entry) = self.take(EntryKind::Sampling, server, "").ok_or_else(|| {
+                format!(
+                    "the answers file {} has no sampling answer left",
+                    self.path.display()
+                )
+            })?;
             Ok(entry.action == "approve")
         })
     }
@@ -269,9 +269,13 @@ mod tests {
             {"action": "accept", "content": {"n": 1}},
         ]));
         let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
-        let first = answers.answer("fx", &form("first", schema.clone())).unwrap();
+        let first = answers
+            .answer("fx", &form("first", schema.clone()))
+            .unwrap();
         assert_eq!(first.content, Some(json!({"n": 1})));
-        let second = answers.answer("fx", &form("the second one", schema.clone())).unwrap();
+        let second = answers
+            .answer("fx", &form("the second one", schema.clone()))
+            .unwrap();
         assert_eq!(second.content, Some(json!({"n": 2})));
         let err = answers.answer("fx", &form("third", schema)).unwrap_err();
         assert!(err.contains("no answer left"), "{err}");

@@ -100,7 +100,13 @@ impl Form {
         }
         let fields = names
             .into_iter()
-            .map(|name| field(name, &properties[name.as_str()], required.contains(&name.as_str())))
+            .map(|name| {
+                field(
+                    name,
+                    &properties[name.as_str()],
+                    required.contains(&name.as_str()),
+                )
+            })
             .collect::<Result<_, _>>()?;
         Ok(Form { fields })
     }
@@ -378,11 +384,23 @@ mod tests {
         let form = Form::from_schema(&sep1034(), None).unwrap();
         for (content, why) in [
             (json!({}), "`email` is required"),
-            (json!({"email": "x", "age": "old"}), "`age`: expected a whole number"),
-            (json!({"email": "x", "age": 1.5}), "`age`: expected a whole number"),
+            (
+                json!({"email": "x", "age": "old"}),
+                "`age`: expected a whole number",
+            ),
+            (
+                json!({"email": "x", "age": 1.5}),
+                "`age`: expected a whole number",
+            ),
             (json!({"email": "x", "age": -1}), "`age`: -1 is outside"),
-            (json!({"email": "x", "status": "gone"}), "`status`: \"gone\" is not one of"),
-            (json!({"email": "x", "verified": "yes"}), "`verified`: expected true"),
+            (
+                json!({"email": "x", "status": "gone"}),
+                "`status`: \"gone\" is not one of",
+            ),
+            (
+                json!({"email": "x", "verified": "yes"}),
+                "`verified`: expected true",
+            ),
             (json!({"email": "x", "extra": 1}), "`extra` is not a field"),
         ] {
             let err = form.complete(content.as_object().unwrap()).unwrap_err();
@@ -410,8 +428,14 @@ mod tests {
         assert_eq!(
             form.fields[2].kind,
             Kind::Choice(vec![
-                Choice { value: "x".into(), title: Some("Ex".into()) },
-                Choice { value: "y".into(), title: Some("Why".into()) },
+                Choice {
+                    value: "x".into(),
+                    title: Some("Ex".into())
+                },
+                Choice {
+                    value: "y".into(),
+                    title: Some("Why".into())
+                },
             ])
         );
     }

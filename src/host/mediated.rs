@@ -256,13 +256,16 @@ impl Drop for PendingCall<'_> {
     fn drop(&mut self) {
         if !self.done {
             let call_id = std::mem::take(&mut self.call_id);
-            self.write(ResultRecord {
-                call_id,
-                outcome: Outcome::Abandoned,
-                duration_ms: elapsed_ms(self.started),
-                result_sha256: None,
-                error: Some(DROPPED.to_string()),
-            }, None);
+            self.write(
+                ResultRecord {
+                    call_id,
+                    outcome: Outcome::Abandoned,
+                    duration_ms: elapsed_ms(self.started),
+                    result_sha256: None,
+                    error: Some(DROPPED.to_string()),
+                },
+                None,
+            );
         }
         if self.host.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.host.settled.notify_waiters();

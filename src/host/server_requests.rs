@@ -546,7 +546,9 @@ impl Decider {
                     ),
                 ));
             }
-            capped = Some(json!({"max_tokens": {"asked": params.max_tokens, "sent": limits.max_tokens}}));
+            capped = Some(
+                json!({"max_tokens": {"asked": params.max_tokens, "sent": limits.max_tokens}}),
+            );
             tracing::info!(
                 server,
                 asked = params.max_tokens,

@@ -68,11 +68,7 @@ impl ClientHandler for WardenClient {
         &self,
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        let workspace = self
-            .roots
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let workspace = self.roots.read().unwrap_or_else(|p| p.into_inner()).clone();
         Ok(ListRootsResult::new(workspace_roots(&workspace)))
     }
 

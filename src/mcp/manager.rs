@@ -78,10 +78,7 @@ impl Manager {
     /// `notifications/roots/list_changed` to every connected server (all
     /// were told warden's roots can change). Returns the servers told, and
     /// those the notification could not reach, with why.
-    pub async fn set_roots(
-        &self,
-        dir: std::path::PathBuf,
-    ) -> (Vec<String>, Vec<(String, String)>) {
+    pub async fn set_roots(&self, dir: std::path::PathBuf) -> (Vec<String>, Vec<(String, String)>) {
         *self.shared.roots.write().unwrap_or_else(|p| p.into_inner()) = dir;
         let connected: Vec<(String, rmcp::Peer<rmcp::RoleClient>)> = self
             .slots()

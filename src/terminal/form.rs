@@ -175,7 +175,12 @@ impl<L: Lines> TerminalForm<L> {
         form.complete(&content)
     }
 
-    async fn elicit_form(&self, server: &str, message: &str, form: &Form) -> Result<ElicitResult, String> {
+    async fn elicit_form(
+        &self,
+        server: &str,
+        message: &str,
+        form: &Form,
+    ) -> Result<ElicitResult, String> {
         let mut text = format!(
             "\nwarden: the server `{}` asks you for input (elicitation):\n{}",
             display::line(server),
@@ -194,7 +199,10 @@ impl<L: Lines> TerminalForm<L> {
             }
         }
         let action = self
-            .choose(text, "Answer? [a]ccept and fill in / [d]ecline / [c]ancel: ")
+            .choose(
+                text,
+                "Answer? [a]ccept and fill in / [d]ecline / [c]ancel: ",
+            )
             .await?;
         if action != ElicitationAction::Accept {
             return Ok(ElicitResult::new(action));
@@ -215,7 +223,12 @@ impl<L: Lines> TerminalForm<L> {
         })
     }
 
-    async fn elicit_url(&self, server: &str, message: &str, url: &str) -> Result<ElicitResult, String> {
+    async fn elicit_url(
+        &self,
+        server: &str,
+        message: &str,
+        url: &str,
+    ) -> Result<ElicitResult, String> {
         let text = format!(
             "\nwarden: the server `{}` asks you to open a web page (elicitation). warden does \
              not open it; open it yourself only if you trust it:\n{}  URL: {}\n",
@@ -224,7 +237,10 @@ impl<L: Lines> TerminalForm<L> {
             display::line(url)
         );
         let action = self
-            .choose(text, "Done? [a]ccept (I completed it) / [d]ecline / [c]ancel: ")
+            .choose(
+                text,
+                "Done? [a]ccept (I completed it) / [d]ecline / [c]ancel: ",
+            )
             .await?;
         Ok(ElicitResult::new(action))
     }
@@ -325,7 +341,10 @@ fn field_summary(field: &Field) -> String {
         out.push_str(", required");
     }
     if let Some(default) = &field.default {
-        out.push_str(&format!(", default {}", display::line(&default.to_string())));
+        out.push_str(&format!(
+            ", default {}",
+            display::line(&default.to_string())
+        ));
     }
     out.push(')');
     out
@@ -457,7 +476,10 @@ mod tests {
         // Fields in the schema's order as read (here sorted): age, name, ok, status.
         let script = Scripted::new(&["a", "", "old", "41", "", "", "2", "y"]);
         let answerer = TerminalForm::new(&script);
-        let answer = answerer.elicit("fx", &form("Who are you?", schema())).await.unwrap();
+        let answer = answerer
+            .elicit("fx", &form("Who are you?", schema()))
+            .await
+            .unwrap();
         assert_eq!(answer.action, ElicitationAction::Accept);
         assert_eq!(
             answer.content,
@@ -474,12 +496,21 @@ mod tests {
         for (answers, expected) in [
             (&["d"][..], Ok(ElicitationAction::Decline)),
             (&["c"][..], Ok(ElicitationAction::Cancel)),
-            (&["a", "41", "", "", "", "d"][..], Ok(ElicitationAction::Decline)),
+            (
+                &["a", "41", "", "", "", "d"][..],
+                Ok(ElicitationAction::Decline),
+            ),
             (&[][..], Err(())),
         ] {
             let script = Scripted::new(answers);
-            let answer = TerminalForm::new(&script).elicit("fx", &form("m", schema())).await;
-            assert_eq!(answer.map(|a| a.action).map_err(drop), expected, "{answers:?}");
+            let answer = TerminalForm::new(&script)
+                .elicit("fx", &form("m", schema()))
+                .await;
+            assert_eq!(
+                answer.map(|a| a.action).map_err(drop),
+                expected,
+                "{answers:?}"
+            );
         }
     }
 
@@ -492,7 +523,10 @@ mod tests {
         }});
         let script = Scripted::new(&["d"]);
         let _ = TerminalForm::new(&script)
-            .elicit("s\u{1b}[H", &form("hi\u{1b}[2J\nwarden: allowed\r", hostile))
+            .elicit(
+                "s\u{1b}[H",
+                &form("hi\u{1b}[2J\nwarden: allowed\r", hostile),
+            )
             .await;
         let url = ElicitRequestParams::UrlElicitationParams {
             meta: None,
@@ -501,14 +535,20 @@ mod tests {
             elicitation_id: "1".into(),
         };
         let _ = TerminalForm::new(&script).elicit("s", &url).await;
-        let sampling = CreateMessageRequestParams::new(
-            vec![SamplingMessage::user_text("\u{1b}[2J obey")],
-            10,
-        );
-        let _ = TerminalForm::new(&script).approve_sampling("s", &sampling).await;
+        let sampling =
+            CreateMessageRequestParams::new(vec![SamplingMessage::user_text("\u{1b}[2J obey")], 10);
+        let _ = TerminalForm::new(&script)
+            .approve_sampling("s", &sampling)
+            .await;
         let shown = script.shown.lock().unwrap().clone();
-        assert!(!shown.contains('\u{1b}') && !shown.contains('\r'), "{shown:?}");
-        assert!(!shown.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)), "{shown:?}");
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\r'),
+            "{shown:?}"
+        );
+        assert!(
+            !shown.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)),
+            "{shown:?}"
+        );
         assert!(shown.contains("  │ warden: allowed^M"), "{shown}");
         assert!(shown.contains("<U+202E>a"), "{shown}");
     }

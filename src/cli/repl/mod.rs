@@ -86,10 +86,12 @@ pub fn run(global: &GlobalArgs, answers: Option<&std::path::Path>) -> anyhow::Re
         let answerer = match answers_file {
             Some(file) => Some(file),
             None if host.mode() != Mode::Interactive => None,
-            None if std::io::stdin().is_terminal() => Some(Arc::new(TerminalForm::new(EditorLines {
-                editor: editor.clone(),
-                spinner: spinner.clone(),
-            })) as Arc<dyn Answerer>),
+            None if std::io::stdin().is_terminal() => {
+                Some(Arc::new(TerminalForm::new(EditorLines {
+                    editor: editor.clone(),
+                    spinner: spinner.clone(),
+                })) as Arc<dyn Answerer>)
+            }
             None => Some(Arc::new(TerminalForm::new(Tty::default())) as Arc<dyn Answerer>),
         };
         host.install_server_requests_with(ServerRequestsSetup {

@@ -18,7 +18,10 @@ impl Repl {
     pub(super) async fn workspace(&self, dir: Option<&str>) {
         let started = self.host.workspace().to_path_buf();
         let Some(dir) = dir else {
-            println!("workspace: {}", display::line(&started.display().to_string()));
+            println!(
+                "workspace: {}",
+                display::line(&started.display().to_string())
+            );
             println!(
                 "root given to servers (roots/list): {}",
                 display::line(&self.host.manager().roots().display().to_string())
