@@ -250,12 +250,16 @@ fn with_no_terminal_and_no_answers_file_it_is_declined_with_the_reason() {
     assert_eq!(request["decision"]["effect"], "deny");
 }
 
+/// Every byte the terminal received (escape sequences included), and
+/// whether it has closed.
+type Screen = Arc<(Mutex<(Vec<u8>, bool)>, Condvar)>;
+
 /// A pseudo-terminal whose slave is warden's controlling terminal; the
 /// screen keeps every byte (escape sequences included) as received.
 struct Pty {
     child: std::process::Child,
     master: std::fs::File,
-    screen: Arc<(Mutex<(Vec<u8>, bool)>, Condvar)>,
+    screen: Screen,
     seen: usize,
 }
 
@@ -286,7 +290,7 @@ impl Pty {
         let child = command.spawn().expect("spawn warden");
         drop(slave);
         let master = std::fs::File::from(pty.master);
-        let screen = Arc::new((Mutex::new((Vec::new(), false)), Condvar::new()));
+        let screen: Screen = Arc::new((Mutex::new((Vec::new(), false)), Condvar::new()));
         {
             let mut master = master.try_clone().expect("dup master");
             let screen = screen.clone();
