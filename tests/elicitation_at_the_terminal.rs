@@ -427,3 +427,41 @@ fn declining_at_the_terminal_reaches_the_server() {
     let result = result.expect("a request_result");
     assert_eq!(result["answered_by"], "person");
 }
+
+/// In the repl the form goes through the line editor (the one reader of
+/// the terminal), in the middle of a model's turn.
+#[test]
+fn in_the_repl_the_form_is_read_through_the_line_editor() {
+    let world = World::new();
+    write_config(&world, allow_tools());
+    let script = world.path("script.json");
+    std::fs::write(
+        &script,
+        json!([
+            {"tool_calls": [{"name": "mcp__fx__test_elicitation", "arguments": {"message": "Your name?"}}]},
+            {"expect": "ada@example.com", "text": "thanks, the server has it"}
+        ])
+        .to_string(),
+    )
+    .expect("script");
+    let model = format!("scripted:{}", script.display());
+    let mut pty = Pty::spawn(&world, &["--model", &model, "repl"]);
+    pty.expect("warden> ");
+    pty.type_line("ask me");
+    pty.expect("Answer? [a]ccept and fill in / [d]ecline / [c]ancel: ");
+    pty.type_line("a");
+    pty.expect("username (text, required): ");
+    pty.type_line("ada");
+    pty.expect("email (text, required): ");
+    pty.type_line("ada@example.com");
+    pty.expect("Send it? ");
+    pty.type_line("a");
+    pty.expect("thanks, the server has it");
+    pty.expect("warden> ");
+    pty.type_line("/quit");
+    let (code, screen) = pty.finish();
+    assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&screen));
+    let (_, result) = elicitation_records(&world);
+    assert_eq!(result.expect("a request_result")["answered_by"], "person");
+    assert!(world.leftover_processes().is_empty());
+}
