@@ -348,6 +348,7 @@ impl Decider {
         cancel: CancellationToken,
     ) -> Result<ElicitResult, ErrorData> {
         let ready = match &self.answerer {
+            None if self.caller == Caller::Gateway => Err(GATEWAY_CANNOT_ASK.to_string()),
             None => Err(NO_ONE_TO_ASK.to_string()),
             Some(answerer) => answerer.ready().map(|()| answerer),
         };
@@ -429,6 +430,9 @@ impl Decider {
                 Some(answerer) => {
                     answerer.ready()?;
                     answerer.approve_sampling(server, params).await?
+                }
+                None if self.caller == Caller::Gateway => {
+                    return Err(GATEWAY_CANNOT_ASK.to_string());
                 }
                 None => return Err(NO_ONE_TO_ASK.to_string()),
             },
@@ -617,6 +621,11 @@ impl Decider {
 /// elicitation.
 const NO_ONE_TO_ASK: &str = "no one to ask: there is no terminal to put it to \
     (warden reads /dev/tty) and no --answers file was given";
+
+/// Why a gateway request other than a tool call (a resource read, a
+/// prompt) has no one to put its server's question to.
+const GATEWAY_CANNOT_ASK: &str = "no one to ask: only the client of a tool call is \
+    passed its server's requests";
 
 fn decline() -> Result<ElicitResult, ErrorData> {
     Ok(ElicitResult::new(ElicitationAction::Decline))

@@ -1,7 +1,9 @@
-//! A server's elicitation during `warden call` (CONTRACT §8): put to the
-//! person at the controlling terminal (a real pseudo-terminal here), or
-//! answered from an `--answers` file given explicitly; with neither it is
-//! declined, with the reason recorded. The server is the Python
+//! A server's questions at the terminal (CONTRACT §8): its elicitation
+//! during `warden call` or in the repl is put to the person at the
+//! controlling terminal (a real pseudo-terminal here), or answered from an
+//! `--answers` file given explicitly; with neither it is declined, with the
+//! reason recorded. An `ask` about its sampling in `warden run` is put to
+//! the person the same way. The server is the Python
 //! conformance fixture (tests/python/conformance_fixture_server.py, official
 //! MCP SDK), sandboxed, whose tools elicit and report the answer they got.
 //!
@@ -248,6 +250,30 @@ fn with_no_terminal_and_no_answers_file_it_is_declined_with_the_reason() {
     let (request, _) = elicitation_records(&world);
     assert_eq!(request["outcome"], "denied");
     assert_eq!(request["decision"]["effect"], "deny");
+
+    // --ci with an explicit allow rule: the answers file answers.
+    let world = World::new();
+    write_config(&world, json!({"allow": ["mcp__fx__*", "elicitation__fx"]}));
+    let answers = write_answers(&world, json!([{"action": "accept", "content": {}}]));
+    let out = run_detached(
+        &world,
+        &[
+            "--ci",
+            "call",
+            "fx",
+            "test_elicitation_sep1034_defaults",
+            "--answers",
+            answers.to_str().expect("utf-8"),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("action=accept"), "{stdout}");
+    let (_, result) = elicitation_records(&world);
+    assert!(
+        result.expect("a request_result")["answered_by"]
+            .as_str()
+            .is_some_and(|by| by.starts_with("file:/"))
+    );
 }
 
 /// Every byte the terminal received (escape sequences included), and
@@ -464,4 +490,43 @@ fn in_the_repl_the_form_is_read_through_the_line_editor() {
     let (_, result) = elicitation_records(&world);
     assert_eq!(result.expect("a request_result")["answered_by"], "person");
     assert!(world.leftover_processes().is_empty());
+}
+
+/// `warden run`: sampling with no rule is `ask`, put to the person at the
+/// terminal with the server's messages shown as untrusted, quoted text.
+#[test]
+fn a_sampling_ask_in_run_is_put_to_the_person() {
+    let world = World::new();
+    write_config(&world, allow_tools());
+    let script = world.path("script.json");
+    std::fs::write(
+        &script,
+        json!([
+            {"tool_calls": [{"name": "mcp__fx__test_sampling", "arguments": {"prompt": "say \u{1b}[2Jhello"}}]},
+            {"expect": "say", "text": "the model's answer"},
+            {"expect": "LLM response: the model's answer", "text": "all done"}
+        ])
+        .to_string(),
+    )
+    .expect("script");
+    let model = format!("scripted:{}", script.display());
+    let mut pty = Pty::spawn(&world, &["--model", &model, "run", "--task", "go"]);
+    pty.expect("asks to use the model (sampling), up to 100 tokens");
+    pty.expect("  │ say ^[[2Jhello");
+    pty.expect("Let the model answer it? [a]pprove once / [N]o: ");
+    pty.type_line("a");
+    pty.expect("all done");
+    let (code, screen) = pty.finish();
+    let shown = String::from_utf8_lossy(&screen);
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(!shown.contains("\u{1b}[2Jhello"), "{shown:?}");
+    let records = audit_lines(&world.path("audit.jsonl"));
+    let approval = records
+        .iter()
+        .find(|r| r["event"] == "approval" && r["subject"] == "sampling__fx")
+        .expect("the approval recorded");
+    assert_eq!(approval["action"], "allow_once");
+    assert!(records.iter().any(|r| r["event"] == "request_result"
+        && r["kind"] == "sampling"
+        && r["answered_by"] == "model"));
 }
