@@ -160,6 +160,10 @@ fn an_accept_from_the_answers_file_takes_the_schemas_defaults() {
         "the answer's content is in the log"
     );
     verify_audit(&world);
+    let audit = world.path("audit.jsonl");
+    let shown = world.run(&["audit", "show", audit.to_str().expect("utf-8")]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("ok (by file:/"), "{shown}");
 }
 
 #[test]
