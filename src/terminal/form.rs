@@ -16,9 +16,13 @@
 #![allow(deprecated)]
 
 use std::io::{BufRead, Write};
+use std::os::fd::AsFd;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::future::BoxFuture;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use rmcp::model::{
     CreateMessageRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction,
 };
@@ -75,12 +79,32 @@ impl Lines for Tty {
 
     fn read_line(&self, preamble: String, prompt: String) -> BoxFuture<'_, Option<String>> {
         let tty = self.clone();
+        // Set when the question is given up (the server cancelled it, the
+        // command ends): the reader stops waiting, so it never takes a line
+        // typed for a later question.
+        let given_up = GiveUp::default();
+        let flag = given_up.0.clone();
         Box::pin(async move {
+            let _given_up = given_up;
             tokio::task::spawn_blocking(move || {
                 let mut file = tty.open().ok()?;
                 file.write_all(preamble.as_bytes()).ok()?;
                 file.write_all(prompt.as_bytes()).ok()?;
                 file.flush().ok()?;
+                loop {
+                    if flag.load(Ordering::Relaxed) {
+                        return None;
+                    }
+                    let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLIN)];
+                    match poll(&mut fds, PollTimeout::from(200u16)) {
+                        Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+                        Ok(_) => break,
+                        Err(_) => return None,
+                    }
+                }
+                if flag.load(Ordering::Relaxed) {
+                    return None;
+                }
                 // Canonical mode hands over one line per read: nothing
                 // typed ahead for the next question is taken with it.
                 let mut reader = std::io::BufReader::new(file);
@@ -94,6 +118,16 @@ impl Lines for Tty {
             .ok()
             .flatten()
         })
+    }
+}
+
+/// Tells a terminal read, when dropped, that no one waits for it any more.
+#[derive(Default)]
+struct GiveUp(Arc<AtomicBool>);
+
+impl Drop for GiveUp {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 
@@ -452,6 +486,30 @@ mod tests {
             let next = self.answers.lock().unwrap().pop().map(str::to_string);
             Box::pin(async move { next })
         }
+    }
+
+    /// A question given up (its future dropped) stops reading: the next
+    /// line typed goes to the next question.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_question_given_up_never_takes_the_next_line() {
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let tty = Tty {
+            device: nix::unistd::ttyname(&pty.slave).unwrap(),
+        };
+        let first = tty.read_line(String::new(), "first? ".into());
+        let gave_up = tokio::time::timeout(std::time::Duration::from_millis(100), first).await;
+        assert!(gave_up.is_err(), "nothing was typed");
+        let second = {
+            let tty = tty.clone();
+            tokio::spawn(async move { tty.read_line(String::new(), "second? ".into()).await })
+        };
+        let mut master = std::fs::File::from(pty.master);
+        master.write_all(b"for the second\n").unwrap();
+        let second = tokio::time::timeout(std::time::Duration::from_secs(10), second).await;
+        assert_eq!(
+            second.ok().and_then(Result::ok).flatten().as_deref(),
+            Some("for the second")
+        );
     }
 
     fn form(message: &str, schema: Value) -> ElicitRequestParams {
