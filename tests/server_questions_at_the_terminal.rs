@@ -534,3 +534,54 @@ fn a_sampling_ask_in_run_is_put_to_the_person() {
         && r["kind"] == "sampling"
         && r["answered_by"] == "model"));
 }
+
+/// URL mode, from the npm reference server (`server-everything`,
+/// `trigger-url-elicitation`): the URL is shown and never opened; the
+/// person says whether they completed it.
+#[test]
+fn a_url_elicitation_shows_the_url_and_asks_whether_it_was_completed() {
+    let everything = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/npm/node_modules/.bin/mcp-server-everything");
+    if !everything.exists() {
+        eprintln!(
+            "SKIPPED: {} is missing (scripts/test-deps.sh)",
+            everything.display()
+        );
+        return;
+    }
+    let world = World::new();
+    world.write_config(&json!({
+        "mcpServers": {"ev": {"command": everything, "args": ["stdio", world.marker]}},
+        "permissions": {"allow": ["mcp__ev__*"]},
+        "audit": {"path": world.path("audit.jsonl")}
+    }));
+    let args = json!({
+        "url": "https://login.example.com/device?code=42",
+        "message": "Sign in\u{1b}]8;;https://evil.example\u{7}here\u{1b}]8;;\u{7}"
+    })
+    .to_string();
+    let mut pty = Pty::spawn(
+        &world,
+        &["call", "ev", "trigger-url-elicitation", "--args", &args],
+    );
+    // The control characters in the argument make the policy ask first.
+    pty.expect("Allow? [o]nce / [s]ession / [N]o: ");
+    pty.type_line("o");
+    pty.expect("asks you to open a web page (elicitation). warden does not open it");
+    pty.expect("  URL: https://login.example.com/device?code=42");
+    pty.expect("Done? [a]ccept (I completed it) / [d]ecline / [c]ancel: ");
+    pty.type_line("a");
+    pty.expect("User completed the URL elicitation flow");
+    let (code, screen) = pty.finish();
+    let shown = String::from_utf8_lossy(&screen);
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(!shown.contains("\u{1b}]8;;https://evil"), "{shown:?}");
+    assert!(
+        shown.contains("Sign in^[]8;;https://evil.example^Ghere"),
+        "{shown}"
+    );
+    let (request, result) = elicitation_records(&world);
+    assert_eq!(request["arguments"]["mode"], "url");
+    assert_eq!(result.expect("a request_result")["answered_by"], "person");
+    assert!(world.leftover_processes().is_empty());
+}
