@@ -28,6 +28,8 @@
 //!   Declining, cancelling, timing out or anything else is a deny. A client
 //!   without elicitation is never asked: the call is denied, and the text
 //!   says the client could not be asked.
+//!   An `ask` about a server's sampling request during the client's call
+//!   is put to the same client the same way (`server_requests.rs`).
 //! - When the host's tools change, every connected client gets
 //!   `notifications/tools/list_changed`.
 //!
