@@ -291,11 +291,31 @@ struct Pty {
     master: std::fs::File,
     screen: Screen,
     seen: usize,
+    /// warden has exited (else it is killed when the test ends, failed).
+    done: bool,
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 impl Pty {
     fn spawn(world: &World, args: &[&str]) -> Pty {
         let pty = nix::pty::openpty(None, None).expect("openpty");
+        // Neither end may leak into warden (or another test's child): a
+        // warden holding its own master would never see the terminal close.
+        for fd in [&pty.master, &pty.slave] {
+            nix::fcntl::fcntl(
+                fd,
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+            )
+            .expect("cloexec");
+        }
         let slave: OwnedFd = pty.slave;
         let stdio = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup pty"));
         let plain = world.warden(args);
@@ -345,6 +365,7 @@ impl Pty {
             master,
             screen,
             seen: 0,
+            done: false,
         }
     }
 
@@ -377,6 +398,7 @@ impl Pty {
     /// Waits for warden to exit; everything the terminal received.
     fn finish(mut self) -> (Option<i32>, Vec<u8>) {
         let status = self.child.wait().expect("wait");
+        self.done = true;
         let (lock, ready) = &*self.screen;
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut screen = lock.lock().expect("screen");
