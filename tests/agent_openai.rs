@@ -34,6 +34,7 @@ fn simple_request() -> ModelRequest {
         system: "sys".into(),
         messages: vec![warden::agent::Message::User { text: "hi".into() }],
         tools: vec![],
+        max_tokens: None,
     }
 }
 

@@ -117,6 +117,7 @@ fn all_events() -> Vec<Event> {
         decision: None,
         outcome: Outcome::Pending,
         error: None,
+        capped: Some(json!({"max_tokens": {"asked": 10000, "sent": 4096}})),
     }));
     events.push(Event::RequestResult(audit::RequestResultRecord {
         kind: audit::RequestKind::Resource,
@@ -127,6 +128,7 @@ fn all_events() -> Vec<Event> {
             result_sha256: None,
             error: Some("warden is exiting".into()),
         },
+        answered_by: Some("file:/tmp/answers.json".into()),
     }));
     events.push(Event::ServerExit {
         server: "fs".into(),

@@ -49,6 +49,11 @@ fn config(world: &World, extra: Value, permissions: Value) -> Value {
 
 /// Runs the Python client with `plan` against `warden GLOBAL… gateway --stdio`.
 async fn run_client(world: &World, global: &[&str], plan: &Value) -> Value {
+    run_client_with(world, global, &[], plan).await
+}
+
+/// [`run_client`] with `gateway --stdio GATEWAY…`.
+async fn run_client_with(world: &World, global: &[&str], gateway: &[&str], plan: &Value) -> Value {
     let mut plan = plan.clone();
     plan["env"] = json!({
         "WARDEN_CONFIG_DIR": world.config_dir,
@@ -70,6 +75,7 @@ async fn run_client(world: &World, global: &[&str], plan: &Value) -> Value {
             .arg(&world.workspace)
             .args(global)
             .args(["gateway", "--stdio"])
+            .args(gateway)
             .env("HOME", &world.home)
             .kill_on_drop(true)
             .output(),
@@ -362,6 +368,62 @@ async fn warden_run_answers_allowed_sampling_with_its_own_model() {
     assert!(
         stdout.contains("LLM response: sampled-by-model"),
         "{stdout}"
+    );
+    no_leftovers(&world);
+}
+
+/// Sampling with no rule is `ask`: with `--ask-client` the gateway puts it
+/// to the client (the person's) as an elicitation first, records the answer
+/// as an `approval`, then passes the request on; without `--ask-client` it
+/// is refused unasked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sampling_ask_goes_to_the_persons_client_first() {
+    let world = World::new();
+    world.write_config(&config(&world, json!({}), json!({"allow": ["mcp__fx__*"]})));
+    let plan = json!({
+        "answers": {
+            "elicitation": {"action": "accept", "content": {"decision": "allow_once"}},
+            "sampling": {"text": "sampled-after-asking"}
+        },
+        "steps": [{"call": "fx__test_sampling", "arguments": {"prompt": "say hi"}}]
+    });
+    let out = run_client_with(&world, &[], &["--ask-client"], &plan).await;
+    let questions = asked(&out);
+    assert_eq!(questions.len(), 2, "{questions:?}");
+    let question = questions[0]["elicitation"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        question.contains("sampling request") && question.contains("sampling/createMessage"),
+        "{question}"
+    );
+    assert_eq!(questions[1]["sampling"]["maxTokens"], 100, "{questions:?}");
+    assert!(step_text(&out, 0).contains("sampled-after-asking"));
+    let sampled = requests(&world, "sampling");
+    assert_eq!(sampled.len(), 1, "{sampled:?}");
+    assert_eq!(sampled[0]["decision"]["effect"], "ask");
+    assert_eq!(sampled[0]["result"]["answered_by"], "client");
+    let approval = audit_lines(&audit_path(&world))
+        .into_iter()
+        .find(|r| r["event"] == "approval" && r["subject"] == "sampling__fx")
+        .expect("the answer recorded");
+    assert_eq!(approval["action"], "allow_once");
+    assert_eq!(approval["call_id"], sampled[0]["call_id"]);
+
+    // Without --ask-client nobody may be asked: refused, the client never
+    // sees the request.
+    let world = World::new();
+    world.write_config(&config(&world, json!({}), json!({"allow": ["mcp__fx__*"]})));
+    let out = run_client(&world, &[], &plan).await;
+    assert!(asked(&out).is_empty(), "{out}");
+    let sampled = requests(&world, "sampling");
+    assert_eq!(sampled[0]["outcome"], "denied");
+    assert!(
+        sampled[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("--ask-client")),
+        "{}",
+        sampled[0]
     );
     no_leftovers(&world);
 }

@@ -142,7 +142,10 @@ impl AnthropicModel {
             .collect();
         let mut body = Map::new();
         body.insert("model".into(), json!(self.model));
-        body.insert("max_tokens".into(), json!(self.max_tokens));
+        let max_tokens = request
+            .max_tokens
+            .map_or(self.max_tokens, |m| m.clamp(1, self.max_tokens));
+        body.insert("max_tokens".into(), json!(max_tokens));
         if !request.system.is_empty() {
             body.insert("system".into(), json!(request.system));
         }

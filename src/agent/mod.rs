@@ -99,6 +99,9 @@ pub struct ModelRequest {
     pub system: String,
     pub messages: Vec<Message>,
     pub tools: Vec<ToolSpec>,
+    /// At most this many output tokens (a server's sampling request,
+    /// capped); `None`: the provider's own setting.
+    pub max_tokens: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]

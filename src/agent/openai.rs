@@ -121,6 +121,9 @@ impl OpenAiModel {
         let mut body = Map::new();
         body.insert("model".into(), json!(self.model));
         body.insert("messages".into(), Value::Array(messages));
+        if let Some(max_tokens) = request.max_tokens {
+            body.insert("max_completion_tokens".into(), json!(max_tokens.max(1)));
+        }
         if !request.tools.is_empty() {
             let tools: Vec<Value> = request.tools.iter().map(tool_json).collect();
             body.insert("tools".into(), Value::Array(tools));

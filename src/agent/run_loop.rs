@@ -338,6 +338,7 @@ pub async fn run_conversation(
             system: SYSTEM_PROMPT.to_string(),
             messages: messages.clone(),
             tools: specs.clone(),
+            max_tokens: None,
         };
         tracing::debug!(turn = report.turns, model = %model.name(), "asking the model");
         let turn = tokio::select! {

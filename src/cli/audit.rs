@@ -373,6 +373,13 @@ fn row(r: &Value) -> [String; 8] {
                 );
             }
             outcome = s(&r["outcome"]);
+            // Who answered a server's own request, and what warden capped.
+            if let Some(by) = r["answered_by"].as_str() {
+                outcome.push_str(&format!(" (by {by})"));
+            }
+            if r["capped"].is_object() {
+                outcome.push_str(" (capped)");
+            }
             if let Some(ms) = r["duration_ms"].as_u64() {
                 duration = format!("{ms} ms");
             }

@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{CliError, GlobalArgs, exit, output, session};
-use crate::host::{CallReport, CallRequest, Caller, Host, ToolRef};
+use crate::host::{CallReport, CallRequest, Caller, Host, ServerRequestsSetup, ToolRef};
 use crate::mcp::ServerState;
 use warden_audit::Outcome;
 use warden_policy::Mode;
@@ -18,9 +18,11 @@ pub fn run(
     server: &str,
     tool: &str,
     args: Option<&str>,
+    answers: Option<&Path>,
 ) -> anyhow::Result<u8> {
     let arguments = parse_arguments(args)?;
     let mut options = session::host_options(global, Mode::Interactive)?;
+    let answerer = session::answerer(options.mode, answers)?;
     options.only_servers = vec![server.to_string()];
     let json = global.json;
     let stdout = output::Stdout::for_results(global);
@@ -37,7 +39,10 @@ pub fn run(
         // flight is given up (`abandoned`), not cancelled by a person.
         options.exit = Some(cancel.clone());
         let host = std::sync::Arc::new(Host::open(options).map_err(session::host_error)?);
-        host.install_server_requests(warden_audit::Caller::Cli);
+        host.install_server_requests_with(ServerRequestsSetup {
+            answerer,
+            ..ServerRequestsSetup::new(warden_audit::Caller::Cli)
+        });
         tokio::select! {
             () = host.connect() => {}
             () = cancel.cancelled() => {}

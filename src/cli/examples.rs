@@ -14,7 +14,8 @@ pub const DEMO: &str = "Examples:
 pub const CALL: &str = "Examples:
   warden call notes read_note --args '{\"id\": 2}'
   warden --ci --json call fs write_file --args @args.json   # ask → deny; exit 3
-  warden --config warden.json call time get_current_time";
+  warden --config warden.json call time get_current_time
+  warden call fx ask_user --answers answers.json            # the server's questions answered from a file";
 
 pub const RUN: &str = "Examples:
   warden run --model anthropic:claude-sonnet-4-5 --task 'Summarise the open issues'
@@ -22,7 +23,8 @@ pub const RUN: &str = "Examples:
 
 pub const REPL: &str = "Examples:
   warden repl --model openai:gpt-4.1
-  warden --workspace ~/src/app repl --model anthropic:claude-sonnet-4-5";
+  warden --workspace ~/src/app repl --model anthropic:claude-sonnet-4-5
+  warden repl --answers answers.json                      # servers' questions answered from a file";
 
 pub const MCP: &str = "Examples:
   warden mcp list

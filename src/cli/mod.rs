@@ -175,6 +175,11 @@ pub enum Command {
         /// Arguments: a JSON object, or @FILE to read one.
         #[arg(long, value_name = "JSON|@FILE")]
         args: Option<String>,
+        /// Answer the server's elicitation (and sampling asks) from this
+        /// JSON file instead of the terminal (README, "Answering a server's
+        /// questions"); recorded in the audit as answered by the file.
+        #[arg(long, value_name = "FILE")]
+        answers: Option<PathBuf>,
     },
     /// Run one agent task non-interactively and print the answer (or JSON with --json).
     #[command(after_help = examples::RUN)]
@@ -185,10 +190,19 @@ pub enum Command {
         /// Exit 3 when any tool call was denied.
         #[arg(long)]
         fail_on_deny: bool,
+        /// Answer servers' elicitation (and sampling asks) from this JSON
+        /// file instead of the terminal.
+        #[arg(long, value_name = "FILE")]
+        answers: Option<PathBuf>,
     },
-    /// Interactive agent session: type tasks; /mcp, /tools, /policy, /audit, /help.
+    /// Interactive agent session: type tasks; /mcp, /tools, /policy, /audit, /workspace, /help.
     #[command(after_help = examples::REPL)]
-    Repl,
+    Repl {
+        /// Answer servers' elicitation (and sampling asks) from this JSON
+        /// file instead of asking at the prompt.
+        #[arg(long, value_name = "FILE")]
+        answers: Option<PathBuf>,
+    },
     /// Configured MCP servers: list, status, approval.
     #[command(subcommand)]
     #[command(after_help = examples::MCP)]
@@ -517,7 +531,7 @@ fn command_path(command: &Command) -> String {
         Command::Demo => "demo",
         Command::Call { .. } => "call",
         Command::Run { .. } => "run",
-        Command::Repl => "repl",
+        Command::Repl { .. } => "repl",
         Command::Mcp(McpCommand::List) => "mcp list",
         Command::Mcp(McpCommand::Status) => "mcp status",
         Command::Mcp(McpCommand::Approve { .. }) => "mcp approve",
@@ -546,11 +560,24 @@ fn command_path(command: &Command) -> String {
 fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Demo => demo::run(&cli.global),
-        Command::Call { server, tool, args } => {
-            call::run(&cli.global, &server, &tool, args.as_deref())
-        }
-        Command::Run { task, fail_on_deny } => run::run(&cli.global, &task, fail_on_deny),
-        Command::Repl => repl::run(&cli.global),
+        Command::Call {
+            server,
+            tool,
+            args,
+            answers,
+        } => call::run(
+            &cli.global,
+            &server,
+            &tool,
+            args.as_deref(),
+            answers.as_deref(),
+        ),
+        Command::Run {
+            task,
+            fail_on_deny,
+            answers,
+        } => run::run(&cli.global, &task, fail_on_deny, answers.as_deref()),
+        Command::Repl { answers } => repl::run(&cli.global, answers.as_deref()),
         Command::Pin(cmd) => {
             let path = match &cli.global.lock {
                 Some(path) => path.clone(),

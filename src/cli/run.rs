@@ -9,11 +9,16 @@ use super::{CliError, GlobalArgs, exit, session};
 use crate::agent::HostExecutor;
 use crate::agent::model_from_spec;
 use crate::agent::{Limits, RunStatus, run_task};
-use crate::host::Host;
+use crate::host::{Host, ServerRequestsSetup};
 use crate::mcp::ServerState;
 use warden_policy::Mode;
 
-pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Result<u8> {
+pub fn run(
+    global: &GlobalArgs,
+    task: &str,
+    fail_on_deny: bool,
+    answers: Option<&std::path::Path>,
+) -> anyhow::Result<u8> {
     let spec = global.model.clone().ok_or_else(|| {
         CliError::usage(
             "`warden run` needs --model SPEC (scripted:FILE, openai:MODEL, anthropic:MODEL)",
@@ -25,6 +30,7 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
             .into();
     let limits = limits(global)?;
     let options = session::host_options(global, Mode::Interactive)?;
+    let answerer = session::answerer(options.mode, answers)?;
     let json_out = global.json;
     let stdout = super::output::Stdout::for_results(global);
     let task = task.to_string();
@@ -34,7 +40,11 @@ pub fn run(global: &GlobalArgs, task: &str, fail_on_deny: bool) -> anyhow::Resul
         let mut options = options;
         options.exit = Some(cancel.clone());
         let host = std::sync::Arc::new(Host::open(options).map_err(session::host_error)?);
-        host.install_server_requests_with(warden_audit::Caller::Model, Some(model.clone()));
+        host.install_server_requests_with(ServerRequestsSetup {
+            model: Some(model.clone()),
+            answerer,
+            ..ServerRequestsSetup::new(warden_audit::Caller::Model)
+        });
         if !session::connect_or_cancel(&host, &cancel).await {
             return Ok(exit::FAILED);
         }

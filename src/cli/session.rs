@@ -9,8 +9,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::{CliError, GlobalArgs};
 use crate::config::{self, LoadOptions};
+use crate::host::answers::{Answerer, AnswersFile};
 use crate::host::{Host, HostError, HostOptions};
 use crate::terminal::TerminalAsker;
+use crate::terminal::form::{TerminalForm, Tty};
 use warden_policy::Mode;
 
 pub fn workspace(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
@@ -102,6 +104,24 @@ pub async fn connect_or_cancel(host: &Host, cancel: &CancellationToken) -> bool 
 /// gateway modes nobody here can.
 pub fn terminal_asker(mode: Mode) -> Option<TerminalAsker> {
     (mode == Mode::Interactive).then(TerminalAsker::new)
+}
+
+/// Who answers a server's elicitation (and an `ask` about its sampling)
+/// when this session is the client: the `--answers` file when given,
+/// else the person at the terminal in interactive mode, else no one (a
+/// decline).
+pub fn answerer(
+    mode: Mode,
+    answers: Option<&std::path::Path>,
+) -> anyhow::Result<Option<std::sync::Arc<dyn Answerer>>> {
+    if let Some(path) = answers {
+        let file =
+            AnswersFile::load(path).map_err(|e| CliError::usage(format!("--answers {e}")))?;
+        return Ok(Some(std::sync::Arc::new(file)));
+    }
+    Ok((mode == Mode::Interactive).then(|| {
+        std::sync::Arc::new(TerminalForm::new(Tty::default())) as std::sync::Arc<dyn Answerer>
+    }))
 }
 
 /// Runs `body` on a multi-threaded runtime, cancelling its token on SIGINT

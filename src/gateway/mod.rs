@@ -28,6 +28,8 @@
 //!   Declining, cancelling, timing out or anything else is a deny. A client
 //!   without elicitation is never asked: the call is denied, and the text
 //!   says the client could not be asked.
+//!   An `ask` about a server's sampling request during the client's call
+//!   is put to the same client the same way (`server_requests.rs`).
 //! - When the host's tools change, every connected client gets
 //!   `notifications/tools/list_changed`.
 //!
@@ -310,7 +312,7 @@ impl Gateway {
         let asker = asking.asker();
         let token = context.meta.get_progress_token();
         let host = &self.inner.host;
-        let report = server_requests::with_forwarding(&context, |downstream| {
+        let report = server_requests::with_forwarding(&context, asker, |downstream| {
             clients::with_progress(&context.peer, token, |progress| {
                 host.call_for(
                     CallRequest {
@@ -715,6 +717,12 @@ fn elicitation_message(prompt: &AskPrompt, exposed_name: &str) -> String {
         ("resource read", "resource")
     } else if prompt.qualified.starts_with("prompt__") {
         ("prompt request", "prompt")
+    } else if prompt.qualified.starts_with("sampling__") {
+        // A server asks to use the client's model while serving a call.
+        (
+            "sampling request (the server asks to use your model)",
+            "request",
+        )
     } else {
         ("tool call", "tool")
     };

@@ -19,19 +19,24 @@ use rmcp::{ErrorData, Peer, RoleServer};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::mcp::{Downstream, error_data};
+use warden_policy::{AskAnswer, AskPrompt, Asker};
 
 type Reply<T> = oneshot::Sender<Result<T, ErrorData>>;
 
 enum Forward {
     Elicit(ElicitRequestParams, Reply<ElicitResult>),
     Sample(CreateMessageRequestParams, Reply<CreateMessageResult>),
+    Approve(Box<AskPrompt>, oneshot::Sender<AskAnswer>),
 }
 
 /// One gateway client, as the party of one tool call.
 struct ClientDownstream {
     tx: mpsc::Sender<Forward>,
     can_elicit: bool,
+    can_elicit_url: bool,
     can_sample: bool,
+    /// It is a person's client that can be asked (`--ask-client`).
+    can_approve: bool,
 }
 
 fn gone() -> ErrorData {
@@ -43,8 +48,26 @@ impl Downstream for ClientDownstream {
         self.can_elicit
     }
 
+    fn can_elicit_url(&self) -> bool {
+        self.can_elicit_url
+    }
+
     fn can_sample(&self) -> bool {
         self.can_sample
+    }
+
+    fn approve<'a>(&'a self, prompt: &'a AskPrompt) -> Option<BoxFuture<'a, AskAnswer>> {
+        if !self.can_approve {
+            return None;
+        }
+        Some(Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            let asked = Forward::Approve(Box::new(prompt.clone()), reply);
+            if self.tx.send(asked).await.is_err() {
+                return AskAnswer::Deny;
+            }
+            answer.await.unwrap_or(AskAnswer::Deny)
+        }))
     }
 
     fn elicit(
@@ -77,9 +100,12 @@ impl Downstream for ClientDownstream {
 }
 
 /// Runs `call` with a [`Downstream`] for the client of `context`,
-/// serving what is passed to it on this task while the call runs.
+/// serving what is passed to it on this task while the call runs; an
+/// `ask` about a server's request goes to `asker` (the client, when it is
+/// a person's), else it is a deny.
 pub(super) async fn with_forwarding<F, Fut>(
     context: &RequestContext<RoleServer>,
+    asker: Option<&dyn Asker>,
     call: F,
 ) -> Fut::Output
 where
@@ -97,6 +123,11 @@ where
             && peer
                 .supported_elicitation_modes()
                 .contains(&ElicitationMode::Form),
+        can_elicit_url: session_protocol
+            && peer
+                .supported_elicitation_modes()
+                .contains(&ElicitationMode::Url),
+        can_approve: asker.is_some(),
         can_sample: session_protocol
             && peer
                 .peer_info()
@@ -110,7 +141,7 @@ where
             Some(forward) = rx.recv() => {
                 // The client cancelling its call ends what it is asked too.
                 tokio::select! {
-                    () = serve(peer, forward) => {}
+                    () = serve(peer, asker, forward) => {}
                     () = context.ct.cancelled() => {}
                 }
             }
@@ -118,7 +149,7 @@ where
     }
 }
 
-async fn serve(peer: &Peer<RoleServer>, forward: Forward) {
+async fn serve(peer: &Peer<RoleServer>, asker: Option<&dyn Asker>, forward: Forward) {
     match forward {
         Forward::Elicit(params, reply) => {
             let answer = peer.create_elicitation(params).await.map_err(error_data);
@@ -126,6 +157,13 @@ async fn serve(peer: &Peer<RoleServer>, forward: Forward) {
         }
         Forward::Sample(params, reply) => {
             let answer = peer.create_message(params).await.map_err(error_data);
+            let _ = reply.send(answer);
+        }
+        Forward::Approve(prompt, reply) => {
+            let answer = match asker {
+                Some(asker) => asker.ask(&prompt).await,
+                None => AskAnswer::Deny,
+            };
             let _ = reply.send(answer);
         }
     }

@@ -512,6 +512,7 @@ impl Host {
                 decision,
                 outcome: report.outcome,
                 error: report.error.clone(),
+                capped: None,
             });
         }
         Event::ToolCall(ToolCallRecord {

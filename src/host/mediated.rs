@@ -219,23 +219,33 @@ impl<'a> PendingCall<'a> {
         }
     }
 
-    pub(super) fn finish(mut self, report: &CallReport) {
-        self.done = true;
-        self.write(ResultRecord {
-            call_id: self.call_id.clone(),
-            outcome: report.outcome,
-            duration_ms: report.duration_ms,
-            result_sha256: report.result.as_ref().map(sha256_json),
-            error: report.error.clone(),
-        });
+    pub(super) fn finish(self, report: &CallReport) {
+        self.finish_answered(report, None);
     }
 
-    fn write(&self, result: ResultRecord) {
+    /// [`PendingCall::finish`] for a server's own request, with who
+    /// answered it (`request_result.answered_by`).
+    pub(super) fn finish_answered(mut self, report: &CallReport, answered_by: Option<String>) {
+        self.done = true;
+        self.write(
+            ResultRecord {
+                call_id: self.call_id.clone(),
+                outcome: report.outcome,
+                duration_ms: report.duration_ms,
+                result_sha256: report.result.as_ref().map(sha256_json),
+                error: report.error.clone(),
+            },
+            answered_by,
+        );
+    }
+
+    fn write(&self, result: ResultRecord, answered_by: Option<String>) {
         let event = match self.kind {
             RequestKind::Tool => Event::ToolResult(result),
             kind => Event::RequestResult(RequestResultRecord {
                 kind: kind.into(),
                 result,
+                answered_by,
             }),
         };
         self.host.audit.record(event);
@@ -246,13 +256,16 @@ impl Drop for PendingCall<'_> {
     fn drop(&mut self) {
         if !self.done {
             let call_id = std::mem::take(&mut self.call_id);
-            self.write(ResultRecord {
-                call_id,
-                outcome: Outcome::Abandoned,
-                duration_ms: elapsed_ms(self.started),
-                result_sha256: None,
-                error: Some(DROPPED.to_string()),
-            });
+            self.write(
+                ResultRecord {
+                    call_id,
+                    outcome: Outcome::Abandoned,
+                    duration_ms: elapsed_ms(self.started),
+                    result_sha256: None,
+                    error: Some(DROPPED.to_string()),
+                },
+                None,
+            );
         }
         if self.host.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.host.settled.notify_waiters();

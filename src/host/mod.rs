@@ -8,8 +8,10 @@
 //! passed on undecided (listings, completion, log level) goes through
 //! [`crate::mcp::Manager::forward`].
 
+pub mod answers;
 mod audit;
 mod call;
+pub mod elicitation;
 mod mediated;
 mod requests;
 mod sampling_model;
@@ -36,7 +38,7 @@ pub use requests::{
     ListedPrompt, ListedResource, ListedTemplate, PromptRef, PromptRequest, ResourceRequest,
     prompt_target, resource_target,
 };
-pub use server_requests::{elicitation_target, sampling_target};
+pub use server_requests::{ServerRequestsSetup, elicitation_target, sampling_target};
 pub use tools::ToolView;
 
 #[derive(Debug, thiserror::Error)]
@@ -330,6 +332,39 @@ impl Host {
 
     pub fn manager(&self) -> &Arc<Manager> {
         &self.manager
+    }
+
+    /// The workspace the session started with: configuration, rules'
+    /// `${WORKSPACE}`, sandbox grants and the policy's `context.workspace`
+    /// are all made for it.
+    pub fn workspace(&self) -> &std::path::Path {
+        &self.config.workspace
+    }
+
+    /// Narrows the one root servers are given (`roots/list`) to `dir`, the
+    /// session's workspace or a folder inside it, and tells connected
+    /// servers (`notifications/roots/list_changed`). Nothing else changes:
+    /// rules, policy and sandbox grants stay those of the workspace the
+    /// session started with, so a root can only narrow what servers were
+    /// already given, never widen it. Returns the servers told, and those
+    /// the notification did not reach.
+    pub async fn set_roots(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<(Vec<String>, Vec<(String, String)>), String> {
+        let dir = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if !dir.is_dir() {
+            return Err(format!("{} is not a folder", dir.display()));
+        }
+        if !dir.starts_with(&self.config.workspace) {
+            return Err(format!(
+                "{} is outside the workspace this session started with ({}); start warden \
+                 with --workspace DIR to work there",
+                dir.display(),
+                self.config.workspace.display()
+            ));
+        }
+        Ok(self.manager.set_roots(dir).await)
     }
 
     /// The session's audit log file, when there is one.

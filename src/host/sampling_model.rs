@@ -46,6 +46,7 @@ pub(super) async fn sample(
             text: wrapped(params),
         }],
         tools: Vec::new(),
+        max_tokens: Some(params.max_tokens),
     };
     let turn = model
         .complete(&request)

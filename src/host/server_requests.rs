@@ -6,11 +6,19 @@
 //! An elicitation is the question to the person: the default stage's
 //! `ask` means "put it to the person", so allow and ask both pass it to
 //! the party that made the request the server is working on (a gateway
-//! client that declared elicitation), unchanged; a deny (also every
-//! `ask` with `--ci`) declines it. Sampling needs an allow (rule or
-//! policy): an `ask` cannot be put to anyone here and is a deny; allowed
-//! sampling goes to the gateway client, within the server's
-//! `sampling.max_tokens` and `sampling.max_requests`.
+//! client that declared elicitation, unchanged), or, when the session
+//! itself made it (`call`, `run`, the repl), to its [`Answerer`] (the
+//! terminal, or an `--answers` file); a deny (also every `ask` with
+//! `--ci`) declines it, and so does having no one to ask.
+//!
+//! Sampling: an `allow` (rule or policy) passes it on; an `ask` is put to
+//! the person first (the terminal, the answers file, or the gateway client
+//! marked as a person's), recorded as an `approval`. It goes to the
+//! session's model (`run`, the repl) with `maxTokens` capped at the
+//! server's `sampling.max_tokens` (the capping recorded in `capped`), or
+//! to the gateway client unchanged (so a request over the cap is refused);
+//! at most `sampling.max_requests` per server and session. The result
+//! record says who answered (`answered_by`).
 
 // Sampling is deprecated for 2026-07-28 (SEP-2577) but is how the session
 // protocol (2025-11-25) works.
@@ -28,11 +36,12 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use warden_audit::{Caller, Outcome};
+use warden_audit::{ApprovalAction, Caller, Event, Outcome};
 use warden_core::RequestKind;
-use warden_policy::{Decision, Effect};
+use warden_policy::{AskAnswer, AskPrompt, Decision, Effect};
 
 use super::Host;
+use super::answers::Answerer;
 use super::call::CallReport;
 use super::mediated::{PendingCall, elapsed_ms, summary};
 use crate::mcp::{Attribution, Downstream, ServerRequests};
@@ -47,24 +56,42 @@ pub fn sampling_target(server: &str) -> String {
     format!("sampling__{server}")
 }
 
+/// What a session's servers' own requests are decided with: who the
+/// session works for, its model (answers allowed sampling: `run`, the
+/// repl), and who answers for the person when the session is the client
+/// (`call`, `run`, the repl: the terminal or an `--answers` file).
+#[derive(Clone)]
+pub struct ServerRequestsSetup {
+    pub caller: Caller,
+    pub model: Option<Arc<dyn crate::agent::Model>>,
+    pub answerer: Option<Arc<dyn Answerer>>,
+}
+
+impl ServerRequestsSetup {
+    pub fn new(caller: Caller) -> Self {
+        ServerRequestsSetup {
+            caller,
+            model: None,
+            answerer: None,
+        }
+    }
+}
+
 impl Host {
     /// Has this session decide its servers' elicitation and sampling
     /// requests, recorded with `caller` (who the session works for).
     pub fn install_server_requests(self: &Arc<Self>, caller: Caller) {
-        self.install_server_requests_with(caller, None);
+        self.install_server_requests_with(ServerRequestsSetup::new(caller));
     }
 
     /// [`Host::install_server_requests`], with the session's own model to
-    /// answer allowed sampling (`warden run`).
-    pub fn install_server_requests_with(
-        self: &Arc<Self>,
-        caller: Caller,
-        model: Option<Arc<dyn crate::agent::Model>>,
-    ) {
+    /// answer allowed sampling and who answers an elicitation.
+    pub fn install_server_requests_with(self: &Arc<Self>, setup: ServerRequestsSetup) {
         self.manager.set_server_requests(Arc::new(Decider {
             host: Arc::downgrade(self),
-            caller,
-            model,
+            caller: setup.caller,
+            model: setup.model,
+            answerer: setup.answerer,
             sampled: Mutex::new(HashMap::new()),
         }));
     }
@@ -75,6 +102,9 @@ struct Decider {
     caller: Caller,
     /// The session's own model, which answers allowed sampling.
     model: Option<Arc<dyn crate::agent::Model>>,
+    /// Who answers for the person when no downstream client made the
+    /// request (the session is the client).
+    answerer: Option<Arc<dyn Answerer>>,
     /// Sampling requests granted per server this session.
     sampled: Mutex<HashMap<String, u32>>,
 }
@@ -167,44 +197,58 @@ impl Decider {
         why
     }
 
-    /// Writes the request ahead, runs `send`, records its result's digest.
+    /// Writes the request ahead (with what was `capped`), runs `send`,
+    /// records its result's digest and who answered.
     async fn forward<T, F>(
         &self,
         host: &Host,
         pending: &Pending,
         decision: &Decision,
+        capped: Option<Value>,
         send: F,
     ) -> Result<T, ErrorData>
     where
         T: serde::Serialize,
-        F: Future<Output = Result<T, ErrorData>>,
+        F: Future<Output = Answered<T>>,
     {
         let mut report = pending.report(Outcome::Pending, Some(decision), None);
-        if let Err(refusal) = host.audit.write_ahead(host.request_record(
-            self.caller,
-            &pending.arguments,
-            &report,
-            Some(decision),
-        )) {
+        let mut record =
+            host.request_record(self.caller, &pending.arguments, &report, Some(decision));
+        if let Event::Request(request) = &mut record {
+            request.capped = capped;
+        }
+        if let Err(refusal) = host.audit.write_ahead(record) {
             return Err(ErrorData::internal_error(
                 format!("warden could not record the request: {refusal}"),
                 None,
             ));
         }
         let written = PendingCall::new(host, pending.kind, &pending.call_id, pending.started);
-        let answer = send.await;
-        match &answer {
-            Ok(result) => {
+        let Answered {
+            answer,
+            by,
+            unanswered,
+        } = send.await;
+        let by = match (&answer, unanswered) {
+            (_, Some(why)) => {
+                // No one answered: the server is told no (a decline).
+                report.outcome = Outcome::Cancelled;
+                report.error = Some(why);
+                None
+            }
+            (Ok(result), None) => {
                 report.outcome = Outcome::Ok;
                 report.result = serde_json::to_value(result).ok();
+                by
             }
-            Err(error) => {
+            (Err(error), None) => {
                 report.outcome = Outcome::RpcError;
                 report.error = Some(format!("{}: {}", error.code.0, error.message));
+                None
             }
-        }
+        };
         report.duration_ms = elapsed_ms(pending.started);
-        written.finish(&report);
+        written.finish_answered(&report, by);
         answer
     }
 
@@ -215,10 +259,10 @@ impl Decider {
         from: Attribution,
         cancel: CancellationToken,
     ) -> Result<ElicitResult, ErrorData> {
-        let decline = || Ok(ElicitResult::new(ElicitationAction::Decline));
         let Some(host) = self.host.upgrade() else {
             return decline();
         };
+        let url_mode = matches!(params, ElicitRequestParams::UrlElicitationParams { .. });
         let arguments = match &params {
             ElicitRequestParams::FormElicitationParams {
                 message,
@@ -253,31 +297,95 @@ impl Decider {
             tracing::info!(server, "{why}");
             return decline();
         }
-        if !matches!(params, ElicitRequestParams::FormElicitationParams { .. }) {
+        if !url_mode && !matches!(params, ElicitRequestParams::FormElicitationParams { .. }) {
             self.refuse(
                 &host,
                 &pending,
                 &decision,
-                "declined: warden passes on form-mode elicitation only".into(),
+                "declined: an elicitation mode warden does not know".into(),
             );
             return decline();
         }
         // Allow, or ask: the elicitation is itself the question to the person.
-        let downstream = match self.downstream(from, |d| d.can_elicit(), "elicitation") {
+        if let Attribution::Exact(None) = from {
+            return self
+                .elicit_locally(&host, &pending, &decision, server, params, cancel)
+                .await;
+        }
+        let (able, what): (fn(&dyn Downstream) -> bool, _) = if url_mode {
+            (|d| d.can_elicit_url(), "URL-mode elicitation")
+        } else {
+            (|d| d.can_elicit(), "elicitation")
+        };
+        let downstream = match self.downstream(from, able, what) {
             Ok(downstream) => downstream,
             Err(why) => {
-                let why = self.refuse(&host, &pending, &decision, why);
+                let why = self.refuse(&host, &pending, &decision, format!("declined: {why}"));
                 tracing::info!(server, "{why}");
                 return decline();
             }
         };
         let send = async {
-            tokio::select! {
+            let answer = tokio::select! {
                 answer = downstream.elicit(params) => answer,
                 () = cancel.cancelled() => Err(ErrorData::internal_error("the server cancelled its elicitation", None)),
+            };
+            Answered::by("client", answer)
+        };
+        self.forward(&host, &pending, &decision, None, send).await
+    }
+
+    /// An elicitation during a request the session itself made (`call`,
+    /// `run`, the repl): put to the person at the terminal, or answered
+    /// from the `--answers` file; with neither, declined unasked.
+    async fn elicit_locally(
+        &self,
+        host: &Host,
+        pending: &Pending,
+        decision: &Decision,
+        server: &str,
+        params: ElicitRequestParams,
+        cancel: CancellationToken,
+    ) -> Result<ElicitResult, ErrorData> {
+        let ready = match &self.answerer {
+            None if self.caller == Caller::Gateway => Err(GATEWAY_CANNOT_ASK.to_string()),
+            None => Err(NO_ONE_TO_ASK.to_string()),
+            Some(answerer) => answerer.ready().map(|()| answerer),
+        };
+        let answerer = match ready {
+            Ok(answerer) => answerer,
+            Err(why) => {
+                let why = self.refuse(host, pending, decision, format!("declined: {why}"));
+                tracing::warn!(server, "elicitation {why}");
+                return decline();
             }
         };
-        self.forward(&host, &pending, &decision, send).await
+        let send = async {
+            let asked = tokio::select! {
+                asked = answerer.elicit(server, &params) => Some(asked),
+                () = cancel.cancelled() => None,
+            };
+            match asked {
+                Some(Ok(result)) => Answered::by(&answerer.who(), Ok(result)),
+                Some(Err(why)) => {
+                    tracing::warn!(server, "elicitation declined: {why}");
+                    Answered {
+                        answer: Ok(ElicitResult::new(ElicitationAction::Decline)),
+                        by: None,
+                        unanswered: Some(why),
+                    }
+                }
+                None => Answered {
+                    answer: Err(ErrorData::internal_error(
+                        "the server cancelled its elicitation",
+                        None,
+                    )),
+                    by: None,
+                    unanswered: None,
+                },
+            }
+        };
+        self.forward(host, pending, decision, None, send).await
     }
 
     /// The party a server request may be passed to, or why there is none.
@@ -293,7 +401,7 @@ impl Decider {
                 "not passed on: the client that made the call did not declare {what}"
             )),
             Attribution::Exact(None) => Err(format!(
-                "not passed on: this session (warden call, run or the repl) does not put a server's {what} to anyone yet"
+                "not passed on: this session has no client to pass {what} to"
             )),
             Attribution::Idle => Err(format!(
                 "not passed on: {what} outside any request of warden's has no one to go to"
@@ -302,6 +410,69 @@ impl Decider {
                 "not passed on: {n} requests are in flight on this connection, so whose {what} this is cannot be told"
             )),
         }
+    }
+
+    /// Puts an `ask` about a sampling request to the person: at the
+    /// terminal (or from the answers file) when the session is the client,
+    /// else to the gateway client marked as a person's. Records the answer
+    /// as an `approval` linked to the request. `Err`: no one could be asked.
+    async fn approve_sampling(
+        &self,
+        host: &Host,
+        pending: &Pending,
+        decision: &Decision,
+        params: &CreateMessageRequestParams,
+        from: &Attribution,
+    ) -> Result<bool, String> {
+        let server = pending.server.as_str();
+        let approved = match from {
+            Attribution::Exact(None) => match &self.answerer {
+                Some(answerer) => {
+                    answerer.ready()?;
+                    answerer.approve_sampling(server, params).await?
+                }
+                None if self.caller == Caller::Gateway => {
+                    return Err(GATEWAY_CANNOT_ASK.to_string());
+                }
+                None => return Err(NO_ONE_TO_ASK.to_string()),
+            },
+            Attribution::Exact(Some(downstream)) => {
+                let prompt = AskPrompt {
+                    server: server.to_string(),
+                    tool: pending.method.to_string(),
+                    qualified: sampling_target(server),
+                    argument_lines: warden_policy::argument_lines(&pending.arguments)?,
+                    arguments: pending.arguments.clone(),
+                    stage: decision.stage,
+                    reasons: decision.reasons.clone(),
+                };
+                match downstream.approve(&prompt) {
+                    Some(asked) => asked.await != AskAnswer::Deny,
+                    None => {
+                        return Err("the client that made the call cannot be asked (only a \
+                                    person's client is: `warden gateway --ask-client`, with \
+                                    form elicitation)"
+                            .into());
+                    }
+                }
+            }
+            _ => return Err("no one could be asked: whose request this is cannot be told".into()),
+        };
+        host.audit_event(Event::Approval {
+            server: server.to_string(),
+            config_sha256: host
+                .server_config(server)
+                .map(|c| c.digest)
+                .unwrap_or_default(),
+            action: if approved {
+                ApprovalAction::AllowOnce
+            } else {
+                ApprovalAction::Deny
+            },
+            subject: sampling_target(server),
+            call_id: Some(pending.call_id.clone()),
+        });
+        Ok(approved)
     }
 
     async fn sample_inner(
@@ -332,18 +503,12 @@ impl Decider {
             Ok(decision) => decision,
             Err(why) => return refused(why),
         };
-        if decision.effect != Effect::Allow {
-            let why = match decision.effect {
-                Effect::Deny => format!(
-                    "sampling refused by warden: denied by the {} stage: {}",
-                    decision.stage,
-                    decision.reasons.join("; ")
-                ),
-                _ => format!(
-                    "sampling refused by warden: the decision is ask ({}), and sampling is allowed only by a rule or policy (`sampling__{server}`)",
-                    decision.reasons.join("; ")
-                ),
-            };
+        if decision.effect == Effect::Deny {
+            let why = format!(
+                "sampling refused by warden: denied by the {} stage: {}",
+                decision.stage,
+                decision.reasons.join("; ")
+            );
             return refused(self.refuse(&host, &pending, &decision, why));
         }
         if self.caller == Caller::Cli {
@@ -358,20 +523,10 @@ impl Decider {
             .server_config(server)
             .map(|c| c.sampling)
             .unwrap_or_default();
-        if params.max_tokens > limits.max_tokens {
-            return refused(self.refuse(
-                &host,
-                &pending,
-                &decision,
-                format!(
-                    "sampling refused by warden: maxTokens {} is above this server's sampling.max_tokens {}",
-                    params.max_tokens, limits.max_tokens
-                ),
-            ));
-        }
+        // Who answers: the session's model, else the client that made the call.
         let downstream = match (
             &self.model,
-            self.downstream(from, |d| d.can_sample(), "sampling"),
+            self.downstream(from.clone(), |d| d.can_sample(), "sampling"),
         ) {
             (Some(_), _) => None,
             (None, Ok(downstream)) => Some(downstream),
@@ -379,6 +534,50 @@ impl Decider {
                 return refused(self.refuse(&host, &pending, &decision, format!("sampling {why}")));
             }
         };
+        // The session's model is asked for at most the cap; a client is
+        // sent the request unchanged, so one over the cap is refused.
+        let mut params = params;
+        let mut capped = None;
+        if params.max_tokens > limits.max_tokens {
+            if downstream.is_some() {
+                return refused(self.refuse(
+                    &host,
+                    &pending,
+                    &decision,
+                    format!(
+                        "sampling refused by warden: maxTokens {} is above this server's sampling.max_tokens {}",
+                        params.max_tokens, limits.max_tokens
+                    ),
+                ));
+            }
+            capped = Some(
+                json!({"max_tokens": {"asked": params.max_tokens, "sent": limits.max_tokens}}),
+            );
+            tracing::info!(
+                server,
+                asked = params.max_tokens,
+                sent = limits.max_tokens,
+                "sampling maxTokens capped to sampling.max_tokens"
+            );
+            params.max_tokens = limits.max_tokens;
+        }
+        if decision.effect == Effect::Ask {
+            let asked = tokio::select! {
+                asked = self.approve_sampling(&host, &pending, &decision, &params, &from) => asked,
+                () = cancel.cancelled() => Err("the server cancelled its sampling request".into()),
+            };
+            let why = match asked {
+                Ok(true) => None,
+                Ok(false) => Some("sampling refused by warden: the person denied it".to_string()),
+                Err(why) => Some(format!(
+                    "sampling refused by warden: the decision is ask ({}), and {why}",
+                    decision.reasons.join("; ")
+                )),
+            };
+            if let Some(why) = why {
+                return refused(self.refuse(&host, &pending, &decision, why));
+            }
+        }
         {
             let mut sampled = self.sampled.lock().unwrap_or_else(|p| p.into_inner());
             let count = sampled.entry(server.to_string()).or_default();
@@ -397,6 +596,7 @@ impl Decider {
             *count += 1;
         }
         let model = self.model.clone();
+        let by = if model.is_some() { "model" } else { "client" };
         let sampled = async {
             match (model, downstream) {
                 (Some(model), _) => {
@@ -407,12 +607,46 @@ impl Decider {
             }
         };
         let send = async {
-            tokio::select! {
+            let answer = tokio::select! {
                 answer = sampled => answer,
                 () = cancel.cancelled() => Err(ErrorData::internal_error("the server cancelled its sampling request", None)),
-            }
+            };
+            Answered::by(by, answer)
         };
-        self.forward(&host, &pending, &decision, send).await
+        self.forward(&host, &pending, &decision, capped, send).await
+    }
+}
+
+/// Why a request the session made has no one to answer its server's
+/// elicitation.
+const NO_ONE_TO_ASK: &str = "no one to ask: there is no terminal to put it to \
+    (warden reads /dev/tty) and no --answers file was given";
+
+/// Why a gateway request other than a tool call (a resource read, a
+/// prompt) has no one to put its server's question to.
+const GATEWAY_CANNOT_ASK: &str = "no one to ask: only the client of a tool call is \
+    passed its server's requests";
+
+fn decline() -> Result<ElicitResult, ErrorData> {
+    Ok(ElicitResult::new(ElicitationAction::Decline))
+}
+
+/// How a server request passed on ended.
+struct Answered<T> {
+    answer: Result<T, ErrorData>,
+    /// Who answered (`request_result.answered_by`).
+    by: Option<String>,
+    /// Why no one answered (the server is sent `answer`, a decline).
+    unanswered: Option<String>,
+}
+
+impl<T> Answered<T> {
+    fn by(who: &str, answer: Result<T, ErrorData>) -> Self {
+        Answered {
+            answer,
+            by: Some(who.to_string()),
+            unanswered: None,
+        }
     }
 }
 

@@ -6,13 +6,13 @@
 #![allow(deprecated)]
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
     FormElicitationCapability, Implementation, ListRootsResult, Root, RootsCapabilities,
-    SamplingCapability,
+    SamplingCapability, UrlElicitationCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
@@ -30,17 +30,28 @@ pub(super) struct WardenClient {
     pub list_changed: mpsc::UnboundedSender<()>,
     pub router: Arc<Router>,
     pub handler: Option<Arc<dyn ServerRequests>>,
-    pub workspace: PathBuf,
+    pub roots: Roots,
 }
+
+/// The folder `roots/list` answers with: the session's workspace, which
+/// the repl's `/workspace DIR` may narrow (`Manager::set_roots`).
+pub type Roots = Arc<RwLock<PathBuf>>;
 
 impl ClientHandler for WardenClient {
     fn get_info(&self) -> ClientConfig {
         let mut caps = ClientCapabilities::default();
-        // Form mode only: a URL is never opened on anyone's behalf.
-        caps.elicitation =
-            Some(ElicitationCapability::new().with_form(FormElicitationCapability::new()));
+        // URL mode too: the URL is shown to the person (or passed to a
+        // client that declared it), never opened on anyone's behalf.
+        caps.elicitation = Some(
+            ElicitationCapability::new()
+                .with_form(FormElicitationCapability::new())
+                .with_url(UrlElicitationCapability::new()),
+        );
         caps.sampling = Some(SamplingCapability::default());
-        caps.roots = Some(RootsCapabilities::default());
+        // `/workspace DIR` in the repl changes the root: servers are told.
+        let mut roots = RootsCapabilities::default();
+        roots.list_changed = Some(true);
+        caps.roots = Some(roots);
         ClientConfig::new(
             caps,
             Implementation::new("warden", env!("CARGO_PKG_VERSION")),
@@ -57,7 +68,8 @@ impl ClientHandler for WardenClient {
         &self,
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        Ok(ListRootsResult::new(workspace_roots(&self.workspace)))
+        let workspace = self.roots.read().unwrap_or_else(|p| p.into_inner()).clone();
+        Ok(ListRootsResult::new(workspace_roots(&workspace)))
     }
 
     async fn create_elicitation(

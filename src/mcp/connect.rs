@@ -90,8 +90,9 @@ pub(super) async fn establish(
     events: &mpsc::UnboundedSender<LifecycleEvent>,
     notifications: &broadcast::Sender<std::sync::Arc<Upstream>>,
     handler: Option<std::sync::Arc<dyn super::ServerRequests>>,
+    roots: super::client::Roots,
 ) -> Result<Established, Failure> {
-    establish_inner(config, launch, events, notifications, handler)
+    establish_inner(config, launch, events, notifications, handler, roots)
         .await
         .map_err(|failure| Failure {
             message: redact_url(&failure.message, config),
@@ -125,6 +126,7 @@ async fn establish_inner(
     events: &mpsc::UnboundedSender<LifecycleEvent>,
     notifications: &broadcast::Sender<std::sync::Arc<Upstream>>,
     handler: Option<std::sync::Arc<dyn super::ServerRequests>>,
+    roots: super::client::Roots,
 ) -> Result<Established, Failure> {
     let router = Router::new(&config.name, notifications.clone());
     let (list_changed_tx, list_changed) = mpsc::unbounded_channel();
@@ -133,7 +135,7 @@ async fn establish_inner(
         list_changed: list_changed_tx.clone(),
         router: router.clone(),
         handler,
-        workspace: launch.workspace.clone(),
+        roots,
     };
     let protocol = config.protocol;
     let ct = CancellationToken::new();

@@ -36,6 +36,7 @@ impl Manager {
             .into_iter()
             .map(|(config, admission)| Slot::new(config, admission))
             .collect();
+        let roots = Arc::new(std::sync::RwLock::new(launch.workspace.clone()));
         Arc::new(Manager {
             launch,
             slots: Mutex::new(slots),
@@ -47,6 +48,7 @@ impl Manager {
                 shutting_down: AtomicBool::new(false),
                 shutdown: CancellationToken::new(),
                 server_requests: Mutex::new(None),
+                roots,
             }),
             events_rx: Mutex::new(Some(events_rx)),
         })
@@ -61,6 +63,43 @@ impl Manager {
             .server_requests
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(handler);
+    }
+
+    /// The folder servers are given as their one root (`roots/list`).
+    pub fn roots(&self) -> std::path::PathBuf {
+        self.shared
+            .roots
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Makes `dir` the one root servers are given, and sends
+    /// `notifications/roots/list_changed` to every connected server (all
+    /// were told warden's roots can change). Returns the servers told, and
+    /// those the notification could not reach, with why.
+    pub async fn set_roots(&self, dir: std::path::PathBuf) -> (Vec<String>, Vec<(String, String)>) {
+        *self.shared.roots.write().unwrap_or_else(|p| p.into_inner()) = dir;
+        let connected: Vec<(String, rmcp::Peer<rmcp::RoleClient>)> = self
+            .slots()
+            .iter()
+            .filter_map(|slot| {
+                let inner = slot.lock();
+                (inner.state == ServerState::Connected)
+                    .then(|| inner.conn.as_ref().map(|c| c.peer.clone()))
+                    .flatten()
+                    .map(|peer| (slot.config.name.clone(), peer))
+            })
+            .collect();
+        let mut told = Vec::new();
+        let mut failed = Vec::new();
+        for (name, peer) in connected {
+            match peer.notify_roots_list_changed().await {
+                Ok(()) => told.push(name),
+                Err(error) => failed.push((name, error.to_string())),
+            }
+        }
+        (told, failed)
     }
 
     fn server_requests(&self) -> Option<Arc<dyn super::ServerRequests>> {
@@ -314,6 +353,7 @@ impl Manager {
                 &self.shared.events,
                 &self.shared.notifications,
                 self.server_requests(),
+                self.shared.roots.clone(),
             ) => result,
             () = self.shared.shutdown.cancelled() => {
                 Err(connect::Failure::new("warden shut down while connecting"))

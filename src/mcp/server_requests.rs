@@ -25,14 +25,26 @@ use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
 };
 use tokio_util::sync::CancellationToken;
+use warden_policy::{AskAnswer, AskPrompt};
 
 /// Who a server's request can be passed to: the party that made the
 /// request the server is serving (a gateway client).
 pub trait Downstream: Send + Sync {
     /// It declared the elicitation capability (form mode).
     fn can_elicit(&self) -> bool;
+    /// It declared URL-mode elicitation.
+    fn can_elicit_url(&self) -> bool {
+        false
+    }
     /// It declared the sampling capability.
     fn can_sample(&self) -> bool;
+    /// Puts an `ask` about a server's own request (sampling) to the person
+    /// behind this party; `None` when it is not a person's client or
+    /// cannot be asked (CONTRACT §5: the program that made the call never
+    /// approves by default).
+    fn approve<'a>(&'a self, _prompt: &'a AskPrompt) -> Option<BoxFuture<'a, AskAnswer>> {
+        None
+    }
     /// Passes the elicitation on unchanged; its answer comes back unchanged.
     fn elicit(&self, params: ElicitRequestParams)
     -> BoxFuture<'_, Result<ElicitResult, ErrorData>>;

@@ -32,6 +32,8 @@ pub(super) struct Shared {
     pub shutdown: CancellationToken,
     /// Decides servers' elicitation and sampling requests (the host's).
     pub server_requests: Mutex<Option<Arc<dyn super::ServerRequests>>>,
+    /// The one root servers are given (`roots/list`).
+    pub roots: super::client::Roots,
 }
 
 impl Shared {

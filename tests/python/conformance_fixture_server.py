@@ -18,6 +18,7 @@ sampling/createMessage to the client as usual.
 """
 
 import argparse
+import anyio
 import asyncio
 import base64
 import json
@@ -68,6 +69,8 @@ TOOLS = [
      "inputSchema": NOARGS},
     {"name": "test_reconnection", "description": "Closes the SSE stream mid-call (SEP-1699)", "inputSchema": NOARGS},
     {"name": "test_roots", "description": "Asks the client for its roots (roots/list)", "inputSchema": NOARGS},
+    {"name": "test_roots_seen", "description": "The roots listed after each roots/list_changed (waits up to 10 s for one)",
+     "inputSchema": NOARGS},
     {"name": "json_schema_2020_12_tool", "description": "Tool with JSON Schema 2020-12 features",
      "inputSchema": {
          "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -227,9 +230,34 @@ async def _call_tool(ctx, params):
     if name == "test_roots":
         res = await s.list_roots()
         return {"content": [text(json.dumps(_dump(res)))]}
+    if name == "test_roots_seen":
+        with anyio.move_on_after(10):
+            await roots_changed().wait()
+        return {"content": [text(json.dumps(roots_seen))]}
     if name == "json_schema_2020_12_tool":
         return {"content": [text(json.dumps(args))]}
     raise MCPError(-32602, f"Unknown tool: {name}")
+
+
+# The roots listed in answer to each notifications/roots/list_changed.
+roots_seen = []
+_roots_changed = []
+
+
+def roots_changed():
+    if not _roots_changed:
+        _roots_changed.append(asyncio.Event())
+    return _roots_changed[0]
+
+
+async def on_roots_list_changed(ctx, params):
+    # Not awaited here: the answer to roots/list arrives through the very
+    # loop that runs this handler.
+    async def fetch():
+        res = await ctx.session.list_roots()
+        roots_seen.append(_dump(res))
+        roots_changed().set()
+    asyncio.get_running_loop().create_task(fetch())
 
 
 async def list_tools(ctx, params):
@@ -347,6 +375,7 @@ def build():
         on_read_resource=era(read_resource), on_subscribe_resource=era(subscribe),
         on_unsubscribe_resource=era(unsubscribe), on_list_prompts=era(list_prompts), on_get_prompt=era(get_prompt),
         on_completion=era(complete), on_set_logging_level=era(set_level),
+        on_roots_list_changed=on_roots_list_changed,
     )
 
 

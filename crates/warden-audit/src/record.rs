@@ -278,6 +278,12 @@ pub struct RequestRecord {
     pub decision: Option<DecisionRecord>,
     pub outcome: Outcome,
     pub error: Option<String>,
+    /// What warden limited before passing the request on, e.g. a sampling
+    /// request's `{"max_tokens": {"asked": 10000, "sent": 4096}}`. Absent
+    /// when nothing was (added after the first release: readers must
+    /// accept records without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capped: Option<Value>,
 }
 
 /// `request_result`: a [`ResultRecord`] with the request's `kind`.
@@ -286,6 +292,13 @@ pub struct RequestResultRecord {
     pub kind: RequestKind,
     #[serde(flatten)]
     pub result: ResultRecord,
+    /// Who gave the answer to a server's own request (elicitation,
+    /// sampling): `person` (at warden's terminal), `file:/abs/path` (an
+    /// `--answers` file), `client` (the gateway's client), `model` (the
+    /// session's model). Absent for the other kinds, and when no one
+    /// answered (added after the first release, like `capped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
 }
 
 /// One audit event before the log adds its chain fields. A record parses

@@ -1,6 +1,7 @@
 //! The repl's slash commands: `/mcp` (and `reload`, `add`, `remove`,
 //! `approve`), `/tools`, `/resources`, `/prompts`, `/read`, `/prompt`
-//! (in `resources.rs`), `/policy`, `/audit [N]`, `/help`, `/quit`; and the
+//! (in `resources.rs`), `/workspace` (in `workspace.rs`), `/policy`,
+//! `/audit [N]`, `/help`, `/quit`; and the
 //! approval of project servers on first use.
 
 use std::io::{BufRead, IsTerminal};
@@ -36,6 +37,7 @@ Type a task for the model, or a command:
   /policy                    loaded policies and their SHA-256 digests
   /policy reload             load rules and policies again (a failure keeps the current ones)
   /audit [N]                 the last N records of this session's audit log (default 10)
+  /workspace [DIR]           the workspace, or narrow the root servers are given to DIR in it
   /help                      this text
   /quit                      stop the servers and leave (also Ctrl-D)
 Ctrl-C cancels a running turn; at the prompt it clears the line.";
@@ -68,6 +70,8 @@ impl Repl {
             ["/prompt", server, prompt, args] => self.get_prompt(server, prompt, Some(args)).await,
             ["/policy"] => self.show_policy(),
             ["/policy", "reload"] => self.reload_policy(),
+            ["/workspace"] => self.workspace(None).await,
+            ["/workspace", dir] => self.workspace(Some(dir)).await,
             ["/audit"] => self.show_audit(10),
             ["/audit", n] => match n.parse::<usize>() {
                 Ok(n) => self.show_audit(n),
@@ -76,7 +80,7 @@ impl Repl {
             [cmd, ..]
                 if matches!(
                     *cmd,
-                    "/mcp" | "/audit" | "/tools" | "/policy" | "/read" | "/prompt"
+                    "/mcp" | "/audit" | "/tools" | "/policy" | "/read" | "/prompt" | "/workspace"
                 ) =>
             {
                 eprintln!("usage error; /help lists the commands and their arguments");

@@ -14,6 +14,7 @@ mod commands;
 mod editor;
 mod resources;
 mod spinner;
+mod workspace;
 
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
@@ -26,8 +27,10 @@ use super::{CliError, GlobalArgs, exit, session};
 use crate::agent::HostExecutor;
 use crate::agent::{Limits, RunStatus, ToolExecutor, ToolOutcome, run_conversation};
 use crate::agent::{Message, Model, ModelError, ModelRequest, ModelTurn, ToolCall, ToolSpec};
-use crate::host::Host;
+use crate::host::answers::Answerer;
+use crate::host::{Host, ServerRequestsSetup};
 use crate::terminal::TerminalAsker;
+use crate::terminal::form::{Lines, TerminalForm, Tty};
 use crate::terminal::{parse_answer, render_prompt};
 use warden_core::display;
 use warden_policy::{AskAnswer, AskPrompt, Asker, Mode};
@@ -40,7 +43,7 @@ pub(super) struct Repl {
     host: Arc<Host>,
     editor: Editor,
     spinner: Spinner,
-    model: Option<Box<dyn Model>>,
+    model: Option<Arc<dyn Model>>,
     limits: Limits,
     messages: Vec<Message>,
     /// `true` once the background connection attempts have settled.
@@ -49,16 +52,21 @@ pub(super) struct Repl {
     turn: Arc<Mutex<Option<CancellationToken>>>,
 }
 
-pub fn run(global: &GlobalArgs) -> anyhow::Result<u8> {
-    let model = match &global.model {
+pub fn run(global: &GlobalArgs, answers: Option<&std::path::Path>) -> anyhow::Result<u8> {
+    let model: Option<Arc<dyn Model>> = match &global.model {
         Some(spec) => Some(
             crate::agent::model_from_spec(spec, &|name| std::env::var(name).ok())
-                .map_err(|e| CliError::usage(e.to_string()))?,
+                .map_err(|e| CliError::usage(e.to_string()))?
+                .into(),
         ),
         None => None,
     };
     let limits = super::run::limits(global)?;
     let options = session::host_options(global, Mode::Interactive)?;
+    let answers_file = match answers {
+        Some(path) => session::answerer(options.mode, Some(path))?,
+        None => None,
+    };
     let history = session::config_dir()?.join("history");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -72,11 +80,29 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<u8> {
         let quit = CancellationToken::new();
         watch_signals(turn.clone(), quit.clone());
         let host = Arc::new(Host::open(options).map_err(session::host_error)?);
-        host.install_server_requests(warden_audit::Caller::Model);
+        let spinner = Spinner::new();
+        // A server's questions go to the person through the line editor
+        // (or the answers file); sampling to the session's model.
+        let answerer = match answers_file {
+            Some(file) => Some(file),
+            None if host.mode() != Mode::Interactive => None,
+            None if std::io::stdin().is_terminal() => {
+                Some(Arc::new(TerminalForm::new(EditorLines {
+                    editor: editor.clone(),
+                    spinner: spinner.clone(),
+                })) as Arc<dyn Answerer>)
+            }
+            None => Some(Arc::new(TerminalForm::new(Tty::default())) as Arc<dyn Answerer>),
+        };
+        host.install_server_requests_with(ServerRequestsSetup {
+            model: model.clone(),
+            answerer,
+            ..ServerRequestsSetup::new(warden_audit::Caller::Model)
+        });
         let mut repl = Repl {
             host,
             editor,
-            spinner: Spinner::new(),
+            spinner,
             model,
             limits,
             messages: Vec::new(),
@@ -372,6 +398,30 @@ impl Asker for ReplAsker {
                     self.turn.cancel();
                     AskAnswer::Deny
                 }
+            }
+        })
+    }
+}
+
+/// A server's questions (elicitation, a sampling `ask`) read through the
+/// line editor, the one reader of the terminal in a repl session. Ctrl-C
+/// or Ctrl-D at one is no answer (the server is sent a decline).
+struct EditorLines {
+    editor: Editor,
+    spinner: Spinner,
+}
+
+impl Lines for EditorLines {
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn read_line(&self, preamble: String, prompt: String) -> BoxFuture<'_, Option<String>> {
+        Box::pin(async move {
+            let _hold = self.spinner.hold();
+            match self.editor.read(&preamble, &prompt, false).await {
+                Read::Line(line) => Some(line),
+                Read::Interrupted | Read::Eof => None,
             }
         })
     }

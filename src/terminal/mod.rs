@@ -3,6 +3,8 @@
 //! server, a model or a rule supplied is shown is decided in one place,
 //! `warden_core::display`; the question applies it field by field.
 
+pub mod form;
+
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 

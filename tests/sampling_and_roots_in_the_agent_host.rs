@@ -1,0 +1,248 @@
+//! A server's sampling and roots in the agent host (`warden run`, `warden
+//! repl`), with the Python conformance fixture (official MCP SDK) as the
+//! server, sandboxed, and a scripted model as the session's model.
+//!
+//! Checked: allowed sampling is answered by the session's model (in `run`
+//! and in the repl), with `maxTokens` over the server's
+//! `sampling.max_tokens` capped, not refused, and the capping recorded; an
+//! `ask` about sampling is put to the person (here an `--answers` file) and
+//! its answer recorded as an `approval`; the repl's `/workspace DIR` narrows
+//! the root, connected servers are told (`notifications/roots/list_changed`)
+//! and the server's `roots/list` then returns only the new folder.
+
+mod gateway_support;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use gateway_support::{World, audit_lines, interpreter_prefix, python_venv};
+use serde_json::{Value, json};
+
+fn scripts() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python")
+}
+
+fn write_config(world: &World, sampling: Value, permissions: Value) {
+    let venv = python_venv();
+    world.write_config(&json!({
+        "mcpServers": {"fx": {
+            "command": venv.join("bin/python"),
+            "args": [scripts().join("conformance_fixture_server.py"), "--marker", world.marker],
+            "timeout": 30,
+            "sampling": sampling,
+            "sandbox": {"read": [venv, interpreter_prefix(&venv), scripts()]}
+        }},
+        "permissions": permissions,
+        "audit": {"path": world.path("audit.jsonl")}
+    }));
+}
+
+fn write_script(world: &World, turns: Value) -> String {
+    let path = world.path("script.json");
+    std::fs::write(&path, turns.to_string()).expect("write script");
+    format!("scripted:{}", path.display())
+}
+
+/// `warden ARGS…` with no controlling terminal, `stdin` piped in.
+fn run_detached(world: &World, args: &[&str], stdin: &str) -> Output {
+    let plain = world.warden(args);
+    let mut command = Command::new("setsid");
+    command.arg(plain.get_program()).args(plain.get_args());
+    for (key, value) in plain.get_envs() {
+        match value {
+            Some(value) => command.env(key, value),
+            None => command.env_remove(key),
+        };
+    }
+    let mut child = command
+        .current_dir(&world.workspace)
+        .env_remove("WARDEN_MODEL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn warden");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("wait")
+}
+
+fn sampling_records(world: &World) -> Vec<Value> {
+    audit_lines(&world.path("audit.jsonl"))
+        .into_iter()
+        .filter(|r| r["kind"] == "sampling")
+        .collect()
+}
+
+/// The three model turns of a sampling round trip: call the tool, answer
+/// the server's sampling request (seeing the server's prompt), then see
+/// the tool's result.
+fn sampling_turns(answer: &str, done: &str) -> Vec<Value> {
+    vec![
+        json!({"tool_calls": [{"name": "mcp__fx__test_sampling", "arguments": {"prompt": "say hello"}}]}),
+        json!({"expect": ["say hello", "<server_messages>"], "text": answer}),
+        json!({"expect": format!("LLM response: {answer}"), "text": done}),
+    ]
+}
+
+#[test]
+fn run_answers_allowed_sampling_with_its_model_and_caps_max_tokens() {
+    let world = World::new();
+    // The fixture asks for maxTokens 100; the cap is 50.
+    write_config(
+        &world,
+        json!({"max_tokens": 50}),
+        json!({"allow": ["mcp__fx__*", "sampling__fx"]}),
+    );
+    let model = write_script(
+        &world,
+        json!(sampling_turns("hello from the model", "done")),
+    );
+    let out = run_detached(&world, &["--model", &model, "run", "--task", "go"], "");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("done"), "{stdout}");
+    let records = sampling_records(&world);
+    let request = records
+        .iter()
+        .find(|r| r["event"] == "request")
+        .expect("a sampling request record");
+    assert_eq!(request["outcome"], "pending", "{request}");
+    assert_eq!(request["arguments"]["max_tokens"], 100);
+    assert_eq!(
+        request["capped"],
+        json!({"max_tokens": {"asked": 100, "sent": 50}})
+    );
+    let result = records
+        .iter()
+        .find(|r| r["event"] == "request_result")
+        .expect("a sampling result record");
+    assert_eq!(result["outcome"], "ok");
+    assert_eq!(result["answered_by"], "model");
+    assert_eq!(result["call_id"], request["call_id"]);
+}
+
+#[test]
+fn an_ask_about_sampling_is_put_to_the_person_and_recorded() {
+    for (action, approved) in [("approve", true), ("deny", false)] {
+        let world = World::new();
+        // No rule for `sampling__fx`: the default is `ask`.
+        write_config(&world, json!({}), json!({"allow": ["mcp__fx__*"]}));
+        let answers = world.path("answers.json");
+        std::fs::write(
+            &answers,
+            json!([{"kind": "sampling", "action": action, "server": "fx"}]).to_string(),
+        )
+        .expect("answers");
+        let mut turns = sampling_turns("approved answer", "done");
+        if !approved {
+            // The model is never asked to sample; it sees the tool fail.
+            turns = vec![turns[0].clone(), json!({"text": "done"})];
+        }
+        let model = write_script(&world, Value::Array(turns));
+        let out = run_detached(
+            &world,
+            &[
+                "--model",
+                &model,
+                "run",
+                "--task",
+                "go",
+                "--answers",
+                answers.to_str().expect("utf-8"),
+            ],
+            "",
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("done"),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let records = audit_lines(&world.path("audit.jsonl"));
+        let request = records
+            .iter()
+            .find(|r| r["event"] == "request" && r["kind"] == "sampling")
+            .expect("a sampling request record");
+        let approval = records
+            .iter()
+            .find(|r| r["event"] == "approval" && r["subject"] == "sampling__fx")
+            .expect("the answer recorded as an approval");
+        assert_eq!(approval["call_id"], request["call_id"]);
+        assert_eq!(request["decision"]["effect"], "ask");
+        if approved {
+            assert_eq!(approval["action"], "allow_once");
+            assert_eq!(request["outcome"], "pending");
+        } else {
+            assert_eq!(approval["action"], "deny");
+            assert_eq!(request["outcome"], "denied");
+            assert!(
+                request["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("the person denied it")),
+                "{request}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_repl_samples_with_its_model_and_workspace_narrows_the_roots() {
+    let world = World::new();
+    std::fs::create_dir_all(world.workspace.join("sub")).expect("mkdir");
+    write_config(
+        &world,
+        json!({}),
+        json!({"allow": ["mcp__fx__*", "sampling__fx"]}),
+    );
+    let sub = std::fs::canonicalize(world.workspace.join("sub")).expect("sub");
+    // The fixture reports roots as JSON: exactly one root, the new folder.
+    let roots = format!(
+        r#"{{"roots": [{{"uri": "file://{}/", "name": "workspace"}}]}}"#,
+        sub.display()
+    );
+    let mut turns = vec![json!({"text": "ready"})];
+    turns.extend(sampling_turns("from the repl's model", "sampled ok"));
+    turns.extend([
+        // What the server listed when it was told the roots changed…
+        json!({"tool_calls": [{"name": "mcp__fx__test_roots_seen", "arguments": {}}]}),
+        // …and what `roots/list` answers now.
+        json!({"expect": format!("[{roots}]"),
+               "tool_calls": [{"name": "mcp__fx__test_roots", "arguments": {}}]}),
+        json!({"expect": roots, "text": "roots ok"}),
+    ]);
+    let model = write_script(&world, Value::Array(turns));
+    let out = run_detached(
+        &world,
+        &["--model", &model, "repl"],
+        "hello\n/workspace\n/workspace sub\n/workspace ../..\nsample\nroots\n/quit\n",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    for expected in ["ready", "sampled ok", "roots ok", "told: fx"] {
+        assert!(stdout.contains(expected), "{expected}: {stdout}\n{stderr}");
+    }
+    // Only narrowing: the parent of the workspace is refused.
+    assert!(
+        stderr.contains("outside the workspace this session started with"),
+        "{stderr}"
+    );
+    let sampled = sampling_records(&world);
+    assert!(
+        sampled
+            .iter()
+            .any(|r| r["event"] == "request_result" && r["answered_by"] == "model"),
+        "{sampled:#?}"
+    );
+}
