@@ -1,6 +1,7 @@
 //! The official MCP conformance suite's OAuth client scenarios
 //! (npm `@modelcontextprotocol/conformance`, `conformance client`) with
-//! warden as the client, through tests/conformance/auth-adapter.sh: a
+//! warden as the client, through tests/conformance/client-adapter.sh (which
+//! hands these to tests/conformance/auth-adapter.sh): a
 //! configuration for the suite's server, `warden mcp login` with `BROWSER`
 //! set to a script that follows the authorization URL, then `warden call`.
 //! The suite's servers are real loopback HTTP servers (its own protected
@@ -120,7 +121,10 @@ async fn official_conformance_auth_scenarios_with_warden_as_the_client() {
         );
         return;
     };
-    let adapter = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/auth-adapter.sh");
+    // The one adapter every client scenario goes through; it hands the
+    // `auth/*` ones to auth-adapter.sh.
+    let adapter =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/client-adapter.sh");
     let scratch = tempfile::tempdir().expect("tempdir");
     let home = scratch.path().join("home");
     std::fs::create_dir_all(&home).expect("home");

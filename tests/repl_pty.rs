@@ -44,6 +44,15 @@ impl Pty {
             ws_ypixel: 0,
         };
         let pty = nix::pty::openpty(Some(&winsize), None).expect("openpty");
+        // Neither end may leak into warden (or another test's child): a
+        // warden holding its own master would never see the terminal close.
+        for fd in [&pty.master, &pty.slave] {
+            nix::fcntl::fcntl(
+                fd,
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+            )
+            .expect("cloexec");
+        }
         let slave: OwnedFd = pty.slave;
         let stdio = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup pty"));
         // `setsid --ctty` (util-linux): a new session whose controlling

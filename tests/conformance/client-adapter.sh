@@ -62,11 +62,10 @@ sse-retry)
     w --ci call srv test_reconnection
     ;;
 auth/*)
-    # The OAuth scenarios (issue 17) are wired here once warden logs in to
-    # remote servers: e.g. `w mcp login srv` with the suite's authorization
-    # server, then a tool call.
-    echo "client-adapter.sh: scenario $scenario is not wired yet (OAuth, issue 17)" >&2
-    exit 3
+    # The OAuth scenarios: a login through the suite's authorization
+    # server, then a tool call (tests/conformance_auth.rs runs them).
+    rm -rf "$dir" # exec skips the EXIT trap
+    exec bash "$(dirname "$0")/auth-adapter.sh" "$@"
     ;;
 *)
     echo "client-adapter.sh: unknown scenario '$scenario'" >&2
