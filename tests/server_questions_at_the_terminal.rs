@@ -607,3 +607,47 @@ fn a_url_elicitation_shows_the_url_and_asks_whether_it_was_completed() {
     assert_eq!(result.expect("a request_result")["answered_by"], "person");
     assert!(world.leftover_processes().is_empty());
 }
+
+/// SIGTERM while `warden call` waits at the terminal for the person's
+/// answer to an `ask`: warden stops waiting, records the call as cancelled
+/// (the question abandoned, never answered), sends nothing and exits.
+#[test]
+fn sigterm_while_the_person_is_asked_ends_the_wait_and_is_recorded() {
+    let world = World::new();
+    write_config(&world, json!({"ask": ["mcp__fx__test_simple_text"]}));
+    let mut pty = Pty::spawn(&world, &["call", "fx", "test_simple_text"]);
+    pty.expect("Allow? [o]nce / [s]ession / [N]o: ");
+    let pid = nix::unistd::Pid::from_raw(pty.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    // Exited on its own (finish() would wait forever on a wedged warden;
+    // Drop kills it and the assertion names the failure).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pty.child.try_wait().expect("try_wait").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "warden did not exit after SIGTERM at the ask"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (code, screen) = pty.finish();
+    let shown = String::from_utf8_lossy(&screen);
+    assert_ne!(code, Some(0), "{shown}");
+    let records = audit_lines(&world.path("audit.jsonl"));
+    let call = records
+        .iter()
+        .find(|r| r["event"] == "tool_call" && r["tool"] == "test_simple_text")
+        .unwrap_or_else(|| panic!("no tool_call record: {records:#?}"));
+    assert_eq!(call["outcome"], "cancelled", "{call}");
+    assert!(
+        call["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("waiting for the person's answer")),
+        "{call}"
+    );
+    assert!(
+        !records.iter().any(|r| r["event"] == "tool_result"),
+        "nothing was sent, so there is no result: {records:#?}"
+    );
+    verify_audit(&world);
+    assert!(world.leftover_processes().is_empty());
+}

@@ -110,7 +110,24 @@ impl Host {
                 .record(self.request_record(caller, arguments, &report, Some(&decision)));
             return report;
         };
-        let permit = match pipeline.authorize(&facts, decision, asker).await {
+        // An ask waits for a person: SIGTERM, --timeout or a client going
+        // away ends the wait (the question is abandoned, never answered).
+        let asked = (decision.effect == Effect::Ask).then(|| decision.clone());
+        let authorized = tokio::select! {
+            authorized = pipeline.authorize(&facts, decision, asker) => Some(authorized),
+            () = cancel.cancelled() => None,
+            () = self.exiting.cancelled() => None,
+        };
+        let Some(authorized) = authorized else {
+            report.decision = asked.as_ref().map(summary);
+            report.outcome = Outcome::Cancelled;
+            report.error = Some("cancelled while waiting for the person's answer".into());
+            report.duration_ms = elapsed_ms(started);
+            self.audit
+                .record(self.request_record(caller, arguments, &report, asked.as_ref()));
+            return report;
+        };
+        let permit = match authorized {
             Ok(permit) => permit,
             Err(decision) => {
                 self.stats.denied.fetch_add(1, Ordering::Relaxed);
