@@ -1,5 +1,6 @@
 //! Redaction pointers and secret scrubbing.
 
+use aho_corasick::AhoCorasick;
 use serde_json::{Map, Value};
 
 use crate::{AuditError, REDACTED};
@@ -17,6 +18,22 @@ pub(crate) struct Scrubber {
     /// any real sense): replaced only where a whole string or key equals
     /// them, never inside text or numbers, or every `1` in the log would go.
     exact: Vec<String>,
+    /// Finds whether any of `secrets` occurs in a string, in one pass:
+    /// almost no string holds one, and those that do go through the
+    /// replacement loop of [`Scrubber::scrub_str`] as before. `None`: no
+    /// secrets, or too many for an automaton (then every string takes
+    /// the loop).
+    any_secret: Option<AhoCorasick>,
+    /// The same for the secrets that can occur in a number's decimal form
+    /// (digits, `-`, `+`, `.`, `e`, `E`); `None`: there are none.
+    numeric: Option<AhoCorasick>,
+}
+
+/// Whether `text` holds `scheme://`, without which
+/// [`warden_core::redact::urls_in`] leaves it as it is.
+pub(crate) fn has_url(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    memchr::memchr_iter(b':', bytes).any(|i| bytes[i + 1..].starts_with(b"//"))
 }
 
 /// Masks credentials in every URL inside `value`'s strings
@@ -24,7 +41,9 @@ pub(crate) struct Scrubber {
 pub(crate) fn redact_urls(value: &mut Value) {
     match value {
         Value::String(s) => {
-            if let std::borrow::Cow::Owned(clean) = warden_core::redact::urls_in(s) {
+            if has_url(s)
+                && let std::borrow::Cow::Owned(clean) = warden_core::redact::urls_in(s)
+            {
                 *s = clean;
             }
         }
@@ -65,10 +84,19 @@ impl Scrubber {
         secrets.dedup();
         exact.sort();
         exact.dedup();
+        let automaton = |patterns: &[&String]| {
+            (!patterns.is_empty())
+                .then(|| AhoCorasick::new(patterns).ok())
+                .flatten()
+        };
+        let any_secret = automaton(&secrets.iter().collect::<Vec<_>>());
+        let numeric = automaton(&secrets.iter().filter(|s| is_numeric(s)).collect::<Vec<_>>());
         Ok(Scrubber {
             pointers,
             secrets,
             exact,
+            any_secret,
+            numeric,
         })
     }
 
@@ -91,12 +119,7 @@ impl Scrubber {
                 }
             }
             Value::Number(n) => {
-                let text = n.to_string();
-                if self
-                    .secrets
-                    .iter()
-                    .any(|secret| text.contains(secret.as_str()))
-                {
+                if self.number_holds_secret(n.to_string().as_bytes()) {
                     *value = Value::String(REDACTED.into());
                 }
             }
@@ -162,10 +185,33 @@ impl Scrubber {
         }
     }
 
+    /// Whether a number written as `text` holds a secret (it is then
+    /// recorded as `"[REDACTED]"`). Only secrets made of the characters of
+    /// numbers can be in one; secrets shorter than
+    /// [`MIN_SUBSTRING_SECRET`] are never looked for in numbers.
+    pub(crate) fn number_holds_secret(&self, text: &[u8]) -> bool {
+        match &self.numeric {
+            Some(numeric) => numeric.is_match(text),
+            // No such secret, or no automaton could be built for them.
+            None => self
+                .secrets
+                .iter()
+                .filter(|secret| is_numeric(secret))
+                .any(|secret| memchr::memmem::find(text, secret.as_bytes()).is_some()),
+        }
+    }
+
     /// `Some(cleaned)` when `s` contains a secret.
     pub(crate) fn scrub_str(&self, s: &str) -> Option<String> {
         if self.exact.iter().any(|e| e == s) {
             return Some(REDACTED.into());
+        }
+        // The loop below replaces nothing unless a secret occurs in `s`
+        // itself: ask that in one pass first.
+        match &self.any_secret {
+            Some(any) if !any.is_match(s) => return None,
+            None if self.secrets.is_empty() => return None,
+            _ => {}
         }
         let mut out: Option<String> = None;
         for secret in &self.secrets {
@@ -176,6 +222,12 @@ impl Scrubber {
         }
         out
     }
+}
+
+/// Whether `secret` is made only of characters a number's decimal form
+/// can hold.
+fn is_numeric(secret: &str) -> bool {
+    secret.bytes().all(|b| b"0123456789+-.eE".contains(&b))
 }
 
 /// How much of a shortened string is kept: 256 bytes, or `max` when that
