@@ -1,6 +1,6 @@
 //! Redaction pointers and secret scrubbing.
 
-use aho_corasick::AhoCorasick;
+use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use serde_json::{Map, Value};
 
 use crate::{AuditError, REDACTED};
@@ -27,6 +27,9 @@ pub(crate) struct Scrubber {
     /// The same for the secrets that can occur in a number's decimal form
     /// (digits, `-`, `+`, `.`, `e`, `E`); `None`: there are none.
     numeric: Option<AhoCorasick>,
+    /// The length of the shortest of `secrets`: a shorter string holds
+    /// none (most keys and values of a record are shorter than a token).
+    shortest: usize,
 }
 
 /// Whether `text` holds `scheme://`, without which
@@ -84,19 +87,30 @@ impl Scrubber {
         secrets.dedup();
         exact.sort();
         exact.dedup();
+        // A DFA without prefilter: the strings searched are short, and a
+        // rare-byte prefilter keeps stopping on the `_` and `-` that
+        // tokens and identifiers share.
         let automaton = |patterns: &[&String]| {
             (!patterns.is_empty())
-                .then(|| AhoCorasick::new(patterns).ok())
+                .then(|| {
+                    AhoCorasick::builder()
+                        .kind(Some(AhoCorasickKind::DFA))
+                        .prefilter(false)
+                        .build(patterns)
+                        .ok()
+                })
                 .flatten()
         };
         let any_secret = automaton(&secrets.iter().collect::<Vec<_>>());
         let numeric = automaton(&secrets.iter().filter(|s| is_numeric(s)).collect::<Vec<_>>());
+        let shortest = secrets.iter().map(String::len).min().unwrap_or(0);
         Ok(Scrubber {
             pointers,
             secrets,
             exact,
             any_secret,
             numeric,
+            shortest,
         })
     }
 
@@ -208,6 +222,9 @@ impl Scrubber {
         }
         // The loop below replaces nothing unless a secret occurs in `s`
         // itself: ask that in one pass first.
+        if s.len() < self.shortest {
+            return None;
+        }
         match &self.any_secret {
             Some(any) if !any.is_match(s) => return None,
             None if self.secrets.is_empty() => return None,
@@ -373,5 +390,100 @@ mod tests {
             v,
             json!({"x[REDACTED]x": ["[REDACTED]-[REDACTED]", "[REDACTED]", 7, "ok"], "event": "abcd"})
         );
+    }
+
+    /// `scrub_str` and the number check as they were before the one-pass
+    /// prefilter: one search per secret.
+    fn by_loop(secrets: &[&str], s: &str) -> Option<String> {
+        let scrubber = Scrubber::new(
+            &[],
+            &secrets.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        if scrubber.exact.iter().any(|e| e == s) {
+            return Some(REDACTED.into());
+        }
+        let mut out: Option<String> = None;
+        for secret in &scrubber.secrets {
+            let current = out.as_deref().unwrap_or(s);
+            if current.contains(secret.as_str()) {
+                out = Some(current.replace(secret.as_str(), REDACTED));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_prefilter_changes_no_result() {
+        // Secrets that overlap, contain each other, share bytes with
+        // "[REDACTED]", are numeric, or are short.
+        let sets: [&[&str]; 5] = [
+            &["abcd", "abcdefgh", "cdef", "REDA", "CTED"],
+            &["4242", "1e30", "-12.5", "sk-bench-secret"],
+            &["ghp_000000000000000000000000000000000000", "on", "1"],
+            &["a\u{e9}b\u{1}c", "\u{e9}b\u{1}"],
+            &[],
+        ];
+        let texts = [
+            "",
+            "a",
+            "on",
+            "1",
+            "abc",
+            "abcd",
+            "xabcdefghx",
+            "abcdef",
+            "cdefabcd",
+            "[REDACTED]",
+            "REDACTED",
+            "14242",
+            "1e300",
+            "-12.55",
+            "x-12.5e7",
+            "sk-bench-secretsk-bench-secret",
+            "ghp_000000000000000000000000000000000000\n",
+            "a\u{e9}b\u{1}cd",
+            "\u{e9}b\u{1}",
+            "tool_call",
+            "mcp__fs__read_text_file",
+        ];
+        for secrets in sets {
+            let owned: Vec<String> = secrets.iter().map(|s| s.to_string()).collect();
+            let scrubber = Scrubber::new(&[], &owned).unwrap();
+            for text in texts {
+                assert_eq!(
+                    scrubber.scrub_str(text),
+                    by_loop(secrets, text),
+                    "{secrets:?} in {text:?}"
+                );
+                let in_number = owned
+                    .iter()
+                    .filter(|s| s.len() >= MIN_SUBSTRING_SECRET)
+                    .any(|s| text.contains(s.as_str()));
+                if text.bytes().all(|b| b"0123456789+-.eE".contains(&b)) {
+                    assert_eq!(
+                        scrubber.number_holds_secret(text.as_bytes()),
+                        in_number,
+                        "{secrets:?} in {text:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn urls_are_found_by_their_marker() {
+        for (text, url) in [
+            ("https://h/", true),
+            ("x http://u:p@h/?a=b", true),
+            ("a:b//c", false),
+            ("://", true),
+            ("no url: here", false),
+            ("ends with:", false),
+            ("", false),
+        ] {
+            assert_eq!(has_url(text), url, "{text}");
+            assert_eq!(has_url(text), text.contains("://"), "{text}");
+        }
     }
 }

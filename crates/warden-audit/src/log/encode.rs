@@ -554,53 +554,26 @@ pub(crate) struct Obj<'e, 's> {
 }
 
 impl Obj<'_, '_> {
-    /// Writes `"key":value` as a member (the key already in `keys` at
-    /// `key`, checked to hold no secret).
-    fn member<T: Serialize + ?Sized>(&mut self, key: Range<usize>, value: &T) -> Result<()> {
-        let enc = &mut *self.enc;
-        let start = enc.out.len();
-        // `keys` holds only `&str` bytes, so it is UTF-8.
-        let text = std::str::from_utf8(&enc.keys[key.clone()]).map_err(|_| Fallback)?;
-        let rule = if self.top {
-            Rule::of_top_level(text)
-        } else {
-            self.rule
-        };
-        write_str(&mut enc.out, text);
-        enc.out.push(b':');
+    /// Writes a member's value after its `"key":` (begun at `start`) and
+    /// records the member.
+    fn value<T: Serialize + ?Sized>(
+        &mut self,
+        key: Range<usize>,
+        start: usize,
+        rule: Rule,
+        value: &T,
+    ) -> Result<()> {
         value.serialize(Ser {
-            enc: &mut *enc,
+            enc: &mut *self.enc,
             scrubber: self.scrubber,
             rule,
             top: false,
         })?;
-        enc.members.push(Member {
+        self.enc.members.push(Member {
             key,
-            bytes: start..enc.out.len(),
+            bytes: start..self.enc.out.len(),
         });
         Ok(())
-    }
-
-    /// Records `key` unless it holds a secret (then the general path
-    /// renames it, and what it merges with is its business).
-    fn key(&mut self, key: &str) -> Result<Range<usize>> {
-        let range = push_key(&mut self.enc.keys, key);
-        self.check_key(range)
-    }
-
-    /// A map key, which serde hands over as a value.
-    fn map_key<K: Serialize + ?Sized>(&mut self, key: &K) -> Result<Range<usize>> {
-        let start = self.enc.keys.len();
-        key.serialize(KeySer(&mut self.enc.keys))?;
-        self.check_key(start..self.enc.keys.len())
-    }
-
-    fn check_key(&self, range: Range<usize>) -> Result<Range<usize>> {
-        let text = std::str::from_utf8(&self.enc.keys[range.clone()]).map_err(|_| Fallback)?;
-        if self.scrubber.scrub_str(text).is_some() {
-            return Err(Fallback);
-        }
-        Ok(range)
     }
 
     fn finish(self) -> Result<()> {
@@ -612,6 +585,28 @@ impl Obj<'_, '_> {
     }
 }
 
+/// Writes `"key":` and returns the rule for the member's value, unless the
+/// key holds a secret: then the general path renames it, and what it
+/// merges with is its business.
+fn open_member(
+    out: &mut Vec<u8>,
+    scrubber: &Scrubber,
+    top: bool,
+    inherited: Rule,
+    key: &str,
+) -> Result<Rule> {
+    if scrubber.scrub_str(key).is_some() {
+        return Err(Fallback);
+    }
+    write_str(out, key);
+    out.push(b':');
+    Ok(if top {
+        Rule::of_top_level(key)
+    } else {
+        inherited
+    })
+}
+
 impl ser::SerializeStruct for Obj<'_, '_> {
     type Ok = ();
     type Error = Fallback;
@@ -620,8 +615,10 @@ impl ser::SerializeStruct for Obj<'_, '_> {
         key: &'static str,
         value: &T,
     ) -> Result<()> {
-        let key = self.key(key)?;
-        self.member(key, value)
+        let start = self.enc.out.len();
+        let rule = open_member(&mut self.enc.out, self.scrubber, self.top, self.rule, key)?;
+        let key = push_key(&mut self.enc.keys, key);
+        self.value(key, start, rule, value)
     }
     fn end(self) -> Result<()> {
         self.finish()
@@ -632,12 +629,19 @@ impl ser::SerializeMap for Obj<'_, '_> {
     type Ok = ();
     type Error = Fallback;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<()> {
-        self.key = Some(self.map_key(key)?);
+        let start = self.enc.keys.len();
+        key.serialize(KeySer(&mut self.enc.keys))?;
+        self.key = Some(start..self.enc.keys.len());
         Ok(())
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
         let key = self.key.take().ok_or(Fallback)?;
-        self.member(key, value)
+        let enc = &mut *self.enc;
+        let start = enc.out.len();
+        // `KeySer` wrote a `&str`'s bytes.
+        let text = std::str::from_utf8(&enc.keys[key.clone()]).map_err(|_| Fallback)?;
+        let rule = open_member(&mut enc.out, self.scrubber, self.top, self.rule, text)?;
+        self.value(key, start, rule, value)
     }
     fn end(self) -> Result<()> {
         self.finish()
