@@ -12,7 +12,7 @@ use super::{BATCH_INTERVAL, BATCH_MAX_RECORDS, BATCH_QUEUE_CAP, Inner};
 pub(super) fn batch_writer(inner: &Inner) {
     loop {
         // Wait for records, a due sync, or shutdown.
-        {
+        let queued = {
             let mut st = inner.lock_state();
             while st.queue.is_empty() && !st.shutdown {
                 let due = st
@@ -32,10 +32,12 @@ pub(super) fn batch_writer(inner: &Inner) {
                 };
             }
             st.writer_idle = false;
-        }
+            !st.queue.is_empty()
+        };
         // Write what is queued, holding the chain so that a `write_ahead`
-        // cannot overtake records queued before it.
-        {
+        // cannot overtake records queued before it. (Not when only a sync
+        // is due: the chain lock is the callers' `write_ahead` path.)
+        if queued {
             let mut chain = inner.lock_chain();
             let mut st = inner.lock_state();
             let mut batch = std::mem::take(&mut st.queue);

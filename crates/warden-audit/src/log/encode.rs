@@ -250,8 +250,20 @@ fn push_key(keys: &mut Vec<u8>, key: &str) -> Range<usize> {
     start..keys.len()
 }
 
-/// A JSON string exactly as `serde_json` escapes it.
+/// A JSON string exactly as `serde_json` escapes it: only control
+/// characters, `"` and `\`. Most strings have none of them, and are copied
+/// whole (a check without early exit, which the compiler vectorises).
 fn write_str(out: &mut Vec<u8>, s: &str) {
+    let plain = s.bytes().fold(true, |plain, b| {
+        plain & (b >= 0x20) & (b != b'"') & (b != b'\\')
+    });
+    if plain {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return;
+    }
     // Writing to a Vec cannot fail; serialising a `&str` neither.
     let _ = serde_json::to_writer(&mut *out, s);
 }
@@ -750,5 +762,21 @@ impl ser::Serializer for KeySer<'_> {
         _: usize,
     ) -> Result<Self::SerializeStructVariant> {
         Err(Fallback)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_str;
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        let mut texts: Vec<String> = (0u8..=0x7f).map(|b| format!("a{}b", b as char)).collect();
+        texts.extend(["", "plain", "é\u{2028}\u{7f}𝄞", "\\\"", "\u{1f}x"].map(String::from));
+        for text in texts {
+            let mut out = Vec::new();
+            write_str(&mut out, &text);
+            assert_eq!(out, serde_json::to_vec(&text).unwrap(), "{text:?}");
+        }
     }
 }
