@@ -155,13 +155,20 @@ impl Inner {
             chain.end = size;
         }
         let mut seq = chain.seq;
-        let mut prev = [0u8; 64];
-        prev.copy_from_slice(chain.prev.as_bytes());
+        // `prev` is ours, or a hash `read_tail` recomputed: 64 hex digits.
+        let Ok(mut prev) = <[u8; 64]>::try_from(chain.prev.as_bytes()) else {
+            return Err(AuditError::Failed {
+                path: self.path.clone(),
+                detail: format!(
+                    "the chain's last hash {:?} is not 64 hex digits",
+                    chain.prev
+                ),
+            });
+        };
         chain.buf.clear();
         let mut count = 0;
         for (ts, event) in events {
             seq += 1;
-            // `prev` is always 64 hex digits (ours, or checked by `read_tail`).
             let prev_text = std::str::from_utf8(&prev).unwrap_or(ZERO_HASH);
             prev = self.record_line(
                 &mut chain.encoder,
