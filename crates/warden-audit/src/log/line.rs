@@ -363,12 +363,12 @@ mod tests {
             .with_timezone(&Utc)
     }
 
+    /// A line (after an earlier one) and its hash.
+    type Written = (Vec<u8>, [u8; 64]);
+
     /// Both paths for `event`: whether the one-pass encoder took it, and
     /// the two lines with their hashes.
-    fn both(
-        settings: &Settings<'_>,
-        event: &Event,
-    ) -> (bool, (Vec<u8>, [u8; 64]), (Vec<u8>, [u8; 64])) {
+    fn both(settings: &Settings<'_>, event: &Event) -> (bool, Written, Written) {
         let prev = "12".repeat(32);
         let mut encoder = Encoder::default();
         let mut line = b"earlier line\n".to_vec();
