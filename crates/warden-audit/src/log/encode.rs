@@ -57,8 +57,25 @@ pub(crate) struct Encoder {
 }
 
 struct Member {
+    /// The key's first 8 bytes, big-endian, zero-padded: orders most
+    /// pairs of keys without comparing the keys themselves.
+    prefix: u64,
     key: Range<usize>,
     bytes: Range<usize>,
+}
+
+impl Member {
+    fn new(keys: &[u8], key: Range<usize>, bytes: Range<usize>) -> Member {
+        let mut first = [0u8; 8];
+        let text = &keys[key.clone()];
+        let n = text.len().min(8);
+        first[..n].copy_from_slice(&text[..n]);
+        Member {
+            prefix: u64::from_be_bytes(first),
+            key,
+            bytes,
+        }
+    }
 }
 
 /// Where an object's members begin in each buffer.
@@ -151,10 +168,8 @@ impl Encoder {
                 ChainValue::Number(n) => write_json(&mut self.out, n)?,
                 ChainValue::Str(s) => write_str(&mut self.out, s),
             }
-            self.members.push(Member {
-                key: k,
-                bytes: start..self.out.len(),
-            });
+            let member = Member::new(&self.keys, k, start..self.out.len());
+            self.members.push(member);
         }
         let splice = self.order(frame, Some("hash"))?;
         let canonical = &self.scratch;
@@ -199,10 +214,16 @@ impl Encoder {
     fn order(&mut self, frame: Frame, splice: Option<&str>) -> Result<Option<(usize, bool)>> {
         let keys = &self.keys;
         let members = &mut self.members[frame.members..];
-        members.sort_unstable_by(|a, b| keys[a.key.clone()].cmp(&keys[b.key.clone()]));
+        // Bytewise order: the prefixes decide unless they are equal (zero
+        // padding ties "ab" with "ab\0", which the keys then tell apart).
+        members.sort_unstable_by(|a, b| {
+            a.prefix
+                .cmp(&b.prefix)
+                .then_with(|| keys[a.key.clone()].cmp(&keys[b.key.clone()]))
+        });
         if members
             .windows(2)
-            .any(|w| keys[w[0].key.clone()] == keys[w[1].key.clone()])
+            .any(|w| w[0].prefix == w[1].prefix && keys[w[0].key.clone()] == keys[w[1].key.clone()])
         {
             // Two members with one key: whichever the general path keeps.
             return Err(Fallback);
@@ -581,10 +602,8 @@ impl Obj<'_, '_> {
             rule,
             top: false,
         })?;
-        self.enc.members.push(Member {
-            key,
-            bytes: start..self.enc.out.len(),
-        });
+        let member = Member::new(&self.enc.keys, key, start..self.enc.out.len());
+        self.enc.members.push(member);
         Ok(())
     }
 

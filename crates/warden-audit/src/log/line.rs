@@ -277,6 +277,8 @@ mod tests {
                     "url": "https://user:pw@h.example/p?token=t#f",
                     "short": "on", "arr": [{"y": 1, "x": "sk-other-secret"}, []], "e": {},
                     "long": long,
+                    // Keys alike in their first 8 bytes, or only in padding.
+                    "same_prefix_b": 1, "same_prefix_a": 2, "same_pre": 3, "ab\u{0}": 4, "ab": 5,
                 }),
                 "see https://u:p@h.example/?k=v and ghp_secretvalue",
                 Some("failed at https://h.example/a?b=c (98765)"),
