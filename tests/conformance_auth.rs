@@ -20,8 +20,10 @@
 //! `WARDEN_CONFORMANCE_BIN` names; without it (or Node ≥ 22) the test
 //! prints SKIPPED and passes.
 
+mod conformance_support;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -56,34 +58,6 @@ const KNOWN_FAILURES: &[(&str, &str)] = &[(
      relax it. The other 2025-03-26 scenario (no metadata, default endpoints) passes.",
 )];
 
-fn suite() -> Option<(PathBuf, String)> {
-    let installed = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/conformance/node_modules/.bin/conformance");
-    let suite = std::env::var_os("WARDEN_CONFORMANCE_BIN")
-        .map(PathBuf::from)
-        .or_else(|| installed.exists().then_some(installed))?;
-    let bin_dir = suite.parent().map(Path::to_path_buf).unwrap_or_default();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let node = std::process::Command::new("node")
-        .arg("--version")
-        .env("PATH", &path)
-        .output()
-        .ok()?;
-    let version = String::from_utf8_lossy(&node.stdout);
-    let major: u32 = version
-        .trim()
-        .trim_start_matches('v')
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
-    (major >= 22).then_some((suite, path))
-}
-
 /// The first check the suite counted against the client, if any.
 fn first_problem(dir: &Path) -> Option<String> {
     let mut stack = vec![dir.to_path_buf()];
@@ -114,17 +88,13 @@ fn first_problem(dir: &Path) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_conformance_auth_scenarios_with_warden_as_the_client() {
-    let Some((suite, path)) = suite() else {
-        eprintln!(
-            "SKIPPED: the conformance suite (with Node 22) is not installed \
-             (scripts/test-deps.sh, or set WARDEN_CONFORMANCE_BIN)"
-        );
+    let Some((suite, path)) = conformance_support::suite() else {
+        eprintln!("{}", conformance_support::NOT_INSTALLED);
         return;
     };
     // The one adapter every client scenario goes through; it hands the
     // `auth/*` ones to auth-adapter.sh.
-    let adapter =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/client-adapter.sh");
+    let adapter = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/client-adapter.sh");
     let scratch = tempfile::tempdir().expect("tempdir");
     let home = scratch.path().join("home");
     std::fs::create_dir_all(&home).expect("home");

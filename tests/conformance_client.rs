@@ -15,9 +15,10 @@
 //! change shows up. The `auth/*` scenarios are for the OAuth work (the
 //! adapter has a case for them).
 
+mod conformance_support;
 mod gateway_support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use gateway_support::cli_support::WARDEN;
@@ -34,36 +35,6 @@ const SCENARIOS: &[&str] = &[
 
 /// Scenarios that do not pass today, and why.
 const KNOWN_FAILURES: &[&str] = &[];
-
-/// The suite, and a PATH on which its Node 22 comes first; `None` when
-/// either is missing.
-fn suite() -> Option<(PathBuf, String)> {
-    let installed = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/conformance/node_modules/.bin/conformance");
-    let suite = std::env::var_os("WARDEN_CONFORMANCE_BIN")
-        .map(PathBuf::from)
-        .or_else(|| installed.exists().then_some(installed))?;
-    let bin_dir = suite.parent().map(Path::to_path_buf).unwrap_or_default();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let node = std::process::Command::new("node")
-        .arg("--version")
-        .env("PATH", &path)
-        .output()
-        .ok()?;
-    let version = String::from_utf8_lossy(&node.stdout);
-    let major: u32 = version
-        .trim()
-        .trim_start_matches('v')
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
-    (major >= 22).then_some((suite, path))
-}
 
 /// One scenario's result: passed, and what the suite said otherwise.
 async fn run_scenario(world: &World, suite: &Path, path: &str, scenario: &str) -> (bool, String) {
@@ -116,11 +87,8 @@ async fn run_scenario(world: &World, suite: &Path, path: &str, scenario: &str) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_conformance_client_scenarios_against_warden() {
-    let Some((suite, path)) = suite() else {
-        eprintln!(
-            "SKIPPED: the conformance suite or its Node 22 is not installed (scripts/test-deps.sh, \
-             or set WARDEN_CONFORMANCE_BIN)"
-        );
+    let Some((suite, path)) = conformance_support::suite() else {
+        eprintln!("{}", conformance_support::NOT_INSTALLED);
         return;
     };
     let world = World::new();

@@ -15,10 +15,11 @@
 //! `KNOWN_FAILURES` lists scenarios expected to fail (none today), checked
 //! so that a change shows up.
 
+mod conformance_support;
 mod gateway_support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use gateway_support::{World, eventually, gateway_command, interpreter_prefix, python_venv};
@@ -30,41 +31,10 @@ const KNOWN_FAILURES: &[&str] = &[];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_conformance_server_scenarios_through_the_gateway() {
-    let installed = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/conformance/node_modules/.bin/conformance");
-    let suite = std::env::var_os("WARDEN_CONFORMANCE_BIN")
-        .map(PathBuf::from)
-        .or_else(|| installed.exists().then_some(installed));
-    let Some(suite) = suite else {
-        eprintln!(
-            "SKIPPED: the conformance suite is not installed (scripts/test-deps.sh, or set \
-             WARDEN_CONFORMANCE_BIN)"
-        );
+    let Some((suite, path)) = conformance_support::suite() else {
+        eprintln!("{}", conformance_support::NOT_INSTALLED);
         return;
     };
-    let bin_dir = suite.parent().map(Path::to_path_buf).unwrap_or_default();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let node = std::process::Command::new("node")
-        .arg("--version")
-        .env("PATH", &path)
-        .output()
-        .expect("node");
-    let version = String::from_utf8_lossy(&node.stdout);
-    let major: u32 = version
-        .trim()
-        .trim_start_matches('v')
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
-    if major < 22 {
-        eprintln!("skipped: the conformance suite needs Node 22 (found {version})");
-        return;
-    }
     let world = World::new();
     let venv = python_venv();
     let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python");

@@ -53,6 +53,23 @@ impl Hasher {
         }
     }
 
+    /// [`Hasher::hash`] as 64 lowercase hex digits in a fixed array (no
+    /// allocation, for the writer).
+    pub(crate) fn hash_hex(&self, canonical: &[u8]) -> [u8; 64] {
+        let digest: [u8; 32] = match self {
+            Hasher::Plain => Sha256::digest(canonical).into(),
+            Hasher::Keyed(mac) => {
+                let mut mac = (**mac).clone();
+                mac.update(canonical);
+                mac.finalize().into_bytes().into()
+            }
+        };
+        let mut hex = [0u8; 64];
+        // 32 bytes always fit 64 hex digits.
+        let _ = hex::encode_to_slice(digest, &mut hex);
+        hex
+    }
+
     /// The hash a parsed record should carry: over the canonical JSON of
     /// the record without its `hash` field.
     pub(crate) fn hash_record(&self, mut record: Map<String, Value>) -> String {

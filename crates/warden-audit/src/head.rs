@@ -253,7 +253,22 @@ pub(crate) struct HeadWriter {
     hasher: Hasher,
     /// Serialises this process's updates; the `flock` serialises processes
     /// (a `flock` is shared by every thread using the same descriptor).
-    lock: Mutex<()>,
+    lock: Mutex<Seen>,
+}
+
+/// What this handle last saw in the file, so that an update finding the
+/// same bytes again (no other process moved the head since) skips parsing
+/// and checking both slots.
+#[derive(Default)]
+struct Seen {
+    /// The file's bytes after our last read or write; empty: unknown.
+    bytes: Vec<u8>,
+    /// The current head of those bytes and its slot.
+    current: Option<(usize, Head)>,
+    /// A duplicate of the descriptor for the `flock`, kept between
+    /// updates (a flock belongs to the open file description, which the
+    /// duplicate shares).
+    lock_fd: Option<File>,
 }
 
 impl HeadWriter {
@@ -276,7 +291,7 @@ impl HeadWriter {
             path,
             file,
             hasher,
-            lock: Mutex::new(()),
+            lock: Mutex::new(Seen::default()),
         })
     }
 
@@ -292,9 +307,10 @@ impl HeadWriter {
         }
     }
 
-    /// The current head, under the caller's locks.
-    fn current(&self) -> Result<Option<(usize, HeadRead)>, AuditError> {
-        let mut bytes = vec![0u8; 2 * SLOT_SIZE];
+    /// The current head, under the caller's locks: parsed and checked
+    /// unless the file holds what `seen` last saw.
+    fn current(&self, seen: &mut Seen) -> Result<Option<(usize, Head)>, AuditError> {
+        let mut bytes = [0u8; 2 * SLOT_SIZE];
         let mut filled = 0;
         while filled < bytes.len() {
             match self.file.read_at(&mut bytes[filled..], filled as u64) {
@@ -304,34 +320,53 @@ impl HeadWriter {
                 Err(e) => return Err(self.io_err("read the head file", e)),
             }
         }
-        bytes.truncate(filled);
+        let bytes = &bytes[..filled];
+        if !seen.bytes.is_empty() && seen.bytes == bytes {
+            return Ok(seen.current.clone());
+        }
         let keyed = (self.hasher.mode() == HashMode::HmacSha256).then_some(&self.hasher);
-        match read_slots(&bytes, keyed) {
-            Ok(found) => Ok(found),
-            Err(detail) => Err(AuditError::HeadInvalid {
-                path: self.path.clone(),
-                detail,
-            }),
+        match read_slots(bytes, keyed) {
+            Ok(found) => {
+                let current = found.map(|(slot, read)| (slot, read.head));
+                seen.bytes.clear();
+                seen.bytes.extend_from_slice(bytes);
+                seen.current.clone_from(&current);
+                Ok(current)
+            }
+            Err(detail) => {
+                seen.bytes.clear();
+                Err(AuditError::HeadInvalid {
+                    path: self.path.clone(),
+                    detail,
+                })
+            }
         }
     }
 
     /// Reads the current head (for `open`'s checks).
     pub(crate) fn read(&self) -> Result<Option<Head>, AuditError> {
-        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        let _flock = self.flock()?;
-        Ok(self.current()?.map(|(_, read)| read.head))
+        let mut seen = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let flock = self.flock(&mut seen)?;
+        let current = self.current(&mut seen);
+        self.unlock(&mut seen, flock);
+        Ok(current?.map(|(_, head)| head))
     }
 
     /// Moves the head to `seq`/`hash` unless it is already there or
     /// further (another process's later record).
     pub(crate) fn advance(&self, seq: u64, hash: &str) -> Result<(), AuditError> {
-        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        let _flock = self.flock()?;
-        let current = self.current()?;
-        let (slot, generation) = match &current {
-            Some((_, read)) if read.head.seq > seq => return Ok(()),
-            Some((_, read)) if read.head.seq == seq && read.head.hash == hash => return Ok(()),
-            Some((index, read)) => (usize::from(*index == 0), read.head.generation + 1),
+        let mut seen = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let flock = self.flock(&mut seen)?;
+        let result = self.advance_locked(&mut seen, seq, hash);
+        self.unlock(&mut seen, flock);
+        result
+    }
+
+    fn advance_locked(&self, seen: &mut Seen, seq: u64, hash: &str) -> Result<(), AuditError> {
+        let (slot, generation) = match self.current(seen)? {
+            Some((_, head)) if head.seq > seq => return Ok(()),
+            Some((_, head)) if head.seq == seq && head.hash == hash => return Ok(()),
+            Some((index, head)) => (usize::from(index == 0), head.generation + 1),
             None => (0, 1),
         };
         let head = Head {
@@ -341,16 +376,28 @@ impl HeadWriter {
             generation,
         };
         let bytes = slot_bytes(&head, &self.hasher);
-        self.file
-            .write_all_at(&bytes, (slot * SLOT_SIZE) as u64)
-            .map_err(|e| self.io_err("write the head file", e))
+        let offset = slot * SLOT_SIZE;
+        if let Err(e) = self.file.write_all_at(&bytes, offset as u64) {
+            seen.bytes.clear();
+            return Err(self.io_err("write the head file", e));
+        }
+        // The file now holds what it held, with this slot rewritten.
+        if seen.bytes.len() < offset + SLOT_SIZE {
+            seen.bytes.resize(offset + SLOT_SIZE, 0);
+        }
+        seen.bytes[offset..offset + SLOT_SIZE].copy_from_slice(&bytes);
+        seen.current = Some((slot, head));
+        Ok(())
     }
 
-    fn flock(&self) -> Result<Flock<File>, AuditError> {
-        let mut dup = self
-            .file
-            .try_clone()
-            .map_err(|e| self.io_err("lock the head file", e))?;
+    fn flock(&self, seen: &mut Seen) -> Result<Flock<File>, AuditError> {
+        let mut dup = match seen.lock_fd.take() {
+            Some(dup) => dup,
+            None => self
+                .file
+                .try_clone()
+                .map_err(|e| self.io_err("lock the head file", e))?,
+        };
         loop {
             match Flock::lock(dup, FlockArg::LockExclusive) {
                 Ok(held) => return Ok(held),
@@ -358,6 +405,12 @@ impl HeadWriter {
                 Err((_, errno)) => return Err(self.io_err("lock the head file", errno.into())),
             }
         }
+    }
+
+    /// Unlocks, keeping the duplicate descriptor for the next update (a
+    /// failed unlock drops it, which unlocks again and closes it).
+    fn unlock(&self, seen: &mut Seen, flock: Flock<File>) {
+        seen.lock_fd = flock.unlock().ok();
     }
 }
 

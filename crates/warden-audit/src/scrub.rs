@@ -1,5 +1,6 @@
 //! Redaction pointers and secret scrubbing.
 
+use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use serde_json::{Map, Value};
 
 use crate::{AuditError, REDACTED};
@@ -17,6 +18,25 @@ pub(crate) struct Scrubber {
     /// any real sense): replaced only where a whole string or key equals
     /// them, never inside text or numbers, or every `1` in the log would go.
     exact: Vec<String>,
+    /// Finds whether any of `secrets` occurs in a string, in one pass:
+    /// almost no string holds one, and those that do go through the
+    /// replacement loop of [`Scrubber::scrub_str`] as before. `None`: no
+    /// secrets, or too many for an automaton (then every string takes
+    /// the loop).
+    any_secret: Option<AhoCorasick>,
+    /// The same for the secrets that can occur in a number's decimal form
+    /// (digits, `-`, `+`, `.`, `e`, `E`); `None`: there are none.
+    numeric: Option<AhoCorasick>,
+    /// The length of the shortest of `secrets`: a shorter string holds
+    /// none (most keys and values of a record are shorter than a token).
+    shortest: usize,
+}
+
+/// Whether `text` holds `scheme://`, without which
+/// [`warden_core::redact::urls_in`] leaves it as it is.
+pub(crate) fn has_url(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    memchr::memchr_iter(b':', bytes).any(|i| bytes[i + 1..].starts_with(b"//"))
 }
 
 /// Masks credentials in every URL inside `value`'s strings
@@ -24,7 +44,9 @@ pub(crate) struct Scrubber {
 pub(crate) fn redact_urls(value: &mut Value) {
     match value {
         Value::String(s) => {
-            if let std::borrow::Cow::Owned(clean) = warden_core::redact::urls_in(s) {
+            if has_url(s)
+                && let std::borrow::Cow::Owned(clean) = warden_core::redact::urls_in(s)
+            {
                 *s = clean;
             }
         }
@@ -65,10 +87,30 @@ impl Scrubber {
         secrets.dedup();
         exact.sort();
         exact.dedup();
+        // A DFA without prefilter: the strings searched are short, and a
+        // rare-byte prefilter keeps stopping on the `_` and `-` that
+        // tokens and identifiers share.
+        let automaton = |patterns: &[&String]| {
+            (!patterns.is_empty())
+                .then(|| {
+                    AhoCorasick::builder()
+                        .kind(Some(AhoCorasickKind::DFA))
+                        .prefilter(false)
+                        .build(patterns)
+                        .ok()
+                })
+                .flatten()
+        };
+        let any_secret = automaton(&secrets.iter().collect::<Vec<_>>());
+        let numeric = automaton(&secrets.iter().filter(|s| is_numeric(s)).collect::<Vec<_>>());
+        let shortest = secrets.iter().map(String::len).min().unwrap_or(0);
         Ok(Scrubber {
             pointers,
             secrets,
             exact,
+            any_secret,
+            numeric,
+            shortest,
         })
     }
 
@@ -91,12 +133,7 @@ impl Scrubber {
                 }
             }
             Value::Number(n) => {
-                let text = n.to_string();
-                if self
-                    .secrets
-                    .iter()
-                    .any(|secret| text.contains(secret.as_str()))
-                {
+                if self.number_holds_secret(n.to_string().as_bytes()) {
                     *value = Value::String(REDACTED.into());
                 }
             }
@@ -162,10 +199,36 @@ impl Scrubber {
         }
     }
 
+    /// Whether a number written as `text` holds a secret (it is then
+    /// recorded as `"[REDACTED]"`). Only secrets made of the characters of
+    /// numbers can be in one; secrets shorter than
+    /// [`MIN_SUBSTRING_SECRET`] are never looked for in numbers.
+    pub(crate) fn number_holds_secret(&self, text: &[u8]) -> bool {
+        match &self.numeric {
+            Some(numeric) => numeric.is_match(text),
+            // No such secret, or no automaton could be built for them.
+            None => self
+                .secrets
+                .iter()
+                .filter(|secret| is_numeric(secret))
+                .any(|secret| memchr::memmem::find(text, secret.as_bytes()).is_some()),
+        }
+    }
+
     /// `Some(cleaned)` when `s` contains a secret.
     pub(crate) fn scrub_str(&self, s: &str) -> Option<String> {
         if self.exact.iter().any(|e| e == s) {
             return Some(REDACTED.into());
+        }
+        // The loop below replaces nothing unless a secret occurs in `s`
+        // itself: ask that in one pass first.
+        if s.len() < self.shortest {
+            return None;
+        }
+        match &self.any_secret {
+            Some(any) if !any.is_match(s) => return None,
+            None if self.secrets.is_empty() => return None,
+            _ => {}
         }
         let mut out: Option<String> = None;
         for secret in &self.secrets {
@@ -176,6 +239,12 @@ impl Scrubber {
         }
         out
     }
+}
+
+/// Whether `secret` is made only of characters a number's decimal form
+/// can hold.
+fn is_numeric(secret: &str) -> bool {
+    secret.bytes().all(|b| b"0123456789+-.eE".contains(&b))
 }
 
 /// How much of a shortened string is kept: 256 bytes, or `max` when that
@@ -321,5 +390,100 @@ mod tests {
             v,
             json!({"x[REDACTED]x": ["[REDACTED]-[REDACTED]", "[REDACTED]", 7, "ok"], "event": "abcd"})
         );
+    }
+
+    /// `scrub_str` and the number check as they were before the one-pass
+    /// prefilter: one search per secret.
+    fn by_loop(secrets: &[&str], s: &str) -> Option<String> {
+        let scrubber = Scrubber::new(
+            &[],
+            &secrets.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        if scrubber.exact.iter().any(|e| e == s) {
+            return Some(REDACTED.into());
+        }
+        let mut out: Option<String> = None;
+        for secret in &scrubber.secrets {
+            let current = out.as_deref().unwrap_or(s);
+            if current.contains(secret.as_str()) {
+                out = Some(current.replace(secret.as_str(), REDACTED));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_prefilter_changes_no_result() {
+        // Secrets that overlap, contain each other, share bytes with
+        // "[REDACTED]", are numeric, or are short.
+        let sets: [&[&str]; 5] = [
+            &["abcd", "abcdefgh", "cdef", "REDA", "CTED"],
+            &["4242", "1e30", "-12.5", "sk-bench-secret"],
+            &["ghp_000000000000000000000000000000000000", "on", "1"],
+            &["a\u{e9}b\u{1}c", "\u{e9}b\u{1}"],
+            &[],
+        ];
+        let texts = [
+            "",
+            "a",
+            "on",
+            "1",
+            "abc",
+            "abcd",
+            "xabcdefghx",
+            "abcdef",
+            "cdefabcd",
+            "[REDACTED]",
+            "REDACTED",
+            "14242",
+            "1e300",
+            "-12.55",
+            "x-12.5e7",
+            "sk-bench-secretsk-bench-secret",
+            "ghp_000000000000000000000000000000000000\n",
+            "a\u{e9}b\u{1}cd",
+            "\u{e9}b\u{1}",
+            "tool_call",
+            "mcp__fs__read_text_file",
+        ];
+        for secrets in sets {
+            let owned: Vec<String> = secrets.iter().map(|s| s.to_string()).collect();
+            let scrubber = Scrubber::new(&[], &owned).unwrap();
+            for text in texts {
+                assert_eq!(
+                    scrubber.scrub_str(text),
+                    by_loop(secrets, text),
+                    "{secrets:?} in {text:?}"
+                );
+                let in_number = owned
+                    .iter()
+                    .filter(|s| s.len() >= MIN_SUBSTRING_SECRET)
+                    .any(|s| text.contains(s.as_str()));
+                if text.bytes().all(|b| b"0123456789+-.eE".contains(&b)) {
+                    assert_eq!(
+                        scrubber.number_holds_secret(text.as_bytes()),
+                        in_number,
+                        "{secrets:?} in {text:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn urls_are_found_by_their_marker() {
+        for (text, url) in [
+            ("https://h/", true),
+            ("x http://u:p@h/?a=b", true),
+            ("a:b//c", false),
+            ("://", true),
+            ("no url: here", false),
+            ("ends with:", false),
+            ("", false),
+        ] {
+            assert_eq!(has_url(text), url, "{text}");
+            assert_eq!(has_url(text), text.contains("://"), "{text}");
+        }
     }
 }

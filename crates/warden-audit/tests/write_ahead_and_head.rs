@@ -179,6 +179,84 @@ fn batch_moves_the_head_after_its_sync_without_a_close() {
     drop(log);
 }
 
+/// Waits (polling, generous deadline) until the head file names `seq`.
+fn wait_for_head(path: &Path, seq: u64, hash: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let head = read_head(path, None).unwrap().unwrap().head;
+        if head.seq == seq {
+            assert_eq!(head.hash, hash);
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "head at {} never reached {seq}",
+            head.seq
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// The writer thread is woken by the first unsynced write-ahead record
+/// only (later ones find it already waiting for the sync's deadline): each
+/// record must still be synced, and the head moved, without a close; also
+/// after a sync, and past `BATCH_MAX_RECORDS` written in a row.
+#[test]
+fn batch_syncs_write_ahead_records_after_each_sync_and_in_bursts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = log_in(&dir);
+    let log = AuditLog::open(&path, opts(FsyncMode::Batch, None)).unwrap();
+    for round in 0..3 {
+        log.write_ahead(pending(&format!("c{round}"), json!({})))
+            .unwrap();
+        let (seq, hash) = log.last();
+        wait_for_head(&path, seq, &hash);
+    }
+    for i in 0..(warden_audit::BATCH_MAX_RECORDS * 2 + 7) {
+        log.write_ahead(pending(&format!("burst{i}"), json!({"i": i})))
+            .unwrap();
+    }
+    let (seq, hash) = log.last();
+    wait_for_head(&path, seq, &hash);
+    // Queued appends and write-ahead records mixed: one chain, in order.
+    log.append(result("burst0")).unwrap();
+    log.write_ahead(pending("after", json!({}))).unwrap();
+    let (seq, hash) = log.last();
+    wait_for_head(&path, seq, &hash);
+    log.close().unwrap();
+    match verify(&path, None) {
+        VerifyReport::Ok { count, .. } => assert_eq!(count, seq),
+        other => panic!("{other:?}"),
+    }
+    let recs = lines(&path);
+    assert_eq!(recs[recs.len() - 2]["event"], "tool_result");
+    assert_eq!(recs[recs.len() - 1]["call_id"], "after");
+}
+
+/// Two handles on one log in one process (two open file descriptions, so
+/// two `flock` holders, as two processes would be), alternating: each
+/// continues the other's chain.
+#[test]
+fn two_handles_alternating_write_one_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = log_in(&dir);
+    let a = AuditLog::open(&path, opts(FsyncMode::Never, None)).unwrap();
+    let b = AuditLog::open(&path, opts(FsyncMode::Batch, None)).unwrap();
+    for i in 0..20 {
+        let (log, other) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        log.write_ahead(pending(&format!("c{i}"), json!({"i": i})))
+            .unwrap();
+        assert_eq!(log.last().0, i + 1);
+        assert!(other.last().0 < i + 1);
+    }
+    a.close().unwrap();
+    b.close().unwrap();
+    match verify(&path, None) {
+        VerifyReport::Ok { count, .. } => assert_eq!(count, 20),
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn records_cut_off_the_end_are_caught_with_the_missing_range() {
     let dir = tempfile::tempdir().unwrap();
