@@ -461,3 +461,40 @@ fn settings_without_equivalent_become_notes() {
         .expect("run");
     assert_eq!(listed.status.code(), Some(0), "{listed:?}");
 }
+
+/// A client already set up as README says (warden's gateway registered as
+/// one server) imports its other servers; the gateway entry itself is left
+/// out with a note, never put behind warden again.
+#[test]
+fn warden_gateway_entry_is_not_imported_behind_itself() {
+    let world = World::new();
+    let file = world.path("mcp.json");
+    std::fs::write(
+        &file,
+        serde_json::json!({"mcpServers": {
+            "warden": {"command": "/usr/local/bin/warden",
+                       "args": ["--config", "/home/me/warden.json", "gateway", "--stdio"]},
+            "fetch": {"command": "uvx", "args": ["mcp-server-fetch"]}
+        }})
+        .to_string(),
+    )
+    .expect("write");
+    let out = world.run(&["--json", "import", "cursor", file.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let value = stdout_json(&out);
+    let servers = value["config"]["mcpServers"].as_object().expect("servers");
+    assert!(servers.contains_key("fetch"), "{value}");
+    assert!(!servers.contains_key("warden"), "{value}");
+    let note = value["notes"]
+        .as_array()
+        .expect("notes")
+        .iter()
+        .find(|n| n["key"] == "mcpServers.warden")
+        .unwrap_or_else(|| panic!("no note for the gateway entry: {value}"));
+    assert!(
+        note["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("warden's own gateway")),
+        "{note}"
+    );
+}

@@ -99,6 +99,17 @@ impl Import {
         name: &str,
         mut entry: Map<String, Value>,
     ) {
+        if is_warden_gateway(&entry) {
+            self.note(
+                file,
+                key,
+                format!(
+                    "`{name}` is warden's own gateway (the client already reaches its servers \
+                     through warden): not imported, which would put warden behind itself"
+                ),
+            );
+            return;
+        }
         let valid = valid_name(name);
         if valid != name {
             self.note(
@@ -187,6 +198,17 @@ impl Import {
 }
 
 /// `[A-Za-z0-9_-]`, no `__`, not empty.
+/// An entry that starts `warden … gateway …`: what README's client
+/// sections register, so a client set up for warden already has it.
+fn is_warden_gateway(entry: &Map<String, Value>) -> bool {
+    let command = entry.get("command").and_then(Value::as_str).unwrap_or("");
+    let is_warden = Path::new(command)
+        .file_name()
+        .is_some_and(|n| n == "warden");
+    let args = entry.get("args").and_then(Value::as_array);
+    is_warden && args.is_some_and(|a| a.iter().any(|v| v == "gateway"))
+}
+
 fn valid_name(name: &str) -> String {
     let mut out = String::new();
     for c in name.chars() {
