@@ -50,9 +50,12 @@ const HELPER: &str = env!("CARGO_BIN_EXE_warden-sandbox-exec");
 const SIZES: [usize; 3] = [16, 10 * 1024, 100 * 1024];
 const CONCURRENCY: [usize; 3] = [1, 8, 64];
 
+/// The server's real path: the sandbox grants the install prefix found
+/// from the command, so a symlinked `node_modules` would not be granted.
 fn everything() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/npm/node_modules/.bin/mcp-server-everything")
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/npm/node_modules/.bin/mcp-server-everything");
+    std::fs::canonicalize(&path).unwrap_or(path)
 }
 
 /// How much to measure: the full run or a smoke run.

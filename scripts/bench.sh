@@ -65,7 +65,7 @@ BENCH_QUICK=$QUICK cargo bench --locked --bench calls -- start calls rss >"$OUT/
 
 # 2. A cold `warden call`: process start → result, the server started and
 # stopped each time (plain and sandboxed).
-EVERYTHING_ABS="$(pwd)/$EVERYTHING"
+EVERYTHING_ABS="$(realpath "$EVERYTHING")"  # the sandbox grants the real install prefix
 for mode in plain sandbox; do
   if [ "$mode" = plain ]; then extra='"trust": "trusted", "sandbox": false,'; else extra=''; fi
   cat >"$WORLD/$mode.json" <<EOF
