@@ -659,15 +659,30 @@ async fn memory(scale: Scale) {
 async fn growth(scale: Scale) {
     let calls = scale.latency_calls;
     for tools in [10usize, 100, 10_000] {
-        let world = World::with_config(
-            json!({"fixture": {
-                "command": WARDEN,
-                "args": ["example-server", "fixture", "--extra-tools", tools.to_string()],
-                "trust": "trusted",
-                "sandbox": false,
-            }}),
-            vec!["mcp__fixture__echo".into()],
-        );
+        // A server may list at most `warden::mcp::MAX_TOOLS` (1000): more
+        // tools come from more servers.
+        let servers = tools.div_ceil(warden::mcp::MAX_TOOLS);
+        let mut config = Map::new();
+        let mut allow = Vec::new();
+        for i in 0..servers {
+            let name = if i == 0 {
+                "fixture".to_string()
+            } else {
+                format!("fixture{i}")
+            };
+            let extra = (tools / servers).saturating_sub(20);
+            config.insert(
+                name.clone(),
+                json!({
+                    "command": WARDEN,
+                    "args": ["example-server", "fixture", "--name", &name, "--extra-tools", extra.to_string()],
+                    "trust": "trusted",
+                    "sandbox": false,
+                }),
+            );
+            allow.push(format!("mcp__{name}__echo"));
+        }
+        let world = World::with_config(Value::Object(config), allow);
         let started = Instant::now();
         let gateway = Client::start(world.gateway()).await;
         let listed = gateway.service.list_all_tools().await.expect("list");
@@ -723,6 +738,7 @@ async fn growth(scale: Scale) {
         emit(json!({
             "kind": "growth",
             "tools": tools,
+            "servers": servers,
             "listed": listed.len(),
             "connect_ms": connect_ms,
             "list_median_us": median(list_us),
