@@ -49,6 +49,9 @@ mkdir -p "$OUT"
 WORLD="$(mktemp -d)"
 trap 'rm -rf "$WORLD"' EXIT
 mkdir -p "$WORLD/home" "$WORLD/config" "$WORLD/workspace"
+# warden never sees the real HOME; the toolchains keep theirs.
+export RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}"
+export PYENV_ROOT="${PYENV_ROOT:-$HOME/.pyenv}"
 export HOME="$WORLD/home" WARDEN_CONFIG_DIR="$WORLD/config" TMPDIR="$WORLD"
 unset RUST_LOG
 
