@@ -147,9 +147,12 @@ impl Registry {
 
     /// Finds a tool by server and the server's own tool name.
     pub fn find(&self, server: &str, remote: &str) -> Option<&ToolEntry> {
+        // Every tool is registered under `qualified_name(server, name)`:
+        // one lookup, not a scan of every tool on each call. Names that
+        // sanitise alike share a key, so the entry is checked too.
         self.tools
-            .values()
-            .find(|t| t.server == server && t.remote == remote)
+            .get(&qualified_name(server, remote))
+            .filter(|t| t.server == server && t.remote == remote)
     }
 
     pub fn tools(&self) -> impl Iterator<Item = &ToolEntry> {

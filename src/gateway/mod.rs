@@ -69,7 +69,8 @@ mod server_requests;
 
 pub use auth::{Tokens, generate as generate_token, read_token_file};
 
-use crate::host::{CallReport, CallRequest, Caller, Host, ToolRef};
+use crate::host::{CallReport, CallRequest, Caller, Host, ToolRef, ToolView};
+use crate::registry::ToolEntry;
 use warden_audit::Outcome;
 use warden_core::display;
 use warden_policy::{AskAnswer, AskPrompt, Asker, Mode};
@@ -111,14 +112,6 @@ struct Inner {
     /// Cancelled when the gateway stops: ends the list-changed watchers.
     stop: CancellationToken,
     clients: clients::Clients,
-}
-
-/// One exposed tool: its gateway name, the qualified name the host knows,
-/// and the definition shown to clients.
-#[derive(Debug, Clone)]
-struct Exposed {
-    qualified: String,
-    definition: Tool,
 }
 
 impl Gateway {
@@ -190,11 +183,12 @@ impl Gateway {
         caps
     }
 
-    /// The exposed tools, by gateway name. Names that would collide (only
-    /// possible with `--no-prefix`) are left out, never guessed.
-    fn table(&self) -> BTreeMap<String, Exposed> {
+    /// The exposed tools' definitions as shown to clients, by gateway
+    /// name. Names that would collide (only possible with `--no-prefix`)
+    /// are left out, never guessed.
+    fn table(&self) -> BTreeMap<String, Tool> {
         let view = self.inner.host.tools();
-        let mut table: BTreeMap<String, Exposed> = BTreeMap::new();
+        let mut table: BTreeMap<String, Tool> = BTreeMap::new();
         let mut ambiguous = Vec::new();
         for entry in view.visible() {
             let name = if self.inner.options.no_prefix {
@@ -204,11 +198,7 @@ impl Gateway {
             };
             let mut definition = entry.definition.clone();
             definition.name = Cow::Owned(name.clone());
-            let exposed = Exposed {
-                qualified: entry.qualified.clone(),
-                definition,
-            };
-            if table.insert(name.clone(), exposed).is_some() {
+            if table.insert(name.clone(), definition).is_some() {
                 ambiguous.push(name);
             }
         }
@@ -219,12 +209,28 @@ impl Gateway {
         table
     }
 
+    /// The exposed tool `name` names, as [`Gateway::table`] would have it,
+    /// without building the table (which clones every definition): a call
+    /// and rmcp's per-request `get_tool` look up one name.
+    fn lookup<'v>(&self, view: &'v ToolView, name: &str) -> Option<&'v ToolEntry> {
+        if self.inner.options.no_prefix {
+            let mut named = view.visible().filter(|entry| entry.remote == name);
+            let entry = named.next()?;
+            // Two upstream tools share this name: neither is exposed.
+            named.next().is_none().then_some(entry)
+        } else {
+            // Every qualified name is `mcp__S__T` and its gateway name is
+            // `S__T`, so the gateway name says the qualified name.
+            view.get_visible(&format!("mcp__{name}"))
+        }
+    }
+
     /// A digest of what `tools/list` shows, to notify only on real changes.
     fn listing_signature(&self) -> String {
         let tools: Vec<Value> = self
             .table()
             .values()
-            .map(|t| serde_json::to_value(&t.definition).unwrap_or(Value::Null))
+            .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
             .collect();
         warden_core::digest::sha256_json(&Value::Array(tools))
     }
@@ -301,10 +307,9 @@ impl Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let table = self.table();
         // A name the gateway does not list is still recorded (as asked).
-        let target = match table.get(request.name.as_ref()) {
-            Some(exposed) => ToolRef::Qualified(exposed.qualified.clone()),
+        let target = match self.lookup(&self.inner.host.tools(), request.name.as_ref()) {
+            Some(entry) => ToolRef::Qualified(entry.qualified.clone()),
             None => ToolRef::Unlisted(request.name.to_string()),
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
@@ -314,7 +319,7 @@ impl Gateway {
         let host = &self.inner.host;
         let report = server_requests::with_forwarding(&context, asker, |downstream| {
             clients::with_progress(&context.peer, token, |progress| {
-                host.call_for(
+                host.call_typed(
                     CallRequest {
                         target,
                         arguments,
@@ -328,13 +333,14 @@ impl Gateway {
             })
         })
         .await;
+        let (report, sent) = report;
         if report.outcome == Outcome::UnknownTool {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool `{}`", request.name),
                 None,
             ));
         }
-        Ok(result_for_client(&report, asking.cannot_ask))
+        Ok(result_for_client(&report, sent, asking.cannot_ask))
     }
 
     /// Who may be asked about a request of this client (CONTRACT §5):
@@ -408,21 +414,20 @@ pub fn gateway_name(qualified: &str) -> String {
 }
 
 /// What the client receives for a call the host decided.
-fn result_for_client(report: &CallReport, cannot_ask: Option<&str>) -> CallToolResult {
+/// `sent` is the tool result as the server sent it, when there was one.
+fn result_for_client(
+    report: &CallReport,
+    sent: Option<CallToolResult>,
+    cannot_ask: Option<&str>,
+) -> CallToolResult {
     match report.outcome {
-        Outcome::Ok | Outcome::ToolError => {
-            let sent = report
-                .result
-                .clone()
-                .and_then(|v| serde_json::from_value::<CallToolResult>(v).ok());
-            match sent {
-                Some(result) => result,
-                None => CallToolResult::error(vec![ContentBlock::text(format!(
-                    "warden: the result of `{}` could not be passed on",
-                    report.qualified
-                ))]),
-            }
-        }
+        Outcome::Ok | Outcome::ToolError => match sent {
+            Some(result) => result,
+            None => CallToolResult::error(vec![ContentBlock::text(format!(
+                "warden: the result of `{}` could not be passed on",
+                report.qualified
+            ))]),
+        },
         Outcome::Denied => {
             let mut text = report.denial_text();
             let asked = report
@@ -624,12 +629,16 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.table().into_values().map(|t| t.definition).collect();
+        let tools = self.table().into_values().collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.table().remove(name).map(|t| t.definition)
+        let view = self.inner.host.tools();
+        let entry = self.lookup(&view, name)?;
+        let mut definition = entry.definition.clone();
+        definition.name = Cow::Owned(name.to_string());
+        Some(definition)
     }
 
     async fn call_tool(
@@ -756,7 +765,11 @@ fn elicitation_message(prompt: &AskPrompt, exposed_name: &str) -> String {
 /// Serves one client over stdin/stdout until it disconnects or `stop` is
 /// cancelled.
 pub async fn serve_stdio(gateway: Gateway, stop: CancellationToken) -> anyhow::Result<()> {
-    let running = gateway.serve(rmcp::transport::stdio()).await?;
+    // Non-blocking pipes when stdin and stdout are pipes (as MCP clients
+    // start servers): reads and writes run on the reactor, not one
+    // blocking-pool thread hand-off per message each way; anything else
+    // (a terminal, a file) falls back to tokio's blocking stdio.
+    let running = gateway.serve(rmcp::transport::stdio_pipes()).await?;
     let cancel = running.cancellation_token();
     tokio::select! {
         quit = running.waiting() => {

@@ -239,13 +239,29 @@ impl Host {
         progress: Option<crate::mcp::ProgressSink>,
         downstream: Option<std::sync::Arc<dyn crate::mcp::Downstream>>,
     ) -> CallReport {
+        self.call_typed(request, asker, cancel, progress, downstream)
+            .await
+            .0
+    }
+
+    /// [`Host::call_for`], also returning the tool result as the server
+    /// sent it (`None` when none came back): the gateway passes it on
+    /// as is instead of reading it back from the report's JSON.
+    pub(crate) async fn call_typed(
+        &self,
+        request: CallRequest,
+        asker: Option<&dyn Asker>,
+        cancel: CancellationToken,
+        progress: Option<crate::mcp::ProgressSink>,
+        downstream: Option<std::sync::Arc<dyn crate::mcp::Downstream>>,
+    ) -> (CallReport, Option<rmcp::model::CallToolResult>) {
         let started = Instant::now();
         let call_id = uuid::Uuid::new_v4().to_string();
         let view = self.tools();
         let target = match self.resolve(&request.target, &view) {
             Ok(target) => target,
             Err(refusal) => {
-                return self.refuse(
+                let report = self.refuse(
                     RequestKind::Tool,
                     request.caller,
                     &request.arguments,
@@ -256,6 +272,7 @@ impl Host {
                         started,
                     },
                 );
+                return (report, None);
             }
         };
         let (_, tool, _) = target.names();
@@ -268,20 +285,26 @@ impl Host {
             facts,
             outbound: Mediated::CallTool { tool, arguments },
         };
-        self.mediate(
-            resolved,
-            request.caller,
-            &request.arguments,
-            Mediation {
-                asker,
-                cancel,
-                progress,
-                call_id,
-                started,
-                downstream,
-            },
-        )
-        .await
+        let (report, answer) = self
+            .mediate_typed(
+                resolved,
+                request.caller,
+                &request.arguments,
+                Mediation {
+                    asker,
+                    cancel,
+                    progress,
+                    call_id,
+                    started,
+                    downstream,
+                },
+            )
+            .await;
+        let result = match answer {
+            Some(rmcp::model::ServerResult::CallToolResult(result)) => Some(result),
+            _ => None,
+        };
+        (report, result)
     }
 
     /// The tool a request names, or why it is refused before the pipeline.
@@ -493,6 +516,20 @@ impl Host {
         report: &CallReport,
         decision: Option<&Decision>,
     ) -> Event {
+        let args_sha256 = sha256_json(arguments);
+        self.request_record_with_digest(caller, arguments, args_sha256, report, decision)
+    }
+
+    /// [`Host::request_record`] with the arguments' digest already known
+    /// (`args_sha256` must be `sha256_json(arguments)`).
+    pub(super) fn request_record_with_digest(
+        &self,
+        caller: Caller,
+        arguments: &Value,
+        args_sha256: String,
+        report: &CallReport,
+        decision: Option<&Decision>,
+    ) -> Event {
         let decision = decision.map(|d| DecisionRecord {
             effect: d.effect,
             stage: d.stage,
@@ -508,7 +545,7 @@ impl Host {
                 method: Some(report.method.to_string()),
                 caller,
                 arguments: arguments.clone(),
-                args_sha256: sha256_json(arguments),
+                args_sha256,
                 decision,
                 outcome: report.outcome,
                 error: report.error.clone(),
@@ -523,7 +560,7 @@ impl Host {
             caller,
             // The log redacts and shortens them; the digest is of all of them.
             arguments: arguments.clone(),
-            args_sha256: sha256_json(arguments),
+            args_sha256,
             decision,
             outcome: report.outcome,
             error: report.error.clone(),

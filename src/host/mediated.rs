@@ -56,6 +56,19 @@ impl Host {
         arguments: &Value,
         how: Mediation<'_>,
     ) -> CallReport {
+        self.mediate_typed(resolved, caller, arguments, how).await.0
+    }
+
+    /// [`Host::mediate`], also returning the server's answer as it came
+    /// (so the gateway passes a tool result on without reading it back
+    /// from the report's JSON).
+    pub(super) async fn mediate_typed(
+        &self,
+        resolved: Resolved,
+        caller: Caller,
+        arguments: &Value,
+        how: Mediation<'_>,
+    ) -> (CallReport, Option<ServerResult>) {
         let Mediation {
             asker,
             cancel,
@@ -108,7 +121,7 @@ impl Host {
             report.duration_ms = elapsed_ms(started);
             self.audit
                 .record(self.request_record(caller, arguments, &report, Some(&decision)));
-            return report;
+            return (report, None);
         };
         // An ask waits for a person: SIGTERM, --timeout or a client going
         // away ends the wait (the question is abandoned, never answered).
@@ -141,21 +154,33 @@ impl Host {
                 report.duration_ms = elapsed_ms(started);
                 self.audit
                     .record(self.request_record(caller, arguments, &report, Some(&decision)));
-                return report;
+                return (report, None);
             }
         };
         let decision = permit.decision().clone();
         report.decision = Some(summary(&decision));
 
-        // Write-ahead: nothing is sent that is not in the log first.
-        if let Err(refusal) =
-            self.audit
-                .write_ahead(self.request_record(caller, arguments, &report, Some(&decision)))
-        {
+        // Write-ahead: nothing is sent that is not in the log first. The
+        // permit's digest is of the facts' arguments; when those are the
+        // arguments recorded (a tool call's always are), it is reused
+        // rather than computed again over the whole arguments.
+        let args_sha256 = if facts.arguments == *arguments {
+            permit.args_sha256().to_string()
+        } else {
+            sha256_json(arguments)
+        };
+        let pending_record = self.request_record_with_digest(
+            caller,
+            arguments,
+            args_sha256,
+            &report,
+            Some(&decision),
+        );
+        if let Err(refusal) = self.audit.write_ahead(pending_record) {
             report.outcome = Outcome::AuditFailed;
             report.error = Some(refusal.to_string());
             report.duration_ms = elapsed_ms(started);
-            return report;
+            return (report, None);
         }
         let pending = PendingCall::new(self, kind, &report.call_id, started);
 
@@ -168,6 +193,7 @@ impl Host {
                 downstream,
             },
         );
+        let mut answer_as_sent = None;
         let answer = tokio::select! {
             biased;
             () = self.exiting.cancelled() => None,
@@ -182,6 +208,7 @@ impl Host {
                     _ => Outcome::Ok,
                 };
                 report.result = serde_json::to_value(&result).ok();
+                answer_as_sent = Some(result);
             }
             Some(Err(CallError::Cancelled)) if !self.exiting.is_cancelled() => {
                 report.outcome = Outcome::Cancelled;
@@ -201,7 +228,7 @@ impl Host {
         }
         report.duration_ms = elapsed_ms(started);
         pending.finish(&report);
-        report
+        (report, answer_as_sent)
     }
 }
 

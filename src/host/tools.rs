@@ -36,6 +36,13 @@ impl ToolView {
         self.registry.find(server, remote)
     }
 
+    /// The tool `qualified` names, if it is shown (not hidden).
+    pub fn get_visible(&self, qualified: &str) -> Option<&ToolEntry> {
+        self.registry
+            .get(qualified)
+            .filter(|t| !self.hidden.contains(&t.qualified))
+    }
+
     pub fn pin(&self, qualified: &str) -> PinState {
         self.pins
             .get(qualified)

@@ -177,6 +177,31 @@ fn timer_config() -> regorus::utils::limits::ExecutionTimerConfig {
 /// An engine, the files it loaded and the `(name, text)` of each module.
 pub type BuiltEngine = (Engine, Vec<LoadedFile>, Vec<(String, String)>);
 
+/// regorus keeps compiled regex and glob patterns in process-wide LRU
+/// caches of 256 and 128 entries. A policy with more pattern call sites
+/// than that evicts each pattern before a decision uses it again, so every
+/// decision compiles every pattern anew: 100 files with 4 `glob.match`
+/// each took 96 ms per decision (benches/growth.rs). The caches are grown
+/// (never shrunk: another loaded pipeline may still use them) to twice
+/// the call sites of the loaded sources, within regorus's own bound.
+fn size_pattern_caches(sources: &[(String, String)]) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static REGEX: AtomicUsize = AtomicUsize::new(256);
+    static GLOB: AtomicUsize = AtomicUsize::new(128);
+    let sites = |needle: &str| -> usize {
+        sources
+            .iter()
+            .map(|(_, text)| text.matches(needle).count())
+            .sum()
+    };
+    let max = regorus::cache::Config::MAX_CAPACITY;
+    let regex = sites("regex.").saturating_mul(2).min(max);
+    let glob = sites("glob.").saturating_mul(2).min(max);
+    let regex = REGEX.fetch_max(regex, Ordering::AcqRel).max(regex);
+    let glob = GLOB.fetch_max(glob, Ordering::AcqRel).max(glob);
+    regorus::cache::configure(regorus::cache::Config { regex, glob });
+}
+
 /// Largest data file read (a data document is configuration, not a dump).
 const MAX_DATA_BYTES: u64 = 16 << 20;
 
@@ -234,6 +259,7 @@ pub fn build_engine(inputs: &[PolicyInput], with_tests: bool) -> Result<BuiltEng
             }
         }
     }
+    size_pattern_caches(&sources);
     // Every call must resolve now, not when evaluation first reaches it.
     let modules: Vec<crate::functions::Module<'_>> = sources
         .iter()

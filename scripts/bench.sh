@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# What warden adds, measured in one run and printed as one table (issue 15):
+# per-call latency (median, p90, p99) and throughput (1, 8, 64 concurrent
+# callers) of npm server-everything's `echo` called directly, through
+# `warden gateway --stdio` and through `Host::call` in-process, at 16 B,
+# 10 KB and 100 KB, with the server unsandboxed (trusted) and sandboxed;
+# server start (/bin/true: plain, warden's launch seam, bwrap); a cold
+# `warden call` from process start to result (hyperfine); the RSS of a
+# gateway with 10 servers and its peak during 10,000 calls.
+#
+#   scripts/bench.sh [--quick]
+#
+#   --quick            a smoke run (~1 min): fewer rounds and calls
+#   CARGO_TARGET_DIR   where to build (release profile; default target)
+#   BENCH_OUT          keep the raw results here (default: a temp folder)
+#
+# Needs: cargo, node + tests/npm (scripts/test-deps.sh), python3 (only to
+# print the table), hyperfine and bubblewrap (installed with apt-get when
+# missing and running as root; else: apt-get install hyperfine bubblewrap).
+# The calls, start and RSS figures come from benches/calls.rs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+QUICK=0
+for a in "$@"; do
+  case "$a" in
+    --quick) QUICK=1 ;;
+    *) echo "usage: scripts/bench.sh [--quick]" >&2; exit 2 ;;
+  esac
+done
+
+need=()
+command -v hyperfine >/dev/null || need+=(hyperfine)
+command -v bwrap >/dev/null || need+=(bubblewrap)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing ${need[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >&2
+  else
+    echo "missing: ${need[*]} (apt-get install ${need[*]})" >&2
+    exit 1
+  fi
+fi
+EVERYTHING=tests/npm/node_modules/.bin/mcp-server-everything
+[ -x "$EVERYTHING" ] || { echo "$EVERYTHING missing: run scripts/test-deps.sh" >&2; exit 1; }
+
+TARGET="${CARGO_TARGET_DIR:-target}"
+OUT="${BENCH_OUT:-$(mktemp -d)}"
+mkdir -p "$OUT"
+WORLD="$(mktemp -d)"
+trap 'rm -rf "$WORLD"' EXIT
+mkdir -p "$WORLD/home" "$WORLD/config" "$WORLD/workspace"
+# warden never sees the real HOME; the toolchains keep theirs.
+export RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}"
+export PYENV_ROOT="${PYENV_ROOT:-$HOME/.pyenv}"
+export HOME="$WORLD/home" WARDEN_CONFIG_DIR="$WORLD/config" TMPDIR="$WORLD"
+unset RUST_LOG
+
+# One build: `cargo bench` builds the binaries the benches use (with the
+# dev-dependencies' features), so a separate `cargo build --release` would
+# only relink warden back and forth.
+echo "building (release)…" >&2
+cargo bench --locked --no-run --bench calls >&2
+WARDEN="$TARGET/release/warden"
+
+# 1. calls, server start, RSS (benches/calls.rs; JSON lines).
+echo "calls, server start, RSS…" >&2
+BENCH_QUICK=$QUICK cargo bench --locked --bench calls -- start calls rss >"$OUT/calls.jsonl"
+
+# 2. A cold `warden call`: process start → result, the server started and
+# stopped each time (plain and sandboxed).
+EVERYTHING_ABS="$(realpath "$EVERYTHING")"  # the sandbox grants the real install prefix
+for mode in plain sandbox; do
+  if [ "$mode" = plain ]; then extra='"trust": "trusted", "sandbox": false,'; else extra=''; fi
+  cat >"$WORLD/$mode.json" <<EOF
+{"mcpServers": {"everything": {$extra "command": "$EVERYTHING_ABS", "args": ["stdio"]}},
+ "permissions": {"allow": ["mcp__everything__echo"]},
+ "audit": {"path": "$WORLD/audit-$mode.jsonl", "fsync": "batch"}}
+EOF
+done
+RUNS=$([ "$QUICK" = 1 ] && echo 5 || echo 30)
+call() { printf '%q ' "$WARDEN" --ci --config "$WORLD/$1.json" --workspace "$WORLD/workspace" call everything echo --args '{"message":"hi"}'; }
+echo "cold warden call…" >&2
+hyperfine -N --warmup 3 --runs "$RUNS" --export-json "$OUT/cold.json" \
+  -n cold_plain "$(call plain)" -n cold_sandbox "$(call sandbox)" >&2
+
+# 3. The table.
+COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src crates benches || echo '+changes')"
+python3 - "$OUT/calls.jsonl" "$OUT/cold.json" "$COMMIT" "$QUICK" <<'PY'
+import datetime, json, os, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+cold = json.load(open(sys.argv[2]))["results"]
+commit, quick = sys.argv[3], sys.argv[4] == "1"
+ld = os.getloadavg()
+now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+print(f"scripts/bench.sh{' --quick' if quick else ''}: {now}, commit {commit}, "
+      f"load average {ld[0]:.2f} {ld[1]:.2f} {ld[2]:.2f}, {os.cpu_count()} CPUs\n")
+us = lambda v: f"{v:,.0f} µs" if v < 10000 else f"{v/1000:,.2f} ms"
+print("| measurement | path | sandbox | size | median | p90 | p99 | 1 caller | 8 callers | 64 callers | vs direct (median added; throughput at 64) |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+calls = [r for r in rows if r["kind"] == "call"]
+direct = {r["bytes"]: r for r in calls if r["path"] == "direct"}
+size = lambda b: f"{b} B" if b < 1024 else f"{b // 1024} KB"
+for b in sorted(direct):
+    for r in [c for c in calls if c["bytes"] == b]:
+        d = direct[b]
+        if r["path"] == "direct":
+            vs = "—"
+        else:
+            added = r["median_us"] - d["median_us"]
+            vs = (f"+{added:,.0f} µs ({100 * added / d['median_us']:+.0f} %); "
+                  f"{100 * r['calls_per_s_64'] / d['calls_per_s_64']:.0f} %")
+        print(f"| call `echo` | {r['path']} | {r['sandbox']} | {size(b)} | {us(r['median_us'])} | "
+              f"{us(r['p90_us'])} | {us(r['p99_us'])} | {r['calls_per_s_1']:,.0f}/s | "
+              f"{r['calls_per_s_8']:,.0f}/s | {r['calls_per_s_64']:,.0f}/s | {vs} |")
+starts = {r["path"]: r for r in rows if r["kind"] == "start"}
+names = {"plain": "plain spawn", "seam_plain": "launch seam, sandbox off",
+         "seam_sandbox": "launch seam, sandboxed", "bwrap": "bwrap (same namespaces + view)"}
+base = starts.get("plain", {}).get("median_us")
+for k, r in starts.items():
+    vs = "—" if k == "plain" else f"+{(r['median_us'] - base) / 1000:.2f} ms"
+    print(f"| server start (`/bin/true`, {r['n']} runs) | {names.get(k, k)} | | | {us(r['median_us'])} | "
+          f"{us(r['p90_us'])} | {us(r['p99_us'])} | | | | {vs} |")
+for r in cold:
+    t = sorted(r["times"])
+    q = lambda p: t[round((len(t) - 1) * p)] * 1e6
+    print(f"| cold `warden call` (process start → result, {len(t)} runs) | {r['command']} | | 16 B | "
+          f"{us(r['median'] * 1e6)} | {us(q(0.9))} | {us(q(0.99))} | | | | |")
+for r in [r for r in rows if r["kind"] == "rss"]:
+    print(f"| RSS of `warden gateway --stdio`, {r['servers']} servers ({r['tools']} tools) connected | gateway | plain | | "
+          f"{r['rss_connected_kb'] / 1024:.1f} MB | | | | | | |")
+    print(f"| peak RSS (VmHWM) over {r['calls']:,} calls, 64 callers | gateway | plain | 16 B | "
+          f"{r['peak_kb'] / 1024:.1f} MB | | | | | {r['calls_per_s']:,.0f}/s | after: {r['rss_after_kb'] / 1024:.1f} MB |")
+PY
+echo "raw results: $OUT" >&2
