@@ -138,7 +138,7 @@ impl Host {
             report.duration_ms = elapsed_ms(started);
             self.audit
                 .record(self.request_record(caller, arguments, &report, asked.as_ref()));
-            return report;
+            return (report, None);
         };
         let permit = match authorized {
             Ok(permit) => permit,
