@@ -254,3 +254,37 @@ fn a_real_third_party_server_answers_through_warden() {
         "{report}"
     );
 }
+
+/// The answer is printed as soon as it arrives, before warden stops the
+/// server: a server that ignores its stdin closing and SIGTERM holds the
+/// process for the shutdown's grace periods, never the person's answer.
+#[test]
+fn the_answer_is_printed_before_a_slow_server_shutdown() {
+    use std::io::BufRead;
+    let world = World::new();
+    let mut stubborn = world.fixture();
+    stubborn["args"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("--stubborn"));
+    world.write_config(&json!({
+        "mcpServers": {"fx": stubborn},
+        "permissions": allow_all(),
+    }));
+    let mut child = world
+        .warden(&["call", "fx", "echo", "--args", r#"{"message":"early"}"#])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    // The answer arrived while warden was still stopping the server.
+    let running = child.try_wait().unwrap().is_none();
+    let status = child.wait().unwrap();
+    assert!(line.contains("early"), "{line}");
+    assert!(running, "warden printed the answer only when it exited");
+    assert_eq!(status.code(), Some(0));
+    assert!(world.leftover_processes().is_empty());
+}

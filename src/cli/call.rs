@@ -65,7 +65,11 @@ pub fn run(
             .await
             .scrubbed();
         let code = exit_code(&host, server, &report);
-        host.shutdown().await;
+        // The result first: stopping the server can take seconds (a server
+        // that ignores its stdin closing gets SIGTERM only after a grace
+        // period), and the person should not wait for it to see the answer.
+        // The process still exits only after the shutdown, so the audit log
+        // is complete when a script sees warden exit.
         if json {
             // stderr carries the message too (CONTRACT §2).
             if let Some(error) = &report.error {
@@ -75,6 +79,8 @@ pub fn run(
         } else {
             output::print_call_report(&report, stdout);
         }
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        host.shutdown().await;
         Ok(code)
     })
 }

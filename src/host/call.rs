@@ -352,8 +352,7 @@ impl Host {
                 ),
             ));
         }
-        let statuses = self.statuses();
-        let Some(status) = statuses.iter().find(|s| &s.name == server) else {
+        let Some(status) = self.manager.status_of(server) else {
             return Err(refusal(
                 Outcome::ServerUnavailable,
                 format!("server `{server}` is not started in this session"),

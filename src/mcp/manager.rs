@@ -232,6 +232,25 @@ impl Manager {
             .collect()
     }
 
+    /// One server's status without its tool list (the call path asks this
+    /// per call: no copy of every server's tools).
+    pub fn status_of(&self, name: &str) -> Option<ServerStatus> {
+        let slot = self.slot(name)?;
+        let inner = slot.lock();
+        Some(ServerStatus {
+            name: slot.config.name.clone(),
+            state: inner.state,
+            transport: slot.config.transport.kind(),
+            protocol: inner.protocol.clone(),
+            error: inner.error.clone(),
+            sandbox: inner.sandbox.clone(),
+            sandbox_unavailable: inner.sandbox_unavailable,
+            pid: inner.conn.as_ref().and_then(|c| c.pid),
+            tools: Vec::new(),
+            capabilities: inner.capabilities.clone(),
+        })
+    }
+
     /// The connected servers and what each declared at its handshake
     /// (cheaper than [`Manager::statuses`]: no tool lists are copied).
     pub fn connected_capabilities(&self) -> Vec<(String, rmcp::model::ServerCapabilities)> {
