@@ -518,7 +518,10 @@ async fn a_client_cancellation_cancels_the_upstream_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancelling_a_call_while_the_client_is_asked_denies_it() {
+/// The client gives up on its call while its person is still asked: the
+/// call is recorded `cancelled` (never sent, never answered), not as a
+/// denial nobody gave.
+async fn cancelling_a_call_while_the_client_is_asked_records_it_cancelled() {
     let world = world_with_standard_config();
     let handler = TestClient {
         hang: true,
@@ -538,10 +541,21 @@ async fn cancelling_a_call_while_the_client_is_asked_denies_it() {
         eventually(15.0, || {
             tool_calls(&world, "mcp__notes__add_note")
                 .first()
-                .is_some_and(|r| r["outcome"] == "denied")
+                .is_some_and(|r| {
+                    r["outcome"] == "cancelled"
+                        && r["error"]
+                            .as_str()
+                            .is_some_and(|e| e.contains("waiting for the person's answer"))
+                })
         }),
-        "the call was not settled as denied: {:?}",
+        "the call was not settled as cancelled: {:?}",
         tool_calls(&world, "mcp__notes__add_note")
+    );
+    assert!(
+        !gateway_support::audit_lines(&audit_path(&world))
+            .iter()
+            .any(|r| r["event"] == "approval"),
+        "an approval was recorded that nobody gave"
     );
     session.finish(&world).await;
 }

@@ -480,7 +480,11 @@ fn warden_gateway_entry_is_not_imported_behind_itself() {
     )
     .expect("write");
     let out = world.run(&["--json", "import", "cursor", file.to_str().expect("utf-8")]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let value = stdout_json(&out);
     let servers = value["config"]["mcpServers"].as_object().expect("servers");
     assert!(servers.contains_key("fetch"), "{value}");

@@ -126,10 +126,13 @@ impl Host {
         // An ask waits for a person: SIGTERM, --timeout or a client going
         // away ends the wait (the question is abandoned, never answered).
         let asked = (decision.effect == Effect::Ask).then(|| decision.clone());
+        // Biased: an asker that gives up because of the same cancellation
+        // must not be recorded as the person's deny.
         let authorized = tokio::select! {
-            authorized = pipeline.authorize(&facts, decision, asker) => Some(authorized),
+            biased;
             () = cancel.cancelled() => None,
             () = self.exiting.cancelled() => None,
+            authorized = pipeline.authorize(&facts, decision, asker) => Some(authorized),
         };
         let Some(authorized) = authorized else {
             report.decision = asked.as_ref().map(summary);
