@@ -62,7 +62,7 @@ async fn official_conformance_server_scenarios_through_the_gateway() {
         .and_then(|m| m.parse().ok())
         .unwrap_or(0);
     if major < 22 {
-        eprintln!("skipped: the conformance suite needs Node 22 (found {version})");
+        eprintln!("SKIPPED: the conformance suite needs Node 22 (found {version})");
         return;
     }
     let world = World::new();
