@@ -26,6 +26,8 @@ struct TestTools {
     barrier: Barrier,
     rank: watch::Sender<u64>,
     finished: Mutex<Vec<String>>,
+    /// Told when a `hang` call has started.
+    hung: tokio::sync::Notify,
 }
 
 impl TestTools {
@@ -35,6 +37,7 @@ impl TestTools {
             barrier: Barrier::new(meet_parties),
             rank: watch::channel(0).0,
             finished: Mutex::new(Vec::new()),
+            hung: tokio::sync::Notify::new(),
         }
     }
 }
@@ -83,7 +86,10 @@ impl ToolExecutor for TestTools {
                     self.rank.send_modify(|r| *r += 1);
                     ToolOutcome::ok(format!("met as {}", call.id), record)
                 }
-                "mcp__t__hang" => futures::future::pending().await,
+                "mcp__t__hang" => {
+                    self.hung.notify_one();
+                    futures::future::pending().await
+                }
                 other => ToolOutcome::error(format!("unknown tool {other}"), record),
             }
         })
@@ -363,12 +369,18 @@ async fn timeout_interrupts_a_hanging_tool() {
 }
 
 /// A model that never answers.
-struct Silent;
+/// A model that never answers; `asked` is told when it has been asked.
+#[derive(Default)]
+struct Silent {
+    asked: tokio::sync::Notify,
+}
+
 impl Model for Silent {
     fn name(&self) -> String {
         "silent".into()
     }
     fn complete<'a>(&'a self, _: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ModelError>> {
+        self.asked.notify_one();
         Box::pin(futures::future::pending())
     }
 }
@@ -380,7 +392,7 @@ async fn timeout_interrupts_a_silent_model_and_cancel_stops_the_run() {
         ..limits()
     };
     let report = run_task(
-        &Silent,
+        &Silent::default(),
         &TestTools::new(1),
         "t",
         &l,
@@ -390,24 +402,31 @@ async fn timeout_interrupts_a_silent_model_and_cancel_stops_the_run() {
     assert_eq!(report.status, RunStatus::Timeout);
     assert_eq!(report.turns, 1);
 
+    // Cancelled while the model is asked (once it has been).
+    let silent = Silent::default();
     let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        trigger.cancel();
-    });
-    let report = run_task(&Silent, &TestTools::new(1), "t", &limits(), cancel).await;
+    let tools = TestTools::new(1);
+    let limits = limits();
+    let (report, ()) = tokio::join!(
+        run_task(&silent, &tools, "t", &limits, cancel.clone()),
+        async {
+            silent.asked.notified().await;
+            cancel.cancel();
+        }
+    );
     assert_eq!(report.status, RunStatus::Cancelled);
 
     // cancelled while a tool hangs
     let model = script(json!([{"tool_calls": [{"name": "mcp__t__hang"}]}, {"text": "never"}]));
     let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        trigger.cancel();
-    });
-    let report = run_task(&model, &TestTools::new(1), "t", &limits(), cancel).await;
+    let tools = TestTools::new(1);
+    let (report, ()) = tokio::join!(
+        run_task(&model, &tools, "t", &limits, cancel.clone()),
+        async {
+            tools.hung.notified().await;
+            cancel.cancel();
+        }
+    );
     assert_eq!(report.status, RunStatus::Cancelled);
     assert_eq!(report.calls[0]["error"], "the run was cancelled");
 }

@@ -83,15 +83,19 @@ fn sigterm_and_timeout_end_a_call_whose_decision_runs_long() {
     assert_denied(code, &report, "fail closed");
     assert!(started.elapsed() < Duration::from_secs(30));
 
-    // SIGTERM while the decision runs: warden exits at once.
+    // SIGTERM while the decision runs: warden exits at once. It is sent
+    // once warden logs (debug) that it is deciding the call.
     let mut child = world
-        .warden(&["call", "py", "read_note", "--args", r#"{"id": 99}"#])
+        .warden(&["-vv", "call", "py", "read_note", "--args", r#"{"id": 99}"#])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn");
-    // Let it connect and start deciding.
-    std::thread::sleep(Duration::from_millis(2500));
+    let deciding = wait_for_line(child.stderr.take().expect("stderr"), "deciding");
+    assert!(
+        deciding.recv_timeout(Duration::from_secs(60)).is_ok(),
+        "warden never started deciding"
+    );
     let signalled = Instant::now();
     let _ = std::process::Command::new("kill")
         .arg(child.id().to_string())
@@ -122,6 +126,28 @@ fn sigterm_and_timeout_end_a_call_whose_decision_runs_long() {
     assert!(eventually(10.0, || world.leftover_processes().is_empty()));
 }
 
+/// Reads `stream` to its end on a thread; says so on the returned channel
+/// each time a line contains `needle`.
+fn wait_for_line(
+    stream: impl std::io::Read + Send + 'static,
+    needle: &'static str,
+) -> std::sync::mpsc::Receiver<()> {
+    use std::io::BufRead;
+    let (seen, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stream).lines() {
+            match line {
+                Ok(line) if line.contains(needle) => {
+                    let _ = seen.send(());
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    });
+    receiver
+}
+
 /// Two clients of one listening gateway: one call whose decision runs
 /// long (and one to the hostile tool) never delays the other client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,7 +167,7 @@ async fn one_slow_decision_never_blocks_other_gateway_clients() {
         "policy": ["slow.rego"],
     }));
     let mut child =
-        tokio::process::Command::from(world.warden(&["gateway", "--listen", "127.0.0.1:0"]))
+        tokio::process::Command::from(world.warden(&["-vv", "gateway", "--listen", "127.0.0.1:0"]))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
@@ -163,7 +189,14 @@ async fn one_slow_decision_never_blocks_other_gateway_clients() {
     })
     .await
     .expect("listening");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let (decided, mut deciding) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("deciding") {
+                let _ = decided.send(());
+            }
+        }
+    });
     let _ = rustls::crypto::ring::default_provider().install_default();
     let connect = || {
         let transport = StreamableHttpClientTransport::from_config(
@@ -189,7 +222,12 @@ async fn one_slow_decision_never_blocks_other_gateway_clients() {
         let r = slow_client.call_tool(note(99)).await;
         (r, Instant::now())
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The fast calls start once the slow one is being decided (the
+    // gateway's debug line; the hostile call above was refused before).
+    tokio::time::timeout(Duration::from_secs(60), deciding.recv())
+        .await
+        .expect("the slow call was never decided")
+        .expect("the gateway's stderr ended");
     for id in [1u64, 3] {
         let fast = fast_client.call_tool(note(id)).await.expect("fast call");
         assert_ne!(fast.is_error, Some(true), "{fast:?}");

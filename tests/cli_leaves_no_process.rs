@@ -6,20 +6,36 @@ mod cli_support;
 
 use std::process::Stdio;
 
-use cli_support::{World, audit_lines, eventually, stderr};
+use cli_support::{World, audit_lines, calls_received, eventually, stderr};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::json;
 
 fn world() -> World {
+    world_counting().0
+}
+
+/// The world, and the file where `fx` notes each call as it receives it.
+fn world_counting() -> (World, std::path::PathBuf) {
     let world = World::new();
     let audit = world.path("audit.jsonl");
+    let (fixture, counter) = world.counting_fixture();
     world.write_config(&json!({
-        "mcpServers": {"fx": world.fixture(), "notes": world.notes("n")},
+        "mcpServers": {"fx": fixture, "notes": world.notes("n")},
         "permissions": {"allow": ["mcp__fx__*"]},
         "audit": {"path": audit},
     }));
-    world
+    (world, counter)
+}
+
+/// Waits until the server has received the `sleep` call.
+fn wait_for_sleep_call(counter: &std::path::Path) {
+    assert!(
+        eventually(30.0, || calls_received(counter)
+            .iter()
+            .any(|c| c == "sleep")),
+        "the call never reached the server"
+    );
 }
 
 #[test]
@@ -38,21 +54,15 @@ fn normal_exit_leaves_nothing() {
 }
 
 fn interrupt_mid_call(signal: Signal) {
-    let world = world();
+    let (world, counter) = world_counting();
     let mut child = world
         .warden(&["call", "fx", "sleep", "--args", r#"{"ms": 60000}"#])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn warden");
-    // Wait until the server is up and the call is under way.
-    assert!(
-        eventually(15.0, || audit_lines(&world.path("audit.jsonl"))
-            .iter()
-            .any(|r| r["event"] == "server_start")),
-        "the server never started"
-    );
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Wait until the call is under way: the server has received it.
+    wait_for_sleep_call(&counter);
     assert!(
         !world.leftover_processes().is_empty(),
         "the server should be running"
@@ -99,15 +109,15 @@ fn sigint_mid_call_leaves_nothing_and_audits_abandoned() {
 
 #[test]
 fn sigkill_of_warden_leaves_nothing() {
-    let world = world();
+    let (world, counter) = world_counting();
     let mut child = world
         .warden(&["call", "fx", "sleep", "--args", r#"{"ms": 60000}"#])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn warden");
-    assert!(eventually(15.0, || !world.leftover_processes().is_empty()));
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    wait_for_sleep_call(&counter);
+    assert!(!world.leftover_processes().is_empty());
     kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).expect("kill -9");
     let _ = child.wait();
     assert!(

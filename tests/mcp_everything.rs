@@ -3,6 +3,8 @@
 //! over stdio (through the sandbox seam), legacy HTTP+SSE and streamable
 //! HTTP. Skipped with a note when the package or node is missing.
 
+#[path = "support/ports.rs"]
+mod ports;
 #[path = "support/mcp.rs"]
 mod support;
 
@@ -24,14 +26,15 @@ fn everything() -> Option<PathBuf> {
         Some(path)
     } else {
         eprintln!(
-            "skipping: {} or node is missing (npm ci in tests/npm)",
+            "SKIPPED: {} or node is missing (npm ci in tests/npm)",
             path.display()
         );
         None
     }
 }
 
-/// server-everything serving `transport` on a free port, in its own
+/// server-everything serving `transport` on a port it bound itself
+/// (`PORT=0`; it prints no port, so it is read from /proc), in its own
 /// process group, killed (group and all) when dropped.
 struct NetworkServer {
     child: tokio::process::Child,
@@ -41,14 +44,13 @@ struct NetworkServer {
 
 impl NetworkServer {
     async fn start(bin: &PathBuf, transport: &str) -> NetworkServer {
-        let port = free_port();
         let home = tempfile::tempdir().unwrap();
         let child = tokio::process::Command::new(bin)
             .arg(transport)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", home.path())
-            .env("PORT", port.to_string())
+            .env("PORT", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -56,20 +58,15 @@ impl NetworkServer {
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        for _ in 0..200 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
-                return NetworkServer {
-                    child,
-                    port,
-                    _home: home,
-                };
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let pid = child.id().expect("running");
+        let port = ports::listening_port(pid, Duration::from_secs(30))
+            .await
+            .unwrap_or_else(|| panic!("server-everything ({transport}) did not listen in 30 s"));
+        NetworkServer {
+            child,
+            port,
+            _home: home,
         }
-        panic!("server-everything ({transport}) did not listen on {port}");
     }
 }
 

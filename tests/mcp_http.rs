@@ -2,6 +2,8 @@
 //! 127.0.0.1 (rmcp's streamable HTTP server under axum, Host and Origin
 //! checked).
 
+#[path = "support/ports.rs"]
+mod ports;
 #[path = "support/mcp.rs"]
 mod support;
 
@@ -133,7 +135,10 @@ async fn the_example_http_server_checks_host_and_origin() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_http_server_is_an_error_state() {
     init_logs();
-    let port = free_port();
+    // Bound, never listened on: refused, and no other test's server can
+    // take the port meanwhile.
+    let reserved = ports::ReservedPort::new();
+    let port = reserved.port;
     let dir = tempfile::tempdir().unwrap();
     let manager = manager(
         dir.path(),

@@ -3,11 +3,15 @@
 //! decide the next call; a configuration that cannot be loaded (invalid
 //! JSON, a bad rule, a missing file) keeps the previous policy, and every
 //! attempt is reported and written to the audit log as `policy_reload`.
+//! "Allow for this session" answers survive a reload for what the new
+//! policy still asks about for the same reason, never against a new deny;
+//! a gateway client is told when a reload hides or shows a tool.
 
 mod gateway_support;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use gateway_support::{
@@ -20,6 +24,7 @@ use warden::config::LoadOptions;
 use warden::host::{CallRequest, Host, HostOptions, ToolRef};
 use warden_audit::{Caller, Outcome, VerifyReport, verify};
 use warden_core::Mode;
+use warden_policy::{AskAnswer, AskPrompt, Asker};
 
 fn config(world: &World, echo: &str) -> Value {
     // A deny with a condition, so the tool stays listed (an unconditional
@@ -44,6 +49,10 @@ fn reloads(audit: &Path) -> Vec<Value> {
 }
 
 async fn echo(host: &Host) -> Outcome {
+    echo_asking(host, None).await
+}
+
+async fn echo_asking(host: &Host, asker: Option<&dyn Asker>) -> Outcome {
     host.call(
         CallRequest {
             target: ToolRef::Remote {
@@ -53,26 +62,23 @@ async fn echo(host: &Host) -> Outcome {
             arguments: json!({"message": "hi"}),
             caller: Caller::Cli,
         },
-        None,
+        asker,
         CancellationToken::new(),
     )
     .await
     .outcome
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reload_applies_new_rules_and_keeps_the_old_ones_when_the_new_cannot_load() {
-    let world = World::new();
-    let file = world.write_config(&config(&world, "allow"));
-    let host = Arc::new(
+fn open_host(world: &World, file: &Path, mode: Mode) -> Arc<Host> {
+    Arc::new(
         Host::open(HostOptions {
             load: LoadOptions {
-                config_file: Some(file.clone()),
+                config_file: Some(file.to_path_buf()),
                 workspace: world.workspace.clone(),
                 config_dir: world.config_dir.clone(),
             },
             extra_policies: Vec::new(),
-            mode: Mode::Ci,
+            mode,
             audit_path: None,
             lock: None,
             locked: false,
@@ -81,7 +87,81 @@ async fn reload_applies_new_rules_and_keeps_the_old_ones_when_the_new_cannot_loa
             exit: None,
         })
         .expect("host"),
+    )
+}
+
+/// A person who answers "allow for this session" and is counted.
+#[derive(Default)]
+struct AllowsForSession(AtomicUsize);
+
+impl Asker for AllowsForSession {
+    fn ask<'a>(&'a self, _prompt: &'a AskPrompt) -> futures::future::BoxFuture<'a, AskAnswer> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { AskAnswer::AllowSession })
+    }
+}
+
+fn with_rule(world: &World, effect: &str, rule: &str) -> Value {
+    json!({
+        "mcpServers": {"fx": world.fixture()},
+        "permissions": {effect: [rule]},
+        "audit": {"path": world.path("audit.jsonl")},
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_approvals_survive_a_reload_only_where_the_new_policy_still_asks() {
+    let world = World::new();
+    let file = world.write_config(&with_rule(&world, "ask", "mcp__fx__echo"));
+    let host = open_host(&world, &file, Mode::Interactive);
+    host.connect().await;
+    let person = AllowsForSession::default();
+    let asked = || person.0.load(Ordering::SeqCst);
+
+    assert_eq!(echo_asking(&host, Some(&person)).await, Outcome::Ok);
+    assert_eq!(asked(), 1);
+    assert_eq!(echo_asking(&host, Some(&person)).await, Outcome::Ok);
+    assert_eq!(asked(), 1, "the session approval was not used");
+
+    // The same policy again: the approval stands.
+    host.reload_policy().expect("reload");
+    assert_eq!(echo_asking(&host, Some(&person)).await, Outcome::Ok);
+    assert_eq!(asked(), 1, "the approval was dropped by a reload");
+
+    // A stricter policy: its deny wins over the approval, nobody is asked.
+    world.write_config(&with_rule(&world, "deny", "mcp__fx__echo(message: *)"));
+    host.reload_policy().expect("reload");
+    assert_eq!(echo_asking(&host, Some(&person)).await, Outcome::Denied);
+    assert_eq!(asked(), 1, "asked about a call the policy denies");
+
+    // Another reason to ask (another rule): the person is asked again.
+    world.write_config(&with_rule(&world, "ask", "mcp__fx__echo(message: *)"));
+    host.reload_policy().expect("reload");
+    assert_eq!(echo_asking(&host, Some(&person)).await, Outcome::Ok);
+    assert_eq!(
+        asked(),
+        2,
+        "a new reason to ask was covered by an old answer"
     );
+
+    // Without anyone to ask, an approval kept across reloads still covers
+    // the call; a call it does not cover is denied.
+    assert_eq!(echo_asking(&host, None).await, Outcome::Ok);
+    world.write_config(&with_rule(&world, "ask", "mcp__fx__echo(message: h*)"));
+    host.reload_policy().expect("reload");
+    assert_eq!(echo_asking(&host, None).await, Outcome::Denied);
+    host.shutdown().await;
+    assert!(matches!(
+        verify(&world.path("audit.jsonl"), None),
+        VerifyReport::Ok { .. }
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_applies_new_rules_and_keeps_the_old_ones_when_the_new_cannot_load() {
+    let world = World::new();
+    let file = world.write_config(&config(&world, "allow"));
+    let host = open_host(&world, &file, Mode::Ci);
     host.connect().await;
     assert_eq!(echo(&host).await, Outcome::Ok);
 
@@ -211,4 +291,53 @@ async fn sighup_reloads_the_gateways_policy() {
         .expect("wait");
     assert!(status.success(), "{status:?}");
     assert!(matches!(verify(&audit, None), VerifyReport::Ok { .. }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_hides_a_tool_tells_gateway_clients() {
+    let world = World::new();
+    world.write_config(&config(&world, "allow"));
+    let audit = world.path("audit.jsonl");
+    let mut child = gateway_command(&world, &["--stdio"])
+        .spawn()
+        .expect("spawn gateway");
+    let stdout = child.stdout.take().expect("stdout");
+    let stdin = child.stdin.take().expect("stdin");
+    let handler = TestClient::plain();
+    let client = tokio::time::timeout(
+        Duration::from_secs(60),
+        handler.clone().serve((stdout, stdin)),
+    )
+    .await
+    .expect("initialize in time")
+    .expect("initialize");
+    let listed = |tools: &[rmcp::model::Tool]| tools.iter().any(|t| t.name == "fx__echo");
+    assert!(listed(&client.list_all_tools().await.expect("tools/list")));
+
+    // An unconditional deny hides the tool: the client is told to list
+    // again, and the new listing leaves it out.
+    world.write_config(&with_rule(&world, "deny", "mcp__fx__echo"));
+    sighup(&child);
+    assert!(
+        eventually(30.0, || handler.list_changed() >= 1),
+        "no tools/list_changed after a reload that hid a tool"
+    );
+    assert_eq!(reloads(&audit)[0]["ok"], true);
+    assert!(!listed(&client.list_all_tools().await.expect("tools/list")));
+
+    // And back: shown again, told again.
+    world.write_config(&config(&world, "allow"));
+    sighup(&child);
+    assert!(
+        eventually(30.0, || handler.list_changed() >= 2),
+        "no tools/list_changed after a reload that showed a tool"
+    );
+    assert!(listed(&client.list_all_tools().await.expect("tools/list")));
+
+    let _ = client.cancel().await;
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("the gateway exits after its client disconnects")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
 }

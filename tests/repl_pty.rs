@@ -262,7 +262,7 @@ impl Env {
             .prefix("warden-repl-pty-")
             .tempdir()
             .expect("temp dir");
-        for sub in ["home", "cfg", "ws"] {
+        for sub in ["home", "cfg", "ws", "calls"] {
             std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
         }
         let marker = format!(
@@ -278,7 +278,13 @@ impl Env {
         let config = json!({
             "mcpServers": {
                 "notes": {"command": WARDEN, "args": ["example-server", "notes", "--name", marker]},
-                "fx": {"command": WARDEN, "args": ["example-server", "fixture"]}
+                // Notes each call as it arrives (tests wait for that).
+                "fx": {
+                    "command": WARDEN,
+                    "args": ["example-server", "fixture", "--name", marker,
+                             "--count-calls", dir.path().join("calls/calls.txt")],
+                    "sandbox": {"write": [dir.path().join("calls")]}
+                }
             },
             "permissions": {
                 "allow": ["mcp__notes__list_notes", "mcp__fx__sleep"],
@@ -498,8 +504,13 @@ fn ctrl_c_cancels_a_turn_but_keeps_the_servers_and_ctrl_d_exits() {
     let mut pty = Pty::spawn(&env, &env.args());
     pty.line("sleep for a minute");
     pty.expect("mcp__fx__sleep {\"ms\":60000}");
-    // Let the call reach the server, then press Ctrl-C.
-    std::thread::sleep(Duration::from_millis(500));
+    // Once the call has reached the server, press Ctrl-C.
+    let calls = env.path("calls/calls.txt");
+    assert!(
+        cli_support::eventually(30.0, || std::fs::read_to_string(&calls)
+            .is_ok_and(|c| c.lines().any(|l| l == "sleep"))),
+        "the call never reached the server"
+    );
     pty.send("\x03");
     pty.expect("→ cancelled");
     pty.expect("turn cancelled");

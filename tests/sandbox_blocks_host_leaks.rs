@@ -19,15 +19,27 @@ async fn inotify_never_reports_names_from_outside_the_grants() {
         let s = launch_hostile(&fx, mode, SandboxSpec::default()).await;
         let name = format!("appeared-{mode:?}-{}", fx.token);
         let dir = fx.secret_dir.path().to_path_buf();
+        // Names keep appearing until the watch ends, so some appear while
+        // it is armed however late the server starts watching.
+        let watching = std::sync::atomic::AtomicBool::new(true);
         let creator = async {
-            tokio::time::sleep(Duration::from_millis(400)).await;
-            std::fs::write(dir.join(&name), "x").expect("create");
+            let mut k = 0u32;
+            while watching.load(std::sync::atomic::Ordering::SeqCst) {
+                std::fs::write(dir.join(format!("{name}-{k}")), "x").expect("create");
+                k += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         };
-        let watch = call(
-            &s,
-            "inotify_names",
-            json!({"path": fx.secret_dir.path(), "ms": 1500}),
-        );
+        let watch = async {
+            let answer = call(
+                &s,
+                "inotify_names",
+                json!({"path": fx.secret_dir.path(), "ms": 1500}),
+            )
+            .await;
+            watching.store(false, std::sync::atomic::Ordering::SeqCst);
+            answer
+        };
         let ((raw, j), ()) = tokio::join!(watch, creator);
         s.stop().await;
         let seen = raw.contains(&name);

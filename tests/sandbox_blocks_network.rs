@@ -2,6 +2,8 @@
 //! loopback; `connect_tcp` opens exactly the listed TCP ports and still no
 //! UDP. Each attack also runs unsandboxed to show the listener would see it.
 
+#[path = "support/ports.rs"]
+mod ports;
 mod sandbox_support;
 
 use std::io::Read;
@@ -129,13 +131,10 @@ async fn tcp_port_grants_open_only_the_listed_ports_and_never_udp() {
     let (granted, gport) = tcp_listener();
     let (other, oport) = tcp_listener();
     let (u, uport) = udp_listener();
-    let free_port = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port()
-    };
-    let (bport, other_bport) = (free_port(), free_port());
+    // Held (bound, not listening) so no other process takes them; the
+    // server binds them with SO_REUSEADDR.
+    let (reserved, other_reserved) = (ports::ReservedPort::new(), ports::ReservedPort::new());
+    let (bport, other_bport) = (reserved.port, other_reserved.port);
     let spec = SandboxSpec {
         network: NetworkSpec::Ports {
             connect_tcp: vec![gport],
@@ -162,6 +161,12 @@ async fn tcp_port_grants_open_only_the_listed_ports_and_never_udp() {
     s.stop().await;
     assert_eq!(b1j["ok"], json!(true), "granted bind refused: {b1}");
     assert_eq!(b2j["ok"], json!(false), "other bind allowed: {b2}");
+    // Refused by the sandbox, not because the port was taken.
+    assert_eq!(
+        b2j["errno"],
+        json!(nix::errno::Errno::EACCES as i32),
+        "{b2}"
+    );
     assert_eq!(gj["ok"], json!(true), "{g}");
     assert!(
         tcp_saw(&granted, &fx.token),
@@ -318,13 +323,8 @@ async fn listen_without_bind_never_opens_a_port() {
     let fx = Fixture::new();
     let out = fx.workspace.path().join("out");
     std::fs::create_dir(&out).expect("mkdir");
-    let free_port = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port()
-    };
-    let bport = free_port();
+    let reserved = ports::ReservedPort::new();
+    let bport = reserved.port;
     for bind_tcp in [vec![], vec![bport]] {
         let spec = SandboxSpec {
             network: NetworkSpec::Ports {
@@ -373,9 +373,15 @@ async fn listen_and_connect(
     let port_file = dir.join(format!("port-{}", uuid::Uuid::new_v4().simple()));
     let pf = port_file.clone();
     let token = token.to_string();
+    // Polls for the port file until the call has returned (a refused
+    // listen never writes one), or a generous deadline.
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = answered.clone();
     let connector = std::thread::spawn(move || {
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while std::time::Instant::now() < deadline {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::time::Instant::now() < deadline
+            && !done.load(std::sync::atomic::Ordering::SeqCst)
+        {
             if let Some(p) = std::fs::read_to_string(&pf)
                 .ok()
                 .and_then(|s| s.trim().parse::<u16>().ok())
@@ -392,9 +398,10 @@ async fn listen_and_connect(
     let r = call(
         s,
         "listen_tcp",
-        json!({"port": port, "port_file": port_file, "wait_ms": 2000}),
+        json!({"port": port, "port_file": port_file, "wait_ms": 20000}),
     )
     .await;
+    answered.store(true, std::sync::atomic::Ordering::SeqCst);
     let _ = connector.join();
     let _ = std::fs::remove_file(&port_file);
     r

@@ -1,5 +1,5 @@
 //! Rego input building and the whole decision: JSON arguments (and a few
-//! facts chosen by the first byte) through `Pipeline::rego_input_json`,
+//! facts chosen by the first byte, the request kind among them) through `Pipeline::rego_input_json`,
 //! `complete_input` and `decide` with the shipped default policy.
 //! Properties: no panic; the input's `raw_arguments` are the arguments as
 //! sent (numbers by value); `decide` always names an effect.
@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
-use warden_core::{Mode, Scope, TransportKind, Trust};
+use warden_core::{Mode, RequestKind, Scope, TransportKind, Trust};
 use warden_policy::{
     CallContext, CallFacts, PinState, Pipeline, PipelineConfig, ServerFacts, ToolFacts,
 };
@@ -69,7 +69,17 @@ fuzz_target!(|data: &[u8]| {
             changes: vec!["description".into()],
         }
     };
+    // Mostly tool calls; the other request kinds of CONTRACT §8 too (their
+    // targets as the host names them).
+    let (kind, qualified) = match selector >> 5 {
+        4 => (RequestKind::Resource, "resource__s"),
+        5 => (RequestKind::Prompt, "prompt__s__t"),
+        6 => (RequestKind::Sampling, "sampling__s"),
+        7 => (RequestKind::Elicitation, "elicitation__s"),
+        _ => (RequestKind::Tool, "mcp__s__t"),
+    };
     let facts = CallFacts {
+        kind,
         server: ServerFacts {
             name: "s".into(),
             trust,
@@ -82,7 +92,7 @@ fuzz_target!(|data: &[u8]| {
         },
         tool: ToolFacts {
             name: "t".into(),
-            qualified: "mcp__s__t".into(),
+            qualified: qualified.into(),
             annotations,
             input_schema: json!({"type": "object"}),
             pin,

@@ -27,7 +27,8 @@
 //! (repeatable) lists one more (uncallable) tool with exactly that name,
 //! e.g. one carrying terminal escapes.
 //! `--stubborn` ignores SIGTERM and keeps running after stdin closes (only
-//! SIGKILL ends it).
+//! SIGKILL ends it). `--sign-echo` makes `echo` add `"server": NAME` to its
+//! answer (the load test checks each answer came from the right server).
 //!
 //! Faults on request: `huge_line {mb}` writes one line of `mb` MiB to
 //! stdout (no JSON-RPC message), then answers; `close_stdout` closes the
@@ -95,6 +96,9 @@ pub struct FixtureOptions {
     pub own_resource: Option<String>,
     /// Ignore SIGTERM and outlive stdin's end.
     pub stubborn: bool,
+    /// `echo` adds `"server": NAME` (`--name`) to what it returns, so a
+    /// test can tell which server answered a call.
+    pub sign_echo: bool,
 }
 
 impl Default for FixtureOptions {
@@ -111,6 +115,7 @@ impl Default for FixtureOptions {
             legacy: false,
             own_resource: None,
             stubborn: false,
+            sign_echo: false,
         }
     }
 }
@@ -135,6 +140,7 @@ impl FixtureOptions {
                     options.own_resource = Some(flag_value(arg, &mut iter)?.clone());
                 }
                 "--stubborn" => options.stubborn = true,
+                "--sign-echo" => options.sign_echo = true,
                 "--count-calls" => {
                     options.count_calls = Some(flag_value(arg, &mut iter)?.into());
                 }
@@ -145,7 +151,7 @@ impl FixtureOptions {
                     "fixture: unknown argument `{other}` (known: --name NAME, --pages N, \
                      --extra-tools N, --repeat-cursor, --silent, --ignore-discover, \
                      --legacy, --own-resource URI, --count-calls FILE, --tool-named NAME, \
-                     --stubborn)"
+                     --stubborn, --sign-echo)"
                 ),
             }
         }
@@ -292,7 +298,10 @@ impl FixtureServer {
 #[tool_router]
 impl FixtureServer {
     #[tool(description = "Returns its arguments, as text and as structuredContent.")]
-    fn echo(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+    fn echo(&self, Parameters(mut args): Parameters<JsonObject>) -> CallToolResult {
+        if self.options.sign_echo {
+            args.insert("server".into(), Value::String(self.options.name.clone()));
+        }
         let value = Value::Object(args);
         let mut result = CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
         result.structured_content = Some(value);

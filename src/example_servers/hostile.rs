@@ -852,6 +852,9 @@ fn listen_tcp(port: Option<u16>, port_file: &str, wait_ms: u64) -> std::io::Resu
         None,
     )?;
     if let Some(p) = port {
+        // As Rust's `TcpListener::bind` does: a test may hold the port
+        // reserved (bound, not listening) so no other process takes it.
+        nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::ReuseAddr, &true)?;
         bind(sock.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, p))?;
     }
     listen(&sock, Backlog::new(8).unwrap_or(Backlog::MAXCONN))?;

@@ -31,7 +31,11 @@
 //!   An `ask` about a server's sampling request during the client's call
 //!   is put to the same client the same way (`server_requests.rs`).
 //! - When the host's tools change, every connected client gets
-//!   `notifications/tools/list_changed`.
+//!   `notifications/tools/list_changed`; so it does after a policy reload
+//!   (SIGHUP) that hides or shows a tool (only then: the listing is
+//!   compared). A reload also sends the resource and prompt list changes
+//!   when a server offers those (always: comparing would mean listing
+//!   every upstream).
 //!
 //! The gateway speaks the session protocol revisions (up to 2025-11-25),
 //! which carry server-to-client elicitation and list-changed notifications
@@ -246,12 +250,15 @@ impl Gateway {
     }
 
     /// Sends `notifications/tools/list_changed` to `peer` whenever the
-    /// exposed tools change (and the resource and prompt list changes when
-    /// a server offering them comes or goes), until the peer goes away or
+    /// exposed tools change (a server's listing or a policy reload that
+    /// hides or shows a tool), and the resource and prompt list changes
+    /// when a server offering them comes or goes or a policy reload may
+    /// have changed what of theirs is hidden, until the peer goes away or
     /// the gateway stops.
     fn watch_tools(&self, peer: Peer<RoleServer>) {
         let gateway = self.clone();
         let mut changes = self.inner.host.manager().subscribe();
+        let mut reloads = self.inner.host.policy_changes();
         let stop = self.inner.stop.clone();
         tokio::spawn(async move {
             let mut last = gateway.listing_signature();
@@ -260,11 +267,18 @@ impl Gateway {
             // noticed here, so no watcher outlives its session for long.
             let mut alive = tokio::time::interval(Duration::from_secs(5));
             loop {
+                let mut reloaded = false;
                 tokio::select! {
                     changed = changes.changed() => {
                         if changed.is_err() {
                             break;
                         }
+                    }
+                    changed = reloads.changed() => {
+                        if changed.is_err() {
+                            break;
+                        }
+                        reloaded = true;
                     }
                     _ = alive.tick() => {
                         if peer.is_transport_closed() {
@@ -275,18 +289,22 @@ impl Gateway {
                     () = stop.cancelled() => break,
                 }
                 // Servers offering resources or prompts came or went: what
-                // the client lists of them may have changed.
+                // the client lists of them may have changed. After a reload
+                // the deny rules that hide resources and prompts may have
+                // too; telling the client to list again is cheaper than
+                // listing every upstream here to compare.
                 let now_offering = gateway.offering();
-                if now_offering != offering {
-                    offering = now_offering;
-                    let sent = match peer.notify_resource_list_changed().await {
-                        Ok(()) => peer.notify_prompt_list_changed().await,
-                        Err(error) => Err(error),
-                    };
-                    if let Err(error) = sent {
-                        tracing::debug!(%error, "the client is gone; no more list_changed");
-                        break;
-                    }
+                let (resources, prompts) = if now_offering != offering {
+                    (true, true)
+                } else if reloaded {
+                    (!now_offering.0.is_empty(), !now_offering.1.is_empty())
+                } else {
+                    (false, false)
+                };
+                offering = now_offering;
+                if let Err(error) = notify_lists(&peer, resources, prompts).await {
+                    tracing::debug!(%error, "the client is gone; no more list_changed");
+                    break;
                 }
                 let now = gateway.listing_signature();
                 if now == last {
@@ -650,6 +668,21 @@ impl ServerHandler for Gateway {
             .await
             .map(CallToolResponse::Complete)
     }
+}
+
+/// Sends the resource and prompt `list_changed` notifications asked for.
+async fn notify_lists(
+    peer: &Peer<RoleServer>,
+    resources: bool,
+    prompts: bool,
+) -> Result<(), rmcp::service::ServiceError> {
+    if resources {
+        peer.notify_resource_list_changed().await?;
+    }
+    if prompts {
+        peer.notify_prompt_list_changed().await?;
+    }
+    Ok(())
 }
 
 /// Puts an `ask` to the MCP client as a form elicitation. Anything but an

@@ -88,6 +88,8 @@ impl Host {
         // One pipeline for the whole request, even if a reload swaps it
         // meanwhile.
         let pipeline = self.pipeline();
+        // Also what tests wait for before they interrupt a decision.
+        tracing::debug!(%call_id, target = %facts.tool.qualified, "deciding");
         let decided = tokio::select! {
             decision = pipeline.decide_within(facts.clone()) => Some(decision),
             () = cancel.cancelled() => None,

@@ -133,6 +133,9 @@ pub struct Host {
     pipeline: std::sync::RwLock<Arc<Pipeline>>,
     /// What the pipeline is built from, again, on a reload.
     reload: ReloadInputs,
+    /// Bumped by every reload that put a new pipeline in force (the
+    /// gateway tells its clients when what they may list changed).
+    policy_generation: tokio::sync::watch::Sender<u64>,
     audit: Arc<audit::SessionAudit>,
     /// Cancelled when the session ends: calls in flight become `abandoned`.
     exiting: CancellationToken,
@@ -216,6 +219,7 @@ impl Host {
             manager,
             pipeline: std::sync::RwLock::new(Arc::new(pipeline)),
             reload,
+            policy_generation: tokio::sync::watch::Sender::new(0),
             audit: Arc::new(audit),
             exiting: opts.exit.clone().unwrap_or_default(),
             in_flight: AtomicUsize::new(0),
@@ -277,7 +281,11 @@ impl Host {
     /// loads, decides every later call with them. When something does not
     /// (a file unreadable, invalid JSON, a bad rule or policy), the session
     /// keeps the pipeline it had. Either way a `policy_reload` record is
-    /// written. "Allow for this session" answers do not carry over.
+    /// written. "Allow for this session" answers carry over, but only for
+    /// what the new pipeline still asks about for the same reasons
+    /// ([`Pipeline::keep_session_approvals`]): a new deny wins. An answer
+    /// given by a call still deciding under the old pipeline while the
+    /// swap happens may be lost (the person is asked again).
     pub fn reload_policy(&self) -> Result<PolicyReloaded, String> {
         let previous = self.pipeline();
         let loaded = config::load(&self.reload.load)
@@ -296,11 +304,16 @@ impl Host {
                     previous_sha256: previous.policy_sha256().map(str::to_string),
                     rules,
                 };
-                match self.pipeline.write() {
-                    Ok(mut p) => *p = pipeline,
-                    Err(poisoned) => *poisoned.into_inner() = pipeline,
+                {
+                    let mut current = match self.pipeline.write() {
+                        Ok(p) => p,
+                        Err(poisoned) => poisoned.into_inner(),
+                    };
+                    pipeline.keep_session_approvals(&current);
+                    *current = pipeline;
                 }
                 self.invalidate_tools();
+                self.policy_generation.send_modify(|n| *n += 1);
                 tracing::info!(
                     rules,
                     policy_sha256 = reloaded.policy_sha256.as_deref().unwrap_or(""),
@@ -328,6 +341,11 @@ impl Host {
                 Err(error)
             }
         }
+    }
+
+    /// A counter bumped whenever a reload puts a new policy in force.
+    pub fn policy_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.policy_generation.subscribe()
     }
 
     pub fn manager(&self) -> &Arc<Manager> {

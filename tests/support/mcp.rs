@@ -224,14 +224,6 @@ pub async fn assert_no_process_left(pids: &[u32]) {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// Logs to the test's stderr when `RUST_LOG` is set.
 pub fn init_logs() {
     if std::env::var_os("RUST_LOG").is_some() {

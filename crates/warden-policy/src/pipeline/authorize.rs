@@ -81,6 +81,28 @@ impl Pipeline {
         }
     }
 
+    /// Takes over the "allow for this session" answers given under
+    /// `previous` (a policy reload: the person is not asked again what
+    /// the new policy still merely asks about). Safe because an approval
+    /// is consulted only when the decision is `ask`, and only for an `ask`
+    /// with the same session, target and reasons ([`session_key`]): what
+    /// the new policy denies stays denied (the stricter policy wins), and
+    /// a new or changed reason to ask (another rule, another policy
+    /// message) asks again.
+    pub fn keep_session_approvals(&self, previous: &Pipeline) {
+        if std::ptr::eq(self, previous) {
+            return;
+        }
+        let given = match previous.session_allowed.lock() {
+            Ok(s) => s.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        match self.session_allowed.lock() {
+            Ok(mut s) => s.extend(given),
+            Err(poisoned) => poisoned.into_inner().extend(given),
+        }
+    }
+
     fn permit(&self, facts: &CallFacts, decision: Decision) -> Permit {
         Permit::new(
             facts.server.name.clone(),
