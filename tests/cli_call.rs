@@ -288,3 +288,28 @@ fn the_answer_is_printed_before_a_slow_server_shutdown() {
     assert_eq!(status.code(), Some(0));
     assert!(world.leftover_processes().is_empty());
 }
+
+/// A server that dies while warden waits for its handshake: the error
+/// says how it ended and the last line it wrote to stderr (neutralised),
+/// so the person sees why without turning the log level up.
+#[test]
+fn a_server_dying_at_the_handshake_is_explained_with_its_last_stderr_line() {
+    let world = World::new();
+    world.write_config(&json!({
+        "mcpServers": {"dies": {
+            "command": "/bin/sh",
+            "args": ["-c", "echo starting >&2; printf 'cannot load module \\033[31mfoo\\n' >&2; exit 3"]
+        }},
+        "permissions": {"allow": ["mcp__dies__*"]},
+    }));
+    let out = world.run(&["call", "dies", "anything", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = stdout_json(&out);
+    let error = report["error"].as_str().unwrap_or_default().to_string();
+    assert!(error.contains("exit status 3"), "{report}");
+    assert!(
+        error.contains("its last line on stderr: cannot load module ^[[31mfoo"),
+        "{report}"
+    );
+    assert!(!stderr(&out).contains('\u{1b}'), "{}", stderr(&out));
+}

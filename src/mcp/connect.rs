@@ -179,7 +179,25 @@ async fn establish_inner(
                     .ok()
                     .and_then(|r| r.ok().and_then(|info| *info));
                     let message = match info {
-                        Some(info) => format!("{message} (the server process ended: {info})"),
+                        Some(info) => {
+                            // Its last words on stderr (the sandbox helper's
+                            // reason, an interpreter's traceback line), once
+                            // stderr is closed or briefly waited for.
+                            let mut tail = spawned.stderr_tail.clone();
+                            let _ = tokio::time::timeout(
+                                Duration::from_millis(200),
+                                tail.wait_for(|t| t.1),
+                            )
+                            .await;
+                            let said = tail.borrow().0.clone();
+                            match said {
+                                Some(line) => format!(
+                                    "{message} (the server process ended: {info}; its last \
+                                     line on stderr: {line})"
+                                ),
+                                None => format!("{message} (the server process ended: {info})"),
+                            }
+                        }
                         None => message,
                     };
                     stdio::note(&spawned.stop, |n| n.reason = Some(message.clone()));

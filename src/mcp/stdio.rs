@@ -76,6 +76,10 @@ pub(crate) struct Spawned {
     pub summary: SandboxSummary,
     pub exit: watch::Receiver<Option<ExitInfo>>,
     pub stop: SharedStopNote,
+    /// The last line the server wrote to stderr, as shown in the log
+    /// (neutralised), and `true` once its stderr is closed: what a server
+    /// that dies during the handshake said about why.
+    pub stderr_tail: watch::Receiver<(Option<String>, bool)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,8 +115,14 @@ pub(crate) fn spawn(
     guard.attach(pid);
     let stdin = child.stdin.take().ok_or(SpawnError::Pipe("stdin"))?;
     let stdout = child.stdout.take().ok_or(SpawnError::Pipe("stdout"))?;
-    if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(forward_stderr(config.name.clone(), stderr));
+    let (tail_tx, stderr_tail) = watch::channel((None, false));
+    match child.stderr.take() {
+        Some(stderr) => {
+            tokio::spawn(forward_stderr(config.name.clone(), stderr, tail_tx));
+        }
+        None => {
+            let _ = tail_tx.send((None, true));
+        }
     }
     let _ = events.send(LifecycleEvent::Started {
         server: config.name.clone(),
@@ -176,12 +186,17 @@ pub(crate) fn spawn(
         summary: prepared.summary,
         exit: exit_rx,
         stop,
+        stderr_tail,
     })
 }
 
 /// Forwards a server's stderr to `tracing`, one event per line, labelled
 /// with the server's name; lines are cut at [`MAX_STDERR_LINE`] bytes.
-async fn forward_stderr(server: String, stderr: ChildStderr) {
+async fn forward_stderr(
+    server: String,
+    stderr: ChildStderr,
+    tail: watch::Sender<(Option<String>, bool)>,
+) {
     let mut reader = BufReader::new(stderr);
     let mut line: Vec<u8> = Vec::new();
     let mut cut = false;
@@ -203,27 +218,30 @@ async fn forward_stderr(server: String, stderr: ChildStderr) {
         };
         reader.consume(consumed);
         if end_of_line {
-            emit_stderr(&server, &line, cut);
+            let shown = emit_stderr(&server, &line, cut);
+            tail.send_modify(|t| t.0 = Some(shown));
             line.clear();
             cut = false;
         }
     }
     if !line.is_empty() {
-        emit_stderr(&server, &line, cut);
+        let shown = emit_stderr(&server, &line, cut);
+        tail.send_modify(|t| t.0 = Some(shown));
     }
+    tail.send_modify(|t| t.1 = true);
 }
 
-fn emit_stderr(server: &str, line: &[u8], cut: bool) {
+/// Logs one stderr line; returns it as logged (neutralised, without the
+/// server's name).
+fn emit_stderr(server: &str, line: &[u8], cut: bool) -> String {
     // Bytes that are not UTF-8 stay visible as `<0xNN>` (a lone 0x9B is
     // CSI to a terminal not in UTF-8 mode); the log writer neutralises
     // the rest.
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let text = warden_core::display::bytes(line, warden_core::display::Layout::Block);
-    if cut {
-        tracing::info!(target: "warden::server", server, "{text} […]");
-    } else {
-        tracing::info!(target: "warden::server", server, "{text}");
-    }
+    let shown = if cut { format!("{text} […]") } else { text };
+    tracing::info!(target: "warden::server", server, "{shown}");
+    shown
 }
 
 /// The longest line (one JSON-RPC message) read from a server's stdout.
