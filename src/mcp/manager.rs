@@ -212,43 +212,13 @@ impl Manager {
 
     /// A snapshot of every configured server, in configuration order.
     pub fn statuses(&self) -> Vec<ServerStatus> {
-        self.slots()
-            .iter()
-            .map(|slot| {
-                let inner = slot.lock();
-                ServerStatus {
-                    name: slot.config.name.clone(),
-                    state: inner.state,
-                    transport: slot.config.transport.kind(),
-                    protocol: inner.protocol.clone(),
-                    error: inner.error.clone(),
-                    sandbox: inner.sandbox.clone(),
-                    sandbox_unavailable: inner.sandbox_unavailable,
-                    pid: inner.conn.as_ref().and_then(|c| c.pid),
-                    tools: inner.tools.clone(),
-                    capabilities: inner.capabilities.clone(),
-                }
-            })
-            .collect()
+        self.slots().iter().map(|slot| status(slot, true)).collect()
     }
 
     /// One server's status without its tool list (the call path asks this
     /// per call: no copy of every server's tools).
     pub fn status_of(&self, name: &str) -> Option<ServerStatus> {
-        let slot = self.slot(name)?;
-        let inner = slot.lock();
-        Some(ServerStatus {
-            name: slot.config.name.clone(),
-            state: inner.state,
-            transport: slot.config.transport.kind(),
-            protocol: inner.protocol.clone(),
-            error: inner.error.clone(),
-            sandbox: inner.sandbox.clone(),
-            sandbox_unavailable: inner.sandbox_unavailable,
-            pid: inner.conn.as_ref().and_then(|c| c.pid),
-            tools: Vec::new(),
-            capabilities: inner.capabilities.clone(),
-        })
+        self.slot(name).map(|slot| status(&slot, false))
     }
 
     /// The connected servers and what each declared at its handshake
@@ -471,5 +441,26 @@ impl Manager {
             return Err("warden is shutting down".into());
         }
         Ok(conn)
+    }
+}
+
+/// A slot's status; its tool list copied only when asked for.
+fn status(slot: &Slot, with_tools: bool) -> ServerStatus {
+    let inner = slot.lock();
+    ServerStatus {
+        name: slot.config.name.clone(),
+        state: inner.state,
+        transport: slot.config.transport.kind(),
+        protocol: inner.protocol.clone(),
+        error: inner.error.clone(),
+        sandbox: inner.sandbox.clone(),
+        sandbox_unavailable: inner.sandbox_unavailable,
+        pid: inner.conn.as_ref().and_then(|c| c.pid),
+        tools: if with_tools {
+            inner.tools.clone()
+        } else {
+            Vec::new()
+        },
+        capabilities: inner.capabilities.clone(),
     }
 }
