@@ -197,6 +197,9 @@ fn spawn_and_supervise(
     // The helper keeps the write end until "go"; init reads EOF if the
     // helper dies first.
     let (go_r, go_w) = pipe2(OFlag::O_CLOEXEC).map_err(errno("pipe2"))?;
+    // init checks through this that the helper still lives once its death
+    // signal is armed (see `init_main`).
+    let helper = sys::pidfd_open(std::process::id() as libc::pid_t)?;
     let into = cg.as_ref().and_then(|c| c.v2_dir.as_ref()).map(AsFd::as_fd);
     // SAFETY: the helper is single-threaded (`main` runs before any thread
     // exists); the child only continues with ordinary code and leaves with
@@ -205,7 +208,7 @@ fn spawn_and_supervise(
     let (init, init_pidfd) = match cloned {
         Ok(Cloned::Child) => {
             drop(go_w);
-            let code = match init_main(plan, cg.as_deref(), &sigfd, go_r, uid, gid) {
+            let code = match init_main(plan, cg.as_deref(), &sigfd, (go_r, helper), uid, gid) {
                 Ok(code) => code,
                 Err(e) => {
                     eprintln!("warden sandbox: {e}");
@@ -232,6 +235,7 @@ fn spawn_and_supervise(
         }
     };
     drop(go_r);
+    drop(helper);
     if let Some(c) = cg.as_deref_mut() {
         c.close_join_handles();
     }
@@ -337,11 +341,21 @@ fn init_main(
     plan: &Plan,
     cg: Option<&Cgroup>,
     sigfd: &SignalFd,
-    go_r: OwnedFd,
+    (go_r, helper): (OwnedFd, OwnedFd),
     uid: u32,
     gid: u32,
 ) -> Result<i32, HelperError> {
     prctl::set_pdeathsig(Signal::SIGKILL).map_err(errno("prctl"))?;
+    // The death signal holds only from here on. A helper killed before
+    // (init not yet scheduled while it wrote the maps and "go") never
+    // sends it, and its buffered "go" would let the server start with no
+    // one watching: so check the helper (its pidfd turns readable when it
+    // exits) before going on.
+    let mut alive = [PollFd::new(helper.as_fd(), PollFlags::POLLIN)];
+    if poll(&mut alive, PollTimeout::ZERO).map_err(errno("poll"))? > 0 {
+        return Ok(SETUP_FAILED);
+    }
+    drop(helper);
     let mut go = [0u8; 1];
     match nix::unistd::read(&go_r, &mut go) {
         Ok(1) => {}
