@@ -748,8 +748,9 @@ async fn growth(scale: Scale) {
     }
 }
 
-/// `BENCH_CALLS` sequential calls of `BENCH_BYTES` through a plain
-/// gateway started under `BENCH_WRAP` (e.g. `valgrind --tool=callgrind`):
+/// `BENCH_CALLS` calls of `BENCH_BYTES` (sequential, or spread over
+/// `BENCH_CALLERS` concurrent callers) through a plain gateway started
+/// under `BENCH_WRAP` (e.g. `valgrind --tool=callgrind`):
 /// run twice with different counts, the difference of the two profiles is
 /// the cost of the calls alone.
 async fn profile() {
@@ -773,14 +774,20 @@ async fn profile() {
         peer: gateway.service.peer().clone(),
         tool: "everything__echo".into(),
     };
+    let callers = number("BENCH_CALLERS", 1);
     let m = message(bytes);
     let started = Instant::now();
-    for _ in 0..calls {
-        caller.echo(&m).await;
+    if callers > 1 {
+        throughput(&caller, &m, callers, calls).await;
+    } else {
+        for _ in 0..calls {
+            caller.echo(&m).await;
+        }
     }
     emit(json!({
         "kind": "profile",
         "calls": calls,
+        "callers": callers,
         "bytes": bytes,
         "seconds": started.elapsed().as_secs_f64(),
     }));

@@ -14,6 +14,7 @@ use serde_json::json;
 use support::*;
 use tokio_util::sync::CancellationToken;
 use warden::mcp::{CallError, Forwarded, Mediated, SendOptions};
+use warden_core::RequestKind;
 use warden_policy::Permit;
 
 const T: Duration = Duration::from_secs(20);
@@ -154,4 +155,147 @@ async fn resources_and_prompts_are_sent_only_with_their_own_permit() {
 
     manager.shutdown().await;
     assert_no_process_left(&started_pids(&mut events)).await;
+}
+
+/// A permit as the pipeline issues it: it holds the decided arguments,
+/// and `Manager::send` compares what it sends with them.
+async fn decided_permit(kind: RequestKind, subject: &str, arguments: serde_json::Value) -> Permit {
+    use std::sync::Arc;
+    use warden_core::{Scope, TransportKind, Trust};
+    use warden_policy::{
+        CallContext, CallFacts, Effect, Mode, PinState, Pipeline, PipelineConfig, RuleEffect,
+        RuleSource, ServerFacts, ToolFacts,
+    };
+    let rule = |index: usize, text: &str| RuleSource {
+        effect: RuleEffect::Allow,
+        text: text.into(),
+        scope: Scope::User,
+        file: "/config.json".into(),
+        index,
+    };
+    let pipeline = Pipeline::load(PipelineConfig {
+        rules: vec![
+            rule(0, "mcp__fx__*"),
+            rule(1, "resource__fx"),
+            rule(2, "prompt__fx__*"),
+        ],
+        policies: Some(vec![]),
+        workspace: "/w".into(),
+        ..PipelineConfig::default()
+    })
+    .expect("pipeline");
+    let qualified = match kind {
+        RequestKind::Resource => "resource__fx".to_string(),
+        RequestKind::Prompt => format!("prompt__fx__{subject}"),
+        _ => format!("mcp__fx__{subject}"),
+    };
+    let facts = Arc::new(CallFacts {
+        kind,
+        server: ServerFacts {
+            name: "fx".into(),
+            trust: Trust::Trusted,
+            transport: TransportKind::Stdio,
+            scope: Scope::User,
+        },
+        tool: ToolFacts {
+            name: subject.into(),
+            qualified,
+            annotations: json!({"readOnlyHint": true}),
+            input_schema: json!({"type": "object"}),
+            pin: PinState::Pinned,
+        },
+        arguments,
+        context: CallContext {
+            mode: Mode::Ci,
+            session: "t".into(),
+            call_index: 1,
+        },
+    });
+    let decision = pipeline.decide(&facts);
+    assert_eq!(decision.effect, Effect::Allow, "{decision:?}");
+    let permit = pipeline
+        .authorize(&facts, decision, None)
+        .await
+        .expect("permit");
+    assert!(permit.arguments().is_some());
+    permit
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_permit_covers_only_the_arguments_it_decided() {
+    init_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let manager = manager(dir.path(), vec![example("fx", "fixture", &[], T)]);
+    manager.connect_all().await;
+    let send = |permit, request| manager.send(permit, request, SendOptions::default());
+
+    // Tools: other values, an extra key, no arguments at all.
+    let decided = json!({"level": "info", "message": "hello"});
+    for tampered in [
+        args(json!({"level": "info", "message": "rm -rf /"})),
+        args(json!({"level": "info", "message": "hello", "extra": true})),
+        None,
+    ] {
+        let permit = decided_permit(RequestKind::Tool, "log", decided.clone()).await;
+        let request = Mediated::CallTool {
+            tool: "log".into(),
+            arguments: tampered.clone(),
+        };
+        assert!(
+            matches!(send(permit, request).await, Err(CallError::PermitMismatch)),
+            "{tampered:?}"
+        );
+    }
+    // Absent arguments are decided as `null`, and only they match it.
+    let permit = decided_permit(RequestKind::Tool, "log", serde_json::Value::Null).await;
+    let request = Mediated::CallTool {
+        tool: "log".into(),
+        arguments: args(json!({})),
+    };
+    assert!(matches!(
+        send(permit, request).await,
+        Err(CallError::PermitMismatch)
+    ));
+    // The permit's own arguments, in another key order, are sent.
+    let permit = decided_permit(RequestKind::Tool, "log", decided.clone()).await;
+    let request = Mediated::CallTool {
+        tool: "log".into(),
+        arguments: args(json!({"message": "hello", "level": "info"})),
+    };
+    send(permit, request).await.expect("the decided call");
+
+    // Resources: another URI; prompts: other arguments.
+    let permit = decided_permit(
+        RequestKind::Resource,
+        "fixture://notes/1",
+        json!({"uri": "fixture://notes/1"}),
+    )
+    .await;
+    let other = Mediated::ReadResource {
+        uri: "fixture://secret/key".into(),
+    };
+    assert!(matches!(
+        send(permit, other).await,
+        Err(CallError::PermitMismatch)
+    ));
+    let permit = decided_permit(
+        RequestKind::Resource,
+        "fixture://notes/1",
+        json!({"uri": "fixture://notes/1"}),
+    )
+    .await;
+    let read = Mediated::ReadResource {
+        uri: "fixture://notes/1".into(),
+    };
+    send(permit, read).await.expect("the decided read");
+    let permit = decided_permit(RequestKind::Prompt, "greet", json!({"name": "Ada"})).await;
+    let tampered = Mediated::GetPrompt {
+        name: "greet".into(),
+        arguments: args(json!({"name": "Mallory"})),
+    };
+    assert!(matches!(
+        send(permit, tampered).await,
+        Err(CallError::PermitMismatch)
+    ));
+    manager.shutdown().await;
 }

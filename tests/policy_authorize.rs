@@ -56,7 +56,7 @@ async fn allow_gives_a_permit_bound_to_the_call() {
     let f = writer(json!({"path": "a", "content": "x"}));
     let d = p.decide(&f);
     assert_eq!(d.effect, Effect::Allow);
-    let permit = p.authorize(&f, d, None).await.unwrap();
+    let permit = p.authorize(&Arc::new(f.clone()), d, None).await.unwrap();
     assert_eq!(permit.server(), "fs");
     assert_eq!(permit.tool(), "write_file");
     assert_eq!(permit.args_sha256(), sha256_json(&f.arguments));
@@ -73,7 +73,7 @@ async fn deny_is_returned() {
     let f = writer(json!({}));
     let asker = Scripted::new(AskAnswer::AllowOnce);
     let d = p
-        .authorize(&f, p.decide(&f), Some(&asker))
+        .authorize(&Arc::new(f.clone()), p.decide(&f), Some(&asker))
         .await
         .unwrap_err();
     assert_eq!(d.effect, Effect::Deny);
@@ -88,7 +88,10 @@ async fn deny_is_returned() {
 async fn ask_without_asker_is_a_deny() {
     let p = pipeline(vec![], Some(vec![]), Mode::Gateway);
     let f = writer(json!({}));
-    let d = p.authorize(&f, p.decide(&f), None).await.unwrap_err();
+    let d = p
+        .authorize(&Arc::new(f.clone()), p.decide(&f), None)
+        .await
+        .unwrap_err();
     assert_eq!(d.effect, Effect::Deny);
     assert!(d.reasons.last().unwrap().contains("no one could be asked"));
 }
@@ -103,7 +106,10 @@ async fn allow_once_asks_every_time() {
     let asker = Scripted::new(AskAnswer::AllowOnce);
     for _ in 0..2 {
         let f = writer(json!({"path": "a"}));
-        let permit = p.authorize(&f, p.decide(&f), Some(&asker)).await.unwrap();
+        let permit = p
+            .authorize(&Arc::new(f.clone()), p.decide(&f), Some(&asker))
+            .await
+            .unwrap();
         assert_eq!(permit.decision().effect, Effect::Allow);
         assert!(permit.decision().reasons.last().unwrap().contains("once"));
     }
@@ -120,7 +126,9 @@ async fn allow_session_is_remembered_per_session_and_kind() {
     let asker = Scripted::new(AskAnswer::AllowSession);
     for i in 0..3 {
         let f = writer(json!({"path": format!("f{i}")}));
-        p.authorize(&f, p.decide(&f), Some(&asker)).await.unwrap();
+        p.authorize(&Arc::new(f.clone()), p.decide(&f), Some(&asker))
+            .await
+            .unwrap();
     }
     assert_eq!(
         asker.asked.load(Ordering::SeqCst),
@@ -130,19 +138,27 @@ async fn allow_session_is_remembered_per_session_and_kind() {
     // Another session is asked again.
     let mut f = writer(json!({}));
     f.context.session = "session-2".into();
-    p.authorize(&f, p.decide(&f), Some(&asker)).await.unwrap();
+    p.authorize(&Arc::new(f.clone()), p.decide(&f), Some(&asker))
+        .await
+        .unwrap();
     assert_eq!(asker.asked.load(Ordering::SeqCst), 2);
     // A rug pull in the same session is a new kind of ask.
     let mut f = writer(json!({}));
     f.tool.pin = PinState::Changed {
         changes: vec!["description changed".into()],
     };
-    p.authorize(&f, p.decide(&f), Some(&asker)).await.unwrap();
+    p.authorize(&Arc::new(f.clone()), p.decide(&f), Some(&asker))
+        .await
+        .unwrap();
     assert_eq!(asker.asked.load(Ordering::SeqCst), 3);
     // A deny is never overridden by a session approval.
     let mut f = writer(json!({}));
     f.server.trust = Trust::Blocked;
-    assert!(p.authorize(&f, p.decide(&f), Some(&asker)).await.is_err());
+    assert!(
+        p.authorize(&Arc::new(f.clone()), p.decide(&f), Some(&asker))
+            .await
+            .is_err()
+    );
 }
 
 /// "Allow for this session" on a resource read covers that URI, not every
@@ -163,11 +179,15 @@ async fn allow_session_on_a_resource_covers_that_uri_only() {
         let f = read("notes://a");
         let d = p.decide(&f);
         assert_eq!((d.effect, d.stage), (Effect::Ask, Stage::Default), "{d:?}");
-        p.authorize(&f, d, Some(&asker)).await.unwrap();
+        p.authorize(&Arc::new(f.clone()), d, Some(&asker))
+            .await
+            .unwrap();
     }
     assert_eq!(asker.asked.load(Ordering::SeqCst), 1);
     let f = read("notes://b");
-    p.authorize(&f, p.decide(&f), Some(&asker)).await.unwrap();
+    p.authorize(&Arc::new(f.clone()), p.decide(&f), Some(&asker))
+        .await
+        .unwrap();
     assert_eq!(
         asker.asked.load(Ordering::SeqCst),
         2,
@@ -181,7 +201,7 @@ async fn user_deny_is_a_deny() {
     let asker = Scripted::new(AskAnswer::Deny);
     let f = writer(json!({}));
     let d = p
-        .authorize(&f, p.decide(&f), Some(&asker))
+        .authorize(&Arc::new(f.clone()), p.decide(&f), Some(&asker))
         .await
         .unwrap_err();
     assert_eq!(d.effect, Effect::Deny);
@@ -436,11 +456,15 @@ async fn session_approval_does_not_cover_a_different_policy_concern() {
     let asker = Scripted::new(AskAnswer::AllowSession);
     for path in ["/srv/repo/src/a", "/srv/repo/src/b"] {
         let f = writer(json!({ "path": path }));
-        p.authorize(&f, p.decide(&f), Some(&asker)).await.unwrap();
+        p.authorize(&Arc::new(f.clone()), p.decide(&f), Some(&asker))
+            .await
+            .unwrap();
     }
     assert_eq!(asker.asked.load(Ordering::SeqCst), 1);
     let f = writer(json!({"path": "/srv/repo/.git/config"}));
-    p.authorize(&f, p.decide(&f), Some(&asker)).await.unwrap();
+    p.authorize(&Arc::new(f.clone()), p.decide(&f), Some(&asker))
+        .await
+        .unwrap();
     assert_eq!(
         asker.asked.load(Ordering::SeqCst),
         2,

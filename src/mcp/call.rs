@@ -74,6 +74,23 @@ impl Mediated {
         }
     }
 
+    /// Whether [`Mediated::arguments`] equals `decided`, without building
+    /// it.
+    pub fn arguments_are(&self, decided: &Value) -> bool {
+        match self {
+            Mediated::CallTool { arguments, .. } | Mediated::GetPrompt { arguments, .. } => {
+                match (arguments, decided) {
+                    (Some(sent), Value::Object(decided)) => sent == decided,
+                    (None, Value::Null) => true,
+                    _ => false,
+                }
+            }
+            Mediated::ReadResource { uri } | Mediated::Subscribe { uri } => decided
+                .as_object()
+                .is_some_and(|o| o.len() == 1 && o.get("uri").and_then(Value::as_str) == Some(uri)),
+        }
+    }
+
     /// The MCP method this request is sent as.
     pub fn method(&self) -> &'static str {
         match self {
@@ -236,9 +253,17 @@ impl Manager {
         request: Mediated,
         options: SendOptions,
     ) -> Result<ServerResult, CallError> {
-        if permit.tool() != request.subject()
-            || warden_core::digest::sha256_json(&request.arguments()) != permit.args_sha256()
-        {
+        // The arguments sent must be the ones decided: compared with the
+        // permit's own copy (a large request is not hashed again), or, for
+        // a permit that names only a digest, by that digest.
+        let covered = permit.tool() == request.subject()
+            && match permit.arguments() {
+                Some(decided) => request.arguments_are(decided),
+                None => {
+                    warden_core::digest::sha256_json(&request.arguments()) == permit.args_sha256()
+                }
+            };
+        if !covered {
             return Err(CallError::PermitMismatch);
         }
         let method = request.method();

@@ -429,18 +429,33 @@ pub fn canon_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
 /// where servers disagree on a path (NUL).
 fn plain_uncertainty(raw: &str) -> Option<&'static str> {
     let bytes = raw.as_bytes();
-    let escape = bytes
-        .windows(3)
-        .any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit());
-    if raw.contains('\0') {
+    // One pass over the bytes for what would otherwise be five scans of
+    // a possibly long argument. `raw` is UTF-8: a control character
+    // (`char::is_control`, Unicode Cc) is an ASCII control or DEL, or
+    // U+0080–U+009F, which UTF-8 writes as 0xC2 0x80–0x9F.
+    let (mut nul, mut control, mut query, mut escape) = (false, false, false, false);
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            0 => nul = true,
+            1..=0x1f | 0x7f => control = true,
+            0xc2 if bytes.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)) => control = true,
+            b'?' | b'#' => query = true,
+            b'%' => {
+                escape |= bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                    && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
+            }
+            _ => {}
+        }
+    }
+    if nul {
         Some("it contains a NUL character (C-based servers cut the path there; others fail)")
-    } else if raw.chars().any(char::is_control) {
+    } else if control {
         Some("it contains a control character (URL parsers drop tabs and line breaks)")
     } else if raw.trim() != raw {
         Some("it has whitespace at either end (URL parsers strip it)")
     } else if raw.starts_with("//") && !raw.starts_with("///") {
         Some("it starts with `//`, which URL parsers read as a host (`//HOST/PATH`)")
-    } else if raw.contains(['?', '#']) {
+    } else if query {
         Some("it contains `?` or `#`, which URL parsers read as a query or fragment")
     } else if escape {
         Some("it contains a percent-escape, which URL parsers decode")
@@ -820,6 +835,54 @@ fn contains_ci(haystack: &str, needle: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// What `plain_uncertainty` was before its one-pass scan: the oracle.
+    fn plain_uncertainty_by_scans(raw: &str) -> Option<&'static str> {
+        let escape = raw
+            .as_bytes()
+            .windows(3)
+            .any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit());
+        if raw.contains('\0') {
+            plain_uncertainty("\0")
+        } else if raw.chars().any(char::is_control) {
+            plain_uncertainty("\u{1}")
+        } else if raw.trim() != raw {
+            plain_uncertainty(" x")
+        } else if raw.starts_with("//") && !raw.starts_with("///") {
+            plain_uncertainty("//x")
+        } else if raw.contains(['?', '#']) {
+            plain_uncertainty("?")
+        } else if escape {
+            plain_uncertainty("%41")
+        } else if split_scheme(raw).is_some_and(|(_, rest)| rest.contains('/')) {
+            plain_uncertainty("a:/")
+        } else {
+            None
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn one_pass_uncertainty_is_the_scans(
+            raw in "[a/%4f?#: \\t\\x00\\x7f\\u{80}\\u{9f}\\u{a0}\\u{c2}\\u{2028}é]{0,12}",
+        ) {
+            proptest::prop_assert_eq!(plain_uncertainty(&raw), plain_uncertainty_by_scans(&raw));
+        }
+
+        #[test]
+        fn string_absolutize_is_the_path_one(
+            base in "/[a./é]{0,12}",
+            path in "[a./é\\x00 ~:]{0,16}",
+        ) {
+            let by_path = warden_core::path::absolutize(
+                std::path::Path::new(&base),
+                std::path::Path::new(&path),
+            )
+            .to_string_lossy()
+            .into_owned();
+            proptest::prop_assert_eq!(warden_core::path::absolutize_str(&base, &path), by_path);
+        }
+    }
 
     const WS: &str = "/w";
 

@@ -38,6 +38,7 @@ mod decision;
 mod error;
 mod facts;
 mod functions;
+mod patterns;
 mod permit;
 mod pipeline;
 mod rego;

@@ -1,6 +1,11 @@
 //! The capability that lets a call reach a server.
 
+use std::sync::Arc;
+
+use serde_json::Value;
+
 use crate::decision::Decision;
+use crate::facts::CallFacts;
 
 /// Proof that the pipeline allowed one specific call (server, tool and
 /// argument digest). Constructed only inside this crate, by
@@ -19,7 +24,7 @@ use crate::decision::Decision;
 ///     stages: vec![],
 ///     policy_sha256: None,
 /// };
-/// let _ = Permit::new("fs".into(), "write_file".into(), String::new(), decision);
+/// let _ = Permit::new("fs".into(), "write_file".into(), String::new(), decision, None);
 /// ```
 ///
 /// ```compile_fail,E0451
@@ -31,7 +36,7 @@ use crate::decision::Decision;
 ///     stages: vec![],
 ///     policy_sha256: None,
 /// };
-/// let _ = Permit { server: "fs".into(), tool: "t".into(), args_sha256: String::new(), decision };
+/// let _ = Permit { server: "fs".into(), tool: "t".into(), args_sha256: String::new(), decision, facts: None };
 /// ```
 ///
 /// It is not `Clone` either, so one permit is one call.
@@ -41,6 +46,9 @@ pub struct Permit {
     tool: String,
     args_sha256: String,
     decision: Decision,
+    /// The facts decided (their arguments are what the permit covers);
+    /// `None` only for a test permit, which names a digest alone.
+    facts: Option<Arc<CallFacts>>,
 }
 
 impl Permit {
@@ -49,12 +57,14 @@ impl Permit {
         tool: String,
         args_sha256: String,
         decision: Decision,
+        facts: Option<Arc<CallFacts>>,
     ) -> Self {
         Permit {
             server,
             tool,
             args_sha256,
             decision,
+            facts,
         }
     }
 
@@ -75,6 +85,13 @@ impl Permit {
         &self.decision
     }
 
+    /// The arguments the pipeline decided, exactly (the digest is of
+    /// these). The connection layer compares what it sends with them
+    /// instead of hashing a large request again. `None` for a test permit.
+    pub fn arguments(&self) -> Option<&Value> {
+        self.facts.as_deref().map(|f| &f.arguments)
+    }
+
     /// A permit that no pipeline issued, for tests of the connection layer
     /// only. Exists only with this crate's `test-permit` feature, which only
     /// the root package's `[dev-dependencies]` turn on: no release build
@@ -93,6 +110,7 @@ impl Permit {
                 stages: Vec::new(),
                 policy_sha256: None,
             },
+            None,
         )
     }
 }

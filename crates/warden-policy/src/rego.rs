@@ -197,6 +197,7 @@ fn size_pattern_caches(sources: &[(String, String)]) {
     let max = regorus::cache::Config::MAX_CAPACITY;
     let regex = sites("regex.").saturating_mul(2).min(max);
     let glob = sites("glob.").saturating_mul(2).min(max);
+    crate::patterns::reserve(regex);
     let regex = REGEX.fetch_max(regex, Ordering::AcqRel).max(regex);
     let glob = GLOB.fetch_max(glob, Ordering::AcqRel).max(glob);
     regorus::cache::configure(regorus::cache::Config { regex, glob });
@@ -216,6 +217,10 @@ pub fn build_engine(inputs: &[PolicyInput], with_tests: bool) -> Result<BuiltEng
     engine.set_execution_timer_config(timer_config());
     // `CompiledPolicy` evaluations use the process-wide fallback only.
     regorus::utils::limits::set_fallback_execution_timer_config(Some(timer_config()));
+    crate::patterns::install(&mut engine).map_err(|message| PolicyError::Rego {
+        file: "<warden internal>".into(),
+        message,
+    })?;
     crate::bounded::install(&mut engine).map_err(|message| PolicyError::Rego {
         file: "<warden internal>".into(),
         message,

@@ -1,6 +1,8 @@
 //! From a [`Decision`] to a [`Permit`] (the only way to obtain one) or a
 //! final denial, asking a person when the decision is `ask`.
 
+use std::sync::Arc;
+
 use warden_core::digest::sha256_json;
 use warden_core::{Effect, Stage};
 
@@ -17,7 +19,7 @@ impl Pipeline {
     /// nobody to ask; `deny` is returned as is.
     pub async fn authorize(
         &self,
-        facts: &CallFacts,
+        facts: &Arc<CallFacts>,
         decision: Decision,
         asker: Option<&dyn Asker>,
     ) -> Result<Permit, Decision> {
@@ -103,12 +105,13 @@ impl Pipeline {
         }
     }
 
-    fn permit(&self, facts: &CallFacts, decision: Decision) -> Permit {
+    fn permit(&self, facts: &Arc<CallFacts>, decision: Decision) -> Permit {
         Permit::new(
             facts.server.name.clone(),
             facts.tool.name.clone(),
             sha256_json(&facts.arguments),
             decision,
+            Some(Arc::clone(facts)),
         )
     }
 }

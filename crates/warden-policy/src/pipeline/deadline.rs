@@ -11,15 +11,22 @@
 //! plain detached threads, not a runtime's blocking pool, which a runtime
 //! waits for when it shuts down).
 //!
-//! The pool grows when every thread is busy (so one runaway decision never
-//! delays another caller) up to [`MAX_THREADS`], and idle threads beyond
-//! the first two exit after a minute. Static caps (arguments, schemas,
-//! builtins) keep runaway work exceptional; the deadline is the backstop.
+//! The pool holds as many threads as the machine has cores (at least
+//! two); beyond that it grows only for a decision that has run longer
+//! than [`STUCK`] (a runaway), up to [`MAX_THREADS`], so one runaway
+//! never delays another caller for more than [`STUCK`], while decisions
+//! that merely queue behind a busy CPU do not each get a thread (64
+//! concurrent callers grew it to 64 threads, each with its own malloc
+//! arena and pattern caches: 77 MB instead of 25). A caller whose
+//! decision has not finished re-checks every [`STUCK`]. Idle threads
+//! beyond the first two exit after a minute. Static caps (arguments,
+//! schemas, builtins) keep runaway work exceptional; the deadline is the
+//! backstop.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use warden_core::{Effect, Stage};
 
@@ -33,6 +40,19 @@ const MIN_THREADS: usize = 2;
 /// deadline, which denies).
 pub const MAX_THREADS: usize = 64;
 const IDLE_EXIT: Duration = Duration::from_secs(60);
+/// How long a decision runs before the pool treats it as a runaway and
+/// starts another thread for the decisions queued behind it.
+pub const STUCK: Duration = Duration::from_millis(20);
+
+/// Threads the pool starts without a runaway: one per core, at least two.
+fn base_threads() -> usize {
+    static BASE: OnceLock<usize> = OnceLock::new();
+    *BASE.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(MIN_THREADS, usize::from)
+            .clamp(MIN_THREADS, MAX_THREADS)
+    })
+}
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -41,6 +61,9 @@ struct Pool {
     ready: Condvar,
     threads: AtomicUsize,
     idle: AtomicUsize,
+    /// When each running job started, by job number.
+    running: Mutex<BTreeMap<u64, Instant>>,
+    jobs: AtomicU64,
 }
 
 fn pool() -> &'static Arc<Pool> {
@@ -51,6 +74,8 @@ fn pool() -> &'static Arc<Pool> {
             ready: Condvar::new(),
             threads: AtomicUsize::new(0),
             idle: AtomicUsize::new(0),
+            running: Mutex::new(BTreeMap::new()),
+            jobs: AtomicU64::new(0),
         })
     })
 }
@@ -61,13 +86,40 @@ impl Pool {
             let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
             queue.push_back(job);
         }
+        let threads = self.threads.load(Ordering::Acquire);
         if self.idle.load(Ordering::Acquire) == 0
-            && self.threads.load(Ordering::Acquire) < MAX_THREADS
+            && threads < MAX_THREADS
+            && (threads < base_threads() || self.stuck())
         {
             self.spawn()?;
         }
         self.ready.notify_one();
         Ok(())
+    }
+
+    /// Whether a running decision has run longer than [`STUCK`].
+    fn stuck(&self) -> bool {
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        // At most MAX_THREADS entries.
+        running.values().any(|since| since.elapsed() >= STUCK)
+    }
+
+    /// Called by a caller still waiting after [`STUCK`]: starts a thread
+    /// when jobs are queued, none is idle and a running one is a runaway.
+    fn nudge(self: &Arc<Self>) {
+        let queued = !self
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty();
+        if queued
+            && self.idle.load(Ordering::Acquire) == 0
+            && self.threads.load(Ordering::Acquire) < MAX_THREADS
+            && self.stuck()
+            && self.spawn().is_ok()
+        {
+            self.ready.notify_one();
+        }
     }
 
     fn spawn(self: &Arc<Self>) -> Result<(), String> {
@@ -110,7 +162,16 @@ impl Pool {
                 // A panic inside a decision is that decision's deny (the
                 // caller sees its reply channel closed); the thread lives on.
                 Some(job) => {
+                    let n = self.jobs.fetch_add(1, Ordering::Relaxed);
+                    self.running
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(n, Instant::now());
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                    self.running
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&n);
                 }
                 None => break,
             }
@@ -164,7 +225,18 @@ impl Pipeline {
         if let Err(e) = pool().submit(job) {
             return self.failed(&facts, Stage::Trust, format!("{e} (fail closed)"));
         }
-        match tokio::time::timeout(self.deadline, rx).await {
+        // Waiting, the caller nudges the pool every STUCK: a decision
+        // queued behind a runaway gets a thread of its own.
+        let wait = async move {
+            let mut rx = rx;
+            loop {
+                match tokio::time::timeout(STUCK, &mut rx).await {
+                    Ok(done) => break done,
+                    Err(_) => pool().nudge(),
+                }
+            }
+        };
+        match tokio::time::timeout(self.deadline, wait).await {
             Ok(Ok(decision)) => decision,
             Ok(Err(_)) => self.failed(
                 &facts,

@@ -33,7 +33,7 @@ use crate::decision::{Decision, StageVerdict};
 use crate::error::PolicyError;
 use crate::facts::CallFacts;
 use crate::rego::{DEFAULT_REGO, DEFAULT_REGO_NAME, PolicyInput, RegoSet};
-use crate::rules::Rule;
+use crate::rules::{Rule, RuleIndex};
 use crate::schema_guard::SchemaLimits;
 use crate::sources::{DataSource, PolicySource, RuleEffect, RuleSource};
 use deadline::Progress;
@@ -92,6 +92,8 @@ type CompiledSchema = Arc<Result<jsonschema::Validator, String>>;
 /// Sync`, so one `Arc<Pipeline>` serves every task.
 pub struct Pipeline {
     rules: Vec<Rule>,
+    /// Which of `rules` can match a request's target.
+    rule_index: RuleIndex,
     rego: Vec<RegoSet>,
     workspace: String,
     mode: Mode,
@@ -196,6 +198,7 @@ impl Pipeline {
             "pipeline loaded"
         );
         Ok(Pipeline {
+            rule_index: RuleIndex::new(&rules),
             rules,
             rego,
             workspace,
@@ -294,6 +297,14 @@ impl Pipeline {
         self.loaded.clone()
     }
 
+    /// The rules whose target may match `kind` and `name`, in order.
+    pub(crate) fn rules_for(&self, kind: RequestKind, name: &str) -> impl Iterator<Item = &Rule> {
+        self.rule_index
+            .candidates(kind, name)
+            .into_iter()
+            .filter_map(|i| self.rules.get(i))
+    }
+
     /// True when a `deny` rule without argument conditions matches: the
     /// tool can never be called, so it is not shown (CONTRACT §4).
     pub fn hidden(&self, qualified: &str) -> bool {
@@ -303,7 +314,7 @@ impl Pipeline {
     /// [`Pipeline::hidden`] for a request target of any kind
     /// (`resource__S`, `prompt__S__P`, …).
     pub fn hidden_request(&self, kind: RequestKind, target: &str) -> bool {
-        self.rules.iter().any(|r| {
+        self.rules_for(kind, target).any(|r| {
             r.effect == RuleEffect::Deny && r.is_unconditional() && r.matches_target(kind, target)
         })
     }
@@ -326,7 +337,10 @@ impl Pipeline {
     /// server lists its tools and log the result.
     pub fn check_tool(&self, qualified: &str, input_schema: &Value) -> Vec<String> {
         let mut out = Vec::new();
-        for rule in self.rules.iter().filter(|r| r.matches_tool(qualified)) {
+        for rule in self
+            .rules_for(RequestKind::Tool, qualified)
+            .filter(|r| r.matches_tool(qualified))
+        {
             for arg in rule.unknown_arguments(input_schema) {
                 out.push(format!(
                     "{} rule `{}` ({}) names argument `{arg}`, which `{qualified}` does not \

@@ -200,7 +200,7 @@ impl Pipeline {
         let mut hits: [(Vec<String>, Vec<String>); 3] = Default::default();
         let mut uncertain: (Vec<String>, Vec<String>) = Default::default();
         let mut exact_operator_allow = false;
-        for rule in &self.rules {
+        for rule in self.rules_for(kind, name) {
             let named = || {
                 format!(
                     "{} rule `{}` ({})",

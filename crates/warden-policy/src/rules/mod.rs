@@ -132,6 +132,8 @@ pub struct Rule {
     pub scope: Scope,
     kind: RequestKind,
     target: GlobMatcher,
+    /// The glob `target` was built from.
+    target_glob: String,
     /// The target names one tool (or resource…) exactly: no glob, no
     /// `mcp__S` shorthand.
     exact: bool,
@@ -224,6 +226,7 @@ impl Rule {
             scope: source.scope,
             kind: target.kind,
             target: target.matcher,
+            target_glob: target.glob,
             exact: target.exact,
             conditions,
         })
@@ -244,6 +247,22 @@ impl Rule {
     /// exception requires of an operator's `allow`.
     pub fn names_tool_exactly(&self) -> bool {
         self.kind == RequestKind::Tool && self.exact
+    }
+
+    /// The one name the target matches, when it is exact and every
+    /// character is a name character (so string equality is what the
+    /// glob would decide): for [`RuleIndex`].
+    pub(crate) fn literal_target(&self) -> Option<&str> {
+        let name_chars = |s: &str| {
+            s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        };
+        (self.exact && name_chars(&self.target_glob)).then_some(self.target_glob.as_str())
+    }
+
+    /// The glob the target is matched with.
+    pub(crate) fn target_glob(&self) -> &str {
+        &self.target_glob
     }
 
     /// Whether the rule's target matches a qualified tool name.
@@ -525,7 +544,10 @@ fn readings_hold(s: &CanonStr, matches: impl Fn(&Reading) -> bool) -> Holds {
     }
 }
 
+mod index;
 mod parse;
+
+pub(crate) use index::RuleIndex;
 
 use parse::{compile_condition, compile_target, parse};
 

@@ -144,6 +144,8 @@ const GLOB_META: &[char] = &['*', '?', '[', '{'];
 pub(super) struct Target {
     pub(super) kind: RequestKind,
     pub(super) matcher: GlobMatcher,
+    /// The glob `matcher` was built from.
+    pub(super) glob: String,
     pub(super) exact: bool,
 }
 
@@ -253,6 +255,7 @@ pub(super) fn compile_target(target: &str, at: usize) -> Result<Target, (usize, 
     Ok(Target {
         kind,
         matcher,
+        glob: pattern,
         exact,
     })
 }
