@@ -52,15 +52,17 @@ pub(crate) fn reserve(n: usize) {
 }
 
 fn compiled(pattern: &str) -> Compiled {
-    let mut map = patterns().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(found) = map.get(pattern) {
+    let lock = || patterns().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(found) = lock().get(pattern) {
         return found.clone();
     }
+    // Compiled outside the lock: other decisions keep matching meanwhile.
     let built = match RegexBuilder::new(pattern).size_limit(SIZE_LIMIT).build() {
         Ok(re) => Ok(Arc::new(re)),
         Err(regex::Error::CompiledTooBig(_)) => Err(Failure::TooBig),
         Err(_) => Err(Failure::Invalid),
     };
+    let mut map = lock();
     if map.len() >= CAPACITY.load(Ordering::Acquire) {
         map.clear();
     }

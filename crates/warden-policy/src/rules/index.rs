@@ -18,7 +18,8 @@ use super::Rule;
 
 #[derive(Debug, Default)]
 pub(crate) struct RuleIndex {
-    exact: HashMap<(RequestKind, String), Vec<usize>>,
+    /// Exact targets by kind, then name (looked up without allocating).
+    exact: HashMap<RequestKind, HashMap<String, Vec<usize>>>,
     globs: Option<GlobSet>,
     /// The rule behind each glob of `globs`.
     glob_rules: Vec<usize>,
@@ -35,7 +36,9 @@ impl RuleIndex {
             if let Some(name) = rule.literal_target() {
                 index
                     .exact
-                    .entry((rule.kind(), name.to_string()))
+                    .entry(rule.kind())
+                    .or_default()
+                    .entry(name.to_string())
                     .or_default()
                     .push(i);
                 continue;
@@ -60,7 +63,7 @@ impl RuleIndex {
     /// The rules whose target may match `kind` and `name`, in rule order.
     pub(crate) fn candidates(&self, kind: RequestKind, name: &str) -> Vec<usize> {
         let mut out: Vec<usize> = self.always.clone();
-        if let Some(found) = self.exact.get(&(kind, name.to_string())) {
+        if let Some(found) = self.exact.get(&kind).and_then(|names| names.get(name)) {
             out.extend_from_slice(found);
         }
         if let Some(set) = &self.globs {
