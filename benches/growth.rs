@@ -7,6 +7,11 @@
 //!
 //! `cargo bench --bench growth`. See BENCHMARKS.md.
 
+/// The allocator of the `warden` binary (src/main.rs), so the figures are
+/// the shipped ones.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

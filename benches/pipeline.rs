@@ -8,6 +8,11 @@
 //! round trip of the Rego input to a child and back, no evaluation), which
 //! a hard CPU/memory cap on evaluation would need.
 
+/// The allocator of the `warden` binary (src/main.rs), so the figures are
+/// the shipped ones.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

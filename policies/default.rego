@@ -58,41 +58,40 @@ credential_res := {
 # only name a hit). Keep in sync with `credential_res` (a test checks).
 credential_any_re := `-----BEGIN ([A-Z]+ )?PRIVATE KEY-----|\b(AKIA|ASIA)[0-9A-Z]{16}\b|\b(gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{22,})\b|\bsk-(ant-|proj-)?[A-Za-z0-9_-]{20,}|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAIza[0-9A-Za-z_-]{35}\b`
 
-# Every string to check as a path: the canonical arguments, and every
-# plausible reading of a value with several (by JSON pointer).
-path_args contains [arg_name(path), value] if {
+# Every string argument with its path (the keys and indexes that lead to
+# it): as warden reads it, and as sent. A reason names the argument only
+# when it fires (`arg_name`), so a call that is fine builds no names.
+canonical_strings contains [path, value] if {
 	walk(input.arguments, [path, value])
 	is_string(value)
 }
 
-path_args contains [pointer, value] if {
-	some pointer, readings in input.readings
-	some value in readings
-}
-
-# Every string as sent and as canonical, for credential checks.
-text_args contains [arg_name(path), value] if {
+sent_strings contains [path, value] if {
 	walk(input.raw_arguments, [path, value])
 	is_string(value)
 }
 
-text_args contains [arg_name(path), value] if {
-	walk(input.arguments, [path, value])
-	is_string(value)
-}
-
 deny contains msg if {
-	some [name, value] in path_args
+	some [path, value] in canonical_strings
 	regex.match(secret_path_re, lower(value))
-	msg := sprintf("argument %v points at a secret file (%v)", [name, value])
+	msg := sprintf("argument %v points at a secret file (%v)", [arg_name(path), value])
 }
 
+# Every plausible reading of a value with several, by JSON pointer.
 deny contains msg if {
-	some [name, value] in text_args
+	some pointer, readings in input.readings
+	some value in readings
+	regex.match(secret_path_re, lower(value))
+	msg := sprintf("argument %v points at a secret file (%v)", [pointer, value])
+}
+
+# Credentials are checked in every string as sent and as read.
+deny contains msg if {
+	some [path, value] in canonical_strings | sent_strings
 	regex.match(credential_any_re, value)
 	some what, re in credential_res
 	regex.match(re, value)
-	msg := sprintf("argument %v looks like %v; credentials are never sent to tools", [name, what])
+	msg := sprintf("argument %v looks like %v; credentials are never sent to tools", [arg_name(path), what])
 }
 
 ask contains msg if {

@@ -1,5 +1,14 @@
 #![forbid(unsafe_code)]
 
+/// mimalloc instead of glibc's malloc: a Rego decision allocates and frees
+/// thousands of small values, and glibc spent a third of the decision's
+/// instructions in malloc/free (BENCHMARKS.md, "Third pass"). Built
+/// without transparent huge pages (`no_thp`: idle RSS). Only this binary:
+/// the sandbox helper `warden-sandbox-exec` keeps the system allocator,
+/// and every server runs its own after `exec`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     // Internal entry points, dispatched before clap, threads or a runtime
     // exist: the sandbox helper must be single-threaded. `__sandbox-exec`

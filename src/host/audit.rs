@@ -94,7 +94,7 @@ impl SessionAudit {
             return Ok(());
         };
         self.report_gap(log);
-        match blocking(|| log.write_ahead(event)) {
+        match blocking(log, || log.write_ahead(event)) {
             Ok(()) => Ok(()),
             Err(error) => {
                 self.lost(Some(&error));
@@ -119,7 +119,7 @@ impl SessionAudit {
             return;
         };
         self.report_gap(log);
-        if let Err(error) = blocking(|| log.append(event)) {
+        if let Err(error) = blocking(log, || log.append(event)) {
             tracing::error!(%error, "writing the audit log failed; the record is lost");
             self.lost(Some(&error));
         }
@@ -149,7 +149,7 @@ impl SessionAudit {
             since: gap.since.clone(),
             error: gap.error.clone(),
         };
-        if blocking(|| log.append(event)).is_ok() {
+        if blocking(log, || log.append(event)).is_ok() {
             tracing::warn!(
                 lost = gap.lost,
                 "the audit log takes writes again; an audit_gap record says what was lost"
@@ -193,12 +193,18 @@ impl SessionAudit {
     }
 }
 
-/// Runs an audit write that may block (`every_record` syncs to disk) off
-/// the async workers' backs where the runtime allows it.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
+/// Runs an audit write off the async workers' backs when it syncs to disk
+/// (`fsync: every_record`: an `fdatasync` per record), where the runtime
+/// allows it. In `batch` and `never` a write is one `write(2)` to the page
+/// cache or a push onto the writer's queue, and runs in place:
+/// `block_in_place` is no cheap marker, it hands the worker's queue to
+/// another thread each time (two thread wake-ups per call, for a write
+/// that takes microseconds).
+fn blocking<T>(log: &AuditLog, f: impl FnOnce() -> T) -> T {
+    let syncs = log.fsync() == FsyncMode::EveryRecord;
     let multi_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if multi_thread {
+    if syncs && multi_thread {
         tokio::task::block_in_place(f)
     } else {
         f()

@@ -140,9 +140,13 @@ fn calls(code: &str) -> Vec<String> {
             let after_ref = start > 0 && matches!(chars[start - 1], '.' | ']');
             let name: String = chars[start..i].iter().collect();
             let name = name.trim_end_matches('.').to_string();
+            // `set()` is the empty set, a literal (there is no `set` function).
+            let empty_set = name == "set"
+                && chars[i..].iter().skip(1).find(|c| !c.is_whitespace()) == Some(&')');
             if i < chars.len()
                 && chars[i] == '('
                 && !after_ref
+                && !empty_set
                 && !KEYWORDS.contains(&name.as_str())
             {
                 out.push(name);
@@ -211,6 +215,9 @@ mod tests {
              data.warden.f(2)\n  regex.match(`a(b\n nope( `, \"c\") # nope(\n  print(x)\n}\n",
         )
         .unwrap();
+        // `set()` is the empty-set literal, not a call.
+        check_one("package warden\nimport rego.v1\ndeny := set( ) if input.x\nask := set()\n")
+            .unwrap();
         // An import of a package that is not loaded does not define it.
         let e = check_one("package warden\nimport data.lib\nx := lib.helper(1)\n").unwrap_err();
         assert!(e.contains("lib.helper"), "{e}");
@@ -225,6 +232,9 @@ mod tests {
         assert!(e.contains("p.rego:4") && e.contains("foo.bar"), "{e}");
         let e = check_one("package warden\nx := strings.nope(\"a\")\n").unwrap_err();
         assert!(e.contains("strings.nope"), "{e}");
+        // Only the empty `set()` is a literal.
+        let e = check_one("package warden\nx := set(1)\n").unwrap_err();
+        assert!(e.contains("`set`"), "{e}");
     }
 
     #[test]

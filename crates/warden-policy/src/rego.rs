@@ -556,6 +556,16 @@ mod tests {
     }
 
     #[test]
+    fn the_empty_set_literal_loads() {
+        let set = load("package warden\nimport rego.v1\ndefault deny := set()\nask := set()\n")
+            .expect("`set()` is the empty set, not an unknown function");
+        let v = set
+            .eval_value(RegoValue::from_json_str(r#"{"arguments": {}}"#).unwrap())
+            .unwrap();
+        assert_eq!(v, RegoVerdict::default());
+    }
+
+    #[test]
     fn unknown_functions_fail_at_load() {
         for text in [
             "package warden\nimport rego.v1\ndeny contains \"x\" if { input.arguments.boom; foo.bar(1) }\n",

@@ -200,7 +200,15 @@ impl Pipeline {
         let mut hits: [(Vec<String>, Vec<String>); 3] = Default::default();
         let mut uncertain: (Vec<String>, Vec<String>) = Default::default();
         let mut exact_operator_allow = false;
-        for rule in self.rules_for(kind, name) {
+        // Every candidate's path conditions answered by one pass per
+        // reading (`rules/paths.rs`).
+        let paths = self.rule_index.paths();
+        let path_hits = paths.hits();
+        for i in self.rule_index.candidates(kind, name) {
+            let Some(rule) = self.rules.get(i) else {
+                continue;
+            };
+            let shared = path_hits.as_ref().zip(paths.base(i));
             let named = || {
                 format!(
                     "{} rule `{}` ({})",
@@ -209,7 +217,7 @@ impl Pipeline {
                     rule.origin
                 )
             };
-            match rule.matches_request(kind, name, args) {
+            match rule.matches_request_with(kind, name, args, shared) {
                 RuleMatch::No => {}
                 RuleMatch::Yes(detail) => {
                     let slot = match rule.effect {

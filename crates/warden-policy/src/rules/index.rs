@@ -7,14 +7,15 @@
 //! tool (or resource…) exactly are found by a hash lookup of the name;
 //! the others by one pass of a `GlobSet` of their targets. The candidates
 //! come back in rule order, so reasons are listed as before; each is still
-//! matched in full (target and conditions) by the caller.
+//! matched in full (target and conditions) by the caller, with the path
+//! conditions of all of them answered by one [`PathIndex`] pass.
 
 use std::collections::HashMap;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use warden_core::RequestKind;
 
-use super::Rule;
+use super::{PathIndex, Rule};
 
 #[derive(Debug, Default)]
 pub(crate) struct RuleIndex {
@@ -26,11 +27,15 @@ pub(crate) struct RuleIndex {
     /// Rules tried on every request: all of them if the set could not be
     /// built.
     always: Vec<usize>,
+    paths: PathIndex,
 }
 
 impl RuleIndex {
     pub(crate) fn new(rules: &[Rule]) -> RuleIndex {
-        let mut index = RuleIndex::default();
+        let mut index = RuleIndex {
+            paths: PathIndex::new(rules),
+            ..RuleIndex::default()
+        };
         let mut builder = GlobSetBuilder::new();
         for (i, rule) in rules.iter().enumerate() {
             if let Some(name) = rule.literal_target() {
@@ -58,6 +63,11 @@ impl RuleIndex {
             }
         }
         index
+    }
+
+    /// Every rule's path conditions, joined.
+    pub(crate) fn paths(&self) -> &PathIndex {
+        &self.paths
     }
 
     /// The rules whose target may match `kind` and `name`, in rule order.

@@ -46,7 +46,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use globset::{GlobMatcher, GlobSet};
+use globset::{Glob, GlobMatcher, GlobSet};
 use serde_json::{Number, Value};
 
 use warden_core::{RequestKind, Scope};
@@ -106,13 +106,42 @@ impl ArgRef {
 #[derive(Debug, Clone)]
 enum Pattern {
     /// Contains `/`: matched against path readings.
-    Path(GlobSet),
+    Path(PathGlobs),
     /// `scheme://…`: matched against canonical URI readings.
     Uri(GlobSet),
     /// A JSON number: compared by value.
     Number(Number),
     /// Anything else: matched against the text as sent.
     Text(GlobMatcher),
+}
+
+/// A path condition's globs: its own set, and the globs it was built
+/// from (for [`PathIndex`], which joins every rule's).
+#[derive(Debug, Clone)]
+struct PathGlobs {
+    set: GlobSet,
+    globs: Vec<Glob>,
+}
+
+/// How a path condition is matched for one request: by its own set, or
+/// through the request's [`PathHits`] (every rule's path globs in one pass
+/// per reading). Both give the same answer.
+#[derive(Clone, Copy)]
+enum PathMatcher<'h, 'a> {
+    Alone,
+    Shared {
+        hits: &'h PathHits<'h, 'a>,
+        slot: usize,
+    },
+}
+
+impl<'a> PathMatcher<'_, 'a> {
+    fn is_match(self, globs: &PathGlobs, path: &'a str) -> bool {
+        match self {
+            PathMatcher::Alone => globs.set.is_match(path),
+            PathMatcher::Shared { hits, slot } => hits.is_match(slot, path),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -316,15 +345,39 @@ impl Rule {
     /// Matches the rule against one request of any kind. For a
     /// `resource`, `args` is `{"uri": …}` with the URI read by
     /// [`crate::canon::canon_resource_uri`] (a `file:` URI as its path,
-    /// another scheme as its canonical URI).
+    /// another scheme as its canonical URI). Each path condition is
+    /// matched with its own globs (the oracle of `paths.rs`'s test).
+    #[cfg(test)]
     pub fn matches_request(&self, kind: RequestKind, name: &str, args: &CanonValue) -> RuleMatch {
+        self.matches_request_with(kind, name, args, None)
+    }
+
+    /// Matches the rule against one request of any kind (for a
+    /// `resource`, `args` is `{"uri": …}` with the URI read by
+    /// [`crate::canon::canon_resource_uri`]), with the request's shared
+    /// path matches and this rule's first slot in them (the rules stage),
+    /// or each path condition by its own globs (`None`).
+    pub(crate) fn matches_request_with<'a>(
+        &self,
+        kind: RequestKind,
+        name: &str,
+        args: &'a CanonValue,
+        shared: Option<(&PathHits<'_, 'a>, usize)>,
+    ) -> RuleMatch {
         if !self.matches_target(kind, name) {
             return RuleMatch::No;
         }
         let mut details = Vec::new();
         let mut uncertain = Vec::new();
-        for cond in &self.conditions {
-            match self.eval_condition(cond, args) {
+        for (i, cond) in self.conditions.iter().enumerate() {
+            let paths = match shared {
+                Some((hits, base)) => PathMatcher::Shared {
+                    hits,
+                    slot: base + i,
+                },
+                None => PathMatcher::Alone,
+            };
+            match self.eval_condition(cond, args, paths) {
                 Holds::Yes(detail) => details.push(detail),
                 Holds::No => return RuleMatch::No,
                 Holds::Uncertain(why) => uncertain.push(why),
@@ -337,7 +390,12 @@ impl Rule {
         }
     }
 
-    fn eval_condition(&self, cond: &Condition, args: &CanonValue) -> Holds {
+    fn eval_condition<'a>(
+        &self,
+        cond: &Condition,
+        args: &'a CanonValue,
+        paths: PathMatcher<'_, 'a>,
+    ) -> Holds {
         let Some(value) = cond.arg.lookup(args) else {
             return Holds::No;
         };
@@ -348,7 +406,7 @@ impl Rule {
                 .iter()
                 .enumerate()
                 .find_map(|(i, item)| {
-                    cond.fires(item)
+                    cond.fires(item, paths)
                         .map(|d| Holds::Yes(format!("{name}[{i}]={d}")))
                 })
                 .unwrap_or(Holds::No),
@@ -359,7 +417,7 @@ impl Rule {
                 let mut shown = Vec::with_capacity(items.len());
                 let mut uncertain = None;
                 for (i, item) in items.iter().enumerate() {
-                    match cond.allows(item) {
+                    match cond.allows(item, paths) {
                         Holds::Yes(d) => shown.push(d),
                         Holds::No => return Holds::No,
                         Holds::Uncertain(why) => {
@@ -372,11 +430,11 @@ impl Rule {
                     None => Holds::Yes(format!("{name}=[{}]", shown.join(", "))),
                 }
             }
-            other if restrict => match cond.fires(other) {
+            other if restrict => match cond.fires(other, paths) {
                 Some(d) => Holds::Yes(format!("{name}={d}")),
                 None => Holds::No,
             },
-            other => match cond.allows(other) {
+            other => match cond.allows(other, paths) {
                 Holds::Yes(d) => Holds::Yes(format!("{name}={d}")),
                 Holds::Uncertain(why) => Holds::Uncertain(format!("{name}: {why}")),
                 Holds::No => Holds::No,
@@ -407,10 +465,10 @@ fn numbers_equal(a: &Number, b: &Number) -> bool {
 
 impl Condition {
     /// For `allow`: does the value satisfy the condition?
-    fn allows(&self, value: &CanonValue) -> Holds {
+    fn allows<'a>(&self, value: &'a CanonValue, paths: PathMatcher<'_, 'a>) -> Holds {
         match (&self.pattern, value) {
             (Pattern::Path(m), CanonValue::Str(s)) => readings_hold(s, |r| match r {
-                Reading::Path(p) => m.is_match(p),
+                Reading::Path(p) => paths.is_match(m, p),
                 Reading::Uri(_) => false,
             }),
             (Pattern::Uri(m), CanonValue::Str(s)) => {
@@ -453,12 +511,12 @@ impl Condition {
 
     /// For `deny`/`ask`: does this (non-array-level) value fire the
     /// condition? Returns what to show in the reason.
-    fn fires(&self, value: &CanonValue) -> Option<String> {
+    fn fires<'a>(&self, value: &'a CanonValue, paths: PathMatcher<'_, 'a>) -> Option<String> {
         let hidden = || format!("<value matching `{}`>", self.text);
         match value {
             CanonValue::Str(s) => match &self.pattern {
                 Pattern::Path(m) => s.readings.iter().find_map(|r| match r {
-                    Reading::Path(p) if m.is_match(p) => Some(reading_shown(s, p)),
+                    Reading::Path(p) if paths.is_match(m, p) => Some(reading_shown(s, p)),
                     _ => None,
                 }),
                 Pattern::Uri(m) => {
@@ -506,7 +564,8 @@ fn reading_shown(s: &CanonStr, reading: &str) -> String {
 
 fn glob_text(pattern: &Pattern, text: &str) -> bool {
     match pattern {
-        Pattern::Path(m) | Pattern::Uri(m) => m.is_match(text),
+        Pattern::Path(m) => m.set.is_match(text),
+        Pattern::Uri(m) => m.is_match(text),
         Pattern::Text(m) => m.is_match(text),
         Pattern::Number(_) => false,
     }
@@ -515,7 +574,7 @@ fn glob_text(pattern: &Pattern, text: &str) -> bool {
 /// `allow` on a path condition: a certain value whose every reading
 /// matches; an uncertain value some reading of which matches is
 /// `Uncertain` (the rules stage asks, saying why).
-fn readings_hold(s: &CanonStr, matches: impl Fn(&Reading) -> bool) -> Holds {
+fn readings_hold<'a>(s: &'a CanonStr, matches: impl Fn(&'a Reading) -> bool) -> Holds {
     let all = !s.readings.is_empty() && s.readings.iter().all(&matches);
     match &s.uncertain {
         None if all => Holds::Yes(shown(&s.primary)),
@@ -546,8 +605,10 @@ fn readings_hold(s: &CanonStr, matches: impl Fn(&Reading) -> bool) -> Holds {
 
 mod index;
 mod parse;
+mod paths;
 
 pub(crate) use index::RuleIndex;
+pub(crate) use paths::{PathHits, PathIndex};
 
 use parse::{compile_condition, compile_target, parse};
 

@@ -7,7 +7,7 @@ use serde_json::Number;
 
 use warden_core::RequestKind;
 
-use super::{ArgRef, Condition, Pattern};
+use super::{ArgRef, Condition, PathGlobs, Pattern};
 use crate::canon::split_scheme;
 
 pub(super) struct RawCondition<'a> {
@@ -327,7 +327,7 @@ pub(super) fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (us
                 ),
             ));
         }
-        Pattern::Path(glob_set(&with_dir_itself(&collapsed), true).map_err(invalid)?)
+        Pattern::Path(path_globs(&with_dir_itself(&collapsed)).map_err(invalid)?)
     } else if !raw.glob.contains(GLOB_META)
         && let Ok(n) = serde_json::from_str::<Number>(raw.glob)
     {
@@ -359,6 +359,26 @@ fn with_dir_itself(pattern: &str) -> Vec<String> {
         out.push(format!("{base}/"));
     }
     out
+}
+
+/// A path pattern's globs (`*` does not cross `/`), and their set.
+fn path_globs(patterns: &[String]) -> Result<PathGlobs, String> {
+    let globs = patterns
+        .iter()
+        .map(|p| {
+            GlobBuilder::new(p)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .map_err(|e| e.kind().to_string())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut set = GlobSetBuilder::new();
+    for glob in &globs {
+        set.add(glob.clone());
+    }
+    let set = set.build().map_err(|e| e.to_string())?;
+    Ok(PathGlobs { set, globs })
 }
 
 fn glob_set(patterns: &[String], literal_separator: bool) -> Result<GlobSet, String> {
