@@ -2,8 +2,9 @@
 
 /// mimalloc instead of glibc's malloc: a Rego decision allocates and frees
 /// thousands of small values, and glibc spent a third of the decision's
-/// instructions in malloc/free (BENCHMARKS.md, "Third pass"). Built
-/// without transparent huge pages (`no_thp`: idle RSS). Only this binary:
+/// instructions in malloc/free (BENCHMARKS.md, "Third pass"). Built with
+/// `no_thp`: no huge-page advice for its arenas (idle RSS), and the THP
+/// setting servers inherit is left as the system has it. Only this binary:
 /// the sandbox helper `warden-sandbox-exec` keeps the system allocator,
 /// and every server runs its own after `exec`.
 #[global_allocator]
