@@ -313,3 +313,57 @@ fn a_server_dying_at_the_handshake_is_explained_with_its_last_stderr_line() {
     );
     assert!(!stderr(&out).contains('\u{1b}'), "{}", stderr(&out));
 }
+
+/// warden's allocator must not change what its servers inherit: mimalloc's
+/// `allow_thp=0` option would `prctl(PR_SET_THP_DISABLE)`, which survives
+/// `exec`, and every server would run without transparent huge pages
+/// (warden is built with mimalloc's `no_thp` instead, see Cargo.toml).
+#[test]
+fn servers_keep_the_transparent_huge_page_setting_of_the_system() {
+    let thp = |status: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with("THP_enabled:"))
+            .map(|l| l.trim_start_matches("THP_enabled:").trim().to_string())
+    };
+    let mine = std::fs::read_to_string("/proc/self/status").expect("own status");
+    let Some(mine) = thp(&mine) else {
+        eprintln!("SKIPPED: this kernel shows no THP_enabled in /proc/PID/status");
+        return;
+    };
+    for sandboxed in [false, true] {
+        let world = World::new();
+        let mut server = json!({
+            "command": cli_support::WARDEN,
+            "args": ["example-server", "hostile"],
+        });
+        if !sandboxed {
+            server["trust"] = json!("trusted");
+            server["sandbox"] = json!(false);
+        }
+        world.write_config(&json!({
+            "mcpServers": {"h": server},
+            "permissions": {"allow": ["mcp__h__read_file"]},
+        }));
+        let out = world.run(&[
+            "call",
+            "h",
+            "read_file",
+            "--json",
+            "--args",
+            r#"{"path":"/proc/self/status"}"#,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let report = stdout_json(&out);
+        let text = report["result"]["content"][0]["text"]
+            .as_str()
+            .expect("a text block");
+        let read: Value = serde_json::from_str(text).expect("the server's report");
+        let status = read["detail"].as_str().expect("the status file");
+        assert_eq!(
+            thp(status).as_deref(),
+            Some(mine.as_str()),
+            "sandboxed: {sandboxed}: {status}"
+        );
+    }
+}
