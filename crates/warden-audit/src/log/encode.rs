@@ -271,47 +271,10 @@ fn push_key(keys: &mut Vec<u8>, key: &str) -> Range<usize> {
     start..keys.len()
 }
 
-/// A JSON string exactly as `serde_json` escapes it: only control
-/// characters, `"` and `\`. Most strings have none of them, and are copied
-/// whole.
+/// A JSON string exactly as `serde_json` escapes it (runs without
+/// escapes copied whole).
 fn write_str(out: &mut Vec<u8>, s: &str) {
-    if !needs_escape(s.as_bytes()) {
-        out.reserve(s.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-        return;
-    }
-    // Writing to a Vec cannot fail; serialising a `&str` neither.
-    let _ = serde_json::to_writer(&mut *out, s);
-}
-
-/// Whether any byte is below 0x20, `"` or `\`, eight bytes at a time: a
-/// word `w` has a zero byte exactly when `(w - 0x0101…) & !w & 0x8080…` is
-/// not zero, and a byte below 0x20 likewise with `0x2020…`; `"` and `\`
-/// are zero bytes of `w` XOR that byte repeated.
-fn needs_escape(bytes: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const TOPS: u64 = 0x8080_8080_8080_8080;
-    let zero_byte = |w: u64| w.wrapping_sub(ONES) & !w & TOPS;
-    let mut chunks = bytes.chunks_exact(8);
-    for chunk in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let w = u64::from_le_bytes(word);
-        let control = w.wrapping_sub(ONES * 0x20) & !w & TOPS;
-        if control
-            | zero_byte(w ^ (ONES * u64::from(b'"')))
-            | zero_byte(w ^ (ONES * u64::from(b'\\')))
-            != 0
-        {
-            return true;
-        }
-    }
-    chunks
-        .remainder()
-        .iter()
-        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    warden_core::digest::write_json_str(out, s);
 }
 
 fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<()> {
@@ -806,32 +769,5 @@ impl ser::Serializer for KeySer<'_> {
         _: usize,
     ) -> Result<Self::SerializeStructVariant> {
         Err(Fallback)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::write_str;
-
-    #[test]
-    fn strings_are_escaped_as_serde_json_escapes_them() {
-        let mut texts: Vec<String> = (0u8..=0x7f).map(|b| format!("a{}b", b as char)).collect();
-        // Every ASCII byte at every place of two 8-byte words and a tail,
-        // among plain bytes and among bytes of multi-byte characters.
-        for fill in ["x", "é"] {
-            for at in 0..19 {
-                for b in 0u8..=0x7f {
-                    let mut chars: Vec<String> = vec![fill.to_string(); 19];
-                    chars[at] = (b as char).to_string();
-                    texts.push(chars.concat());
-                }
-            }
-        }
-        texts.extend(["", "plain", "é\u{2028}\u{7f}𝄞", "\\\"", "\u{1f}x"].map(String::from));
-        for text in texts {
-            let mut out = Vec::new();
-            write_str(&mut out, &text);
-            assert_eq!(out, serde_json::to_vec(&text).unwrap(), "{text:?}");
-        }
     }
 }
