@@ -14,22 +14,41 @@
 use std::borrow::Cow;
 use std::io::Write;
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Values this short are too common to scrub inside text (`1`, `on`).
 const MIN_SECRET: usize = 4;
 
 static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
+/// How many times [`SECRETS`] grew: an audit log opened earlier learns the
+/// values registered since (a refreshed OAuth token) when it changes.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
 /// Adds secret values to scrub from every output from now on.
 pub fn register<I: IntoIterator<Item = String>>(values: I) {
     let mut secrets = SECRETS.write().unwrap_or_else(|e| e.into_inner());
+    let before = secrets.len();
     for v in values {
         if v.len() >= MIN_SECRET && !secrets.contains(&v) {
             secrets.push(v);
         }
     }
+    if secrets.len() != before {
+        GENERATION.fetch_add(1, Ordering::Release);
+    }
     // Longest first, so a secret that contains another goes whole.
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+}
+
+/// Changes whenever a secret is registered (compare with an earlier value).
+pub fn generation() -> u64 {
+    GENERATION.load(Ordering::Acquire)
+}
+
+/// Every registered secret.
+pub fn registered() -> Vec<String> {
+    SECRETS.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// `text` with credentials in URLs masked and registered secrets replaced

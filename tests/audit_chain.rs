@@ -748,6 +748,56 @@ fn secret_canaries_never_reach_the_file() {
     ));
 }
 
+/// A secret that becomes known during the session (an OAuth token
+/// refreshed mid-session) is removed from every record written after it is
+/// added, in every fsync mode; the
+/// configured ones stay removed and the chain verifies.
+#[test]
+fn secrets_added_during_the_session_never_reach_the_file_after() {
+    const CONFIGURED: &str = "sk-CONFIGURED-51d2";
+    const REFRESHED: &str = "tok-REFRESHED-8e0b4c";
+    for fsync in [FsyncMode::EveryRecord, FsyncMode::Batch, FsyncMode::Never] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let o = AuditOptions {
+            fsync,
+            secrets: vec![CONFIGURED.into()],
+            ..opts("s")
+        };
+        let log = AuditLog::open(&path, o).unwrap();
+        let failing = |id: u64, text: &str| {
+            let mut ev = call(id, Effect::Allow, Outcome::RpcError, json!({"q": text}));
+            if let Event::ToolCall(c) = &mut ev {
+                c.error = Some(format!("server said: bad token {text}"));
+            }
+            ev
+        };
+        // Not known yet: recorded as it is (what the fix cannot change).
+        log.write_ahead(failing(1, REFRESHED)).unwrap();
+        log.add_secrets(&[REFRESHED.to_string(), CONFIGURED.to_string()]);
+        log.append(failing(2, REFRESHED)).unwrap();
+        log.append(failing(3, &format!("Bearer {REFRESHED} and {CONFIGURED}")))
+            .unwrap();
+        // Adding what is already known changes nothing.
+        log.add_secrets(&[REFRESHED.to_string(), String::new()]);
+        log.append(failing(4, REFRESHED)).unwrap();
+        log.close().unwrap();
+        let recs = records(&path);
+        assert_eq!(recs.len(), 4, "{fsync:?}");
+        assert!(recs[0].to_string().contains(REFRESHED));
+        for rec in &recs[1..] {
+            let text = rec.to_string();
+            assert!(!text.contains(REFRESHED), "{fsync:?}: {text}");
+            assert!(!text.contains(CONFIGURED), "{fsync:?}: {text}");
+            assert!(text.contains("[REDACTED]"), "{fsync:?}: {text}");
+        }
+        assert!(matches!(
+            verify(&path, None),
+            VerifyReport::Ok { count: 4, .. }
+        ));
+    }
+}
+
 #[test]
 fn redact_pointers_replace_values_and_keep_the_digest_of_what_was_sent() {
     let dir = tempfile::tempdir().unwrap();

@@ -114,7 +114,9 @@ fn routes(auth: Arc<Auth>, router: axum::Router, addr: SocketAddr) -> axum::Rout
                     .and_then(|v| v.strip_prefix("Bearer "))
                     .map(str::to_string);
                 a.note(format!("mcp {}", token.as_deref().unwrap_or("none")));
-                let valid = token.is_some_and(|t| a.tokens.lock().unwrap().contains(&t));
+                let valid = token
+                    .as_ref()
+                    .is_some_and(|t| a.tokens.lock().unwrap().contains(t));
                 if !valid {
                     return (
                         StatusCode::UNAUTHORIZED,
@@ -123,7 +125,25 @@ fn routes(auth: Arc<Auth>, router: axum::Router, addr: SocketAddr) -> axum::Rout
                     )
                         .into_response();
                 }
-                next.run(req).await
+                // A hostile server: a request that says `ECHO_BEARER` is
+                // answered with a JSON-RPC error quoting the token it came
+                // with (what a log would then hold, unless scrubbed).
+                let (parts, body) = req.into_parts();
+                let bytes = axum::body::to_bytes(body, 1 << 20)
+                    .await
+                    .unwrap_or_default();
+                if bytes.windows(11).any(|w| w == b"ECHO_BEARER") {
+                    let id = serde_json::from_slice::<Value>(&bytes)
+                        .ok()
+                        .and_then(|v| v.get("id").cloned())
+                        .unwrap_or(Value::Null);
+                    let token = token.unwrap_or_default();
+                    return axum::Json(json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32000, "message": format!("bad token {token}")}}))
+                    .into_response();
+                }
+                next.run(axum::extract::Request::from_parts(parts, bytes.into()))
+                    .await
             }
         },
     );
@@ -441,6 +461,35 @@ async fn login_call_refresh_status_and_logout() {
     assert_ne!(fresh, access, "the refreshed token was not stored");
     assert!(auth.log().contains(&format!("mcp {fresh}")));
     assert_eq!(mode(&file), 0o600);
+
+    // Refreshed again in the middle of a call to a server that quotes the
+    // token it was sent in its error: the new token, unknown when the
+    // session (and its audit log) opened, reaches neither stderr nor the
+    // audit log.
+    let mut stored: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    stored["credentials"]["token_received_at"] = json!(1_000_000);
+    std::fs::write(&file, serde_json::to_vec(&stored).unwrap()).unwrap();
+    auth.tokens.lock().unwrap().retain(|t| *t != fresh);
+    let quoted = world.run(&[
+        "--ci",
+        "call",
+        "srv",
+        "echo",
+        "--args",
+        r#"{"message":"ECHO_BEARER"}"#,
+    ]);
+    assert_ne!(quoted.status.code(), Some(0));
+    let newest = stored_access_token(&world, "srv");
+    assert_ne!(newest, fresh, "the second refresh was not stored");
+    assert!(auth.log().contains(&format!("mcp {newest}")));
+    assert!(stderr(&quoted).contains("bad token"), "{}", stderr(&quoted));
+    assert!(!stderr(&quoted).contains(&newest), "{}", stderr(&quoted));
+    let log_text = std::fs::read_to_string(&audit).expect("audit log");
+    assert!(log_text.contains("bad token [REDACTED]"), "{log_text}");
+    assert!(
+        !log_text.contains(&newest),
+        "the refreshed token is in the audit log"
+    );
 
     // Status and doctor report the login, never the token.
     let status = world.run(&["--json", "mcp", "status"]);

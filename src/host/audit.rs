@@ -5,6 +5,7 @@
 //! loudly; in either mode, records that could not be written are counted
 //! and an `audit_gap` record says so as soon as the log takes writes again.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -18,7 +19,15 @@ pub(crate) struct SessionAudit {
     /// a fail-closed session does not start without its log).
     unavailable: Option<String>,
     gap: Mutex<Option<Gap>>,
+    /// The [`crate::scrub::generation`] whose secrets the log has: a value
+    /// registered later (an OAuth token refreshed during the session) is
+    /// handed to the log before its next record.
+    secrets_seen: AtomicU64,
 }
+
+/// No generation: the first record hands the log every secret registered
+/// so far (those registered between the log's opening and the session's).
+const NOT_YET: u64 = u64::MAX;
 
 /// Records lost since the log last took a write.
 struct Gap {
@@ -60,6 +69,7 @@ impl SessionAudit {
             on_failure,
             unavailable: None,
             gap: Mutex::new(None),
+            secrets_seen: AtomicU64::new(NOT_YET),
         }
     }
 
@@ -75,6 +85,7 @@ impl SessionAudit {
                 error: error.clone(),
             })),
             unavailable: Some(error),
+            secrets_seen: AtomicU64::new(NOT_YET),
         }
     }
 
@@ -94,6 +105,7 @@ impl SessionAudit {
             return Ok(());
         };
         self.report_gap(log);
+        self.learn_secrets(log);
         match blocking(log, || log.write_ahead(event)) {
             Ok(()) => Ok(()),
             Err(error) => {
@@ -119,9 +131,20 @@ impl SessionAudit {
             return;
         };
         self.report_gap(log);
+        self.learn_secrets(log);
         if let Err(error) = blocking(log, || log.append(event)) {
             tracing::error!(%error, "writing the audit log failed; the record is lost");
             self.lost(Some(&error));
+        }
+    }
+
+    /// Hands the log the secrets registered since it last looked (the
+    /// configured ones it was opened with; one atomic load when nothing
+    /// changed).
+    fn learn_secrets(&self, log: &AuditLog) {
+        let now = crate::scrub::generation();
+        if self.secrets_seen.swap(now, Ordering::AcqRel) != now {
+            log.add_secrets(&crate::scrub::registered());
         }
     }
 

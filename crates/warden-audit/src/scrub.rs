@@ -56,28 +56,57 @@ pub(crate) fn redact_urls(value: &mut Value) {
     }
 }
 
+/// The `redact` pointers as unescaped segments (`""` is the whole value).
+fn parse_pointers(redact: &[String]) -> Result<Vec<Vec<String>>, AuditError> {
+    let mut pointers = Vec::with_capacity(redact.len());
+    for pointer in redact {
+        if pointer.is_empty() {
+            pointers.push(Vec::new());
+            continue;
+        }
+        let Some(rest) = pointer.strip_prefix('/') else {
+            return Err(AuditError::BadPointer {
+                pointer: pointer.clone(),
+            });
+        };
+        pointers.push(
+            rest.split('/')
+                .map(|seg| seg.replace("~1", "/").replace("~0", "~"))
+                .collect(),
+        );
+    }
+    Ok(pointers)
+}
+
 /// Secrets at least this long are scrubbed as substrings.
 pub(crate) const MIN_SUBSTRING_SECRET: usize = 4;
 
 impl Scrubber {
     pub(crate) fn new(redact: &[String], secrets: &[String]) -> Result<Self, AuditError> {
-        let mut pointers = Vec::with_capacity(redact.len());
-        for pointer in redact {
-            if pointer.is_empty() {
-                pointers.push(Vec::new());
-                continue;
-            }
-            let Some(rest) = pointer.strip_prefix('/') else {
-                return Err(AuditError::BadPointer {
-                    pointer: pointer.clone(),
-                });
-            };
-            pointers.push(
-                rest.split('/')
-                    .map(|seg| seg.replace("~1", "/").replace("~0", "~"))
-                    .collect(),
-            );
+        Ok(Self::with_pointers(parse_pointers(redact)?, secrets))
+    }
+
+    /// This scrubber with `more` secrets as well (a token refreshed during
+    /// the session); `None` when it already removes every one of them.
+    pub(crate) fn with_more_secrets(&self, more: &[String]) -> Option<Scrubber> {
+        let new: Vec<&String> = more
+            .iter()
+            .filter(|s| !s.is_empty() && !self.secrets.contains(s) && !self.exact.contains(s))
+            .collect();
+        if new.is_empty() {
+            return None;
         }
+        let all: Vec<String> = self
+            .secrets
+            .iter()
+            .chain(&self.exact)
+            .chain(new)
+            .cloned()
+            .collect();
+        Some(Self::with_pointers(self.pointers.clone(), &all))
+    }
+
+    fn with_pointers(pointers: Vec<Vec<String>>, secrets: &[String]) -> Scrubber {
         let (mut secrets, mut exact): (Vec<String>, Vec<String>) = secrets
             .iter()
             .filter(|s| !s.is_empty())
@@ -104,14 +133,14 @@ impl Scrubber {
         let any_secret = automaton(&secrets.iter().collect::<Vec<_>>());
         let numeric = automaton(&secrets.iter().filter(|s| is_numeric(s)).collect::<Vec<_>>());
         let shortest = secrets.iter().map(String::len).min().unwrap_or(0);
-        Ok(Scrubber {
+        Scrubber {
             pointers,
             secrets,
             exact,
             any_secret,
             numeric,
             shortest,
-        })
+        }
     }
 
     /// Replaces every value a `redact` pointer selects by `"[REDACTED]"`.

@@ -9,7 +9,7 @@
 //! holds a secret, shapes no record uses). The tests hold the two to each
 //! other.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
@@ -41,9 +41,14 @@ impl Inner {
 
     /// `redact` pointers and long strings, for recorded arguments.
     pub(super) fn clean_arguments(&self, args: &mut Value) {
-        self.scrubber.redact_pointers(args);
-        self.scrubber
-            .shorten_long_strings(args, self.max_value_bytes);
+        let scrubber = self.scrubber();
+        scrubber.redact_pointers(args);
+        scrubber.shorten_long_strings(args, self.max_value_bytes);
+    }
+
+    /// The scrubber records are written with now.
+    pub(super) fn scrubber(&self) -> Arc<Scrubber> {
+        Arc::clone(&self.scrubber.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Appends the line of `event` (arguments already cleaned) as record
@@ -57,10 +62,11 @@ impl Inner {
         seq: u64,
         prev: &str,
     ) -> Result<[u8; 64], AuditError> {
+        let scrubber = self.scrubber();
         let settings = Settings {
             session: &self.session,
             hasher: &self.hasher,
-            scrubber: &self.scrubber,
+            scrubber: &scrubber,
         };
         record_line(&settings, encoder, line, ts, event, seq, prev)
     }

@@ -15,7 +15,7 @@ mod writer;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -102,7 +102,9 @@ struct Inner {
     session: String,
     fsync: FsyncMode,
     hasher: Hasher,
-    scrubber: Scrubber,
+    /// Replaced, never changed, when secrets are added during the session
+    /// ([`AuditLog::add_secrets`]); a write uses the one it started with.
+    scrubber: RwLock<Arc<Scrubber>>,
     max_value_bytes: usize,
     /// `FILE.head`; `None` for a log that is not a regular file
     /// (`/dev/full`, a pipe).
@@ -227,7 +229,7 @@ impl AuditLog {
             session,
             fsync: opts.fsync,
             hasher,
-            scrubber,
+            scrubber: RwLock::new(Arc::new(scrubber)),
             max_value_bytes: opts.max_value_bytes.max(1),
             head_file,
             chain: Mutex::new(chain),
@@ -344,7 +346,7 @@ impl AuditLog {
     pub fn redact_arguments(&self, args: &Value) -> Value {
         let mut out = args.clone();
         self.inner.clean_arguments(&mut out);
-        self.inner.scrubber.scrub(&mut out);
+        self.inner.scrubber().scrub(&mut out);
         out
     }
 
@@ -354,6 +356,20 @@ impl AuditLog {
     pub fn last(&self) -> (u64, String) {
         let chain = self.inner.lock_chain();
         (chain.seq, chain.prev.clone())
+    }
+
+    /// Adds secret values to remove from every record written from now
+    /// on: values that become known during the session (an OAuth access
+    /// token refreshed mid-session) are scrubbed like the configured ones.
+    pub fn add_secrets(&self, secrets: &[String]) {
+        let mut scrubber = self
+            .inner
+            .scrubber
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(extended) = scrubber.with_more_secrets(secrets) {
+            *scrubber = Arc::new(extended);
+        }
     }
 
     pub fn path(&self) -> &Path {
