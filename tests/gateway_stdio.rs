@@ -675,3 +675,75 @@ async fn an_ask_on_a_resource_or_prompt_is_put_to_the_persons_client() {
         .count();
     assert_eq!(approvals, 2);
 }
+
+/// A server's URL-mode elicitation reaches the client that made the call
+/// when that client declared URL mode (message and URL exactly), and its
+/// answer goes back; a client that declared form mode only is never sent
+/// one: the server gets a decline that says why. Both are recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_mode_elicitation_reaches_only_a_client_that_declared_url_mode() {
+    const URL: &str = "https://login.example.test/device?code=WXYZ-1234";
+    const MESSAGE: &str = "Sign in to the example service";
+    let world = World::new();
+    let mut config = standard_config(&world);
+    config["permissions"]["allow"]
+        .as_array_mut()
+        .expect("allow list")
+        .push(json!("mcp__fixture__open_url"));
+    world.write_config(&config);
+    let open = || call("fixture__open_url", json!({"url": URL, "message": MESSAGE}));
+
+    let url_client = TestClient {
+        answer: Some((ElicitationAction::Accept, json!({}))),
+        url_mode: true,
+        ..TestClient::default()
+    };
+    let session = start(&world, url_client.clone(), &[]).await;
+    let result = session.client.call_tool(open()).await.expect("open_url");
+    assert_eq!(text_of(&result), "action: accept", "{result:?}");
+    let asked = url_client.asked();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(asked[0].contains("UrlElicitationParams"), "{}", asked[0]);
+    assert!(
+        asked[0].contains(URL) && asked[0].contains(MESSAGE),
+        "{}",
+        asked[0]
+    );
+    session.finish(&world).await;
+
+    let form_client = TestClient {
+        answer: Some((ElicitationAction::Accept, json!({}))),
+        ..TestClient::default()
+    };
+    let session = start(&world, form_client.clone(), &[]).await;
+    let result = session.client.call_tool(open()).await.expect("open_url");
+    assert_eq!(text_of(&result), "action: decline", "{result:?}");
+    assert!(form_client.asked().is_empty(), "{:?}", form_client.asked());
+    session.finish(&world).await;
+
+    let records = audit_lines(&audit_path(&world));
+    let asks: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "request" && r["kind"] == "elicitation")
+        .collect();
+    assert_eq!(asks.len(), 2, "{records:?}");
+    for ask in &asks {
+        assert_eq!(ask["arguments"]["mode"], "url", "{ask}");
+        assert_eq!(ask["arguments"]["url"], URL, "{ask}");
+    }
+    // Passed on and answered by the client: a result record says who.
+    let answered = records
+        .iter()
+        .find(|r| r["event"] == "request_result" && r["call_id"] == asks[0]["call_id"])
+        .unwrap_or_else(|| panic!("no result for {}", asks[0]));
+    assert_eq!(answered["answered_by"], "client", "{answered}");
+    assert_eq!(answered["outcome"], "ok", "{answered}");
+    // Not passed on: refused in its one record, saying why.
+    assert_eq!(asks[1]["outcome"], "denied", "{}", asks[1]);
+    let why = asks[1]["error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("did not declare URL-mode elicitation"),
+        "{}",
+        asks[1]
+    );
+}

@@ -13,7 +13,8 @@
 //! Also resources, templates, subscriptions, prompts, completion, logging
 //! and progress: see `fixture_more`. Tools for them: `touch {uri}`
 //! (a resource update), `log {level, message}`, `count {steps}`
-//! (progress, then an answer).
+//! (progress, then an answer), `open_url {url, message}` (a URL-mode
+//! elicitation to the client; answers with the action it got back).
 //!
 //! Flags: `--pages N` spreads `tools/list` over N pages; `--repeat-cursor`
 //! returns the same cursor forever; `--extra-tools N` lists N more
@@ -49,7 +50,7 @@ use rmcp::model::{
     Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion, Resource,
     ResourceContents, ResultType, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ElicitRequestParams};
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, DiscoverRequestMethod, DiscoverResult,
     GetPromptRequestParams, GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult,
@@ -157,6 +158,14 @@ impl FixtureOptions {
         }
         Ok(options)
     }
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct OpenUrlArgs {
+    /// Where the person is sent.
+    pub url: String,
+    /// Why.
+    pub message: String,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -412,6 +421,35 @@ impl FixtureServer {
             .ok_or_else(|| ErrorData::invalid_params("unknown level", None))?;
         self.extras.log(&context, level, json!(message)).await;
         Ok(CallToolResult::success(vec![ContentBlock::text("logged")]))
+    }
+
+    #[tool(
+        description = "Asks the client to send its user to `url` (URL-mode elicitation); answers with the action."
+    )]
+    async fn open_url(
+        &self,
+        Parameters(OpenUrlArgs { url, message }): Parameters<OpenUrlArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let asked = context
+            .peer
+            .create_elicitation(ElicitRequestParams::UrlElicitationParams {
+                meta: None,
+                message,
+                url,
+                elicitation_id: "fixture-open-url".into(),
+            })
+            .await;
+        match asked {
+            Ok(answer) => CallToolResult::success(vec![ContentBlock::text(format!(
+                "action: {}",
+                serde_json::to_value(&answer.action)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            ))]),
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
+        }
     }
 
     #[tool(description = "Reports `steps` progress notifications, then answers.")]

@@ -255,7 +255,7 @@ pub fn check(field: &Field, value: &Value) -> Result<(), String> {
         Kind::String {
             min_length,
             max_length,
-            ..
+            format,
         } => {
             let s = value
                 .as_str()
@@ -264,7 +264,12 @@ pub fn check(field: &Field, value: &Value) -> Result<(), String> {
             if min_length.is_some_and(|m| n < m) || max_length.is_some_and(|m| n > m) {
                 return Err(format!("{n} characters is outside the allowed length"));
             }
-            Ok(())
+            match format.as_deref() {
+                Some(format) if !fits_format(format, s) => {
+                    Err(format!("{value} is not a valid {format}"))
+                }
+                _ => Ok(()),
+            }
         }
         Kind::Number { minimum, maximum } => {
             let n = value
@@ -300,6 +305,29 @@ pub fn check(field: &Field, value: &Value) -> Result<(), String> {
             }
             Ok(())
         }
+    }
+}
+
+/// Whether `s` is what a string field's `format` asks for: the four an
+/// elicitation form may name (MCP: `email`, `uri`, `date`, `date-time`);
+/// any other format is an annotation and says nothing.
+fn fits_format(format: &str, s: &str) -> bool {
+    match format {
+        // An address: one `@` between a local part and a dotted domain, no
+        // spaces or controls (not every RFC 5322 form; what forms mean).
+        "email" => s.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty()
+                && !domain.contains('@')
+                && domain.split('.').count() > 1
+                && domain.split('.').all(|label| !label.is_empty())
+                && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+        }),
+        // An absolute URI (with a scheme), as JSON Schema's `uri` means.
+        "uri" => url::Url::parse(s).is_ok() && !s.chars().any(char::is_whitespace),
+        // RFC 3339 full-date and date-time.
+        "date" => s.len() == 10 && chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok(),
+        "date-time" => chrono::DateTime::parse_from_rfc3339(s).is_ok(),
+        _ => true,
     }
 }
 
@@ -385,26 +413,100 @@ mod tests {
         for (content, why) in [
             (json!({}), "`email` is required"),
             (
-                json!({"email": "x", "age": "old"}),
+                json!({"email": "ada@example.org", "age": "old"}),
                 "`age`: expected a whole number",
             ),
             (
-                json!({"email": "x", "age": 1.5}),
+                json!({"email": "ada@example.org", "age": 1.5}),
                 "`age`: expected a whole number",
             ),
-            (json!({"email": "x", "age": -1}), "`age`: -1 is outside"),
             (
-                json!({"email": "x", "status": "gone"}),
+                json!({"email": "ada@example.org", "age": -1}),
+                "`age`: -1 is outside",
+            ),
+            (
+                json!({"email": "ada@example.org", "status": "gone"}),
                 "`status`: \"gone\" is not one of",
             ),
             (
-                json!({"email": "x", "verified": "yes"}),
+                json!({"email": "ada@example.org", "verified": "yes"}),
                 "`verified`: expected true",
             ),
-            (json!({"email": "x", "extra": 1}), "`extra` is not a field"),
+            (
+                json!({"email": "ada@example.org", "extra": 1}),
+                "`extra` is not a field",
+            ),
+            (json!({"email": "x"}), "`email`: \"x\" is not a valid email"),
         ] {
             let err = form.complete(content.as_object().unwrap()).unwrap_err();
             assert!(err.contains(why), "{content}: {err}");
+        }
+    }
+
+    /// The formats a form may name are held to what they mean; others
+    /// are annotations.
+    #[test]
+    fn string_formats_are_checked() {
+        let field = |format: &str| Field {
+            name: "f".into(),
+            title: None,
+            description: None,
+            kind: Kind::String {
+                min_length: None,
+                max_length: None,
+                format: Some(format.into()),
+            },
+            default: None,
+            required: true,
+        };
+        for (format, good, bad) in [
+            (
+                "email",
+                &["ada@example.org", "a.b+c@mail.example.co.uk"][..],
+                &[
+                    "x",
+                    "@example.org",
+                    "ada@",
+                    "ada@localhost",
+                    "ada@ex..org",
+                    "a b@example.org",
+                    "a@b@example.org",
+                ][..],
+            ),
+            (
+                "uri",
+                &[
+                    "https://example.org/a?b#c",
+                    "mailto:ada@example.org",
+                    "urn:isbn:0451450523",
+                ][..],
+                &["example.org", "/relative/path", "", "https://exa mple.org"][..],
+            ),
+            (
+                "date",
+                &["2026-12-01", "2024-02-29"][..],
+                &[
+                    "2026-13-01",
+                    "2023-02-29",
+                    "2026-1-1",
+                    "01.12.2026",
+                    "2026-12-01T00:00:00Z",
+                ][..],
+            ),
+            (
+                "date-time",
+                &["2026-12-01T13:30:00Z", "2026-12-01T13:30:00.5+01:00"][..],
+                &["2026-12-01", "2026-12-01 13:30", "2026-12-01T25:00:00Z"][..],
+            ),
+            ("hostname", &["anything goes"][..], &[][..]),
+        ] {
+            for s in good {
+                assert_eq!(check(&field(format), &json!(s)), Ok(()), "{format}: {s}");
+            }
+            for s in bad {
+                let err = check(&field(format), &json!(s)).unwrap_err();
+                assert!(err.contains(format), "{format}: {s}: {err}");
+            }
         }
     }
 

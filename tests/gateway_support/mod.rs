@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, Implementation,
+    ElicitResult, ElicitationAction, ElicitationCapability, FormElicitationCapability,
+    Implementation, UrlElicitationCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
@@ -79,6 +80,8 @@ pub struct TestClient {
     pub list_changed: Arc<AtomicUsize>,
     /// Never answer an elicitation (the person walked away).
     pub hang: bool,
+    /// Declare URL-mode elicitation too (with an answer only).
+    pub url_mode: bool,
 }
 
 impl TestClient {
@@ -104,7 +107,15 @@ impl TestClient {
 
 impl ClientHandler for TestClient {
     fn get_info(&self) -> ClientConfig {
-        let capabilities = if self.answer.is_some() {
+        let capabilities = if self.answer.is_some() && self.url_mode {
+            let mut caps = ClientCapabilities::default();
+            caps.elicitation = Some(
+                ElicitationCapability::new()
+                    .with_form(FormElicitationCapability::new())
+                    .with_url(UrlElicitationCapability::new()),
+            );
+            caps
+        } else if self.answer.is_some() {
             ClientCapabilities::builder().enable_elicitation().build()
         } else {
             ClientCapabilities::default()
