@@ -86,15 +86,19 @@ impl Pool {
             let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
             queue.push_back(job);
         }
-        let threads = self.threads.load(Ordering::Acquire);
-        if self.idle.load(Ordering::Acquire) == 0
-            && threads < MAX_THREADS
-            && (threads < base_threads() || self.stuck())
+        if self.may_grow()
+            && (self.threads.load(Ordering::Acquire) < base_threads() || self.stuck())
         {
             self.spawn()?;
         }
         self.ready.notify_one();
         Ok(())
+    }
+
+    /// No thread is idle and the pool is below [`MAX_THREADS`]: a queued
+    /// job would wait unless a thread is started.
+    fn may_grow(&self) -> bool {
+        self.idle.load(Ordering::Acquire) == 0 && self.threads.load(Ordering::Acquire) < MAX_THREADS
     }
 
     /// Whether a running decision has run longer than [`STUCK`].
@@ -112,12 +116,7 @@ impl Pool {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .is_empty();
-        if queued
-            && self.idle.load(Ordering::Acquire) == 0
-            && self.threads.load(Ordering::Acquire) < MAX_THREADS
-            && self.stuck()
-            && self.spawn().is_ok()
-        {
+        if queued && self.may_grow() && self.stuck() && self.spawn().is_ok() {
             self.ready.notify_one();
         }
     }

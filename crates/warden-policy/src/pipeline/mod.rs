@@ -299,10 +299,20 @@ impl Pipeline {
 
     /// The rules whose target may match `kind` and `name`, in order.
     pub(crate) fn rules_for(&self, kind: RequestKind, name: &str) -> impl Iterator<Item = &Rule> {
+        self.indexed_rules_for(kind, name).map(|(_, rule)| rule)
+    }
+
+    /// [`Pipeline::rules_for`] with each rule's position (its slot in the
+    /// index's joined path conditions).
+    pub(crate) fn indexed_rules_for(
+        &self,
+        kind: RequestKind,
+        name: &str,
+    ) -> impl Iterator<Item = (usize, &Rule)> {
         self.rule_index
             .candidates(kind, name)
             .into_iter()
-            .filter_map(|i| self.rules.get(i))
+            .filter_map(|i| self.rules.get(i).map(|rule| (i, rule)))
     }
 
     /// True when a `deny` rule without argument conditions matches: the

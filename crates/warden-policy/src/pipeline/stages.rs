@@ -204,10 +204,7 @@ impl Pipeline {
         // reading (`rules/paths.rs`).
         let paths = self.rule_index.paths();
         let path_hits = paths.hits();
-        for i in self.rule_index.candidates(kind, name) {
-            let Some(rule) = self.rules.get(i) else {
-                continue;
-            };
+        for (i, rule) in self.indexed_rules_for(kind, name) {
             let shared = path_hits.as_ref().zip(paths.base(i));
             let named = || {
                 format!(
