@@ -356,6 +356,21 @@ fn stored_access_token(world: &World, name: &str) -> String {
         .to_string()
 }
 
+/// The stored login expired as far as warden knows, and `token` refused by
+/// the server from now on: the next connection refreshes.
+fn expire(file: &std::path::Path, auth: &Auth, token: &str) {
+    let mut stored: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+    stored["credentials"]["token_received_at"] = json!(1_000_000);
+    std::fs::write(file, serde_json::to_vec(&stored).unwrap()).unwrap();
+    auth.tokens.lock().unwrap().retain(|t| t != token);
+}
+
+/// `warden --ci call srv echo` with `message`.
+fn call_echo(world: &World, message: &str) -> std::process::Output {
+    let args = json!({ "message": message }).to_string();
+    world.run(&["--ci", "call", "srv", "echo", "--args", &args])
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_call_refresh_status_and_logout() {
     let auth = Arc::new(Auth::default());
@@ -443,18 +458,8 @@ async fn login_call_refresh_status_and_logout() {
 
     // Expired (as far as warden knows) and refused by the server from now
     // on: warden refreshes, stores the new token and uses it.
-    let mut stored: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-    stored["credentials"]["token_received_at"] = json!(1_000_000);
-    std::fs::write(&file, serde_json::to_vec(&stored).unwrap()).unwrap();
-    auth.tokens.lock().unwrap().retain(|t| *t != access);
-    let again = world.run(&[
-        "--ci",
-        "call",
-        "srv",
-        "echo",
-        "--args",
-        r#"{"message":"again"}"#,
-    ]);
+    expire(&file, &auth, &access);
+    let again = call_echo(&world, "again");
     assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
     assert!(auth.log().iter().any(|l| l == "token refresh_token"));
     let fresh = stored_access_token(&world, "srv");
@@ -466,18 +471,8 @@ async fn login_call_refresh_status_and_logout() {
     // token it was sent in its error: the new token, unknown when the
     // session (and its audit log) opened, reaches neither stderr nor the
     // audit log.
-    let mut stored: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
-    stored["credentials"]["token_received_at"] = json!(1_000_000);
-    std::fs::write(&file, serde_json::to_vec(&stored).unwrap()).unwrap();
-    auth.tokens.lock().unwrap().retain(|t| *t != fresh);
-    let quoted = world.run(&[
-        "--ci",
-        "call",
-        "srv",
-        "echo",
-        "--args",
-        r#"{"message":"ECHO_BEARER"}"#,
-    ]);
+    expire(&file, &auth, &fresh);
+    let quoted = call_echo(&world, "ECHO_BEARER");
     assert_ne!(quoted.status.code(), Some(0));
     let newest = stored_access_token(&world, "srv");
     assert_ne!(newest, fresh, "the second refresh was not stored");
