@@ -720,3 +720,54 @@ fn protocol_and_sampling_limits_per_server() {
         Some(3),
     );
 }
+
+/// CONTRACT §8 names the sampling cap `limits.sampling_tokens`: accepted in
+/// a server's `sandbox.limits` (not a limit of the process), alone or with
+/// `sampling.max_tokens` (then the lower holds), checked like the others.
+#[test]
+fn sandbox_limits_sampling_tokens_is_the_sampling_cap() {
+    let fx = Fx::new();
+    let tokens = |text: &str| {
+        let (_, r) = fx.server(text);
+        r.expect("valid").servers["s"].sampling.max_tokens
+    };
+    assert_eq!(
+        tokens(r#"{"command": "srv", "sandbox": {"limits": {"sampling_tokens": 100}}}"#),
+        100
+    );
+    assert_eq!(
+        tokens(
+            r#"{"command": "srv", "sandbox": {"limits": {"sampling_tokens": 9000, "memory_mb": 512}}}"#
+        ),
+        9000
+    );
+    assert_eq!(
+        tokens(
+            r#"{"command": "srv", "sampling": {"max_tokens": 50}, "sandbox": {"limits": {"sampling_tokens": 100}}}"#
+        ),
+        50
+    );
+    assert_eq!(
+        tokens(
+            r#"{"command": "srv", "sampling": {"max_tokens": 500}, "sandbox": {"limits": {"sampling_tokens": 100}}}"#
+        ),
+        100
+    );
+    // The process limits are untouched by it.
+    let (_, r) =
+        fx.server(r#"{"command": "srv", "sandbox": {"limits": {"sampling_tokens": 100}}}"#);
+    let cfg = r.expect("valid");
+    assert!(!cfg.servers["s"].sandbox.limits.explicit.memory_mb);
+    for bad in ["0", "-1", "1.5", "\"100\"", "2000000"] {
+        let (f, r) = fx.server(&format!(
+            r#"{{"command": "srv", "sandbox": {{"limits": {{"sampling_tokens": {bad}}}}}}}"#
+        ));
+        let err = r.expect_err(bad);
+        assert!(
+            err.to_string()
+                .contains("mcpServers.s.sandbox.limits.sampling_tokens"),
+            "{bad}: {err}"
+        );
+        assert!(err.to_string().contains(&f.display().to_string()), "{err}");
+    }
+}

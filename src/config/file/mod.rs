@@ -53,7 +53,11 @@ const LIMIT_KEYS: &[&str] = &[
     "cpu_seconds",
     "file_size_mb",
     "private_mb",
+    SAMPLING_TOKENS,
 ];
+/// `sandbox.limits.sampling_tokens`: CONTRACT §8's name for the server's
+/// sampling `maxTokens` cap (`sampling.max_tokens`).
+const SAMPLING_TOKENS: &str = "sampling_tokens";
 const PERMISSION_KEYS: &[&str] = &["allow", "ask", "deny"];
 const AUDIT_KEYS: &[&str] = &["path", "redact", "fsync", "on_failure", "max_value_bytes"];
 /// Upper bound of `audit.max_value_bytes` (16 MiB, rmcp's own line limit).

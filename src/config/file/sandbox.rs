@@ -89,6 +89,43 @@ impl Ctx<'_> {
         Ok(spec)
     }
 
+    /// `sandbox.limits.sampling_tokens` (CONTRACT §8: the `maxTokens` cap
+    /// of the server's sampling requests), when given.
+    pub(super) fn sampling_tokens(&self, key: &str, sandbox: &Node) -> Result<Option<u32>> {
+        let Kind::Object(fields) = &sandbox.kind else {
+            return Ok(None);
+        };
+        let Some(limits) = get(fields, "limits") else {
+            return Ok(None);
+        };
+        let Kind::Object(limits) = &limits.value.kind else {
+            return Ok(None);
+        };
+        let Some(m) = get(limits, SAMPLING_TOKENS) else {
+            return Ok(None);
+        };
+        let k = push_key(&push_key(key, "limits"), SAMPLING_TOKENS);
+        match &m.value.kind {
+            Kind::Number(n) => match n
+                .as_u64()
+                .filter(|v| (1..=super::server_mediation::MAX_SAMPLING).contains(v))
+            {
+                Some(v) => Ok(Some(u32::try_from(v).unwrap_or(u32::MAX))),
+                None => Err(self.err(
+                    ErrorKind::InvalidValue,
+                    &k,
+                    m.value.pos,
+                    format!(
+                        "`{SAMPLING_TOKENS}` must be a whole number from 1 to {}",
+                        super::server_mediation::MAX_SAMPLING
+                    ),
+                    Some("remove the key to get the default (4096)".into()),
+                )),
+            },
+            _ => Err(self.wrong_type(&m.value, &k, "a whole number")),
+        }
+    }
+
     pub(super) fn network(&self, key: &str, node: &Node, trust: Trust) -> Result<NetworkSpec> {
         let help = "use \"none\" (the default), \"host\" (trusted servers only) or {\"connect_tcp\": [443], \"bind_tcp\": []}";
         match &node.kind {
@@ -169,6 +206,11 @@ impl Ctx<'_> {
         let defaults = Limits::default();
         let mut limits = defaults;
         for m in fields {
+            // Not a limit of the process: the server's sampling cap
+            // (CONTRACT §8), read by `sampling_tokens`.
+            if m.key == SAMPLING_TOKENS {
+                continue;
+            }
             let k = push_key(key, &m.key);
             let value = match &m.value.kind {
                 Kind::Number(n) => n.as_u64(),

@@ -144,7 +144,7 @@ impl Ctx<'_> {
         };
 
         let protocol = self.protocol(fields, &key)?;
-        let sampling = self.sampling(fields, &key)?;
+        let mut sampling = self.sampling(fields, &key)?;
 
         let (transport, sandbox, program) = if kind == "stdio" {
             for k in REMOTE_ONLY {
@@ -160,7 +160,19 @@ impl Ctx<'_> {
             }
             let stdio = self.stdio(&key, node.pos, fields, disabled)?;
             let sandbox = match field("sandbox") {
-                Some(m) => self.sandbox(&sub("sandbox"), &m.value, trust)?,
+                Some(m) => {
+                    // CONTRACT §8 caps sampling with `limits.sampling_tokens`;
+                    // with `sampling.max_tokens` as well, the lower holds.
+                    if let Some(tokens) = self.sampling_tokens(&sub("sandbox"), &m.value)? {
+                        let explicit = self.sampling_max_tokens_given(fields);
+                        sampling.max_tokens = if explicit {
+                            sampling.max_tokens.min(tokens)
+                        } else {
+                            tokens
+                        };
+                    }
+                    self.sandbox(&sub("sandbox"), &m.value, trust)?
+                }
                 None => SandboxSpec::default(),
             };
             let program = stdio.program.clone();

@@ -8,7 +8,7 @@ use crate::config::{ProtocolChoice, SamplingLimits};
 
 const SAMPLING_KEYS: &[&str] = &["max_tokens", "max_requests"];
 /// The largest `sampling.max_tokens` / `sampling.max_requests` accepted.
-const MAX_SAMPLING: u64 = 1_000_000;
+pub(super) const MAX_SAMPLING: u64 = 1_000_000;
 
 impl Ctx<'_> {
     /// `"protocol": "2025-11-25"` (the default) or `"2026-07-28"`.
@@ -31,6 +31,14 @@ impl Ctx<'_> {
                 ),
             )),
         }
+    }
+
+    /// Whether `sampling.max_tokens` is given.
+    pub(super) fn sampling_max_tokens_given(&self, fields: &[Member]) -> bool {
+        get(fields, "sampling").is_some_and(|m| match &m.value.kind {
+            Kind::Object(members) => get(members, "max_tokens").is_some(),
+            _ => false,
+        })
     }
 
     /// `"sampling": {"max_tokens": N, "max_requests": N}`.
