@@ -399,6 +399,26 @@ async fn login_call_refresh_status_and_logout() {
         stderr(&before)
     );
     assert!(!auth.log().iter().any(|l| l.starts_with("authorize")));
+    // `mcp status` says so in its JSON too: the server's challenge shows it
+    // uses OAuth although no login is stored (and `oauth` is not set).
+    let status = world.run(&["--json", "mcp", "status"]);
+    let doc = stdout_json(&status);
+    let srv = doc["servers"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["name"] == "srv"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        srv["oauth"],
+        json!({"uses_oauth": true, "logged_in": false, "login": "missing"}),
+        "{doc}"
+    );
+    assert!(
+        srv["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("warden mcp login srv")),
+        "{srv}"
+    );
 
     let out = login(&world, "srv");
     assert_eq!(out.status.code(), Some(0), "login: {}", stderr(&out));

@@ -63,7 +63,7 @@ pub fn status_document(host: &Host) -> Value {
                 "protocol": status.protocol,
                 "error": status.error,
                 "sandbox": status.sandbox,
-                "oauth": oauth_status(host.server_config(&status.name).as_ref()),
+                "oauth": oauth_status(host.server_config(&status.name).as_ref(), status.oauth_challenged),
                 "tools": tools,
                 "skipped_tools": skipped,
             })
@@ -74,12 +74,13 @@ pub fn status_document(host: &Host) -> Value {
 
 /// `oauth` of a server in `mcp status --json`: `null` for a server that
 /// does not use OAuth, else whether a login is stored (`login`: `valid`,
-/// `refreshable`, `expired` or `missing`). Never a token.
-fn oauth_status(server: Option<&crate::config::ServerConfig>) -> Value {
+/// `refreshable`, `expired` or `missing`). Never a token. A server that
+/// answered with an OAuth challenge uses OAuth, before any login too.
+fn oauth_status(server: Option<&crate::config::ServerConfig>, challenged: bool) -> Value {
     use crate::config::TransportConfig;
     use crate::mcp::oauth;
     match server.map(|s| &s.transport) {
-        Some(TransportConfig::Http(remote)) if oauth::uses_oauth(remote) => {
+        Some(TransportConfig::Http(remote)) if challenged || oauth::uses_oauth(remote) => {
             let state = oauth::login_state(remote);
             json!({"uses_oauth": true, "logged_in": state.present(), "login": state})
         }

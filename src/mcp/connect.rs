@@ -64,6 +64,9 @@ pub(super) struct Failure {
     /// tools it listed before. (Other failures keep the last good list,
     /// so that a later call can still try to reconnect.)
     pub tools_rejected: bool,
+    /// A remote server answered with an OAuth challenge (401/403 with
+    /// `WWW-Authenticate: Bearer`): it uses OAuth, whatever the config said.
+    pub oauth_challenged: bool,
 }
 
 impl Failure {
@@ -72,6 +75,7 @@ impl Failure {
             message: message.into(),
             sandbox_unavailable: false,
             tools_rejected: false,
+            oauth_challenged: false,
         }
     }
 }
@@ -152,8 +156,7 @@ async fn establish_inner(
                         e,
                         SpawnError::Sandbox(SandboxError::Unsupported { .. })
                     ),
-                    message: e.to_string(),
-                    tools_rejected: false,
+                    ..Failure::new(e.to_string())
                 })?;
             stdio::note(&spawned.stop, |n| {
                 n.reason = Some("the connection could not be set up".into());
@@ -268,9 +271,13 @@ async fn establish_inner(
                 }
             };
             let running = running.map_err(|message| {
-                Failure::new(
-                    super::oauth::explain(&config.name, remote, &challenges).unwrap_or(message),
-                )
+                match super::oauth::explain(&config.name, remote, &challenges) {
+                    Some(advice) => Failure {
+                        oauth_challenged: true,
+                        ..Failure::new(advice)
+                    },
+                    None => Failure::new(message),
+                }
             })?;
             (running, None, None, None, None)
         }

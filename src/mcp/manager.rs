@@ -355,6 +355,7 @@ impl Manager {
                 {
                     let mut inner = slot.lock();
                     inner.sandbox_unavailable = failure.sandbox_unavailable;
+                    inner.oauth_challenged = failure.oauth_challenged;
                     if failure.tools_rejected {
                         inner.tools.clear();
                     }
@@ -407,6 +408,7 @@ impl Manager {
             inner.error = None;
             inner.sandbox = sandbox;
             inner.sandbox_unavailable = false;
+            inner.oauth_challenged = false;
             inner.tools = tools;
             inner.capabilities = Some(capabilities);
             inner.retry_at = None;
@@ -455,6 +457,7 @@ fn status(slot: &Slot, with_tools: bool) -> ServerStatus {
         error: inner.error.clone(),
         sandbox: inner.sandbox.clone(),
         sandbox_unavailable: inner.sandbox_unavailable,
+        oauth_challenged: inner.oauth_challenged,
         pid: inner.conn.as_ref().and_then(|c| c.pid),
         tools: if with_tools {
             inner.tools.clone()

@@ -90,6 +90,10 @@ pub struct ServerStatus {
     /// sandbox requires (exit code 4 for `call`/`run`).
     #[serde(skip)]
     pub sandbox_unavailable: bool,
+    /// The server's last connection attempt was refused with an OAuth
+    /// challenge (so it uses OAuth even when no login is stored yet).
+    #[serde(skip)]
+    pub oauth_challenged: bool,
     /// The server process (the sandbox helper for sandboxed servers) while
     /// connected over stdio.
     #[serde(skip)]

@@ -58,6 +58,8 @@ pub(super) struct SlotInner {
     pub error: Option<String>,
     pub sandbox: Option<SandboxSummary>,
     pub sandbox_unavailable: bool,
+    /// The last connection attempt met an OAuth challenge.
+    pub oauth_challenged: bool,
     pub tools: Vec<Tool>,
     pub capabilities: Option<rmcp::model::ServerCapabilities>,
     pub conn: Option<Arc<Connection>>,
@@ -78,6 +80,7 @@ impl Slot {
                 error: None,
                 sandbox: None,
                 sandbox_unavailable: false,
+                oauth_challenged: false,
                 tools: Vec::new(),
                 capabilities: None,
                 conn: None,
