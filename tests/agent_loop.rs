@@ -183,6 +183,7 @@ async fn scripted_run_from_a_spec_file_completes() {
             "denied_calls",
             "error",
             "final_text",
+            "outcome",
             "status",
             "tool_calls",
             "turns",
@@ -262,7 +263,7 @@ async fn a_script_that_runs_out_is_a_model_error() {
     assert_eq!(report.to_json()["status"], "model_error");
     assert_eq!(
         report.to_json()["error"],
-        serde_json::json!({"kind": "model_error", "message": "scripted model has no turns left"})
+        serde_json::json!("scripted model has no turns left")
     );
 }
 

@@ -80,7 +80,7 @@ fn an_unwritable_log_dev_full_refuses_the_call_and_the_server_never_sees_it() {
     // And `mcp status` does not run unaudited either.
     let output = world.run(&["--audit", "/dev/full", "--json", "mcp", "status"]);
     assert_eq!(output.status.code(), Some(1));
-    assert_eq!(json_of(&output)["error"]["kind"], "audit_failed");
+    assert_eq!(json_of(&output)["outcome"], "audit_failed");
     assert!(calls_received(&counter).is_empty());
     assert!(!Path::new("/dev/full.head").exists());
 }

@@ -149,7 +149,7 @@ fn records_cut_off_the_end_are_caught_with_the_missing_range() {
     let bad = verify(&world, &log, &["--json", "--head", "12:xyz"], None);
     assert_eq!(bad.status.code(), Some(2));
     let value: Value = serde_json::from_slice(&bad.stdout).expect("one object");
-    assert_eq!(value["error"]["kind"], "usage_error");
+    assert_eq!(value["outcome"], "usage_error");
 }
 
 #[test]

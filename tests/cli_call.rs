@@ -85,6 +85,31 @@ fn every_content_block_is_kept() {
     assert!(!report["result"]["structuredContent"].is_null());
 }
 
+/// CONTRACT §2's `result` always has `structuredContent` and `isError`,
+/// also from a server that sent neither (`say` answers with one text block).
+#[test]
+fn json_result_always_has_structured_content_and_is_error() {
+    let world = fixture_world(allow_all());
+    let out = world.run(&[
+        "call",
+        "fx",
+        "say",
+        "--json",
+        "--args",
+        r#"{"text":"plain"}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = stdout_json(&out);
+    let result = report["result"].as_object().expect("a result");
+    assert_eq!(
+        result.get("structuredContent"),
+        Some(&Value::Null),
+        "{report}"
+    );
+    assert_eq!(result.get("isError"), Some(&Value::Bool(false)), "{report}");
+    assert_eq!(report["result"]["content"][0]["text"], "plain");
+}
+
 #[test]
 fn human_output_prints_text_blocks() {
     let world = fixture_world(allow_all());

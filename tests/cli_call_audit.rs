@@ -159,3 +159,50 @@ fn secrets_from_env_never_reach_the_log() {
     assert!(log.contains("tool_call"));
     assert!(!log.contains(&canary), "the secret reached the audit log");
 }
+
+/// CONTRACT §6: only `on_failure: continue` runs unaudited. A configuration
+/// without `audit.path` logs to the config dir's `audit.jsonl`, written
+/// ahead and failing closed like a configured log.
+#[test]
+fn without_audit_path_the_config_dir_log_records_every_call() {
+    let world = World::new();
+    world.write_config(&json!({
+        "mcpServers": {"fx": world.fixture()},
+        "permissions": {"allow": ["mcp__fx__*"]},
+    }));
+    let out = world.run(&["call", "fx", "echo", "--args", r#"{"message":"hi"}"#]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let audit = world.config_dir.join("audit.jsonl");
+    let calls = audit_calls(&audit);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0]["qualified"], "mcp__fx__echo");
+    assert_eq!(calls[0]["pending_outcome"], "pending");
+    assert_eq!(calls[0]["outcome"], "ok");
+    let verify = world.run(&["audit", "verify", audit.to_str().unwrap()]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+    let status = world.run(&["mcp", "status"]);
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains(&audit.display().to_string()),
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+
+    // The default log cannot be written (its path is a folder): the call
+    // is not sent, as with a configured log.
+    std::fs::remove_file(&audit).unwrap();
+    let _ = std::fs::remove_file(world.config_dir.join("audit.jsonl.head"));
+    std::fs::create_dir(&audit).unwrap();
+    let (counting, counter) = world.counting_fixture();
+    world.write_config(&json!({
+        "mcpServers": {"fx": counting},
+        "permissions": {"allow": ["mcp__fx__*"]},
+    }));
+    let out = world.run(&["call", "fx", "echo", "--args", r#"{"message":"hi"}"#]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        !std::fs::read_to_string(&counter)
+            .unwrap_or_default()
+            .contains("echo"),
+        "the call reached the server without a log"
+    );
+}

@@ -172,13 +172,28 @@ fn doctor_names_what_is_broken() {
 }
 
 #[test]
-fn doctor_without_configuration_warns() {
+fn doctor_without_configuration_warns_and_names_the_default_log() {
     let world = World::new();
     let output = world.run(&["doctor", "--json"]);
     let doc = json_of(&output);
     exit_matches(&output, &doc);
     assert_eq!(check(&doc, "config")["status"], json!("warn"));
-    assert_eq!(check(&doc, "audit")["status"], json!("warn"));
+    // No `audit.path`: the session's log is the config dir's own.
+    assert_eq!(check(&doc, "audit")["status"], json!("ok"), "{doc}");
+    let reason = check(&doc, "audit")["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        reason.contains(
+            &world
+                .path("config")
+                .join("audit.jsonl")
+                .display()
+                .to_string()
+        ),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -206,7 +221,7 @@ fn completions_name_the_commands() {
     // Its stdout is the script: --json is refused with one object.
     let output = world.run(&["--json", "completions", "bash"]);
     assert_eq!(output.status.code(), Some(2));
-    assert_eq!(json_of(&output)["error"]["kind"], json!("usage_error"));
+    assert_eq!(json_of(&output)["outcome"], json!("usage_error"));
 }
 
 #[test]

@@ -80,11 +80,8 @@ fn assert_error(output: &Output, command: &str, kind: &str, code: i32) -> Value 
         assert_eq!(value["outcome"], kind, "{value}");
         value["error"].as_str().expect("error message").to_string()
     } else {
-        assert_eq!(value["error"]["kind"], kind, "{command}: {value}");
-        value["error"]["message"]
-            .as_str()
-            .expect("message")
-            .to_string()
+        assert_eq!(value["outcome"], kind, "{command}: {value}");
+        value["error"].as_str().expect("message").to_string()
     };
     assert!(!message.is_empty());
     let err = stderr(output);
@@ -344,12 +341,7 @@ fn commands_whose_stdout_is_not_theirs_refuse_json_with_one_object() {
     ] {
         let output = world.run(args);
         let value = assert_error(&output, command, "usage_error", 2);
-        assert!(
-            value["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("--json")
-        );
+        assert!(value["error"].as_str().unwrap().contains("--json"));
     }
 }
 

@@ -381,7 +381,7 @@ fn bad_input_names_file_and_key_or_line() {
         let output = world.run(&["import", client, &file, "--json"]);
         assert_eq!(output.status.code(), Some(2));
         let value = stdout_json(&output);
-        assert_eq!(value["error"]["kind"], json!("config_error"), "{value:#}");
+        assert_eq!(value["outcome"], json!("config_error"), "{value:#}");
     }
 }
 

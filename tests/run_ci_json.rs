@@ -295,7 +295,7 @@ fn a_bad_model_spec_is_a_usage_error() {
         // --json: one object on stdout, the run's fields null, the error in it.
         let report: Value = serde_json::from_slice(&output.stdout)
             .unwrap_or_else(|e| panic!("{spec}: stdout is not one JSON object ({e}): {output:?}"));
-        assert_eq!(report["error"]["kind"], "usage_error", "{spec}: {report}");
+        assert_eq!(report["outcome"], "usage_error", "{spec}: {report}");
         assert!(
             report["status"].is_null() && report["calls"].is_null(),
             "{report}"
@@ -304,9 +304,7 @@ fn a_bad_model_spec_is_a_usage_error() {
         assert!(stderr.starts_with("warden: "), "{spec}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
         assert_eq!(
-            report["error"]["message"]
-                .as_str()
-                .map(|m| format!("warden: {m}\n")),
+            report["error"].as_str().map(|m| format!("warden: {m}\n")),
             Some(stderr.into_owned()),
             "the JSON error is the message stderr carries"
         );

@@ -166,18 +166,21 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// The report as JSON: `{"final_text", "status", "error", "turns",
+    /// The report as JSON: `{"final_text", "status", "outcome" (the same
+    /// word), "error", "turns",
     /// "tool_calls", "denied_calls", "usage": {"input_tokens",
     /// "output_tokens"}, "calls": [...]}`.
     pub fn to_json(&self) -> Value {
-        // `--json`'s error envelope (`{"kind", "message"}`, CONTRACT §2).
+        // CONTRACT §2: `outcome` names what happened, `error` is the
+        // message stderr also carries.
         let error = match &self.status {
-            RunStatus::ModelError(e) => Some(json!({"kind": "model_error", "message": e})),
+            RunStatus::ModelError(e) => Some(e.to_string()),
             _ => None,
         };
         json!({
             "final_text": self.final_text,
             "status": self.status.as_str(),
+            "outcome": self.status.as_str(),
             "error": error,
             "turns": self.turns,
             "tool_calls": self.calls.len(),

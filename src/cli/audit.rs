@@ -106,7 +106,7 @@ fn verify(
                 message.clone(),
                 json!({"ok": false, "file": file, "mode": "hmac-sha256", "count": count,
                        "last_hash": last_hash, "heads": heads_json(heads),
-                       "error": {"kind": "key_required", "message": message}}),
+                       "outcome": "key_required", "error": message}),
             )
         }
         VerifyReport::Bad(f) => {
@@ -139,7 +139,7 @@ fn verify(
     };
     if global.json {
         // An error in the object is on stderr too (CONTRACT §2).
-        if let Some(message) = value["error"]["message"].as_str() {
+        if let Some(message) = value["error"].as_str() {
             eprintln!("warden: {}", warden_core::display::text(message));
         }
         super::json::print("audit verify", value)?;

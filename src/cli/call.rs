@@ -75,7 +75,9 @@ pub fn run(
             if let Some(error) = &report.error {
                 eprintln!("warden: {}", warden_core::display::text(error));
             }
-            super::json::print("call", serde_json::to_value(&report)?)?;
+            let mut document = serde_json::to_value(&report)?;
+            contract_result_fields(&mut document["result"]);
+            super::json::print("call", document)?;
         } else {
             output::print_call_report(&report, stdout);
         }
@@ -128,4 +130,47 @@ fn parse_arguments(args: Option<&str>) -> anyhow::Result<Value> {
         )));
     }
     Ok(value)
+}
+
+/// `result` as CONTRACT §2 spells it: `structuredContent` (null when the
+/// server sent none) and `isError` (a boolean, false when the server left
+/// it out) are always there, so a script can read them without checking.
+/// The content is otherwise exactly what the server sent.
+fn contract_result_fields(result: &mut Value) {
+    if let Value::Object(fields) = result {
+        fields.entry("structuredContent").or_insert(Value::Null);
+        let is_error = fields.entry("isError").or_insert(Value::Bool(false));
+        if is_error.is_null() {
+            *is_error = Value::Bool(false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::contract_result_fields;
+    use serde_json::json;
+
+    #[test]
+    fn missing_or_null_fields_are_filled_and_the_rest_kept() {
+        for (sent, expected) in [
+            (
+                json!({"content": []}),
+                json!({"content": [], "structuredContent": null, "isError": false}),
+            ),
+            (
+                json!({"content": [], "isError": null}),
+                json!({"content": [], "structuredContent": null, "isError": false}),
+            ),
+            (
+                json!({"content": [{"type": "text", "text": "x"}], "structuredContent": {"a": 1}, "isError": true, "_meta": {"k": 1}}),
+                json!({"content": [{"type": "text", "text": "x"}], "structuredContent": {"a": 1}, "isError": true, "_meta": {"k": 1}}),
+            ),
+            (json!(null), json!(null)),
+        ] {
+            let mut result = sent.clone();
+            contract_result_fields(&mut result);
+            assert_eq!(result, expected, "{sent}");
+        }
+    }
 }

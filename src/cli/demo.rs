@@ -122,15 +122,13 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<u8> {
     let secs = started.elapsed().as_secs_f64();
     if global.json {
         let ok = checks.failed.is_empty();
-        let error = (!ok).then(|| {
-            json!({"kind": "failed", "message": format!(
-                "{} of {} checks failed", checks.failed.len(), checks.count
-            )})
-        });
+        let error =
+            (!ok).then(|| format!("{} of {} checks failed", checks.failed.len(), checks.count));
+        let outcome = (!ok).then_some("failed");
         super::json::print(
             "demo",
             json!({"ok": ok, "checks": checks.count, "failed": checks.failed,
-                   "seconds": secs, "error": error}),
+                   "seconds": secs, "outcome": outcome, "error": error}),
         )?;
     }
     if checks.failed.is_empty() {

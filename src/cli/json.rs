@@ -4,9 +4,8 @@
 //!
 //! Each command has its usual top-level fields ([`fields`]); its object
 //! always has all of them (null where they do not apply) plus `error`:
-//! `null`, or `{"kind", "message"}` with the message stderr also carries.
-//! `call` keeps CONTRACT §2's shape instead: `outcome` names what happened
-//! and `error` is the message string. Commands whose stdout belongs to
+//! `null`, or the message stderr also carries, with `outcome` naming what
+//! happened (CONTRACT §2, the shape `call` has). Commands whose stdout belongs to
 //! something else (`repl`, `gateway`, `sandbox exec`) refuse `--json` with
 //! such an object.
 
@@ -35,6 +34,7 @@ pub fn fields(command: &str) -> &'static [&'static str] {
         "run" => &[
             "final_text",
             "status",
+            "outcome",
             "turns",
             "tool_calls",
             "denied_calls",
@@ -109,24 +109,22 @@ pub fn print(command: &str, value: Value) -> anyhow::Result<()> {
     emit(&Value::Object(map))
 }
 
-/// The one object for an error that stopped `command`: its usual fields
-/// null, and `error` (for `call`: its outcome and message; `server` and
-/// `tool` as given).
+/// The one object for an error that stopped `command` (CONTRACT §2): its
+/// usual fields null, `outcome` naming what happened and `error` the
+/// message stderr carries too (for `call`, `server` and `tool` as given).
 pub fn error_object(command: &str, call: Option<(&str, &str)>, kind: &str, message: &str) -> Value {
     let mut map = Map::new();
     for field in fields(command) {
         map.insert((*field).to_string(), Value::Null);
     }
-    if command == "call" {
-        if let Some((server, tool)) = call {
-            map.insert("server".into(), json!(server));
-            map.insert("tool".into(), json!(tool));
-        }
-        map.insert("outcome".into(), json!(kind));
-        map.insert("error".into(), json!(message));
-    } else {
-        map.insert("error".into(), json!({"kind": kind, "message": message}));
+    if command == "call"
+        && let Some((server, tool)) = call
+    {
+        map.insert("server".into(), json!(server));
+        map.insert("tool".into(), json!(tool));
     }
+    map.insert("outcome".into(), json!(kind));
+    map.insert("error".into(), json!(message));
     Value::Object(map)
 }
 
@@ -249,7 +247,7 @@ mod tests {
         let value = error_object("mcp status", None, "config_error", "bad");
         assert_eq!(
             value,
-            json!({"servers": null, "audit": null, "error": {"kind": "config_error", "message": "bad"}})
+            json!({"servers": null, "audit": null, "outcome": "config_error", "error": "bad"})
         );
         let value = error_object("call", Some(("fx", "echo")), "unknown_server", "no");
         assert_eq!(

@@ -78,7 +78,7 @@ pub fn run(
             let mut document = report.to_json();
             document["session"] = json!(host.session());
             // An error in the object is on stderr too (CONTRACT §2).
-            if let Some(message) = document["error"]["message"].as_str() {
+            if let Some(message) = document["error"].as_str() {
                 eprintln!(
                     "warden: run ended: model error: {}",
                     warden_core::display::text(message)

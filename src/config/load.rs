@@ -171,6 +171,15 @@ fn merge(
     // The shipped default stays on unless the user's own file chose
     // policies: a project file may add policies, never remove the default.
     let default_policy = !own_policy_key;
+    // Every session is audited (CONTRACT §6: `on_failure: continue` is the
+    // only way to run unaudited): without `audit.path` the log is the
+    // config dir's, synced in batches unless `audit.fsync` says otherwise.
+    if audit.path.is_none() {
+        audit.path = Some(config_dir.join(super::DEFAULT_AUDIT_FILE));
+        if !audit.fsync_explicit {
+            audit.fsync = warden_audit::FsyncMode::Batch;
+        }
+    }
 
     let digest = warden_core::digest::sha256_json(&json!({
         "workspace": workspace.to_string_lossy(),

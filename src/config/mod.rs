@@ -274,13 +274,20 @@ impl Default for SamplingLimits {
     }
 }
 
+/// The audit log of a configuration without `audit.path`, in the config dir.
+pub const DEFAULT_AUDIT_FILE: &str = "audit.jsonl";
+
 #[derive(Debug, Clone)]
 pub struct AuditConfig {
-    /// `None`: no audit file unless `--audit` gives one.
+    /// The log. Without `audit.path` in any file, the merged configuration
+    /// names `$WARDEN_CONFIG_DIR/audit.jsonl` ([`DEFAULT_AUDIT_FILE`]):
+    /// every session is audited (CONTRACT §6), `--audit` overrides it.
     pub path: Option<PathBuf>,
     /// JSON pointers into tool arguments replaced by `"[REDACTED]"`.
     pub redact: Vec<String>,
     pub fsync: FsyncMode,
+    /// `audit.fsync` was given (else the default log is synced in batches).
+    pub fsync_explicit: bool,
     /// `fail_closed` (default) or `continue` (CONTRACT §6).
     pub on_failure: OnFailure,
     /// Longer argument strings are recorded as `{"prefix", "bytes", "sha256"}`.
@@ -293,6 +300,7 @@ impl Default for AuditConfig {
             path: None,
             redact: Vec::new(),
             fsync: FsyncMode::default(),
+            fsync_explicit: false,
             on_failure: OnFailure::default(),
             max_value_bytes: warden_audit::DEFAULT_MAX_VALUE_BYTES,
         }

@@ -148,6 +148,7 @@ impl Ctx<'_> {
             }
         }
         if let Some(m) = get(fields, "fsync") {
+            audit.fsync_explicit = true;
             audit.fsync = match self.string(&m.value, "audit.fsync")? {
                 "every_record" => FsyncMode::EveryRecord,
                 "batch" => FsyncMode::Batch,
