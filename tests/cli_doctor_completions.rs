@@ -298,3 +298,30 @@ fn doctor_warns_about_a_project_server_awaiting_approval() {
             .contains(".mcp.json")
     );
 }
+
+/// A reader that stops early closes warden's stdout (`warden pin list |
+/// head -1`): warden ends quietly, with SIGPIPE's status, and never with a
+/// panic message.
+#[test]
+fn a_closed_stdout_ends_warden_quietly() {
+    let world = World::new();
+    for args in [&["pin", "list"][..], &["sandbox", "check"][..]] {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let output = Command::new(WARDEN)
+            .args(args)
+            .env("HOME", world.path("home"))
+            .env("WARDEN_CONFIG_DIR", world.path("config"))
+            .env("TMPDIR", world.dir.path())
+            .env_remove("RUST_LOG")
+            .env_remove("RUST_BACKTRACE")
+            .current_dir(world.path("ws"))
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("run warden");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(output.status.code(), Some(141), "{args:?}: {stderr}");
+    }
+}

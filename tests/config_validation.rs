@@ -771,3 +771,25 @@ fn sandbox_limits_sampling_tokens_is_the_sampling_cap() {
         assert!(err.to_string().contains(&f.display().to_string()), "{err}");
     }
 }
+
+/// A permission rule that does not compile fails the file when it loads,
+/// with the file, key and line (CONTRACT §3), so no command starts from it
+/// (`mcp list` and `mcp approve` included).
+#[test]
+fn a_malformed_rule_fails_the_file_with_its_key() {
+    let fx = Fx::new();
+    for rule in ["mcp__x__y(path: ", "mcp__x__y(: a)", "mcp__x__y)"] {
+        let text =
+            serde_json::json!({"mcpServers": {}, "permissions": {"deny": ["mcp__ok__ok", rule]}})
+                .to_string();
+        let (f, r) = fx.load(&text);
+        let err = r.expect_err(rule);
+        let message = err.to_string();
+        assert!(message.contains("permissions.deny[1]"), "{rule}: {message}");
+        assert!(
+            message.contains(&f.display().to_string()),
+            "{rule}: {message}"
+        );
+        assert!(message.contains("invalid rule"), "{rule}: {message}");
+    }
+}

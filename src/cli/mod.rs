@@ -436,6 +436,7 @@ pub enum AuditCommand {
 /// Parses the command line, runs the command, and maps errors to exit codes
 /// (and, with `--json`, to the command's one JSON object).
 pub fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let json_requested = json::requested(&args);
     let cli = match Cli::try_parse_from(&args) {
@@ -708,6 +709,28 @@ fn completions(shell: CompletionShell) -> anyhow::Result<u8> {
         }
         _ => Ok(exit::OK),
     }
+}
+
+/// A reader that stops early (`warden pin list | head -1`) closes stdout,
+/// and `println!` panics on the broken pipe: end quietly instead, with
+/// the status a process killed by SIGPIPE has (128 + 13), as other command
+/// line tools do. (SIGPIPE itself stays ignored: a server's closed stdin
+/// must be an error on that pipe, never the end of warden.) Any other
+/// panic is reported as before.
+fn quiet_on_closed_stdout() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        previous(info);
+    }));
 }
 
 /// `warden example-server NAME [ARGS]`: stdout is the MCP protocol only.

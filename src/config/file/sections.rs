@@ -25,13 +25,29 @@ impl Ctx<'_> {
                 if text.trim().is_empty() {
                     return Err(self.err(ErrorKind::InvalidValue, &k, pos, "empty rule", None));
                 }
-                rules.push(RuleSource {
+                let source = RuleSource {
                     effect,
                     text,
                     scope: self.scope,
                     file: self.file.to_path_buf(),
                     index,
-                });
+                };
+                // A rule that does not compile fails the file here, with
+                // its key and line, not later when a session builds its
+                // pipeline (`mcp list` and `mcp approve` never do).
+                if let Err(error) = warden_policy::check_rule(&source) {
+                    return Err(self.err(
+                        ErrorKind::InvalidValue,
+                        &k,
+                        pos,
+                        format!("invalid rule: {error}"),
+                        Some(
+                            "a rule is `mcp__SERVER__TOOL` or `mcp__SERVER__TOOL(ARG: GLOB, …)` (README, \"How a call is decided\")"
+                                .into(),
+                        ),
+                    ));
+                }
+                rules.push(source);
             }
         }
         Ok(rules)
