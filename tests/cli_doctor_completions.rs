@@ -27,17 +27,21 @@ impl World {
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(WARDEN)
+    /// `warden ARGS` in this world (its HOME, config dir and workspace).
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(WARDEN);
+        command
             .args(args)
             .env("HOME", self.path("home"))
             .env("WARDEN_CONFIG_DIR", self.path("config"))
             .env("TMPDIR", self.dir.path())
             .env_remove("RUST_LOG")
             .env_remove("WARDEN_AUDIT_KEY")
-            .current_dir(self.path("ws"))
-            .output()
-            .expect("run warden")
+            .current_dir(self.path("ws"));
+        command
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run warden")
     }
     fn config(&self, value: &Value) -> String {
         let path = self.path("warden.json");
@@ -308,14 +312,9 @@ fn a_closed_stdout_ends_warden_quietly() {
     for args in [&["pin", "list"][..], &["sandbox", "check"][..]] {
         let (reader, writer) = std::io::pipe().expect("pipe");
         drop(reader);
-        let output = Command::new(WARDEN)
-            .args(args)
-            .env("HOME", world.path("home"))
-            .env("WARDEN_CONFIG_DIR", world.path("config"))
-            .env("TMPDIR", world.dir.path())
-            .env_remove("RUST_LOG")
+        let output = world
+            .command(args)
             .env_remove("RUST_BACKTRACE")
-            .current_dir(world.path("ws"))
             .stdout(writer)
             .stderr(std::process::Stdio::piped())
             .output()
