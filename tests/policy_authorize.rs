@@ -208,6 +208,23 @@ async fn user_deny_is_a_deny() {
     assert!(d.reasons.last().unwrap().contains("denied by the user"));
 }
 
+/// No one could be asked (no terminal): a deny that says so, never "denied
+/// by the user".
+#[tokio::test]
+async fn no_one_to_ask_is_a_deny_that_says_so() {
+    let p = pipeline(vec![], Some(vec![]), Mode::Interactive);
+    let asker = Scripted::new(AskAnswer::Unasked);
+    let f = writer(json!({}));
+    let d = p
+        .authorize(&Arc::new(f.clone()), p.decide(&f), Some(&asker))
+        .await
+        .unwrap_err();
+    assert_eq!(d.effect, Effect::Deny);
+    let reason = d.reasons.last().unwrap();
+    assert!(reason.contains("no one could be asked"), "{reason}");
+    assert!(!reason.contains("by the user"), "{reason}");
+}
+
 #[test]
 fn pipeline_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync + 'static>() {}
@@ -434,10 +451,12 @@ async fn terminal_asker_reads_the_answer_from_the_tty() {
     drop(pty.slave);
 }
 
+/// Without a terminal no one is asked: `Unasked` (a deny that records no
+/// approval), not a person's `Deny`.
 #[tokio::test]
-async fn terminal_asker_without_a_terminal_denies() {
+async fn terminal_asker_without_a_terminal_asks_no_one() {
     let asker = warden::terminal::TerminalAsker::with_device("/nonexistent/tty");
-    assert_eq!(asker.ask(&prompt()).await, AskAnswer::Deny);
+    assert_eq!(asker.ask(&prompt()).await, AskAnswer::Unasked);
 }
 
 #[tokio::test]

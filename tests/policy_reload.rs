@@ -341,3 +341,32 @@ async fn a_reload_that_hides_a_tool_tells_gateway_clients() {
         .expect("wait");
     assert!(status.success(), "{status:?}");
 }
+
+/// An `ask` with no terminal to put it on: the call is denied, saying no one
+/// could be asked, and the log has no `approval` (no one answered), where a
+/// person's deny has one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_no_one_could_answer_records_no_approval() {
+    let world = World::new();
+    let file = world.write_config(&with_rule(&world, "ask", "mcp__fx__echo"));
+    let host = open_host(&world, &file, Mode::Interactive);
+    host.connect().await;
+    let no_terminal = warden::terminal::TerminalAsker::with_device("/nonexistent/tty");
+    assert_eq!(
+        echo_asking(&host, Some(&no_terminal)).await,
+        Outcome::Denied
+    );
+    host.shutdown().await;
+    let records = audit_lines(&world.path("audit.jsonl"));
+    assert!(
+        !records.iter().any(|r| r["event"] == "approval"),
+        "{records:?}"
+    );
+    let call = records
+        .iter()
+        .find(|r| r["event"] == "tool_call")
+        .expect("the call's record");
+    let reasons = call["decision"]["reasons"].to_string();
+    assert!(reasons.contains("no one could be asked"), "{reasons}");
+    assert!(!reasons.contains("by the user"), "{reasons}");
+}

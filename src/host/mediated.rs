@@ -338,6 +338,9 @@ impl Asker for RecordingAsker<'_> {
                 AskAnswer::AllowOnce => ApprovalAction::AllowOnce,
                 AskAnswer::AllowSession => ApprovalAction::AllowSession,
                 AskAnswer::Deny => ApprovalAction::Deny,
+                // No one answered: nothing to record as an approval (the
+                // call's own record says why it was denied).
+                AskAnswer::Unasked => return answer,
             };
             let config_sha256 = self
                 .host

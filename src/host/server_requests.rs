@@ -447,7 +447,10 @@ impl Decider {
                     reasons: decision.reasons.clone(),
                 };
                 match downstream.approve(&prompt) {
-                    Some(asked) => asked.await != AskAnswer::Deny,
+                    // Only an explicit allow approves.
+                    Some(asked) => {
+                        matches!(asked.await, AskAnswer::AllowOnce | AskAnswer::AllowSession)
+                    }
                     None => {
                         return Err("the client that made the call cannot be asked (only a \
                                     person's client is: `warden gateway --ask-client`, with \

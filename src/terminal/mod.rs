@@ -48,12 +48,12 @@ impl Asker for TerminalAsker {
                     Ok(f) => f,
                     Err(e) => {
                         tracing::warn!(tty = %tty.display(), error = %e, "cannot open the terminal to ask; denying");
-                        return AskAnswer::Deny;
+                        return AskAnswer::Unasked;
                     }
                 };
                 let reader = match file.try_clone() {
                     Ok(r) => std::io::BufReader::new(r),
-                    Err(_) => return AskAnswer::Deny,
+                    Err(_) => return AskAnswer::Unasked,
                 };
                 prompt_on(reader, file, &text)
             })

@@ -148,6 +148,9 @@ pub enum AskAnswer {
     /// Allow this tool for the rest of the session (for the same kind of ask).
     AllowSession,
     Deny,
+    /// No one could be asked (no terminal to open): not an answer, so no
+    /// `approval` is recorded; the call is denied all the same.
+    Unasked,
 }
 
 /// Answers `ask` decisions. Anything but an explicit allow is a deny.

@@ -78,6 +78,10 @@ impl Pipeline {
                         Ok(self.permit(facts, d))
                     }
                     AskAnswer::Deny => Err(denied(decision, "denied by the user")),
+                    AskAnswer::Unasked => Err(denied(
+                        decision,
+                        "not approved: no one could be asked (no terminal)",
+                    )),
                 }
             }
         }
