@@ -96,6 +96,11 @@ fn status_shows_each_server_as_it_is() {
     assert_eq!(server(&doc, "off")["state"], "disabled");
     assert_eq!(server(&doc, "blocked")["state"], "blocked");
     assert_eq!(server(&doc, "broken")["state"], "error");
+    // A call to the disabled one names its state as status does.
+    let out = world.run(&["call", "off", "list_notes"]);
+    assert_ne!(out.status.code(), Some(0));
+    let said = stderr(&out);
+    assert!(said.contains("is not available: disabled"), "{said}");
     assert!(world.leftover_processes().is_empty());
 }
 
@@ -118,6 +123,17 @@ fn project_servers_wait_for_approval_of_their_exact_config() {
         stdout_json(&out)
     };
     assert_eq!(server(&status(&world), "proj")["state"], "pending_approval");
+    // A call to it says what to run, once.
+    let out = std::process::Command::new(WARDEN)
+        .args(["call", "proj", "list_notes", "--workspace"])
+        .arg(&world.workspace)
+        .env("WARDEN_CONFIG_DIR", &world.config_dir)
+        .env("HOME", &world.home)
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let said = stderr(&out);
+    assert_eq!(said.matches("warden mcp approve proj").count(), 1, "{said}");
     let out = std::process::Command::new(WARDEN)
         .args(["mcp", "approve", "proj", "--yes", "--workspace"])
         .arg(&world.workspace)

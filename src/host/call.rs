@@ -367,9 +367,13 @@ impl Host {
                 });
             }
             state => {
-                let reason = status.error.clone().unwrap_or_else(|| format!("{state:?}"));
+                let reason = status
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| state.as_str().to_string());
+                // The approval's own reason usually says what to run.
                 let hint = match state {
-                    ServerState::PendingApproval => {
+                    ServerState::PendingApproval if !reason.contains("warden mcp approve") => {
                         format!(" (run `warden mcp approve {server}`)")
                     }
                     _ => String::new(),

@@ -462,7 +462,7 @@ impl Host {
                     Some(server.clone()),
                     format!(
                         "server `{server}` is not available: {}",
-                        status.error.unwrap_or_else(|| format!("{state:?}"))
+                        status.error.unwrap_or_else(|| state.as_str().to_string())
                     ),
                 )),
             };

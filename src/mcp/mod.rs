@@ -77,6 +77,20 @@ pub enum ServerState {
     PendingApproval,
 }
 
+impl ServerState {
+    /// The state as `mcp status` names it (`pending_approval`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Connecting => "connecting",
+            ServerState::Connected => "connected",
+            ServerState::Error => "error",
+            ServerState::Disabled => "disabled",
+            ServerState::Blocked => "blocked",
+            ServerState::PendingApproval => "pending_approval",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ServerStatus {
     pub name: String,
