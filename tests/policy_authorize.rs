@@ -195,34 +195,33 @@ async fn allow_session_on_a_resource_covers_that_uri_only() {
     );
 }
 
+/// A person's deny and an ask no one could answer (no terminal) are both
+/// denies, each saying which it was: never "denied by the user" when no
+/// one was asked.
 #[tokio::test]
-async fn user_deny_is_a_deny() {
+async fn user_deny_and_no_one_to_ask_are_denies_that_say_which() {
     let p = pipeline(vec![], Some(vec![]), Mode::Interactive);
-    let asker = Scripted::new(AskAnswer::Deny);
-    let f = writer(json!({}));
-    let d = p
-        .authorize(&Arc::new(f.clone()), p.decide(&f), Some(&asker))
-        .await
-        .unwrap_err();
-    assert_eq!(d.effect, Effect::Deny);
-    assert!(d.reasons.last().unwrap().contains("denied by the user"));
-}
-
-/// No one could be asked (no terminal): a deny that says so, never "denied
-/// by the user".
-#[tokio::test]
-async fn no_one_to_ask_is_a_deny_that_says_so() {
-    let p = pipeline(vec![], Some(vec![]), Mode::Interactive);
-    let asker = Scripted::new(AskAnswer::Unasked);
-    let f = writer(json!({}));
-    let d = p
-        .authorize(&Arc::new(f.clone()), p.decide(&f), Some(&asker))
-        .await
-        .unwrap_err();
-    assert_eq!(d.effect, Effect::Deny);
-    let reason = d.reasons.last().unwrap();
-    assert!(reason.contains("no one could be asked"), "{reason}");
-    assert!(!reason.contains("by the user"), "{reason}");
+    for (answer, says, never) in [
+        (AskAnswer::Deny, "denied by the user", None),
+        (
+            AskAnswer::Unasked,
+            "no one could be asked",
+            Some("by the user"),
+        ),
+    ] {
+        let asker = Scripted::new(answer);
+        let f = writer(json!({}));
+        let d = p
+            .authorize(&Arc::new(f.clone()), p.decide(&f), Some(&asker))
+            .await
+            .unwrap_err();
+        assert_eq!(d.effect, Effect::Deny);
+        let reason = d.reasons.last().unwrap();
+        assert!(reason.contains(says), "{answer:?}: {reason}");
+        if let Some(never) = never {
+            assert!(!reason.contains(never), "{answer:?}: {reason}");
+        }
+    }
 }
 
 #[test]

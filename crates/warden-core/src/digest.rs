@@ -105,7 +105,7 @@ pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
 /// zero byte exactly when `(w - 0x0101…) & !w & 0x8080…` is not zero, and
 /// a byte below 0x20 likewise with `0x2020…`; `"` and `\\` are zero bytes
 /// of `w` XOR that byte repeated.
-pub fn needs_escape(bytes: &[u8]) -> bool {
+fn needs_escape(bytes: &[u8]) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const TOPS: u64 = 0x8080_8080_8080_8080;
     let zero_byte = |w: u64| w.wrapping_sub(ONES) & !w & TOPS;

@@ -19,7 +19,6 @@ use super::encode::{ChainValue, Encoder};
 use crate::chain::Hasher;
 use crate::scrub::Scrubber;
 use crate::{AuditError, Event, RECORD_VERSION};
-use warden_core::digest::canonical_json;
 
 /// What a log puts in every line besides the event.
 struct Settings<'a> {
@@ -145,8 +144,9 @@ fn value_line(
 /// unless some crate in the build enables serde_json's `preserve_order`.
 /// Then `serde_json::to_writer` already writes canonical JSON (compact,
 /// keys sorted bytewise, the same escapes and numbers), in one pass; else
-/// [`canonical_json`] sorts explicitly. `verify` always uses
-/// [`canonical_json`], so the two are checked against each other.
+/// `warden_core::digest::write_canonical` sorts explicitly. `verify`
+/// always uses `warden_core::digest::canonical_json`, so the two are checked against each
+/// other.
 fn maps_are_sorted() -> bool {
     static SORTED: OnceLock<bool> = OnceLock::new();
     *SORTED.get_or_init(|| {
@@ -162,7 +162,7 @@ fn write_canonical(out: &mut Vec<u8>, value: &Value) {
     if maps_are_sorted() && serde_json::to_writer(&mut *out, value).is_ok() {
         return;
     }
-    out.extend_from_slice(canonical_json(value).as_bytes());
+    warden_core::digest::write_canonical(value, out);
 }
 
 /// The record's `hash` and its line: the canonical JSON of `body` (which
@@ -185,9 +185,7 @@ fn chain_line(body: &Map<String, Value>, hasher: &Hasher) -> (String, Vec<u8>) {
         if i > 0 {
             buf.push(b',');
         }
-        if serde_json::to_writer(&mut buf, key.as_str()).is_err() {
-            buf.extend_from_slice(canonical_json(&Value::String((*key).clone())).as_bytes());
-        }
+        warden_core::digest::write_json_str(&mut buf, key);
         buf.push(b':');
         write_canonical(&mut buf, &body[key.as_str()]);
     }
@@ -215,6 +213,7 @@ fn chain_line(body: &Map<String, Value>, hasher: &Hasher) -> (String, Vec<u8>) {
 mod tests {
     use super::*;
     use serde_json::json;
+    use warden_core::digest::canonical_json;
 
     #[test]
     fn chain_line_is_the_canonical_record_with_its_hash() {
