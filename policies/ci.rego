@@ -34,9 +34,10 @@ ci_credential_re := concat("|", [
 	`\bAIza[0-9A-Za-z_-]{35}\b`,
 ])
 
+# Every string argument: `input.strings` (as warden reads it) and
+# `input.raw_strings` (as sent), by JSON pointer.
 ci_paths contains value if {
-	walk(input.arguments, [_, value])
-	is_string(value)
+	some value in input.strings
 }
 
 ci_paths contains value if {
@@ -45,13 +46,11 @@ ci_paths contains value if {
 }
 
 ci_texts contains value if {
-	walk(input.raw_arguments, [_, value])
-	is_string(value)
+	some value in input.raw_strings
 }
 
 ci_texts contains value if {
-	walk(input.arguments, [_, value])
-	is_string(value)
+	some value in input.strings
 }
 
 deny contains "CI: an argument points at a secret file" if {

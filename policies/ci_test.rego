@@ -5,13 +5,28 @@ import rego.v1
 
 import data.warden
 
-allowed := {
+# `input.strings` / `input.raw_strings` as warden builds them: every string
+# of the arguments by JSON pointer (no key here needs `~0`/`~1`).
+strings_of(args) := {pointer: value |
+	walk(args, [path, value])
+	is_string(value)
+	pointer := concat("", [sprintf("/%v", [p]) | some p in path])
+}
+
+indexed(doc) := object.union(doc, {
+	"strings": strings_of(object.get(doc, "arguments", {})),
+	"raw_strings": strings_of(object.get(doc, "raw_arguments", {})),
+})
+
+plain := {
 	"server": {"name": "fs", "trust": "untrusted", "transport": "stdio", "scope": "explicit"},
 	"tool": {"name": "read_text_file", "qualified": "mcp__fs__read_text_file", "annotations": {}, "pinned": true},
 	"arguments": {"path": "/ci/build/README.md"},
 	"context": {"mode": "ci", "session": "s", "workspace": "/ci/build", "call_index": 1},
 	"stages": {"trust": null, "schema": null, "pinning": null, "annotations": null, "rules": "allow"},
 }
+
+allowed := indexed(plain)
 
 test_rule_allowed_call_passes if {
 	count(warden.deny) == 0 with input as allowed
@@ -27,11 +42,11 @@ test_trusted_read_only_passes if {
 }
 
 test_secret_path_denied_even_when_allowed if {
-	count(warden.deny) > 0 with input as object.union(allowed, {"arguments": {"path": "/root/.ssh/id_rsa"}})
+	count(warden.deny) > 0 with input as indexed(object.union(plain, {"arguments": {"path": "/root/.ssh/id_rsa"}}))
 }
 
 test_credential_denied if {
-	inp := object.union(allowed, {"arguments": {"text": "AKIAABCDEFGHIJKLMNOP"}})
+	inp := indexed(object.union(plain, {"arguments": {"text": "AKIAABCDEFGHIJKLMNOP"}}))
 	count(warden.deny) > 0 with input as inp
 }
 
@@ -49,12 +64,12 @@ test_never_allows if {
 
 # ---- issue 11: arguments decided on their canonical form
 
-sent(raw, canonical, readings, uncertain) := object.union(allowed, {
+sent(raw, canonical, readings, uncertain) := indexed(object.union(plain, {
 	"arguments": canonical,
 	"raw_arguments": raw,
 	"readings": readings,
 	"uncertain": uncertain,
-})
+}))
 
 test_double_slash_shadow_denied if {
 	inp := sent({"path": "//etc/shadow"}, {"path": "//etc/shadow"}, {"/path": ["/etc/shadow", "/shadow"]}, {"/path": "it starts with `//`"})

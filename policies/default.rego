@@ -5,11 +5,12 @@
 #
 # Paths are decided on their canonical form: `input.arguments` holds every
 # argument as warden reads it (`//etc/./shadow` is `/etc/shadow`, a `file:`
-# URI is the path it names, `../x` is resolved against the workspace);
+# URI is the path it names, `../x` is resolved against the workspace), and
+# `input.strings` each string among them by JSON pointer;
 # `input.readings` every plausible meaning of a value that has several
 # (`~/…`, a `file:` URI with a fragment…), each checked; `input.uncertain`
 # says which values warden cannot read with certainty, and why. Text such
-# as credentials is checked as sent (`input.raw_arguments`) too.
+# as credentials is checked as sent (`input.raw_strings`) too.
 #
 # Sensible for a world of untrusted servers:
 #   - deny arguments that point at well-known secret files (SSH, cloud and
@@ -58,23 +59,13 @@ credential_res := {
 # only name a hit). Keep in sync with `credential_res` (a test checks).
 credential_any_re := `-----BEGIN ([A-Z]+ )?PRIVATE KEY-----|\b(AKIA|ASIA)[0-9A-Z]{16}\b|\b(gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{22,})\b|\bsk-(ant-|proj-)?[A-Za-z0-9_-]{20,}|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAIza[0-9A-Za-z_-]{35}\b`
 
-# Every string argument with its path (the keys and indexes that lead to
-# it): as warden reads it, and as sent. A reason names the argument only
-# when it fires (`arg_name`), so a call that is fine builds no names.
-canonical_strings contains [path, value] if {
-	walk(input.arguments, [path, value])
-	is_string(value)
-}
-
-sent_strings contains [path, value] if {
-	walk(input.raw_arguments, [path, value])
-	is_string(value)
-}
-
+# Every string argument is in `input.strings` by JSON pointer as warden
+# reads it, and in `input.raw_strings` as sent (so no rule walks the
+# arguments itself). A reason names the argument by its pointer.
 deny contains msg if {
-	some [path, value] in canonical_strings
+	some pointer, value in input.strings
 	regex.match(secret_path_re, lower(value))
-	msg := sprintf("argument %v points at a secret file (%v)", [arg_name(path), value])
+	msg := sprintf("argument %v points at a secret file (%v)", [arg_name(pointer), value])
 }
 
 # Every plausible reading of a value with several, by JSON pointer.
@@ -85,13 +76,20 @@ deny contains msg if {
 	msg := sprintf("argument %v points at a secret file (%v)", [pointer, value])
 }
 
-# Credentials are checked in every string as sent and as read.
+# Credentials are checked in every string as read, and as sent where that
+# differs (a long text is scanned once).
 deny contains msg if {
-	some [path, value] in canonical_strings | sent_strings
+	some strings in [input.strings, sent_only]
+	some pointer, value in strings
 	regex.match(credential_any_re, value)
 	some what, re in credential_res
 	regex.match(re, value)
-	msg := sprintf("argument %v looks like %v; credentials are never sent to tools", [arg_name(path), what])
+	msg := sprintf("argument %v looks like %v; credentials are never sent to tools", [arg_name(pointer), what])
+}
+
+sent_only := {pointer: value |
+	some pointer, value in input.raw_strings
+	object.get(input.strings, pointer, null) != value
 }
 
 ask contains msg if {
@@ -138,9 +136,6 @@ allow if {
 	input.server.trust == "trusted"
 }
 
-arg_name(path) := name if {
-	count(path) > 0
-	name := concat("", [sprintf("/%v", [p]) | some p in path])
-}
+arg_name(pointer) := pointer if pointer != ""
 
-arg_name(path) := "(arguments)" if count(path) == 0
+arg_name(pointer) := "(arguments)" if pointer == ""

@@ -5,7 +5,20 @@ import rego.v1
 
 import data.warden
 
-base := {
+# `input.strings` / `input.raw_strings` as warden builds them: every string
+# of the arguments by JSON pointer (no key here needs `~0`/`~1`).
+strings_of(args) := {pointer: value |
+	walk(args, [path, value])
+	is_string(value)
+	pointer := concat("", [sprintf("/%v", [p]) | some p in path])
+}
+
+indexed(doc) := object.union(doc, {
+	"strings": strings_of(object.get(doc, "arguments", {})),
+	"raw_strings": strings_of(object.get(doc, "raw_arguments", {})),
+})
+
+plain := {
 	"server": {"name": "fs", "trust": "untrusted", "transport": "stdio", "scope": "user"},
 	"tool": {"name": "read_text_file", "qualified": "mcp__fs__read_text_file", "annotations": {"readOnlyHint": true}, "pinned": true},
 	"arguments": {"path": "/srv/repo/README.md"},
@@ -13,16 +26,18 @@ base := {
 	"stages": {"trust": null, "schema": null, "pinning": null, "annotations": null, "rules": null},
 }
 
-with_args(args) := object.union(base, {"arguments": args})
+base := indexed(plain)
+
+with_args(args) := indexed(object.union(plain, {"arguments": args}))
 
 # The document warden builds for `raw` arguments: `canonical` is what
 # `input.arguments` holds, `readings`/`uncertain` as warden computes them.
-sent(raw, canonical, readings, uncertain) := object.union(base, {
+sent(raw, canonical, readings, uncertain) := indexed(object.union(plain, {
 	"arguments": canonical,
 	"raw_arguments": raw,
 	"readings": readings,
 	"uncertain": uncertain,
-})
+}))
 
 test_plain_read_has_no_opinion if {
 	count(warden.deny) == 0 with input as base
@@ -239,7 +254,7 @@ test_certain_paths_do_not_ask if {
 }
 
 # Resources and prompts (CONTRACT §8).
-resource_read(trust, uri, canonical) := {
+resource_read(trust, uri, canonical) := indexed({
 	"kind": "resource",
 	"server": {"name": "fs", "trust": trust, "transport": "stdio", "scope": "user"},
 	"resource": {"uri": uri, "server": "fs"},
@@ -249,7 +264,7 @@ resource_read(trust, uri, canonical) := {
 	"uncertain": {},
 	"context": base.context,
 	"stages": {"trust": null, "rules": null},
-}
+})
 
 test_resource_under_secret_path_denied if {
 	some msg in warden.deny with input as resource_read("trusted", "file:///home/u/.ssh/id_rsa", "/home/u/.ssh/id_rsa")
@@ -287,7 +302,7 @@ test_prompt_of_untrusted_server_asks if {
 }
 
 test_prompt_argument_secret_denied if {
-	inp := {
+	inp := indexed({
 		"kind": "prompt",
 		"server": {"name": "fs", "trust": "trusted", "transport": "stdio", "scope": "user"},
 		"prompt": {"name": "review", "qualified": "prompt__fs__review"},
@@ -297,6 +312,6 @@ test_prompt_argument_secret_denied if {
 		"uncertain": {},
 		"context": base.context,
 		"stages": {"trust": null, "rules": null},
-	}
+	})
 	count(warden.deny) > 0 with input as inp
 }

@@ -705,3 +705,37 @@ fn rules_naming_missing_arguments_are_reported_per_tool() {
             .is_empty()
     );
 }
+
+/// `policy check` says which Rego engine runs: the shipped policy on the
+/// bytecode VM; a policy that walks its input on the interpreter (with
+/// the default in its group); everything on the interpreter when
+/// `WARDEN_REGO_ENGINE=interpreter`.
+#[test]
+fn cli_policy_check_names_the_rego_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let walks = policy_file(
+        dir.path(),
+        "walks.rego",
+        "package warden\nimport rego.v1\ndeny contains \"x\" if {\n\twalk(input.arguments, [_, v])\n\tv == \"x\"\n}\n",
+    );
+    let engine = |args: &[&str], env: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
+        cmd.args(["--json", "policy", "check"])
+            .args(args)
+            .env("WARDEN_CONFIG_DIR", "/nonexistent")
+            .env_remove("WARDEN_REGO_ENGINE");
+        if let Some(value) = env {
+            cmd.env("WARDEN_REGO_ENGINE", value);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["engine"].as_str().unwrap_or_default().to_string()
+    };
+    assert_eq!(engine(&[], None), "vm");
+    assert_eq!(
+        engine(&["--policy", walks.to_str().unwrap()], None),
+        "interpreter"
+    );
+    assert_eq!(engine(&[], Some("interpreter")), "interpreter");
+}

@@ -2,7 +2,9 @@
 //! facts chosen by the first byte, the request kind among them) through `Pipeline::rego_input_json`,
 //! `complete_input` and `decide` with the shipped default policy.
 //! Properties: no panic; the input's `raw_arguments` are the arguments as
-//! sent (numbers by value); `decide` always names an effect.
+//! sent (numbers by value); `decide` always names an effect; regorus's
+//! bytecode VM answers as its interpreter does, for the default policy
+//! alone and with `ci.rego` beside it.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -42,6 +44,24 @@ fn pipeline() -> &'static Pipeline {
             ..PipelineConfig::default()
         })
         .expect("default policy loads")
+    })
+}
+
+/// The shipped default and `ci.rego` in one group.
+fn with_ci() -> &'static Pipeline {
+    static P: OnceLock<Pipeline> = OnceLock::new();
+    P.get_or_init(|| {
+        Pipeline::load(PipelineConfig {
+            workspace: "/ws".into(),
+            mode: Mode::Ci,
+            policies: Some(vec![warden_policy::PolicySource {
+                path: concat!(env!("CARGO_MANIFEST_DIR"), "/../policies/ci.rego").into(),
+                scope: Scope::User,
+            }]),
+            with_default: true,
+            ..PipelineConfig::default()
+        })
+        .expect("default and ci policies load")
     })
 }
 
@@ -119,4 +139,9 @@ fuzz_target!(|data: &[u8]| {
     let _ = p.complete_input(&json!({ "arguments": arguments }));
     let decision = p.decide(&facts);
     let _ = format!("{decision:?}");
+    for p in [p, with_ci()] {
+        if let Err(e) = p.engines_agree(&facts) {
+            panic!("{e}");
+        }
+    }
 });

@@ -83,6 +83,7 @@ pub fn check(config: PipelineConfig, json: bool) -> anyhow::Result<u8> {
             "rules": rules,
             "policies": files.iter().map(|(p, h)| json!({"path": p, "sha256": h})).collect::<Vec<_>>(),
             "policy_sha256": pipeline.policy_sha256(),
+            "engine": pipeline.rego_engine(),
         });
         super::json::print("policy check", out)?;
     } else {
@@ -91,8 +92,13 @@ pub fn check(config: PipelineConfig, json: bool) -> anyhow::Result<u8> {
         }
         match pipeline.policy_sha256() {
             Some(d) => println!(
-                "ok: {} policy/data file(s), {rules} rule(s); policy_sha256 {d}",
-                files.len()
+                "ok: {} policy/data file(s), {rules} rule(s); policy_sha256 {d}; runs on {}",
+                files.len(),
+                match pipeline.rego_engine() {
+                    Some("vm") => "the bytecode VM",
+                    Some("interpreter") => "the interpreter (see README, \"Rego engine\")",
+                    _ => "the bytecode VM and the interpreter (see README, \"Rego engine\")",
+                }
             ),
             None => println!("ok: no Rego stage, {rules} rule(s)"),
         }

@@ -79,7 +79,7 @@ pub fn argument_lines(arguments: &Value) -> Result<Vec<ArgumentLine>, String> {
         match v {
             Value::Object(map) => {
                 for (k, item) in map {
-                    let key = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                    let key = format!("{at}/{}", crate::canon::pointer_token(k));
                     walk(item, &key, out)?;
                 }
             }

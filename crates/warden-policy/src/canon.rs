@@ -226,7 +226,7 @@ impl Canonical {
                     for (k, item) in map {
                         let len = at.len();
                         at.push('/');
-                        at.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                        at.push_str(&pointer_token(k));
                         walk(item, at, out);
                         at.truncate(len);
                     }
@@ -237,6 +237,16 @@ impl Canonical {
         let mut out = Vec::new();
         walk(&self.value, &mut String::new(), &mut out);
         out
+    }
+}
+
+/// An object key as one JSON pointer token (RFC 6901: `~` is `~0`, `/`
+/// is `~1`).
+pub(crate) fn pointer_token(key: &str) -> std::borrow::Cow<'_, str> {
+    if key.contains(['~', '/']) {
+        key.replace('~', "~0").replace('/', "~1").into()
+    } else {
+        key.into()
     }
 }
 

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Functions warden registers as extensions ([`crate::bounded`]).
-const EXTENSIONS: &[&str] = &[
+pub(crate) const EXTENSIONS: &[&str] = &[
     "numbers.range",
     "numbers.range_step",
     "bits.lsh",

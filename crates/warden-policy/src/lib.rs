@@ -11,7 +11,8 @@
 //! for every request kind of CONTRACT §8, matching canonical values),
 //! [`schema_guard`] (input schemas refused before anything validates
 //! against them), `rego` (loading and evaluating policies with regorus;
-//! the shipped policies are embedded; data only from named files),
+//! the shipped policies are embedded; data only from named files), `vm`
+//! (regorus's bytecode VM for a policy it runs as the interpreter would),
 //! `bounded` (builtins that could allocate without bound, made bounded),
 //! [`testing`] (`warden policy test`), `facts` and `decision` (what goes
 //! in and comes out), `sources` (what the configuration hands over), `ask`
@@ -46,6 +47,7 @@ mod rules;
 pub mod schema_guard;
 mod sources;
 pub mod testing;
+mod vm;
 
 pub use ask::{
     ArgumentLine, AskAnswer, AskPrompt, Asker, MAX_ARGUMENT_LINES, MAX_KEY_CHARS, MAX_VALUE_CHARS,

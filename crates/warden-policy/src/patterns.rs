@@ -70,7 +70,7 @@ fn compiled(pattern: &str) -> Compiled {
     built
 }
 
-fn regex_match(args: Vec<Value>) -> anyhow::Result<Value> {
+pub(crate) fn regex_match(args: Vec<Value>) -> anyhow::Result<Value> {
     let (Some(Value::String(pattern)), Some(Value::String(value))) = (args.first(), args.get(1))
     else {
         return Ok(Value::Undefined);

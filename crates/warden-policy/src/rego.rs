@@ -14,6 +14,7 @@ use serde_json::Value;
 use warden_core::Scope;
 
 use crate::error::PolicyError;
+use crate::vm::{VmMiss, VmPolicy};
 use warden_core::digest::sha256_hex;
 
 /// The shipped policies, embedded so the binary works anywhere.
@@ -64,6 +65,9 @@ pub struct RegoSet {
     engine: Engine,
     /// The gather rule compiled once; evaluated per decision from `&self`.
     compiled: regorus::CompiledPolicy,
+    /// The gather rule as bytecode, when the policy runs on the VM
+    /// ([`crate::vm`]); the interpreter answers otherwise.
+    pub(crate) vm: Option<VmPolicy>,
     /// Project-scope policies may only restrict: their `allow` is ignored.
     restrict_only: bool,
     pub files: Vec<LoadedFile>,
@@ -167,7 +171,7 @@ fn read(path: &Path) -> Result<String, PolicyError> {
     })
 }
 
-fn timer_config() -> regorus::utils::limits::ExecutionTimerConfig {
+pub(crate) fn timer_config() -> regorus::utils::limits::ExecutionTimerConfig {
     regorus::utils::limits::ExecutionTimerConfig {
         limit: EVAL_TIME_LIMIT,
         check_interval: std::num::NonZeroU32::MIN.saturating_add(255),
@@ -377,14 +381,20 @@ pub fn package_of(text: &str) -> Option<String> {
 }
 
 impl RegoSet {
-    /// Compiles one group of policies and evaluates it once against
-    /// `probe` so that unknown functions and evaluation errors are
-    /// startup errors.
+    /// Compiles one group of policies and evaluates it once against the
+    /// first of `probes` so that unknown functions and evaluation errors
+    /// are startup errors. It runs on the bytecode VM when the VM gives
+    /// the interpreter's answer on every probe.
     pub fn load(
         inputs: &[PolicyInput],
         scope: Scope,
-        probe: &RegoValue,
+        probes: &[RegoValue],
     ) -> Result<RegoSet, PolicyError> {
+        let probe = probes
+            .first()
+            .cloned()
+            .unwrap_or_else(RegoValue::new_object);
+        let probe = &probe;
         let (mut engine, files, sources) = build_engine(inputs, false)?;
         if !sources
             .iter()
@@ -431,9 +441,11 @@ impl RegoSet {
                 files: names(),
                 message: e.to_string(),
             })?;
+        let vm = on_vm(&engine, &compiled, &sources, probes);
         let set = RegoSet {
             engine,
             compiled,
+            vm,
             restrict_only: scope == Scope::Project,
             files,
         };
@@ -452,13 +464,62 @@ impl RegoSet {
         Ok(set)
     }
 
+    /// Whether decisions run on the bytecode VM ([`crate::vm`]).
+    pub fn on_vm(&self) -> bool {
+        self.vm.is_some()
+    }
+
+    /// The gather rule's value for `input`: from the VM when the policy
+    /// runs there and the VM answers, else from the interpreter.
+    fn evaluate(&self, input: RegoValue) -> Result<RegoValue, String> {
+        if let Some(vm) = &self.vm {
+            match vm.eval(input.clone()) {
+                Ok(out) => return Ok(out),
+                Err(VmMiss::Limit(e)) => return Err(e),
+                Err(VmMiss::Defer(why)) => {
+                    tracing::debug!(%why, "the Rego VM deferred to the interpreter");
+                }
+            }
+        }
+        self.interpret(input)
+    }
+
+    fn interpret(&self, input: RegoValue) -> Result<RegoValue, String> {
+        self.compiled
+            .eval_with_input(input)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The VM's and the interpreter's answers, when the VM answers
+    /// (`Ok`: the value; `Err`: a limit error, the interpreter's error).
+    pub(crate) fn both_engines(
+        &self,
+        input: RegoValue,
+    ) -> Option<(Result<RegoValue, String>, Result<RegoValue, String>)> {
+        let vm = match self.vm.as_ref()?.eval(input.clone()) {
+            Ok(v) => Ok(v),
+            Err(VmMiss::Limit(e)) => Err(e),
+            Err(VmMiss::Defer(_)) => return None,
+        };
+        Some((vm, self.interpret(input)))
+    }
+
+    /// The VM's answer alone (`None`: not on the VM, or it deferred).
+    #[cfg(test)]
+    pub(crate) fn eval_on_vm(&self, input: RegoValue) -> Option<RegoValue> {
+        self.vm.as_ref().and_then(|vm| vm.eval(input).ok())
+    }
+
+    /// The interpreter's answer alone.
+    #[cfg(test)]
+    pub(crate) fn eval_on_interpreter(&self, input: RegoValue) -> Result<RegoValue, String> {
+        self.interpret(input)
+    }
+
     /// Evaluates against one input. Errors are returned as text; the
     /// pipeline turns them into a deny.
     pub fn eval_value(&self, input: RegoValue) -> Result<RegoVerdict, String> {
-        let out = self
-            .compiled
-            .eval_with_input(input)
-            .map_err(|e| e.to_string())?;
+        let out = self.evaluate(input)?;
         let obj = out
             .as_object()
             .map_err(|_| format!("policy produced no decision ({out})"))?;
@@ -480,6 +541,50 @@ impl RegoSet {
             allow: allow && !self.restrict_only,
         })
     }
+}
+
+/// Set to `interpreter` to keep every policy off the VM (to compare, or
+/// should the VM be suspected of a wrong answer).
+pub const ENGINE_ENV: &str = "WARDEN_REGO_ENGINE";
+
+/// The policy as bytecode, if it compiles and the VM gives the
+/// interpreter's answer on the probe; otherwise `None` (and why, at debug).
+fn on_vm(
+    engine: &Engine,
+    compiled: &regorus::CompiledPolicy,
+    sources: &[(String, String)],
+    probes: &[RegoValue],
+) -> Option<VmPolicy> {
+    let names = || {
+        sources
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if std::env::var(ENGINE_ENV).is_ok_and(|v| v == "interpreter") {
+        tracing::debug!(files = %names(), "policy runs on the Rego interpreter ({ENGINE_ENV})");
+        return None;
+    }
+    let vm = match VmPolicy::compile(compiled, GATHER_RULE, engine.get_data(), sources) {
+        Ok(vm) => vm,
+        Err(why) => {
+            tracing::debug!(files = %names(), %why, "policy runs on the Rego interpreter");
+            return None;
+        }
+    };
+    for probe in probes {
+        let reference = compiled.eval_with_input(probe.clone()).ok();
+        match vm.eval(probe.clone()) {
+            Ok(out) if Some(&out) == reference.as_ref() => {}
+            other => {
+                tracing::debug!(files = %names(), vm = ?other.map(|v| v.to_string()), interpreter = ?reference.map(|v| v.to_string()),
+                    "the Rego VM disagreed with the interpreter on a probe; policy runs on the interpreter");
+                return None;
+            }
+        }
+    }
+    Some(vm)
 }
 
 fn reasons(v: &RegoValue, name: &str) -> Result<Vec<String>, String> {
@@ -551,7 +656,7 @@ mod tests {
                 text: text.into(),
             }],
             Scope::User,
-            &RegoValue::from_json_str(r#"{"arguments": {}}"#).unwrap(),
+            &[RegoValue::from_json_str(r#"{"arguments": {}}"#).unwrap()],
         )
     }
 

@@ -203,7 +203,7 @@ impl<'a> Walker<'a> {
                     add(
                         self.cost(
                             item,
-                            &format!("{ptr}/dependencies/{}", escape(k)),
+                            &format!("{ptr}/dependencies/{}", crate::canon::pointer_token(k)),
                             kind,
                             depth,
                         )?,
@@ -219,7 +219,7 @@ impl<'a> Walker<'a> {
                     for name in OBJECT_MAP {
                         if let Some(Value::Object(members)) = map.get(*name) {
                             for (k, item) in members {
-                                let p = format!("{ptr}/{name}/{}", escape(k));
+                                let p = format!("{ptr}/{name}/{}", crate::canon::pointer_token(k));
                                 let c = if *name == "dependentSchemas" {
                                     self.cost(item, &p, kind, depth)?
                                 } else {
@@ -329,7 +329,7 @@ fn find_anchor<'a>(v: &'a Value, name: &str, at: &mut String) -> Option<(&'a Val
             for (k, item) in map {
                 let len = at.len();
                 at.push('/');
-                at.push_str(&escape(k));
+                at.push_str(&crate::canon::pointer_token(k));
                 if let Some(found) = find_anchor(item, name, at) {
                     return Some(found);
                 }
@@ -351,10 +351,6 @@ fn find_anchor<'a>(v: &'a Value, name: &str, at: &mut String) -> Option<(&'a Val
         }
         _ => None,
     }
-}
-
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
 }
 
 fn percent_decode(s: &str) -> String {

@@ -15,11 +15,16 @@
 //!   certain, by JSON pointer, every plausible path or URI (a deny that
 //!   should hold for any meaning checks them all);
 //! - `uncertain`: for each value warden cannot read with certainty, by
-//!   JSON pointer, why.
+//!   JSON pointer, why;
+//!
+//! and every string among them by JSON pointer, so that a policy reaches
+//! them without `walk` (which regorus's bytecode VM does not run, see
+//! [`crate::vm`]): `strings` (of `arguments`), `raw_strings` (of
+//! `raw_arguments`). They share the values' text (no copy).
 
 use regorus::Value as R;
 use serde_json::{Value, json};
-use warden_core::{Mode, RequestKind, Scope, TransportKind, Trust};
+use warden_core::{Effect, Mode, RequestKind, Scope, Stage, TransportKind, Trust};
 
 use super::Pipeline;
 use crate::canon::{CanonValue, Canonical};
@@ -141,6 +146,8 @@ fn build(
             ]),
         ),
     };
+    let strings = strings_by_pointer(&arguments);
+    let raw_strings = strings_by_pointer(&raw);
     rego_object([
         ("kind", R::from(facts.kind.as_str())),
         (
@@ -155,6 +162,8 @@ fn build(
         (subject, subject_value),
         ("arguments", arguments),
         ("raw_arguments", raw),
+        ("strings", strings),
+        ("raw_strings", raw_strings),
         ("readings", readings),
         ("uncertain", uncertain),
         (
@@ -170,65 +179,151 @@ fn build(
     ])
 }
 
-/// The input evaluated once at load, so that an unknown function or an
-/// evaluation error is a startup error: a plain call on an untrusted stdio
-/// server, before any stage has spoken.
-pub(super) fn probe(workspace: &str) -> R {
-    let facts = CallFacts {
-        kind: warden_core::RequestKind::Tool,
-        server: ServerFacts {
-            name: "probe".into(),
-            trust: Trust::Untrusted,
-            transport: TransportKind::Stdio,
-            scope: Scope::User,
-        },
-        tool: ToolFacts {
-            name: "probe".into(),
-            qualified: "mcp__probe__probe".into(),
-            annotations: json!({}),
-            input_schema: Value::Null,
-            pin: PinState::Pinned,
-        },
-        arguments: json!({"path": format!("{workspace}/README.md")}),
-        context: CallContext {
-            mode: Mode::Interactive,
-            session: "probe".into(),
-            call_index: 0,
-        },
-    };
-    let before_policy: Vec<StageVerdict> = [
-        warden_core::Stage::Trust,
-        warden_core::Stage::Schema,
-        warden_core::Stage::Pinning,
-        warden_core::Stage::Annotations,
-        warden_core::Stage::Rules,
-    ]
-    .into_iter()
-    .map(|stage| StageVerdict::new(stage, None, vec![]))
-    .collect();
-    let canonical = crate::canon::canonicalize(
-        &facts.arguments,
-        &crate::canon::Context {
-            workspace,
-            home: None,
-        },
-        &crate::canon::Limits::default(),
-    )
-    .ok();
-    build(
-        &facts,
-        canonical.as_ref(),
-        Mode::Interactive,
-        &before_policy,
-        workspace,
-    )
+/// Every string in `value` (not object keys) by JSON pointer: `input.strings`
+/// and `input.raw_strings`. The strings are shared, not copied.
+pub(crate) fn strings_by_pointer(value: &R) -> R {
+    fn walk(v: &R, at: &mut String, out: &mut std::collections::BTreeMap<R, R>) {
+        match v {
+            R::String(_) => {
+                out.insert(R::from(at.as_str()), v.clone());
+            }
+            R::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let len = at.len();
+                    at.push('/');
+                    at.push_str(&i.to_string());
+                    walk(item, at, out);
+                    at.truncate(len);
+                }
+            }
+            R::Object(map) => {
+                for (k, item) in map.iter() {
+                    let len = at.len();
+                    at.push('/');
+                    match k {
+                        R::String(k) => at.push_str(&crate::canon::pointer_token(k)),
+                        other => at.push_str(&other.to_string()),
+                    }
+                    walk(item, at, out);
+                    at.truncate(len);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(value, &mut String::new(), &mut out);
+    R::from(out)
+}
+
+/// The inputs evaluated at load: the first so that an unknown function or
+/// an evaluation error is a startup error (a plain call on an untrusted
+/// stdio server, before any stage has spoken); all of them to check that
+/// regorus's bytecode VM answers as the interpreter does before a policy
+/// runs on it ([`crate::vm`]): a secret path, a credential, an uncertain
+/// `file:` URI, a trusted read-only tool allowed by a rule, a resource and
+/// a prompt.
+pub(super) fn probes(workspace: &str) -> Vec<R> {
+    let calls = [
+        (
+            RequestKind::Tool,
+            Trust::Untrusted,
+            json!({}),
+            json!({"path": format!("{workspace}/README.md")}),
+            None,
+        ),
+        (
+            RequestKind::Tool,
+            Trust::Untrusted,
+            json!({"readOnlyHint": true}),
+            json!({"path": "~/.ssh/id_rsa", "body": {"key": "AKIAABCDEFGHIJKLMNOP"},
+                   "uri": format!("file://{workspace}/a#/../../.env"), "n": [1, 2.5, null, true]}),
+            Some(Effect::Ask),
+        ),
+        (
+            RequestKind::Tool,
+            Trust::Trusted,
+            json!({"readOnlyHint": true}),
+            json!({"q": "x"}),
+            Some(Effect::Allow),
+        ),
+        (
+            RequestKind::Resource,
+            Trust::Untrusted,
+            json!({}),
+            json!({"uri": "file:///etc/shadow"}),
+            None,
+        ),
+        (
+            RequestKind::Prompt,
+            Trust::Trusted,
+            json!({}),
+            json!({"topic": "y"}),
+            None,
+        ),
+    ];
+    calls
+        .into_iter()
+        .map(|(kind, trust, annotations, arguments, rules)| {
+            let facts = CallFacts {
+                kind,
+                server: ServerFacts {
+                    name: "probe".into(),
+                    trust,
+                    transport: TransportKind::Stdio,
+                    scope: Scope::User,
+                },
+                tool: ToolFacts {
+                    name: "probe".into(),
+                    qualified: "mcp__probe__probe".into(),
+                    annotations,
+                    input_schema: Value::Null,
+                    pin: PinState::Pinned,
+                },
+                arguments,
+                context: CallContext {
+                    mode: Mode::Interactive,
+                    session: "probe".into(),
+                    call_index: 0,
+                },
+            };
+            let before_policy: Vec<StageVerdict> = [
+                Stage::Trust,
+                Stage::Schema,
+                Stage::Pinning,
+                Stage::Annotations,
+                Stage::Rules,
+            ]
+            .into_iter()
+            .map(|stage| {
+                let effect = if stage == Stage::Rules { rules } else { None };
+                StageVerdict::new(stage, effect, vec![])
+            })
+            .collect();
+            let canonical = crate::canon::canonicalize(
+                &facts.arguments,
+                &crate::canon::Context {
+                    workspace,
+                    home: None,
+                },
+                &crate::canon::Limits::default(),
+            )
+            .ok();
+            build(
+                &facts,
+                canonical.as_ref(),
+                Mode::Interactive,
+                &before_policy,
+                workspace,
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::pipeline::PipelineConfig;
-    use warden_core::{Effect, Stage};
 
     /// Found by fuzz/rego_input (arguments `444444444444444444.222`): an
     /// integral float beyond 2^53 reaches Rego as that f64, but its JSON
@@ -299,7 +394,7 @@ mod tests {
                 pin: PinState::Unpinned,
             },
             arguments: json!({"a": [1, -2, 2.5, null, true, {"b": "c"}], "big": u64::MAX,
-                              "n": 2.0, "p": "/etc//./shadow", "u": "file:///srv/repo/a#x"}),
+                              "n": 2.0, "p": "/etc//./shadow", "u": "file:///srv/repo/a#x", "k/~": "v"}),
             context: CallContext {
                 mode: Mode::Gateway,
                 session: "s".into(),
@@ -316,10 +411,13 @@ mod tests {
             "tool": {"name": "t", "qualified": "mcp__fs__t",
                      "annotations": {"readOnlyHint": true}, "pinned": false},
             "arguments": {"a": [1, -2, 2.5, null, true, {"b": "c"}], "big": u64::MAX,
-                          "n": 2, "p": "/etc/shadow", "u": "file:///srv/repo/a#x"},
+                          "n": 2, "p": "/etc/shadow", "u": "file:///srv/repo/a#x", "k/~": "v"},
             // (regorus itself holds 2.0 as the number 2)
             "raw_arguments": {"a": [1, -2, 2.5, null, true, {"b": "c"}], "big": u64::MAX,
-                              "n": 2, "p": "/etc//./shadow", "u": "file:///srv/repo/a#x"},
+                              "n": 2, "p": "/etc//./shadow", "u": "file:///srv/repo/a#x", "k/~": "v"},
+            // Every string by JSON pointer, as read and as sent.
+            "strings": {"/a/5/b": "c", "/k~1~0": "v", "/p": "/etc/shadow", "/u": "file:///srv/repo/a#x"},
+            "raw_strings": {"/a/5/b": "c", "/k~1~0": "v", "/p": "/etc//./shadow", "/u": "file:///srv/repo/a#x"},
             "readings": {"/u": ["/srv/repo/a#x", "/srv/repo/a", "/srv/repo/file:/srv/repo/a#x"]},
             "uncertain": {"/u": "it is a `file:` URI with a fragment (`#`: URL parsers drop it, naive servers do not)"},
             "context": {"mode": "gateway", "session": "s", "workspace": "/srv/repo", "call_index": 7},

@@ -173,13 +173,13 @@ impl Pipeline {
                 });
             }
         }
-        let probe = input::probe(&workspace);
+        let probes = input::probes(&workspace);
         let mut rego = Vec::new();
         if !trusted.is_empty() {
-            rego.push(RegoSet::load(&trusted, Scope::User, &probe)?);
+            rego.push(RegoSet::load(&trusted, Scope::User, &probes)?);
         }
         if !project.is_empty() {
-            rego.push(RegoSet::load(&project, Scope::Project, &probe)?);
+            rego.push(RegoSet::load(&project, Scope::Project, &probes)?);
         }
         let loaded: Vec<(PathBuf, String)> = rego
             .iter()
@@ -293,6 +293,19 @@ impl Pipeline {
     }
 
     /// Every policy and data file loaded, with its SHA-256.
+    /// How the Rego stage runs: `"vm"` (every policy group on regorus's
+    /// bytecode VM), `"interpreter"`, or `"vm+interpreter"` (groups
+    /// differ); `None` without a Rego stage.
+    pub fn rego_engine(&self) -> Option<&'static str> {
+        let on_vm = self.rego.iter().filter(|set| set.on_vm()).count();
+        match (self.rego.len(), on_vm) {
+            (0, _) => None,
+            (all, vm) if all == vm => Some("vm"),
+            (_, 0) => Some("interpreter"),
+            _ => Some("vm+interpreter"),
+        }
+    }
+
     pub fn loaded_policies(&self) -> Vec<(PathBuf, String)> {
         self.loaded.clone()
     }
@@ -440,14 +453,36 @@ impl Pipeline {
     }
 
     /// `input` with the canonical argument keys added when it has no
-    /// `raw_arguments` (see [`Pipeline::policy_verdict_for_input`]).
+    /// `raw_arguments` (see [`Pipeline::policy_verdict_for_input`]), and
+    /// `strings` / `raw_strings` when it has none.
     pub fn complete_input(&self, input: &Value) -> Value {
         let Value::Object(map) = input else {
             return input.clone();
         };
-        if map.contains_key("raw_arguments") {
-            return input.clone();
+        let mut out = if map.contains_key("raw_arguments") {
+            map.clone()
+        } else {
+            self.add_canonical(map)
+        };
+        for (index, of) in [("strings", "arguments"), ("raw_strings", "raw_arguments")] {
+            if !out.contains_key(index) {
+                let strings = out.get(of).map_or_else(
+                    || Value::Object(Default::default()),
+                    |v| {
+                        serde_json::to_value(input::strings_by_pointer(&crate::rego::to_rego(v)))
+                            .unwrap_or(Value::Null)
+                    },
+                );
+                out.insert(index.into(), strings);
+            }
         }
+        Value::Object(out)
+    }
+
+    fn add_canonical(
+        &self,
+        map: &serde_json::Map<String, Value>,
+    ) -> serde_json::Map<String, Value> {
         let raw = map
             .get("arguments")
             .cloned()
@@ -460,7 +495,7 @@ impl Pipeline {
         out.entry("kind")
             .or_insert_with(|| Value::String(kind.as_str().to_string()));
         let Ok(canonical) = self.canonical_for(kind, &raw) else {
-            return Value::Object(out);
+            return out;
         };
         let notable = canonical.notable();
         out.insert("arguments".into(), canonical.arguments_json());
@@ -497,7 +532,7 @@ impl Pipeline {
                     .collect(),
             ),
         );
-        Value::Object(out)
+        out
     }
 
     /// Combines stage verdicts computed elsewhere (e.g. `policy eval`).

@@ -270,6 +270,30 @@ impl Pipeline {
 
     /// Stage 6, the Rego policy, for a ready `input`: any `deny` reason, else any
     /// `ask` reason, else `allow == true`. An evaluation error is a deny.
+    /// Checks that every policy group on the bytecode VM answers `facts`
+    /// as the interpreter does (a deferral is no answer, so it agrees).
+    /// For the fuzz target and differential tests; decisions never run
+    /// both.
+    #[doc(hidden)]
+    pub fn engines_agree(&self, facts: &CallFacts) -> Result<(), String> {
+        let mode = self.effective_mode(facts);
+        let input = self.rego_input(facts, mode, &[]);
+        for set in &self.rego {
+            let agree = match set.both_engines(input.clone()) {
+                None | Some((Err(_), Err(_))) => true,
+                Some((Ok(vm), Ok(interpreter))) => vm == interpreter,
+                Some(_) => false,
+            };
+            if !agree {
+                return Err(format!(
+                    "the Rego VM and the interpreter answered differently for {input}: {:?}",
+                    set.both_engines(input.clone())
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn policy_verdict(&self, input: regorus::Value) -> StageVerdict {
         let mut deny = Vec::new();
         let mut ask = Vec::new();
