@@ -706,10 +706,10 @@ fn rules_naming_missing_arguments_are_reported_per_tool() {
     );
 }
 
-/// `policy check` says which Rego engine runs: the shipped policy on the
-/// bytecode VM; a policy that walks its input on the interpreter (with
-/// the default in its group); everything on the interpreter when
-/// `WARDEN_REGO_ENGINE=interpreter`.
+/// `policy check` says which Rego engine runs: the shipped policies on
+/// the bytecode VM; any other policy on the interpreter (with the default
+/// in its group), one the VM could run as well as one it could not; the
+/// shipped ones too when `WARDEN_REGO_ENGINE=interpreter`.
 #[test]
 fn cli_policy_check_names_the_rego_engine() {
     let dir = tempfile::tempdir().unwrap();
@@ -717,6 +717,11 @@ fn cli_policy_check_names_the_rego_engine() {
         dir.path(),
         "walks.rego",
         "package warden\nimport rego.v1\ndeny contains \"x\" if {\n\twalk(input.arguments, [_, v])\n\tv == \"x\"\n}\n",
+    );
+    let plain = policy_file(
+        dir.path(),
+        "plain.rego",
+        "package warden\nimport rego.v1\ndeny contains \"x\" if input.arguments.x\n",
     );
     let engine = |args: &[&str], env: Option<&str>| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_warden"));
@@ -737,5 +742,11 @@ fn cli_policy_check_names_the_rego_engine() {
         engine(&["--policy", walks.to_str().unwrap()], None),
         "interpreter"
     );
+    assert_eq!(
+        engine(&["--policy", plain.to_str().unwrap()], None),
+        "interpreter"
+    );
+    let ci = concat!(env!("CARGO_MANIFEST_DIR"), "/policies/ci.rego");
+    assert_eq!(engine(&["--policy", ci], None), "vm");
     assert_eq!(engine(&[], Some("interpreter")), "interpreter");
 }

@@ -86,8 +86,8 @@ pub const POLICY_CHECK: &str = "Examples:
   warden policy check
   warden --policy my.rego policy check --json
 
-Says which Rego engine decides: regorus's bytecode VM where a policy
-allows it, else its interpreter (README, \"Rego engine\").
+Says which Rego engine decides: regorus's bytecode VM for the shipped
+policies, its interpreter for any other (README, \"Rego engine\").
 WARDEN_REGO_ENGINE=interpreter keeps every policy on the interpreter.";
 
 pub const POLICY_EVAL: &str = "Examples:

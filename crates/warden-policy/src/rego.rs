@@ -390,6 +390,15 @@ impl RegoSet {
         scope: Scope,
         probes: &[RegoValue],
     ) -> Result<RegoSet, PolicyError> {
+        Self::load_using(inputs, scope, probes, VmUse::from_env())
+    }
+
+    pub(crate) fn load_using(
+        inputs: &[PolicyInput],
+        scope: Scope,
+        probes: &[RegoValue],
+        vm_use: VmUse,
+    ) -> Result<RegoSet, PolicyError> {
         let probe = probes
             .first()
             .cloned()
@@ -441,7 +450,7 @@ impl RegoSet {
                 files: names(),
                 message: e.to_string(),
             })?;
-        let vm = on_vm(&engine, &compiled, &sources, probes);
+        let vm = on_vm(&engine, &compiled, &sources, probes, vm_use);
         let set = RegoSet {
             engine,
             compiled,
@@ -547,13 +556,50 @@ impl RegoSet {
 /// should the VM be suspected of a wrong answer).
 pub const ENGINE_ENV: &str = "WARDEN_REGO_ENGINE";
 
-/// The policy as bytecode, if it compiles and the VM gives the
-/// interpreter's answer on the probe; otherwise `None` (and why, at debug).
+/// Which policy groups may run on the bytecode VM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VmUse {
+    /// Only a group made of the shipped policies (`default.rego`,
+    /// `ci.rego`), whose answers the differential tests hold to the
+    /// interpreter's. Any other policy runs on the interpreter: the VM
+    /// does not fail on conflicting values (`x := 1` and `x := 2` both
+    /// true, a function with two outputs, a partial object with two values
+    /// for a key), where the interpreter fails the evaluation and warden
+    /// denies; on the VM such a policy would silently decide (fail open).
+    Shipped,
+    /// Any group that compiles and agrees on the probes (the VM's own
+    /// tests).
+    #[cfg(test)]
+    Any,
+    /// None (`WARDEN_REGO_ENGINE=interpreter`).
+    Never,
+}
+
+impl VmUse {
+    fn from_env() -> VmUse {
+        match std::env::var(ENGINE_ENV) {
+            Ok(v) if v == "interpreter" => VmUse::Never,
+            Ok(v) if !v.is_empty() && v != "auto" => {
+                tracing::warn!(
+                    "{ENGINE_ENV}={v:?} is not `interpreter` or `auto`; using `auto` \
+                     (the shipped policies on the bytecode VM)"
+                );
+                VmUse::Shipped
+            }
+            _ => VmUse::Shipped,
+        }
+    }
+}
+
+/// The policy as bytecode, if `vm_use` allows it, it compiles and the VM
+/// gives the interpreter's answer on every probe; otherwise `None` (and
+/// why, at debug).
 fn on_vm(
     engine: &Engine,
     compiled: &regorus::CompiledPolicy,
     sources: &[(String, String)],
     probes: &[RegoValue],
+    vm_use: VmUse,
 ) -> Option<VmPolicy> {
     let names = || {
         sources
@@ -562,9 +608,21 @@ fn on_vm(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    if std::env::var(ENGINE_ENV).is_ok_and(|v| v == "interpreter") {
-        tracing::debug!(files = %names(), "policy runs on the Rego interpreter ({ENGINE_ENV})");
-        return None;
+    let shipped = || {
+        sources
+            .iter()
+            .all(|(_, text)| text == DEFAULT_REGO || text == CI_REGO)
+    };
+    match vm_use {
+        VmUse::Never => {
+            tracing::debug!(files = %names(), "policy runs on the Rego interpreter ({ENGINE_ENV})");
+            return None;
+        }
+        VmUse::Shipped if !shipped() => {
+            tracing::debug!(files = %names(), "policy runs on the Rego interpreter (not a shipped policy)");
+            return None;
+        }
+        _ => {}
     }
     let vm = match VmPolicy::compile(compiled, GATHER_RULE, engine.get_data(), sources) {
         Ok(vm) => vm,

@@ -7,8 +7,16 @@
 //! the time (BENCHMARKS.md, "Fifth pass"). The interpreter stays the
 //! reference:
 //!
-//! - a policy runs on the VM only if it compiles to bytecode (the VM
-//!   refuses `walk`, for one), calls none of the builtins warden bounds
+//! - only the shipped policies run on the VM (`default.rego`, `ci.rego`,
+//!   alone or together: [`crate::rego::VmUse`]). The VM does not fail on
+//!   conflicting rule values (two values of a complete rule, two outputs
+//!   of a function, two values for one key of a partial object), where
+//!   the interpreter fails the evaluation and warden denies: a user's
+//!   policy that conflicts would decide silently on it (fail open), so
+//!   every other policy stays on the interpreter. The shipped policies
+//!   define no rule that can take two values;
+//! - even so, a group runs on the VM only if it compiles to bytecode (the
+//!   VM refuses `walk`, for one), calls none of the builtins warden bounds
 //!   ([`crate::bounded`]: the VM would run regorus's unbounded originals;
 //!   it runs no engine extensions) and gives the interpreter's answer on
 //!   every load-time probe;
@@ -166,9 +174,9 @@ mod tests {
 
     use crate::facts::{CallContext, CallFacts, PinState, ServerFacts, ToolFacts};
     use crate::pipeline::{Pipeline, PipelineConfig};
-    use crate::rego::{CI_REGO, DEFAULT_REGO, PolicyInput, RegoSet};
+    use crate::rego::{CI_REGO, DEFAULT_REGO, PolicyInput, RegoSet, VmUse};
 
-    fn load(policies: &[(&str, &str)]) -> RegoSet {
+    fn load_using(policies: &[(&str, &str)], vm_use: VmUse) -> RegoSet {
         let inputs: Vec<PolicyInput> = policies
             .iter()
             .map(|(name, text)| PolicyInput::Embedded {
@@ -176,15 +184,26 @@ mod tests {
                 text: (*text).into(),
             })
             .collect();
-        RegoSet::load(
+        RegoSet::load_using(
             &inputs,
             Scope::User,
             &[
                 Value::from_json_str(r#"{"arguments": {}, "strings": {}, "raw_strings": {}}"#)
                     .expect("probe"),
             ],
+            vm_use,
         )
         .expect("load")
+    }
+
+    /// As warden loads policies: only the shipped ones on the VM.
+    fn load(policies: &[(&str, &str)]) -> RegoSet {
+        load_using(policies, VmUse::Shipped)
+    }
+
+    /// Any policy the VM compiles, to test the VM path itself.
+    fn load_any(policies: &[(&str, &str)]) -> RegoSet {
+        load_using(policies, VmUse::Any)
     }
 
     #[test]
@@ -192,6 +211,40 @@ mod tests {
         assert!(load(&[("default.rego", DEFAULT_REGO)]).on_vm());
         assert!(load(&[("ci.rego", CI_REGO)]).on_vm());
         assert!(load(&[("default.rego", DEFAULT_REGO), ("ci.rego", CI_REGO)]).on_vm());
+        // Anything else beside them keeps the group on the interpreter,
+        // even a policy the VM could run.
+        let plain = "package warden\nimport rego.v1\ndeny contains \"x\" if input.arguments.x\n";
+        assert!(!load(&[("default.rego", DEFAULT_REGO), ("p.rego", plain)]).on_vm());
+        assert!(load_any(&[("default.rego", DEFAULT_REGO), ("p.rego", plain)]).on_vm());
+    }
+
+    /// Why only the shipped policies run on the VM: where rules conflict
+    /// (two values for a complete rule, two outputs of a function, two
+    /// values for one key of a partial object, a complete rule iterating
+    /// to several values), the interpreter fails the evaluation (warden
+    /// denies) but the VM decides as if nothing happened. A user's policy
+    /// like that stays on the interpreter and fails closed.
+    #[test]
+    fn conflicting_rules_fail_closed_because_user_policies_stay_off_the_vm() {
+        for text in [
+            "x := 1 if input.arguments.boom\nx := 2 if input.arguments.boom\ndeny contains \"never\" if x == 3\n",
+            "x := v if {\n\tinput.arguments.boom\n\tsome v in [1, 2]\n}\ndeny contains \"never\" if x == 3\n",
+            "f(a) := 1 if a\nf(a) := 2 if a\ndeny contains \"never\" if f(input.arguments.boom) == 3\n",
+            "o[k] := v if {\n\tinput.arguments.boom\n\tsome k, v in {\"a\": 1}\n}\no[k] := v if {\n\tinput.arguments.boom\n\tsome k, v in {\"a\": 2}\n}\ndeny contains \"never\" if o.a == 3\n",
+        ] {
+            let text = format!("package warden\nimport rego.v1\n{text}");
+            let input = crate::rego::to_rego(&json!({"arguments": {"boom": true}}));
+            let set = load(&[("p.rego", &text)]);
+            assert!(!set.on_vm(), "{text}");
+            assert!(set.eval_value(input.clone()).is_err(), "{text}");
+            // What the VM would have said (regorus 0.14.1): no error.
+            let on_vm = load_any(&[("p.rego", &text)]);
+            assert!(on_vm.on_vm(), "{text}");
+            assert!(
+                matches!(on_vm.both_engines(input), Some((Ok(_), Err(_)))),
+                "{text}"
+            );
+        }
     }
 
     #[test]
@@ -199,7 +252,7 @@ mod tests {
         let walks = "package warden\nimport rego.v1\ndeny contains \"s\" if {\n\twalk(input.arguments, [_, v])\n\tv == \"x\"\n}\n";
         let bounded = "package warden\nimport rego.v1\ndeny contains \"n\" if count(numbers.range(1, input.arguments.n)) > 3\n";
         for text in [walks, bounded] {
-            let set = load(&[("p.rego", text)]);
+            let set = load_any(&[("p.rego", text)]);
             assert!(!set.on_vm(), "{text}");
             // ...and still decide.
             let input = json!({"arguments": {"n": 10}, "strings": {}, "raw_strings": {}});
@@ -215,7 +268,7 @@ mod tests {
         let data = dir.path().join("lists.json");
         std::fs::write(&data, r#"{"lists": {"blocked": ["rm", "dd"]}}"#).expect("write");
         let text = "package warden\nimport rego.v1\ndeny contains \"blocked\" if input.arguments.name in data.lists.blocked\n";
-        let set = RegoSet::load(
+        let set = RegoSet::load_using(
             &[
                 PolicyInput::Embedded {
                     name: "p.rego".into(),
@@ -225,6 +278,7 @@ mod tests {
             ],
             Scope::User,
             &[Value::from_json_str(r#"{"arguments": {}}"#).expect("probe")],
+            VmUse::Any,
         )
         .expect("load");
         assert!(set.on_vm());
@@ -243,7 +297,7 @@ mod tests {
     #[test]
     fn regex_match_outside_true_and_false_is_the_interpreters() {
         let text = "package warden\nimport rego.v1\ndeny contains \"m\" if regex.match(input.arguments.p, \"x\")\ndeny contains \"not m\" if not regex.match(input.arguments.p, \"x\")\n";
-        let set = load(&[("p.rego", text)]);
+        let set = load_any(&[("p.rego", text)]);
         assert!(set.on_vm());
         let eval = |p: &str| set.eval_value(crate::rego::to_rego(&json!({"arguments": {"p": p}})));
         assert_eq!(eval("x").expect("eval").deny, vec!["m"]);
@@ -258,7 +312,7 @@ mod tests {
     #[test]
     fn a_runaway_policy_is_a_limit_error_on_the_vm() {
         let text = "package warden\nimport rego.v1\ndeny contains \"big\" if {\n\txs := input.arguments.xs\n\tcount([1 | some a in xs; some b in xs; some c in xs; a + b + c < 0]) > 0\n}\n";
-        let set = load(&[("p.rego", text)]);
+        let set = load_any(&[("p.rego", text)]);
         assert!(set.on_vm());
         let xs: Vec<u32> = (0..3000).collect();
         let input = crate::rego::to_rego(&json!({"arguments": {"xs": xs}}));
