@@ -215,20 +215,12 @@ impl Canonical {
                 }
                 CanonValue::Array(items) => {
                     for (i, item) in items.iter().enumerate() {
-                        let len = at.len();
-                        at.push('/');
-                        at.push_str(&i.to_string());
-                        walk(item, at, out);
-                        at.truncate(len);
+                        below(at, &i.to_string(), |at| walk(item, at, out));
                     }
                 }
                 CanonValue::Object(map) => {
                     for (k, item) in map {
-                        let len = at.len();
-                        at.push('/');
-                        at.push_str(&pointer_token(k));
-                        walk(item, at, out);
-                        at.truncate(len);
+                        below(at, &pointer_token(k), |at| walk(item, at, out));
                     }
                 }
                 _ => {}
@@ -248,6 +240,17 @@ pub(crate) fn pointer_token(key: &str) -> std::borrow::Cow<'_, str> {
     } else {
         key.into()
     }
+}
+
+/// Runs `f` with `token` appended to the JSON pointer `at`, then takes it
+/// off again (walks build pointers in one buffer).
+pub(crate) fn below<T>(at: &mut String, token: &str, f: impl FnOnce(&mut String) -> T) -> T {
+    let len = at.len();
+    at.push('/');
+    at.push_str(token);
+    let out = f(at);
+    at.truncate(len);
+    out
 }
 
 /// What is known of the world when reading values.

@@ -427,13 +427,7 @@ impl RegoSet {
                 file: "<warden internal>".into(),
                 message: e.to_string(),
             })?;
-        let names = || {
-            sources
-                .iter()
-                .map(|(n, _)| n.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let names = || source_names(&sources);
         // Prepare the stored engine itself (analysis, scheduling), so the
         // per-decision clones start prepared; compiling the entry point
         // surfaces unknown functions anywhere in the policy.
@@ -601,13 +595,7 @@ fn on_vm(
     probes: &[RegoValue],
     vm_use: VmUse,
 ) -> Option<VmPolicy> {
-    let names = || {
-        sources
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let names = || source_names(sources);
     let shipped = || {
         sources
             .iter()
@@ -643,6 +631,15 @@ fn on_vm(
         }
     }
     Some(vm)
+}
+
+/// The file names of a group, for messages.
+fn source_names(sources: &[(String, String)]) -> String {
+    sources
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn reasons(v: &RegoValue, name: &str) -> Result<Vec<String>, String> {

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use warden_core::{Effect, Mode, RequestKind, Scope, Stage, TransportKind, Trust};
 
 use super::Pipeline;
-use crate::canon::{CanonValue, Canonical};
+use crate::canon::{CanonValue, Canonical, below, pointer_token};
 use crate::decision::StageVerdict;
 use crate::facts::{CallContext, CallFacts, PinState, ServerFacts, ToolFacts};
 use crate::rego::{rego_object, to_rego};
@@ -189,23 +189,15 @@ pub(crate) fn strings_by_pointer(value: &R) -> R {
             }
             R::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
-                    let len = at.len();
-                    at.push('/');
-                    at.push_str(&i.to_string());
-                    walk(item, at, out);
-                    at.truncate(len);
+                    below(at, &i.to_string(), |at| walk(item, at, out));
                 }
             }
             R::Object(map) => {
                 for (k, item) in map.iter() {
-                    let len = at.len();
-                    at.push('/');
                     match k {
-                        R::String(k) => at.push_str(&crate::canon::pointer_token(k)),
-                        other => at.push_str(&other.to_string()),
+                        R::String(k) => below(at, &pointer_token(k), |at| walk(item, at, out)),
+                        other => below(at, &other.to_string(), |at| walk(item, at, out)),
                     }
-                    walk(item, at, out);
-                    at.truncate(len);
                 }
             }
             _ => {}
