@@ -507,18 +507,6 @@ impl RegoSet {
         Some((vm, self.interpret(input)))
     }
 
-    /// The VM's answer alone (`None`: not on the VM, or it deferred).
-    #[cfg(test)]
-    pub(crate) fn eval_on_vm(&self, input: RegoValue) -> Option<RegoValue> {
-        self.vm.as_ref().and_then(|vm| vm.eval(input).ok())
-    }
-
-    /// The interpreter's answer alone.
-    #[cfg(test)]
-    pub(crate) fn eval_on_interpreter(&self, input: RegoValue) -> Result<RegoValue, String> {
-        self.interpret(input)
-    }
-
     /// Evaluates against one input. Errors are returned as text; the
     /// pipeline turns them into a deny.
     pub fn eval_value(&self, input: RegoValue) -> Result<RegoVerdict, String> {

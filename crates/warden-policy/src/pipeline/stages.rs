@@ -279,15 +279,15 @@ impl Pipeline {
         let mode = self.effective_mode(facts);
         let input = self.rego_input(facts, mode, &[]);
         for set in &self.rego {
-            let agree = match set.both_engines(input.clone()) {
+            let both = set.both_engines(input.clone());
+            let agree = match &both {
                 None | Some((Err(_), Err(_))) => true,
                 Some((Ok(vm), Ok(interpreter))) => vm == interpreter,
                 Some(_) => false,
             };
             if !agree {
                 return Err(format!(
-                    "the Rego VM and the interpreter answered differently for {input}: {:?}",
-                    set.both_engines(input.clone())
+                    "the Rego VM and the interpreter answered differently for {input}: {both:?}"
                 ));
             }
         }
