@@ -246,12 +246,21 @@ where
     F: FnOnce(Option<ProgressSink>) -> Fut,
     Fut: Future<Output = T>,
 {
-    let Some(token) = token else {
-        return work(None).await;
+    // One `work` future for both cases: two (one per branch) would each
+    // take their own room in this future, doubling the size of every
+    // request's future.
+    let (tx, mut rx) = match token {
+        Some(_) => {
+            let (tx, rx) = mpsc::unbounded_channel::<ProgressNotificationParam>();
+            (Some(tx), Some(rx))
+        }
+        None => (None, None),
     };
-    let (tx, mut rx) = mpsc::unbounded_channel::<ProgressNotificationParam>();
-    let running = work(Some(tx));
+    let running = work(tx);
     tokio::pin!(running);
+    let (Some(token), Some(rx)) = (token, rx.as_mut()) else {
+        return running.await;
+    };
     let relay = |mut p: ProgressNotificationParam| {
         p.progress_token = token.clone();
         p

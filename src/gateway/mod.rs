@@ -475,6 +475,10 @@ fn result_for_client(
     }
 }
 
+/// Each handler that reaches the host boxes its work: rmcp spawns a task
+/// per request whose future holds the largest of these handlers' futures
+/// (11 KB for a tool call before boxing), and moving that into the task
+/// copied it whole several times per request (issue 15).
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
         let mut info = ServerConfig::new(self.capabilities())
@@ -521,10 +525,7 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let resources = self
-            .inner
-            .host
-            .list_resources()
+        let resources = Box::pin(self.inner.host.list_resources())
             .await
             .into_iter()
             .map(|r| r.resource)
@@ -537,10 +538,7 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let templates = self
-            .inner
-            .host
-            .list_resource_templates()
+        let templates = Box::pin(self.inner.host.list_resource_templates())
             .await
             .into_iter()
             .map(|t| t.template)
@@ -553,7 +551,7 @@ impl ServerHandler for Gateway {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        self.read(request, context, false)
+        Box::pin(self.read(request, context, false))
             .await
             .map(ReadResourceResponse::Complete)
     }
@@ -572,7 +570,7 @@ impl ServerHandler for Gateway {
             return Ok(());
         }
         let read = ReadResourceRequestParams::new(uri.clone());
-        match self.read(read, context, true).await {
+        match Box::pin(self.read(read, context, true)).await {
             Ok(_) => Ok(()),
             Err(error) => {
                 self.client.unsubscribe(&uri);
@@ -590,7 +588,7 @@ impl ServerHandler for Gateway {
     ) -> Result<(), ErrorData> {
         if self.client.unsubscribe(&request.uri)
             && self.inner.clients.last_subscriber(&request.uri)
-            && let Err(error) = self.inner.host.unsubscribe(&request.uri).await
+            && let Err(error) = Box::pin(self.inner.host.unsubscribe(&request.uri)).await
         {
             tracing::debug!(uri = %request.uri, %error, "resources/unsubscribe failed upstream");
         }
@@ -602,8 +600,7 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let prompts = self
-            .prompt_table()
+        let prompts = Box::pin(self.prompt_table())
             .await
             .into_values()
             .map(|p| p.definition)
@@ -616,7 +613,7 @@ impl ServerHandler for Gateway {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        self.prompt(request, context)
+        Box::pin(self.prompt(request, context))
             .await
             .map(GetPromptResponse::Complete)
     }
@@ -626,7 +623,7 @@ impl ServerHandler for Gateway {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        self.completion(request, context.ct.clone()).await
+        Box::pin(self.completion(request, context.ct.clone())).await
     }
 
     #[allow(deprecated)]
@@ -635,10 +632,12 @@ impl ServerHandler for Gateway {
         request: SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.inner
-            .clients
-            .set_level(&self.inner.host, &self.client, request.level)
-            .await;
+        Box::pin(
+            self.inner
+                .clients
+                .set_level(&self.inner.host, &self.client, request.level),
+        )
+        .await;
         Ok(())
     }
 
@@ -664,7 +663,7 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.call(request, context)
+        Box::pin(self.call(request, context))
             .await
             .map(CallToolResponse::Complete)
     }

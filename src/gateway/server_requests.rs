@@ -140,8 +140,10 @@ where
             output = &mut call => return output,
             Some(forward) = rx.recv() => {
                 // The client cancelling its call ends what it is asked too.
+                // Boxed: a rare path whose future would otherwise add its
+                // size to every call's.
                 tokio::select! {
-                    () = serve(peer, asker, forward) => {}
+                    () = Box::pin(serve(peer, asker, forward)) => {}
                     () = context.ct.cancelled() => {}
                 }
             }

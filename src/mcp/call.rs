@@ -400,7 +400,10 @@ impl Manager {
         if let Some(conn) = self.usable(slot)? {
             return Ok(conn);
         }
-        self.connect_slot(slot)
+        // Boxed: connecting is rare, and its future (~8 KB) would
+        // otherwise sit inside every call's future, copied whole each time
+        // the call is moved or spawned.
+        Box::pin(self.connect_slot(slot))
             .await
             .map_err(|reason| CallError::NotConnected {
                 server: slot.name().to_string(),
