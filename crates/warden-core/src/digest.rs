@@ -17,37 +17,78 @@ pub fn canonical_json(value: &Value) -> String {
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
+/// Where canonical JSON is written: a buffer, or a hasher fed the pieces
+/// as they are produced ([`sha256_json`]: a 100 KB argument is hashed
+/// straight from its string, not first copied into a buffer that grows
+/// by reallocation).
+pub trait JsonSink {
+    fn put(&mut self, bytes: &[u8]);
+    fn put_byte(&mut self, byte: u8) {
+        self.put(&[byte]);
+    }
+    /// A hint that about `additional` more bytes follow.
+    fn reserve(&mut self, _additional: usize) {}
+}
+
+impl JsonSink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+    fn put_byte(&mut self, byte: u8) {
+        self.push(byte);
+    }
+    fn reserve(&mut self, additional: usize) {
+        Vec::reserve(self, additional);
+    }
+}
+
+impl JsonSink for Sha256 {
+    fn put(&mut self, bytes: &[u8]) {
+        self.update(bytes);
+    }
+}
+
 /// Appends `value` in canonical form.
-pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+pub fn write_canonical(value: &Value, out: &mut impl JsonSink) {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            out.push(b'{');
+            out.put_byte(b'{');
             for (i, key) in keys.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(b',');
+                    out.put_byte(b',');
                 }
                 write_json_str(out, key);
-                out.push(b':');
+                out.put_byte(b':');
                 write_canonical(&map[key], out);
             }
-            out.push(b'}');
+            out.put_byte(b'}');
         }
         Value::Array(items) => {
-            out.push(b'[');
+            out.put_byte(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(b',');
+                    out.put_byte(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(b']');
+            out.put_byte(b']');
         }
         Value::String(s) => write_json_str(out, s),
-        // Writing a number, boolean or null to a Vec cannot fail.
+        // A number, boolean or null as serde_json writes it: a few bytes
+        // (a float at most 24), written on the stack.
         scalar => {
-            let _ = serde_json::to_writer(&mut *out, scalar);
+            let mut buf = [0u8; 64];
+            let mut cursor = std::io::Cursor::new(&mut buf[..]);
+            if serde_json::to_writer(&mut cursor, scalar).is_ok() {
+                let len = usize::try_from(cursor.position()).unwrap_or(0);
+                out.put(&buf[..len]);
+            } else {
+                let mut text = Vec::new();
+                let _ = serde_json::to_writer(&mut text, scalar);
+                out.put(&text);
+            }
         }
     }
 }
@@ -57,11 +98,11 @@ pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
 /// `\r`, `\t`, else `\u00xx`), everything else as is. Runs of eight
 /// bytes with nothing to escape are copied without looking at each byte
 /// (a 100 KB argument is written for its digest on every call).
-pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
+pub fn write_json_str(out: &mut impl JsonSink, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
-    out.push(b'"');
+    out.put_byte(b'"');
     let mut copied = 0;
     let mut at = 0;
     while at < bytes.len() {
@@ -74,16 +115,16 @@ pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
         let b = bytes[at];
         if b < 0x20 || b == b'"' || b == b'\\' {
             // An ASCII byte: `copied..at` ends on a character boundary.
-            out.extend_from_slice(&bytes[copied..at]);
+            out.put(&bytes[copied..at]);
             match b {
-                b'"' => out.extend_from_slice(b"\\\""),
-                b'\\' => out.extend_from_slice(b"\\\\"),
-                0x08 => out.extend_from_slice(b"\\b"),
-                0x0c => out.extend_from_slice(b"\\f"),
-                b'\n' => out.extend_from_slice(b"\\n"),
-                b'\r' => out.extend_from_slice(b"\\r"),
-                b'\t' => out.extend_from_slice(b"\\t"),
-                _ => out.extend_from_slice(&[
+                b'"' => out.put(b"\\\""),
+                b'\\' => out.put(b"\\\\"),
+                0x08 => out.put(b"\\b"),
+                0x0c => out.put(b"\\f"),
+                b'\n' => out.put(b"\\n"),
+                b'\r' => out.put(b"\\r"),
+                b'\t' => out.put(b"\\t"),
+                _ => out.put(&[
                     b'\\',
                     b'u',
                     b'0',
@@ -96,8 +137,8 @@ pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
         }
         at += 1;
     }
-    out.extend_from_slice(&bytes[copied..]);
-    out.push(b'"');
+    out.put(&bytes[copied..]);
+    out.put_byte(b'"');
 }
 
 /// Whether any byte of `bytes` is below 0x20, `"` or `\\` (what
@@ -151,17 +192,48 @@ pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
     Ok(hex::encode(hasher.finalize()))
 }
 
-/// Hex SHA-256 of a value's canonical JSON.
+/// Hex SHA-256 of a value's canonical JSON, hashed as it is written.
 pub fn sha256_json(value: &Value) -> String {
-    let mut out = Vec::new();
-    write_canonical(value, &mut out);
-    sha256_hex(&out)
+    let mut hasher = Sha256::new();
+    write_canonical(value, &mut hasher);
+    hex::encode(hasher.finalize())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The digest hashed as it is written is the digest of the written
+    /// text: every kind of scalar at its longest, escapes at a long
+    /// string's ends and in its middle, nesting, non-ASCII keys.
+    #[test]
+    fn hashing_while_writing_is_hashing_the_text() {
+        let long = format!("\"{}\u{1}{}\\é", "x".repeat(100_000), "y".repeat(9));
+        let values = [
+            json!(null),
+            json!(true),
+            json!(u64::MAX),
+            json!(i64::MIN),
+            json!(-0.0),
+            json!(f64::MAX),
+            json!(f64::MIN_POSITIVE),
+            json!(-1.234_567_890_123_456_7e-300),
+            json!(long),
+            json!({"é": [1, 2.5, {"b": long, "a": null}], "": false, "\n": "\u{7f}"}),
+            json!([[], {}, "", [[[0]]]]),
+        ];
+        for value in values {
+            if !(value.is_object() || value.is_array()) {
+                assert_eq!(canonical_json(&value), value.to_string());
+            }
+            assert_eq!(
+                sha256_json(&value),
+                sha256_hex(canonical_json(&value).as_bytes()),
+                "{value}"
+            );
+        }
+    }
 
     #[test]
     fn keys_are_sorted_at_every_level() {
