@@ -118,7 +118,8 @@ fn facts() -> CallFacts {
                 "properties": {"path": {"type": "string"}},
                 "required": ["path"],
                 "additionalProperties": false
-            }),
+            })
+            .into(),
             pin: PinState::Pinned,
         },
         arguments: json!({"path": format!("{WS}/src/main.rs")}),

@@ -154,7 +154,8 @@ fn facts() -> CallFacts {
                 },
                 "required": ["path"],
                 "additionalProperties": false
-            }),
+            })
+            .into(),
             pin: PinState::Pinned,
         },
         arguments: json!({"path": format!("{WS}/src/policy/pipeline.rs")}),

@@ -4,6 +4,7 @@
 //! collide after sanitising are skipped and reported, never truncated.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -20,6 +21,9 @@ pub struct ToolEntry {
     pub remote: String,
     pub qualified: String,
     pub definition: Tool,
+    /// `definition.input_schema` as a JSON value, made once when the tool
+    /// is listed and shared with every call's facts.
+    pub input_schema: Arc<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -31,7 +35,8 @@ pub struct SkippedTool {
 
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
-    tools: BTreeMap<String, ToolEntry>,
+    /// Shared: a call resolves its tool to the entry, not to a copy.
+    tools: BTreeMap<String, Arc<ToolEntry>>,
     skipped: Vec<SkippedTool>,
 }
 
@@ -131,22 +136,23 @@ impl Registry {
             }
             self.tools.insert(
                 qualified.clone(),
-                ToolEntry {
+                Arc::new(ToolEntry {
                     server: server.to_string(),
                     remote: tool.name.to_string(),
                     qualified,
                     definition: tool.clone(),
-                },
+                    input_schema: Arc::new(Value::Object((*tool.input_schema).clone())),
+                }),
             );
         }
     }
 
-    pub fn get(&self, qualified: &str) -> Option<&ToolEntry> {
+    pub fn get(&self, qualified: &str) -> Option<&Arc<ToolEntry>> {
         self.tools.get(qualified)
     }
 
     /// Finds a tool by server and the server's own tool name.
-    pub fn find(&self, server: &str, remote: &str) -> Option<&ToolEntry> {
+    pub fn find(&self, server: &str, remote: &str) -> Option<&Arc<ToolEntry>> {
         // Every tool is registered under `qualified_name(server, name)`:
         // one lookup, not a scan of every tool on each call. Names that
         // sanitise alike share a key, so the entry is checked too.
@@ -156,7 +162,7 @@ impl Registry {
     }
 
     pub fn tools(&self) -> impl Iterator<Item = &ToolEntry> {
-        self.tools.values()
+        self.tools.values().map(|entry| &**entry)
     }
 
     pub fn skipped(&self) -> &[SkippedTool] {

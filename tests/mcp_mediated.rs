@@ -201,7 +201,7 @@ async fn decided_permit(kind: RequestKind, subject: &str, arguments: serde_json:
             name: subject.into(),
             qualified,
             annotations: json!({"readOnlyHint": true}),
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
             pin: PinState::Pinned,
         },
         arguments,

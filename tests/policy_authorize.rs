@@ -172,7 +172,7 @@ async fn allow_session_on_a_resource_covers_that_uri_only() {
         f.kind = warden_policy::RequestKind::Resource;
         f.tool.name = uri.to_string();
         f.tool.qualified = "resource__fs".into();
-        f.tool.input_schema = Value::Null;
+        f.tool.input_schema = Value::Null.into();
         f
     };
     for _ in 0..2 {

@@ -71,7 +71,7 @@ fn trusted(tool: &str, ann: Value) -> CallFacts {
     facts(Trust::Trusted, tool, ann, json!({}))
 }
 fn with_schema(mut f: CallFacts, schema: Value) -> CallFacts {
-    f.tool.input_schema = schema;
+    f.tool.input_schema = schema.into();
     f
 }
 fn with_pin(mut f: CallFacts, pin: PinState) -> CallFacts {

@@ -360,7 +360,7 @@ fn remote_ref_is_never_fetched() {
         format!("http://127.0.0.1:{port}/schema.json"),
         format!("file://{}/Cargo.toml", env!("CARGO_MANIFEST_DIR")),
     ] {
-        f.tool.input_schema = json!({"$ref": url});
+        f.tool.input_schema = json!({"$ref": url}).into();
         let d = p.decide(&f);
         assert_eq!((d.effect, d.stage), (Effect::Deny, Stage::Schema), "{d:?}");
         assert!(d.reasons[0].contains("invalid inputSchema"), "{d:?}");
@@ -381,7 +381,8 @@ fn local_refs_still_work() {
         "type": "object",
         "$defs": {"inner": {"type": "object", "properties": {"n": {"type": "integer"}}}},
         "properties": {"a": {"$ref": "#/$defs/inner"}}
-    });
+    })
+    .into();
     let d = p.decide(&f);
     assert_eq!((d.effect, d.stage), (Effect::Deny, Stage::Schema), "{d:?}");
 }
@@ -390,9 +391,10 @@ fn local_refs_still_work() {
 fn changed_schema_is_recompiled() {
     let p = load_rules(vec![allow("mcp__fs__*")]).unwrap();
     let mut f = facts(Trust::Untrusted, "t", json!({}), json!({"n": "x"}));
-    f.tool.input_schema = json!({"type": "object", "properties": {"n": {"type": "string"}}});
+    f.tool.input_schema = json!({"type": "object", "properties": {"n": {"type": "string"}}}).into();
     assert_eq!(p.decide(&f).effect, Effect::Allow);
-    f.tool.input_schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+    f.tool.input_schema =
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}}).into();
     assert_eq!(p.decide(&f).effect, Effect::Deny);
 }
 
@@ -585,7 +587,7 @@ fn resources_are_decided_by_trust_rules_and_policy() {
         f.kind = warden_policy::RequestKind::Resource;
         f.tool.name = uri.to_string();
         f.tool.qualified = "resource__fs".into();
-        f.tool.input_schema = serde_json::Value::Null;
+        f.tool.input_schema = serde_json::Value::Null.into();
         f
     };
     let d = p.decide(&resource(Trust::Untrusted, "file:///srv/repo/a.md"));

@@ -114,7 +114,7 @@ fuzz_target!(|data: &[u8]| {
             name: "t".into(),
             qualified: qualified.into(),
             annotations,
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
             pin,
         },
         arguments: arguments.clone(),

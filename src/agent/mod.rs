@@ -254,8 +254,9 @@ mod tests {
             definition: rmcp::model::Tool::new(
                 "read file".to_string(),
                 "Reads",
-                std::sync::Arc::new(schema),
+                std::sync::Arc::new(schema.clone()),
             ),
+            input_schema: std::sync::Arc::new(Value::Object(schema)),
         };
         let spec = ToolSpec::from_entry(&entry);
         assert_eq!(spec.name, "mcp__fs__read_file");

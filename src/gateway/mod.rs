@@ -226,6 +226,7 @@ impl Gateway {
             // Every qualified name is `mcp__S__T` and its gateway name is
             // `S__T`, so the gateway name says the qualified name.
             view.get_visible(&format!("mcp__{name}"))
+                .map(|entry| &**entry)
         }
     }
 

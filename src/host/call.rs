@@ -9,6 +9,7 @@
 //! record of a request of any kind ([`Host::request_record`]) and of a
 //! refusal.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -163,8 +164,8 @@ impl CallReport {
 
 /// The tool a request resolved to.
 enum Target {
-    /// A listed tool of a connected server.
-    Listed(ToolEntry),
+    /// A listed tool of a connected server (the registry's entry, shared).
+    Listed(Arc<ToolEntry>),
     /// A tool of a `blocked` server: never started, so never listed. The
     /// pipeline decides it like any call, and its trust stage denies it.
     Blocked { server: String, tool: String },
@@ -442,14 +443,14 @@ impl Host {
                     .as_ref()
                     .and_then(|a| serde_json::to_value(a).ok())
                     .unwrap_or(Value::Null),
-                Value::Object((*entry.definition.input_schema).clone()),
+                Arc::clone(&entry.input_schema),
                 view.pin(&entry.qualified),
             ),
             // Never listed: no definition to check or pin; the trust stage
             // decides.
             Target::Blocked { .. } => (
                 Value::Null,
-                serde_json::json!({"type": "object"}),
+                Arc::new(serde_json::json!({"type": "object"})),
                 PinState::Pinned,
             ),
         };

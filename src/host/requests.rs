@@ -422,7 +422,7 @@ impl Host {
                 name: subject.to_string(),
                 qualified: target,
                 annotations: Value::Null,
-                input_schema: Value::Null,
+                input_schema: Value::Null.into(),
                 pin: PinState::Pinned,
             },
             arguments: arguments.clone(),

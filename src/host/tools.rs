@@ -28,16 +28,16 @@ pub struct ToolView {
 impl ToolView {
     /// Every registered tool, hidden ones included (calls to them are still
     /// decided, and denied, by the pipeline).
-    pub fn get(&self, qualified: &str) -> Option<&ToolEntry> {
+    pub fn get(&self, qualified: &str) -> Option<&Arc<ToolEntry>> {
         self.registry.get(qualified)
     }
 
-    pub fn find(&self, server: &str, remote: &str) -> Option<&ToolEntry> {
+    pub fn find(&self, server: &str, remote: &str) -> Option<&Arc<ToolEntry>> {
         self.registry.find(server, remote)
     }
 
     /// The tool `qualified` names, if it is shown (not hidden).
-    pub fn get_visible(&self, qualified: &str) -> Option<&ToolEntry> {
+    pub fn get_visible(&self, qualified: &str) -> Option<&Arc<ToolEntry>> {
         self.registry
             .get(qualified)
             .filter(|t| !self.hidden.contains(&t.qualified))

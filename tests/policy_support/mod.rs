@@ -98,7 +98,7 @@ pub fn facts(trust: Trust, tool: &str, annotations: Value, args: Value) -> CallF
             name: tool.into(),
             qualified: format!("mcp__fs__{tool}"),
             annotations,
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
             pin: PinState::Pinned,
         },
         arguments: args,

@@ -2,6 +2,8 @@
 //! warden's own state (config, the server's `tools/list`, the pin store),
 //! never from the caller, except `arguments`.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 use warden_core::{Mode, RequestKind, Scope, TransportKind, Trust};
@@ -53,7 +55,8 @@ pub struct ToolFacts {
     pub qualified: String,
     /// As the server listed them (`null` when absent).
     pub annotations: Value,
-    pub input_schema: Value,
+    /// Shared with the registry's entry: a call does not copy the schema.
+    pub input_schema: Arc<Value>,
     pub pin: PinState,
 }
 

@@ -341,7 +341,7 @@ mod tests {
                 name: "t".into(),
                 qualified: "mcp__fs__t".into(),
                 annotations: json!({"readOnlyHint": read_only}),
-                input_schema: json!({}),
+                input_schema: json!({}).into(),
                 pin: PinState::Pinned,
             },
             arguments: args,

@@ -100,7 +100,7 @@ pub struct Pipeline {
     locked: bool,
     policy_sha256: Option<String>,
     loaded: Vec<(PathBuf, String)>,
-    schemas: RwLock<HashMap<String, (Value, CompiledSchema)>>,
+    schemas: RwLock<HashMap<String, (Arc<Value>, CompiledSchema)>>,
     session_allowed: Mutex<HashSet<String>>,
     /// The host's HOME: one plausible reading of `~` (for deny rules).
     home: Option<String>,
@@ -627,7 +627,7 @@ mod tests {
                 name: "t".into(),
                 qualified: "mcp__s__t".into(),
                 annotations: Value::Null,
-                input_schema: schema,
+                input_schema: schema.into(),
                 pin: PinState::Pinned,
             },
             arguments: args,

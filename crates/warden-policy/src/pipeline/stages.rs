@@ -117,10 +117,12 @@ impl Pipeline {
         }
     }
 
-    fn compiled_schema(&self, qualified: &str, schema: &Value) -> CompiledSchema {
+    fn compiled_schema(&self, qualified: &str, schema: &Arc<Value>) -> CompiledSchema {
+        // The registry's own schema (the same allocation) on every call of
+        // a listed tool; compared by value only when it is another one.
         if let Ok(cache) = self.schemas.read()
             && let Some((cached, compiled)) = cache.get(qualified)
-            && cached == schema
+            && (Arc::ptr_eq(cached, schema) || cached == schema)
         {
             return compiled.clone();
         }
@@ -137,7 +139,10 @@ impl Pipeline {
             }),
         );
         if let Ok(mut cache) = self.schemas.write() {
-            cache.insert(qualified.to_string(), (schema.clone(), compiled.clone()));
+            cache.insert(
+                qualified.to_string(),
+                (Arc::clone(schema), compiled.clone()),
+            );
         }
         compiled
     }
