@@ -57,9 +57,10 @@ pub fn qualified_name(server: &str, tool: &str) -> String {
     format!("mcp__{}__{}", sanitize(server), sanitize(tool))
 }
 
-/// Why a listed tool cannot be registered (e.g. an input schema too
-/// complex to validate in bounded time), if it cannot.
-pub type Refuse<'a> = &'a dyn Fn(&Tool) -> Option<String>;
+/// Why a listed tool's input schema (as the JSON value its entry will
+/// share) keeps it from being registered (e.g. too complex to validate in
+/// bounded time), if it does.
+pub type Refuse<'a> = &'a dyn Fn(&Value) -> Option<String>;
 
 impl Registry {
     /// Builds the registry from each server's listed tools.
@@ -116,7 +117,8 @@ impl Registry {
                 });
                 continue;
             }
-            if let Some(reason) = refuse(tool) {
+            let input_schema = Arc::new(Value::Object((*tool.input_schema).clone()));
+            if let Some(reason) = refuse(&input_schema) {
                 self.skipped.push(SkippedTool {
                     server: server.to_string(),
                     name: tool.name.to_string(),
@@ -141,7 +143,7 @@ impl Registry {
                     remote: tool.name.to_string(),
                     qualified,
                     definition: tool.clone(),
-                    input_schema: Arc::new(Value::Object((*tool.input_schema).clone())),
+                    input_schema,
                 }),
             );
         }

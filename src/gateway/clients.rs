@@ -249,13 +249,10 @@ where
     // One `work` future for both cases: two (one per branch) would each
     // take their own room in this future, doubling the size of every
     // request's future.
-    let (tx, mut rx) = match token {
-        Some(_) => {
-            let (tx, rx) = mpsc::unbounded_channel::<ProgressNotificationParam>();
-            (Some(tx), Some(rx))
-        }
-        None => (None, None),
-    };
+    let (tx, mut rx) = token
+        .as_ref()
+        .map(|_| mpsc::unbounded_channel::<ProgressNotificationParam>())
+        .unzip();
     let running = work(tx);
     tokio::pin!(running);
     let (Some(token), Some(rx)) = (token, rx.as_mut()) else {

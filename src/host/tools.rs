@@ -96,10 +96,7 @@ impl Host {
             .collect();
         // A tool whose input schema could take unbounded time to validate
         // is skipped here, when listed, and reported (`skipped_tools`).
-        let refuse = |tool: &crate::mcp::Tool| {
-            let schema = serde_json::Value::Object((*tool.input_schema).clone());
-            pipeline.check_input_schema(&schema).err()
-        };
+        let refuse = |schema: &serde_json::Value| pipeline.check_input_schema(schema).err();
         let registry = Registry::build_with(
             connected
                 .iter()

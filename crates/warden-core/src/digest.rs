@@ -77,7 +77,9 @@ pub fn write_canonical(value: &Value, out: &mut impl JsonSink) {
         }
         Value::String(s) => write_json_str(out, s),
         // A number, boolean or null as serde_json writes it: a few bytes
-        // (a float at most 24), written on the stack.
+        // (a float at most 24), written on the stack. Only a number longer
+        // than the buffer, possible if some crate turns on serde_json's
+        // `arbitrary_precision`, takes the allocating way.
         scalar => {
             let mut buf = [0u8; 64];
             let mut cursor = std::io::Cursor::new(&mut buf[..]);
