@@ -2,6 +2,9 @@
 //! npm `@modelcontextprotocol/server-everything`'s `echo` called
 //!
 //! - `direct`: an rmcp client → the server (node, no warden);
+//! - `rmcp passthrough`: the same client → this binary as a bare rmcp
+//!   proxy (`tools/list` and `tools/call` forwarded, nothing decided or
+//!   recorded) → the server: the floor of any proxy built on rmcp;
 //! - `gateway`: the same client → `warden gateway --stdio` → the server;
 //! - `host`: `Host::call` in this process (the agent and `warden call` path),
 //!
@@ -348,6 +351,7 @@ async fn calls(scale: Scale) {
         cmd
     })
     .await;
+    let bare = Client::start(passthrough_command(&plain)).await;
     let gw_plain = Client::start(plain.gateway()).await;
     let gw_sandbox = Client::start(sandboxed.gateway()).await;
     // BENCH_BEFORE=path/to/an/older/warden: its gateway measured too.
@@ -366,6 +370,7 @@ async fn calls(scale: Scale) {
     };
     let mut setups: Vec<(&str, &str, Echo)> = vec![
         ("direct", "-", peer(&direct, "echo")),
+        ("rmcp passthrough", "-", peer(&bare, "echo")),
         ("gateway", "plain", peer(&gw_plain, "everything__echo")),
         ("gateway", "sandbox", peer(&gw_sandbox, "everything__echo")),
         ("host", "plain", Echo::Host(host_plain.clone())),
@@ -444,6 +449,7 @@ async fn calls(scale: Scale) {
     }
     drop(setups);
     direct.stop().await;
+    bare.stop().await;
     gw_plain.stop().await;
     gw_sandbox.stop().await;
     if let Some(before) = before {
@@ -795,6 +801,83 @@ async fn profile() {
     gateway.stop().await;
 }
 
+/// The floor of any rmcp proxy: this process serves MCP on its stdio and
+/// forwards `tools/list` and `tools/call` to server-everything through an
+/// rmcp client, with nothing in between (no policy, no audit, no
+/// sandbox), on the same kind of runtime as warden. `passthrough` in
+/// `calls` runs it, so a run shows what rmcp and tokio cost on their own.
+#[derive(Clone)]
+struct Passthrough {
+    upstream: rmcp::Peer<RoleClient>,
+}
+
+impl rmcp::ServerHandler for Passthrough {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            rmcp::model::ServerCapabilities::builder()
+                .enable_tools()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        self.upstream
+            .list_tools(request)
+            .await
+            .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        self.upstream
+            .call_tool(request)
+            .await
+            .map(rmcp::model::CallToolResponse::Complete)
+            .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+    }
+}
+
+/// This bench binary in its `passthrough` mode, in `world`'s folders.
+fn passthrough_command(world: &World) -> tokio::process::Command {
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.arg("passthrough")
+        .env("HOME", world.path("home"))
+        .current_dir(world.path("workspace"));
+    cmd
+}
+
+async fn passthrough() {
+    let mut child = tokio::process::Command::new(everything())
+        .arg("stdio")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn server-everything");
+    let stdout = child.stdout.take().expect("stdout");
+    let stdin = child.stdin.take().expect("stdin");
+    let upstream = ().serve((stdout, stdin)).await.expect("initialize upstream");
+    let proxy = Passthrough {
+        upstream: upstream.peer().clone(),
+    };
+    let running = proxy
+        .serve(rmcp::transport::stdio_pipes())
+        .await
+        .expect("serve stdio");
+    let _ = running.waiting().await;
+    let _ = upstream.cancel().await;
+    let _ = child.kill().await;
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter word picks one part.
     let parts: Vec<String> = std::env::args()
@@ -816,6 +899,9 @@ fn main() {
         .build()
         .expect("runtime");
     rt.block_on(async {
+        if parts.iter().any(|a| a == "passthrough") {
+            return passthrough().await;
+        }
         if parts.iter().any(|a| a == "profile") {
             return profile().await;
         }

@@ -4,6 +4,7 @@ its server's, for npm server-everything's `echo` called directly and
 through `warden gateway --stdio` (issue 15).
 
   scripts/bench-cpu.py [--calls N] [--bytes B] [--variant V] [--warden PATH] [--rounds R]
+                      [--passthrough PATH]
 
   --variant  full     the shipped default.rego and an audit log (`batch`)
              norego   `"policy": []` (rules only), audit on
@@ -11,6 +12,9 @@ through `warden gateway --stdio` (issue 15).
              neither  no Rego, no audit log
   --warden   the binary (default: target/release/warden, or
              $CARGO_TARGET_DIR/release/warden)
+  --passthrough  the calls bench's binary (`cargo bench --no-run --bench
+             calls` prints its path): adds its bare rmcp proxy (no policy,
+             no audit) as a third setup, the floor of any rmcp proxy
 
 The client writes JSON-RPC lines itself (no SDK: its own cost is the same
 for every setup) and measures each call from write to answer. CPU comes
@@ -73,12 +77,14 @@ def cpu(root):
     return totals
 
 
-def run(setup, calls, size, warden, variant, world):
+def run(setup, calls, size, warden, variant, world, passthrough=None):
     env = dict(os.environ, HOME=f"{world}/home", WARDEN_CONFIG_DIR=f"{world}/config", TMPDIR=world)
     env.pop("RUST_LOG", None)
     everything = os.path.realpath(EVERYTHING)
     if setup == "direct":
         cmd, tool = [everything, "stdio"], "echo"
+    elif setup == "passthrough":
+        cmd, tool = [passthrough, "passthrough"], "echo"
     else:
         config = {
             "mcpServers": {"everything": {"trust": "trusted", "sandbox": False,
@@ -158,6 +164,7 @@ def main():
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
     parser.add_argument("--warden", default=os.path.join(target, "release/warden"))
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--passthrough")
     args = parser.parse_args()
     if not os.access(EVERYTHING, os.X_OK):
         raise SystemExit(f"{EVERYTHING} missing: run scripts/test-deps.sh")
@@ -166,11 +173,13 @@ def main():
         for sub in ("home", "config", "workspace"):
             os.makedirs(f"{world}/{sub}")
         print(f"{args.calls} calls of {args.bytes} B, variant {args.variant}, {args.warden}")
-        print("| round | setup | median | mean | warden user + sys | server user + sys |")
+        print("| round | setup | median | mean | proxy (warden) user + sys | server user + sys |")
         print("| --- | --- | --- | --- | --- | --- |")
         for n in range(1, args.rounds + 1):
-            for setup in ("direct", "gateway"):
-                r = run(setup, args.calls, args.bytes, args.warden, args.variant, world)
+            setups = ("direct", "passthrough", "gateway") if args.passthrough else ("direct", "gateway")
+            for setup in setups:
+                r = run(setup, args.calls, args.bytes, args.warden, args.variant, world,
+                        args.passthrough)
                 if setup == "direct":
                     warden_cpu = "—"
                     server = f"{r['self_user_us']:.0f} + {r['self_sys_us']:.0f} µs"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What warden adds, measured in one run and printed as one table (issue 15):
 # per-call latency (median, p90, p99) and throughput (1, 8, 64 concurrent
-# callers) of npm server-everything's `echo` called directly, through
-# `warden gateway --stdio` and through `Host::call` in-process, at 16 B,
+# callers) of npm server-everything's `echo` called directly, through a
+# bare rmcp proxy (the floor of any proxy built on rmcp: no policy, no
+# audit), through `warden gateway --stdio` and through `Host::call`
+# in-process, at 16 B,
 # 10 KB and 100 KB, with the server unsandboxed (trusted) and sandboxed;
 # server start (/bin/true: plain, warden's launch seam, bwrap); a cold
 # `warden call` from process start to result (hyperfine); the RSS of a
@@ -95,10 +97,11 @@ now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"
 print(f"scripts/bench.sh{' --quick' if quick else ''}: {now}, commit {commit}, "
       f"load average {ld[0]:.2f} {ld[1]:.2f} {ld[2]:.2f}, {os.cpu_count()} CPUs\n")
 us = lambda v: f"{v:,.0f} µs" if v < 10000 else f"{v/1000:,.2f} ms"
-print("| measurement | path | sandbox | size | median | p90 | p99 | 1 caller | 8 callers | 64 callers | vs direct (median added; throughput at 64) |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| measurement | path | sandbox | size | median | p90 | p99 | 1 caller | 8 callers | 64 callers | vs direct (median added; throughput at 64) | vs rmcp passthrough (median added; throughput at 64) |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 calls = [r for r in rows if r["kind"] == "call"]
 direct = {r["bytes"]: r for r in calls if r["path"] == "direct"}
+floor = {r["bytes"]: r for r in calls if r["path"] == "rmcp passthrough"}
 size = lambda b: f"{b} B" if b < 1024 else f"{b // 1024} KB"
 for b in sorted(direct):
     for r in [c for c in calls if c["bytes"] == b]:
@@ -109,9 +112,16 @@ for b in sorted(direct):
             added = r["median_us"] - d["median_us"]
             vs = (f"+{added:,.0f} µs ({100 * added / d['median_us']:+.0f} %); "
                   f"{100 * r['calls_per_s_64'] / d['calls_per_s_64']:.0f} %")
+        f = floor.get(b)
+        if f is None or r["path"] in ("direct", "rmcp passthrough"):
+            vs_floor = "—"
+        else:
+            over = r["median_us"] - f["median_us"]
+            vs_floor = (f"{over:+,.0f} µs; "
+                        f"{100 * r['calls_per_s_64'] / f['calls_per_s_64']:.0f} %")
         print(f"| call `echo` | {r['path']} | {r['sandbox']} | {size(b)} | {us(r['median_us'])} | "
               f"{us(r['p90_us'])} | {us(r['p99_us'])} | {r['calls_per_s_1']:,.0f}/s | "
-              f"{r['calls_per_s_8']:,.0f}/s | {r['calls_per_s_64']:,.0f}/s | {vs} |")
+              f"{r['calls_per_s_8']:,.0f}/s | {r['calls_per_s_64']:,.0f}/s | {vs} | {vs_floor} |")
 starts = {r["path"]: r for r in rows if r["kind"] == "start"}
 names = {"plain": "plain spawn", "seam_plain": "launch seam, sandbox off",
          "seam_sandbox": "launch seam, sandboxed", "bwrap": "bwrap (same namespaces + view)"}
@@ -119,16 +129,16 @@ base = starts.get("plain", {}).get("median_us")
 for k, r in starts.items():
     vs = "—" if k == "plain" else f"+{(r['median_us'] - base) / 1000:.2f} ms"
     print(f"| server start (`/bin/true`, {r['n']} runs) | {names.get(k, k)} | | | {us(r['median_us'])} | "
-          f"{us(r['p90_us'])} | {us(r['p99_us'])} | | | | {vs} |")
+          f"{us(r['p90_us'])} | {us(r['p99_us'])} | | | | {vs} | |")
 for r in cold:
     t = sorted(r["times"])
     q = lambda p: t[round((len(t) - 1) * p)] * 1e6
     print(f"| cold `warden call` (process start → result, {len(t)} runs) | {r['command']} | | 16 B | "
-          f"{us(r['median'] * 1e6)} | {us(q(0.9))} | {us(q(0.99))} | | | | |")
+          f"{us(r['median'] * 1e6)} | {us(q(0.9))} | {us(q(0.99))} | | | | | |")
 for r in [r for r in rows if r["kind"] == "rss"]:
     print(f"| RSS of `warden gateway --stdio`, {r['servers']} servers ({r['tools']} tools) connected | gateway | plain | | "
-          f"{r['rss_connected_kb'] / 1024:.1f} MB | | | | | | |")
+          f"{r['rss_connected_kb'] / 1024:.1f} MB | | | | | | | |")
     print(f"| peak RSS (VmHWM) over {r['calls']:,} calls, 64 callers | gateway | plain | 16 B | "
-          f"{r['peak_kb'] / 1024:.1f} MB | | | | | {r['calls_per_s']:,.0f}/s | after: {r['rss_after_kb'] / 1024:.1f} MB |")
+          f"{r['peak_kb'] / 1024:.1f} MB | | | | | {r['calls_per_s']:,.0f}/s | after: {r['rss_after_kb'] / 1024:.1f} MB | |")
 PY
 echo "raw results: $OUT" >&2

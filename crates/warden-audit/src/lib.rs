@@ -91,7 +91,7 @@
 //! | mode | `append` returns after | `kill -9` of warden loses | power loss loses |
 //! | --- | --- | --- | --- |
 //! | `every_record` (default) | the line is written and `fdatasync`ed | nothing acknowledged | nothing acknowledged |
-//! | `batch` (group commit) | the event is time-stamped and queued | the records queued in the last moments | up to [`BATCH_INTERVAL`] of records |
+//! | `batch` (group commit) | the event is time-stamped and queued | up to [`BATCH_INTERVAL`] of records (never a pending record) | up to [`BATCH_INTERVAL`] of records |
 //! | `never` | the line is written | nothing acknowledged | what the kernel had not flushed |
 //!
 //! [`AuditLog::write_ahead`], for the pending record of a call, returns
@@ -106,11 +106,16 @@
 //! is an error and leaves nothing behind: the caller must not send the
 //! call (fail closed). Cost per call: BENCHMARKS.md.
 //!
-//! In `batch` a writer thread drains the queue as soon as it is woken,
-//! serialising, chaining and writing the whole batch with one `write(2)`
-//! under one file lock, and `fdatasync`s at most [`BATCH_INTERVAL`] after the
-//! first unsynced record or once [`BATCH_MAX_RECORDS`] are unsynced, and on
-//! close/drop; a write or sync failure is returned by the next `append` and
+//! In `batch` the queue is drained by the next `write_ahead`, on its
+//! caller's thread, or by a writer thread, each serialising, chaining and
+//! writing the whole batch with one `write(2)` under one file lock. The
+//! writer `fdatasync`s at most [`BATCH_INTERVAL`] after the first unsynced
+//! record or once [`BATCH_MAX_RECORDS`] are unsynced, and on close/drop. It
+//! is woken by an `append` only when no sync is pending (else the record
+//! waits for the next `write_ahead` or for that sync, at most
+//! [`BATCH_INTERVAL`]) or the queue holds a batch: a call's result record
+//! then costs no thread switch, and goes out with the next call's pending
+//! record in one `write(2)`; a write or sync failure is returned by the next `append` and
 //! by `close`. A sync failure makes the log refuse further appends (the
 //! kernel may have dropped the pages; retrying would claim durability
 //! falsely). Lines are written whole with `O_APPEND`, so a crash mid-write

@@ -233,6 +233,66 @@ fn batch_syncs_write_ahead_records_after_each_sync_and_in_bursts() {
     assert_eq!(recs[recs.len() - 1]["call_id"], "after");
 }
 
+/// Waits (polling, generous deadline) until the file holds `n` records.
+fn wait_for_records(path: &Path, n: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let recs = lines(path);
+        if recs.len() >= n {
+            return recs;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} records in the file, never {n}",
+            recs.len()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// In `batch` an `append` made while a sync is pending does not wake the
+/// writer (issue 15: a thread switch per call): the record must still
+/// reach the file without a close (at that sync), and the next
+/// `write_ahead` must write it first, in the caller's thread, before its
+/// own record. An `append` with no sync pending still wakes the writer.
+#[test]
+fn batch_writes_result_records_without_a_wake_up_or_a_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = log_in(&dir);
+    let log = AuditLog::open(&path, opts(FsyncMode::Batch, None)).unwrap();
+    // A sync is pending after the write-ahead: the result waits for it.
+    log.write_ahead(pending("c1", json!({}))).unwrap();
+    log.append(result("c1")).unwrap();
+    let recs = wait_for_records(&path, 2);
+    assert_eq!(recs[1]["event"], "tool_result");
+    assert_eq!(recs[1]["call_id"], "c1");
+    // That sync done, nothing is pending: an append alone wakes the writer.
+    let (seq, hash) = log.last();
+    wait_for_head(&path, seq, &hash);
+    log.append(result("lone")).unwrap();
+    let recs = wait_for_records(&path, 3);
+    assert_eq!(recs[2]["call_id"], "lone");
+    // The next call's write-ahead writes the queued result before its own
+    // record, by the time it returns.
+    for i in 2..40 {
+        log.write_ahead(pending(&format!("c{i}"), json!({"i": i})))
+            .unwrap();
+        log.append(result(&format!("c{i}"))).unwrap();
+        log.write_ahead(pending(&format!("d{i}"), json!({})))
+            .unwrap();
+        let recs = lines(&path);
+        let n = recs.len();
+        assert_eq!(recs[n - 2]["event"], "tool_result", "round {i}");
+        assert_eq!(recs[n - 2]["call_id"], format!("c{i}"));
+        assert_eq!(recs[n - 1]["call_id"], format!("d{i}"));
+    }
+    log.close().unwrap();
+    match verify(&path, None) {
+        VerifyReport::Ok { count, .. } => assert_eq!(count, 3 + 38 * 3),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// Two handles on one log in one process (two open file descriptions, so
 /// two `flock` holders, as two processes would be), alternating: each
 /// continues the other's chain.

@@ -4,8 +4,10 @@ use std::sync::PoisonError;
 
 use super::{BATCH_INTERVAL, BATCH_MAX_RECORDS, BATCH_QUEUE_CAP, Inner};
 
-/// `batch` mode: drains the queue as soon as there is work, writing each
-/// batch with one `write(2)`; `fdatasync`s at most [`BATCH_INTERVAL`] after
+/// `batch` mode: drains the queue whenever it wakes (an `append` wakes it
+/// only when no sync is pending or the queue holds a batch; a pending
+/// sync's deadline, or the next `write_ahead`, writes the others), writing
+/// each batch with one `write(2)`; `fdatasync`s at most [`BATCH_INTERVAL`] after
 /// the first unsynced record (its own or a [`AuditLog::write_ahead`]'s) or
 /// once [`BATCH_MAX_RECORDS`] are unsynced, and a last time on shutdown,
 /// moving the head file after each sync.

@@ -79,13 +79,14 @@ impl Default for AuditOptions {
 ///   `spawn_blocking`, or `batch`).
 /// * `never`: `append` writes the record before it returns; no sync.
 /// * `batch` (group commit): `append` stamps and queues the record and
-///   returns at once; a writer thread chains and writes everything queued
-///   with one `write(2)` under one file lock, and `fdatasync`s at most
+///   returns at once; the queue is chained and written with one `write(2)`
+///   under one file lock by the next [`AuditLog::write_ahead`] (on its
+///   caller's thread) or by a writer thread, which `fdatasync`s at most
 ///   [`BATCH_INTERVAL`] after the first unsynced record or at
-///   [`BATCH_MAX_RECORDS`]. Close/drop writes and syncs what is left. A
-///   write or sync failure is returned by the next `append` and by
-///   `close`. `kill -9` can lose the records queued in the last moments
-///   (the writer drains the queue as soon as it is woken).
+///   [`BATCH_MAX_RECORDS`] and writes the queue at the latest then. Close/
+///   drop writes and syncs what is left. A write or sync failure is
+///   returned by the next `append` and by `close`. `kill -9` can lose the
+///   records appended in the last [`BATCH_INTERVAL`], as a power loss can.
 ///
 /// [`AuditLog::write_ahead`] is `append` for a record that must be in the
 /// file before the caller acts on it (the pending record of a call): in
@@ -276,7 +277,13 @@ impl AuditLog {
         }
         inner.check_failed(&st)?;
         st.queue.push((Utc::now(), event));
-        let wake = std::mem::take(&mut st.writer_idle);
+        // Wake the writer only if nothing else will write this record
+        // soon. While records are unsynced the writer already waits for
+        // the sync, at most BATCH_INTERVAL away, and writes the queue then;
+        // the next `write_ahead` writes it sooner, on its own thread. A
+        // wake-up per call was a thread switch per call (issue 15).
+        let wake = (st.unsynced == 0 || st.queue.len() >= BATCH_MAX_RECORDS)
+            && std::mem::take(&mut st.writer_idle);
         drop(st);
         if wake {
             inner.wake.notify_one();
