@@ -80,10 +80,11 @@ impl Host {
         let Resolved { facts, outbound } = resolved;
         let kind = facts.kind;
         let method = outbound.method();
-        // Decided off this task, with a deadline: a runaway schema or
-        // policy is a deny at the deadline, never a wedged caller; the
-        // caller's cancellation (SIGTERM, --timeout, a client going away)
-        // ends the wait at once.
+        // Decided off this task, with a deadline (in place only when
+        // bounded small before it starts): a runaway schema or policy is
+        // a deny at the deadline, never a wedged caller; the caller's
+        // cancellation (SIGTERM, --timeout, a client going away) ends the
+        // wait at once.
         let facts = Arc::new(facts);
         // One pipeline for the whole request, even if a reload swaps it
         // meanwhile.

@@ -29,8 +29,13 @@ use super::LifecycleEvent;
 use crate::config::{ServerConfig, StdioConfig};
 use warden_sandbox::{LaunchContext, ProcessGuard, SandboxError, SandboxSummary};
 
-/// How long each step of the graceful close waits for the process to exit.
-const CLOSE_STEP: Duration = Duration::from_secs(3);
+/// How long each step of the graceful close waits for the process to exit:
+/// the official MCP SDKs' clients (Python's `PROCESS_TERMINATION_TIMEOUT`,
+/// TypeScript's `StdioClientTransport.close`) give a server 2 s after its
+/// stdin closes, and servers are written for them. Longer only made every
+/// `warden call` of a server that ignores stdin's end (npm
+/// server-everything, whose timers keep node alive) take a second more.
+const CLOSE_STEP: Duration = Duration::from_secs(2);
 /// Longest server stderr line forwarded to the log; the rest is cut.
 const MAX_STDERR_LINE: usize = 4096;
 

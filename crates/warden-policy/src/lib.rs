@@ -5,7 +5,8 @@
 //! approved). No other crate can construct a `Permit`.
 //!
 //! Map: `pipeline` (load, the six stages, the Rego input, combination,
-//! `authorize`, decisions off the caller's task with a deadline), `canon`
+//! `authorize`, decisions off the caller's task with a deadline unless
+//! bounded small), `canon`
 //! (one canonical form per argument value: paths, `file:` URIs, `~`,
 //! numbers; what is uncertain and why), `rules` (permission-rule grammar
 //! for every request kind of CONTRACT §8, matching canonical values),

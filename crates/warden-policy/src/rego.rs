@@ -172,8 +172,15 @@ fn read(path: &Path) -> Result<String, PolicyError> {
 }
 
 pub(crate) fn timer_config() -> regorus::utils::limits::ExecutionTimerConfig {
+    timer_within(EVAL_TIME_LIMIT)
+}
+
+/// An execution timer of `limit`, checked every 256 steps.
+pub(crate) fn timer_within(
+    limit: std::time::Duration,
+) -> regorus::utils::limits::ExecutionTimerConfig {
     regorus::utils::limits::ExecutionTimerConfig {
-        limit: EVAL_TIME_LIMIT,
+        limit,
         check_interval: std::num::NonZeroU32::MIN.saturating_add(255),
     }
 }
@@ -511,6 +518,24 @@ impl RegoSet {
     /// pipeline turns them into a deny.
     pub fn eval_value(&self, input: RegoValue) -> Result<RegoVerdict, String> {
         let out = self.evaluate(input)?;
+        self.verdict_of(&out)
+    }
+
+    /// The verdict from the VM alone, its timer at `limit`: `None` when
+    /// this group is not on the VM, or the VM defers to the interpreter or
+    /// runs out of `limit` (the caller then decides on an evaluation
+    /// thread, where the full budget applies: [`crate::pipeline`]'s
+    /// inline decisions).
+    pub(crate) fn eval_value_within(
+        &self,
+        input: RegoValue,
+        limit: std::time::Duration,
+    ) -> Option<Result<RegoVerdict, String>> {
+        let out = self.vm.as_ref()?.eval_within(input, limit).ok()?;
+        Some(self.verdict_of(&out))
+    }
+
+    fn verdict_of(&self, out: &RegoValue) -> Result<RegoVerdict, String> {
         let obj = out
             .as_object()
             .map_err(|_| format!("policy produced no decision ({out})"))?;

@@ -64,6 +64,13 @@ const ARRAY_LIST: &[&str] = &["prefixItems"];
 
 /// Why `schema` is refused, if it is.
 pub fn check(schema: &Value, limits: &SchemaLimits) -> Result<(), String> {
+    expanded_cost(schema, limits).map(|_| ())
+}
+
+/// Schema nodes visited to validate one value against `schema`, `$ref`s
+/// expanded and combinator branches counted (capped just above
+/// `limits.max_expanded`), or why the schema is refused.
+pub fn expanded_cost(schema: &Value, limits: &SchemaLimits) -> Result<u64, String> {
     let mut refs = 0usize;
     document_shape(schema, 1, limits, &mut refs)?;
     let mut walker = Walker {
@@ -84,7 +91,23 @@ pub fn check(schema: &Value, limits: &SchemaLimits) -> Result<(), String> {
             limits.max_expanded, limits.max_expanded
         ));
     }
-    Ok(())
+    Ok(total)
+}
+
+/// Whether any object in `schema` has a key that makes validation run a
+/// regular expression: `pattern`, `patternProperties` (both backtracking,
+/// bounded only by a step limit per match) or `format` (some formats are
+/// checked with regexes, `regex` by compiling the value). A property
+/// named so counts too: the answer only ever errs towards `true`.
+pub fn uses_regexes(schema: &Value) -> bool {
+    match schema {
+        Value::Object(map) => map.iter().any(|(key, value)| {
+            matches!(key.as_str(), "pattern" | "patternProperties" | "format")
+                || uses_regexes(value)
+        }),
+        Value::Array(items) => items.iter().any(uses_regexes),
+        _ => false,
+    }
 }
 
 fn document_shape(

@@ -100,6 +100,15 @@ impl VmPolicy {
 
     /// Evaluates the entry point against `input`.
     pub(crate) fn eval(&self, input: Value) -> Result<Value, VmMiss> {
+        self.eval_within(input, crate::rego::EVAL_TIME_LIMIT)
+    }
+
+    /// [`VmPolicy::eval`] with the wall-clock budget at `limit`.
+    pub(crate) fn eval_within(
+        &self,
+        input: Value,
+        limit: std::time::Duration,
+    ) -> Result<Value, VmMiss> {
         let mut vm = RegoVM::new_with_policy(self.compiled.clone());
         vm.load_program(Arc::clone(&self.program));
         vm.set_data(self.data.clone()).map_err(defer)?;
@@ -107,7 +116,7 @@ impl VmPolicy {
         vm.set_execution_mode(ExecutionMode::Suspendable);
         vm.set_strict_builtin_errors(true);
         vm.set_max_instructions(MAX_INSTRUCTIONS);
-        vm.set_execution_timer_config(Some(crate::rego::timer_config()));
+        vm.set_execution_timer_config(Some(crate::rego::timer_within(limit)));
         let mut out = vm.execute_entry_point_by_index(0).map_err(miss)?;
         loop {
             match vm.execution_state() {

@@ -1,5 +1,8 @@
 //! Decisions off the caller's task, with a deadline.
 //!
+//! (A decision bounded small before it starts is made in place instead:
+//! [`super::inline`]. Everything below is about the others.)
+//!
 //! Schema validation (jsonschema has no step limit) and Rego (regorus
 //! checks its timer only between steps) can run long inside one call. So
 //! [`Pipeline::decide_within`] runs the whole decision on a thread of a
@@ -207,9 +210,14 @@ impl Pipeline {
     /// [`Pipeline::decide`] on an evaluation thread, waiting at most the
     /// pipeline's deadline (`PipelineConfig::deadline`): at the deadline
     /// the caller gets a `deny` naming the unfinished stage, and the work
-    /// is abandoned. Never blocks the calling task; cancel-safe (dropping
-    /// the future abandons the decision too).
+    /// is abandoned. Blocks the calling task only for a decision bounded
+    /// small before it starts ([`super::inline`]: about 10 ms at most);
+    /// cancel-safe (dropping the future abandons the decision too).
     pub async fn decide_within(self: &Arc<Self>, facts: Arc<CallFacts>) -> Decision {
+        // A decision that cannot run away is made here, without the hop.
+        if let Some(decision) = self.decide_inline(&facts) {
+            return decision;
+        }
         let (tx, rx) = futures::channel::oneshot::channel();
         let progress = Arc::new(Progress::default());
         let job: Job = {
@@ -222,7 +230,7 @@ impl Pipeline {
             })
         };
         if let Err(e) = pool().submit(job) {
-            return self.failed(&facts, Stage::Trust, format!("{e} (fail closed)"));
+            return self.failed(Stage::Trust, format!("{e} (fail closed)"));
         }
         // Waiting, the caller nudges the pool every STUCK: a decision
         // queued behind a runaway gets a thread of its own.
@@ -238,7 +246,6 @@ impl Pipeline {
         match tokio::time::timeout(self.deadline, wait).await {
             Ok(Ok(decision)) => decision,
             Ok(Err(_)) => self.failed(
-                &facts,
                 progress.stage(),
                 "the decision failed inside warden (fail closed)".into(),
             ),
@@ -251,7 +258,6 @@ impl Pipeline {
                     "decision abandoned at its deadline"
                 );
                 self.failed(
-                    &facts,
                     stage,
                     format!(
                         "the {stage} stage did not finish within {:.1} s, so the call is denied \
@@ -264,8 +270,7 @@ impl Pipeline {
     }
 
     /// A deny from `stage` with `reason`, every other stage unevaluated.
-    fn failed(&self, facts: &CallFacts, stage: Stage, reason: String) -> Decision {
-        let _ = facts;
+    pub(super) fn failed(&self, stage: Stage, reason: String) -> Decision {
         let stages = [
             Stage::Trust,
             Stage::Schema,

@@ -3,7 +3,8 @@
 //! Map: this file (load, `decide`, combination), `stages` (the six
 //! stages), `input` (the Rego `input` document), `authorize` (decision →
 //! [`Permit`], asking when needed, per-session approvals), `deadline`
-//! (decisions on an evaluation thread, denied at a deadline).
+//! (decisions on an evaluation thread, denied at a deadline), `inline`
+//! (a decision bounded small before it starts, made in place).
 //!
 //! One decision, in order: the arguments are canonicalised once
 //! ([`crate::canon`]; too large or too deep → the schema stage denies and
@@ -14,6 +15,7 @@
 
 mod authorize;
 mod deadline;
+mod inline;
 mod input;
 mod stages;
 
@@ -87,6 +89,17 @@ impl Default for PipelineConfig {
 
 type CompiledSchema = Arc<Result<jsonschema::Validator, String>>;
 
+/// A tool's input schema as the schema stage last compiled it.
+#[derive(Clone)]
+struct SchemaEntry {
+    schema: Arc<Value>,
+    compiled: CompiledSchema,
+    /// Nodes visited to validate one value, when validation runs no
+    /// regular expression ([`crate::schema_guard::uses_regexes`]); `None`
+    /// otherwise (such a schema is never validated inline).
+    inline_cost: Option<u64>,
+}
+
 /// The permission pipeline (CONTRACT §5). Immutable after load except for
 /// two caches (compiled input schemas, per-session approvals); `Send +
 /// Sync`, so one `Arc<Pipeline>` serves every task.
@@ -100,13 +113,15 @@ pub struct Pipeline {
     locked: bool,
     policy_sha256: Option<String>,
     loaded: Vec<(PathBuf, String)>,
-    schemas: RwLock<HashMap<String, (Arc<Value>, CompiledSchema)>>,
+    schemas: RwLock<HashMap<String, SchemaEntry>>,
     session_allowed: Mutex<HashSet<String>>,
     /// The host's HOME: one plausible reading of `~` (for deny rules).
     home: Option<String>,
     argument_limits: ArgumentLimits,
     schema_limits: SchemaLimits,
     deadline: Duration,
+    /// The Rego VM's timer for a decision made on the caller's task.
+    inline_budget: Duration,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -212,6 +227,7 @@ impl Pipeline {
             argument_limits: config.argument_limits,
             schema_limits: config.schema_limits,
             deadline: config.deadline,
+            inline_budget: inline::BUDGET,
         })
     }
 
@@ -394,6 +410,25 @@ impl Pipeline {
     }
 
     pub(crate) fn decide_tracked(&self, facts: &CallFacts, progress: &Progress) -> Decision {
+        self.decide_run(facts, progress, None).unwrap_or_else(|| {
+            // Only an inline run (`Some` limit) can come back empty.
+            self.failed(
+                Stage::Policy,
+                "the policy stage gave no answer (fail closed)".into(),
+            )
+        })
+    }
+
+    /// The stages in order. `inline` (a decision on the caller's task,
+    /// [`inline`]): the schema it checked is the one validated against,
+    /// and the Rego stage runs on the bytecode VM alone with its timer at
+    /// the inline budget; `None` means the VM did not answer in time.
+    fn decide_run(
+        &self,
+        facts: &CallFacts,
+        progress: &Progress,
+        inline: Option<&inline::Inline>,
+    ) -> Option<Decision> {
         let mode = self.effective_mode(facts);
         let mut stages = Vec::with_capacity(6);
         progress.enter(Stage::Trust);
@@ -420,14 +455,14 @@ impl Pipeline {
                         stages.push(StageVerdict::new(stage, None, vec!["not evaluated".into()]));
                     }
                 }
-                return combine(stages, mode, self.policy_sha256.clone());
+                return Some(combine(stages, mode, self.policy_sha256.clone()));
             }
         };
         // Only tools have a schema, a pinned definition and annotations;
         // the other kinds (CONTRACT §8) are decided by trust, rules and
         // the policy, and otherwise by the default stage.
         if facts.kind == RequestKind::Tool {
-            stages.push(self.stage_schema(facts));
+            stages.push(self.stage_schema(facts, inline.and_then(|i| i.schema.as_ref())));
             progress.enter(Stage::Pinning);
             stages.push(self.stage_pinning(facts));
             progress.enter(Stage::Annotations);
@@ -438,9 +473,12 @@ impl Pipeline {
         if !self.rego.is_empty() {
             progress.enter(Stage::Policy);
             let input = self.rego_input_canonical(facts, &canonical, mode, &stages);
-            stages.push(self.policy_verdict(input));
+            stages.push(match inline {
+                None => self.policy_verdict(input),
+                Some(_) => self.policy_verdict_within(input, self.inline_budget)?,
+            });
         }
-        combine(stages, mode, self.policy_sha256.clone())
+        Some(combine(stages, mode, self.policy_sha256.clone()))
     }
 
     /// Evaluates the Rego stage for a ready `input` document (used by
@@ -679,6 +717,137 @@ mod tests {
         let d = p.decide_within(quick).await;
         assert_ne!(d.effect, Effect::Deny, "{d:?}");
         assert!(started.elapsed() < Duration::from_millis(250));
+    }
+
+    /// The shipped default policy (on the bytecode VM), no rules.
+    fn with_default_policy() -> Pipeline {
+        let p = Pipeline::load(PipelineConfig {
+            workspace: "/w".into(),
+            ..PipelineConfig::default()
+        })
+        .expect("load");
+        assert!(p.rego.iter().all(|set| set.on_vm()), "{:?}", p.rego);
+        p
+    }
+
+    /// Small calls of a schema compiled before, each decided inline after
+    /// its first (pool) decision, exactly as the pool decides them: allows,
+    /// asks and the default policy's denies (secret paths, credentials,
+    /// `..` in a path, a non-object), with and without a schema.
+    #[tokio::test]
+    async fn an_inline_decision_is_the_pools_decision() {
+        let p = Arc::new(with_default_policy());
+        let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+        let cases = [
+            (schema.clone(), json!({"path": "/w/src/main.rs"})),
+            (schema.clone(), json!({"path": "~/.ssh/id_rsa"})),
+            (schema.clone(), json!({"path": "/w/../etc/shadow"})),
+            (schema.clone(), json!({"path": "AKIAIOSFODNN7EXAMPLE"})),
+            (schema.clone(), json!({"path": 7})),
+            (schema.clone(), json!(["not", "an", "object"])),
+            (
+                Value::Null,
+                json!({"token": "ghp_0123456789abcdefghijklmnopqrstuvwxyz"}),
+            ),
+            (Value::Null, json!({})),
+        ];
+        let mut effects = HashSet::new();
+        for (schema, args) in cases {
+            let f = Arc::new(facts(schema.clone(), args.clone()));
+            let pooled = p.decide(&f);
+            // The first decision compiles the schema (on the pool).
+            assert_eq!(p.decide_within(Arc::clone(&f)).await, pooled, "{args}");
+            assert!(p.decides_inline(&f), "{args}");
+            let inline = p.decide_inline(&f).expect("an inline answer");
+            assert_eq!(inline, pooled, "{args}");
+            assert_eq!(p.decide_within(f).await, pooled, "{args}");
+            effects.insert(format!("{:?}/{:?}", pooled.effect, pooled.stage));
+        }
+        assert!(effects.len() >= 3, "too few kinds of decision: {effects:?}");
+    }
+
+    /// What is not bounded small before it runs goes to the pool: a
+    /// schema not compiled yet, one whose validation runs regexes or
+    /// visits too many nodes for the values, arguments past the caps, a
+    /// policy group on the interpreter.
+    #[tokio::test]
+    async fn unbounded_decisions_go_to_the_pool() {
+        let p = Arc::new(with_default_policy());
+        let plain = json!({"type": "object"});
+        let small = json!({"a": "b"});
+        let f = Arc::new(facts(plain.clone(), small.clone()));
+        assert!(!p.decides_inline(&f), "not compiled yet");
+        p.decide_within(Arc::clone(&f)).await;
+        assert!(p.decides_inline(&f));
+        let big_text = json!({ "a": "x".repeat(inline::MAX_TEXT + 1) });
+        assert!(!p.decides_inline(&facts(plain.clone(), big_text)));
+        let many: Vec<u32> = (0..inline::MAX_VALUES as u32).collect();
+        assert!(!p.decides_inline(&facts(plain.clone(), json!({ "a": many }))));
+        for schema in [
+            json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "^(a+)+$"}}}),
+            json!({"type": "object", "patternProperties": {"^a": {"type": "string"}}}),
+            json!({"type": "object", "properties": {"a": {"type": "string", "format": "regex"}}}),
+        ] {
+            let f = Arc::new(facts(schema.clone(), small.clone()));
+            p.decide_within(Arc::clone(&f)).await;
+            assert!(!p.decides_inline(&f), "{schema}");
+        }
+        // 12 branches of 12 branches: 157 nodes per value, for 200 values.
+        let wide: Vec<Value> = (0..12)
+            .map(
+                |_| json!({"anyOf": (0..12).map(|_| json!({"type": "array"})).collect::<Vec<_>>()}),
+            )
+            .collect();
+        let costly = json!({"type": "object", "additionalProperties": {"anyOf": wide}});
+        let values: serde_json::Map<String, Value> =
+            (0..199).map(|i| (format!("k{i}"), json!(i))).collect();
+        let f = Arc::new(facts(costly.clone(), Value::Object(values)));
+        p.decide_within(Arc::clone(&f)).await;
+        assert!(!p.decides_inline(&f), "expanded size times values");
+        assert!(p.decides_inline(&facts(costly, json!({"k": 1}))));
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let user = dir.path().join("p.rego");
+        std::fs::write(
+            &user,
+            "package warden\nimport rego.v1\ndeny contains \"x\" if input.arguments.x\n",
+        )
+        .expect("write");
+        let interpreted = Arc::new(
+            Pipeline::load(PipelineConfig {
+                policies: Some(vec![crate::sources::PolicySource {
+                    path: user,
+                    scope: Scope::User,
+                }]),
+                workspace: "/w".into(),
+                ..PipelineConfig::default()
+            })
+            .expect("load"),
+        );
+        let f = Arc::new(facts(plain, small));
+        interpreted.decide_within(Arc::clone(&f)).await;
+        assert!(
+            !interpreted.decides_inline(&f),
+            "a policy on the interpreter"
+        );
+    }
+
+    /// A policy evaluation that runs out of the inline budget gives no
+    /// inline answer, and the call is decided on the pool, the same.
+    #[tokio::test]
+    async fn an_inline_overrun_is_decided_on_the_pool() {
+        let mut p = with_default_policy();
+        p.inline_budget = Duration::ZERO;
+        let p = Arc::new(p);
+        let f = Arc::new(facts(
+            Value::Null,
+            json!({"path": "~/.ssh/id_rsa", "n": [1, 2, 3]}),
+        ));
+        assert!(p.decides_inline(&f));
+        assert!(p.decide_inline(&f).is_none(), "the VM's timer stopped it");
+        let d = p.decide_within(Arc::clone(&f)).await;
+        assert_eq!(d, p.decide(&f));
+        assert_eq!(d.effect, Effect::Deny, "{d:?}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use warden_core::{Effect, Stage, Trust};
 
-use super::{CompiledSchema, Pipeline};
+use super::{CompiledSchema, Pipeline, SchemaEntry};
 use crate::canon::{CanonValue, Canonical};
 use crate::decision::StageVerdict;
 use crate::facts::{CallFacts, PinState};
@@ -68,13 +68,35 @@ pub(super) fn annotations(facts: &CallFacts) -> StageVerdict {
 impl Pipeline {
     /// Stage 2, arguments against the tool's `inputSchema` (no remote
     /// `$ref`; a schema [`crate::schema_guard`] refuses is a deny, never
-    /// validated).
-    pub(super) fn stage_schema(&self, facts: &CallFacts) -> StageVerdict {
-        let v = |effect, reason: String| StageVerdict::new(Stage::Schema, effect, vec![reason]);
+    /// validated), compiled already (`compiled`: an inline decision's) or
+    /// now (cached per tool).
+    pub(super) fn stage_schema(
+        &self,
+        facts: &CallFacts,
+        compiled: Option<&CompiledSchema>,
+    ) -> StageVerdict {
         let schema = &facts.tool.input_schema;
         if schema.is_null() {
-            return v(None, "the tool declares no inputSchema".into());
+            return StageVerdict::new(
+                Stage::Schema,
+                None,
+                vec!["the tool declares no inputSchema".into()],
+            );
         }
+        match compiled {
+            Some(compiled) => self.schema_verdict(facts, compiled),
+            None => {
+                let compiled = match self.cached_schema(&facts.tool.qualified, schema) {
+                    Some(entry) => entry.compiled,
+                    None => self.compiled_schema(&facts.tool.qualified, schema),
+                };
+                self.schema_verdict(facts, &compiled)
+            }
+        }
+    }
+
+    fn schema_verdict(&self, facts: &CallFacts, compiled: &CompiledSchema) -> StageVerdict {
+        let v = |effect, reason: String| StageVerdict::new(Stage::Schema, effect, vec![reason]);
         let empty = Value::Object(Default::default());
         let args = match &facts.arguments {
             Value::Null => &empty,
@@ -83,7 +105,6 @@ impl Pipeline {
                 return v(Some(Effect::Deny), "arguments must be a JSON object".into());
             }
         };
-        let compiled = self.compiled_schema(&facts.tool.qualified, schema);
         match compiled.as_ref() {
             Err(e) => v(
                 Some(Effect::Deny),
@@ -117,34 +138,48 @@ impl Pipeline {
         }
     }
 
+    /// Compiles `schema` (checked by [`crate::schema_guard`] first) and
+    /// caches it under `qualified`.
     fn compiled_schema(&self, qualified: &str, schema: &Arc<Value>) -> CompiledSchema {
-        // The registry's own schema (the same allocation) on every call of
-        // a listed tool; compared by value only when it is another one.
-        if let Ok(cache) = self.schemas.read()
-            && let Some((cached, compiled)) = cache.get(qualified)
-            && (Arc::ptr_eq(cached, schema) || cached == schema)
-        {
-            return compiled.clone();
-        }
-        let compiled: CompiledSchema = Arc::new(
-            crate::schema_guard::check(schema, &self.schema_limits).and_then(|()| {
-                jsonschema::options()
-                    .offline()
-                    // `pattern`: backtracking regexes, but bounded.
-                    .with_pattern_options(
-                        jsonschema::PatternOptions::fancy_regex().backtrack_limit(100_000),
-                    )
-                    .build(schema)
-                    .map_err(|e| truncate(&e.to_string(), 300))
-            }),
-        );
+        let cost = crate::schema_guard::expanded_cost(schema, &self.schema_limits);
+        let inline_cost = match &cost {
+            Ok(cost) if !crate::schema_guard::uses_regexes(schema) => Some(*cost),
+            _ => None,
+        };
+        let compiled: CompiledSchema = Arc::new(cost.and_then(|_| {
+            jsonschema::options()
+                .offline()
+                // `pattern`: backtracking regexes, but bounded.
+                .with_pattern_options(
+                    jsonschema::PatternOptions::fancy_regex().backtrack_limit(100_000),
+                )
+                .build(schema)
+                .map_err(|e| truncate(&e.to_string(), 300))
+        }));
         if let Ok(mut cache) = self.schemas.write() {
             cache.insert(
                 qualified.to_string(),
-                (Arc::clone(schema), compiled.clone()),
+                SchemaEntry {
+                    schema: Arc::clone(schema),
+                    compiled: compiled.clone(),
+                    inline_cost,
+                },
             );
         }
         compiled
+    }
+
+    /// The compiled form of `schema`, if a decision made it already.
+    pub(super) fn cached_schema(
+        &self,
+        qualified: &str,
+        schema: &Arc<Value>,
+    ) -> Option<SchemaEntry> {
+        // The registry's own schema (the same allocation) on every call of
+        // a listed tool; compared by value only when it is another one.
+        let cache = self.schemas.read().ok()?;
+        let entry = cache.get(qualified)?;
+        (Arc::ptr_eq(&entry.schema, schema) || entry.schema == *schema).then(|| entry.clone())
     }
 
     /// Stage 3, tool pinning: a changed definition asks (denies with `--locked`).
@@ -300,31 +335,54 @@ impl Pipeline {
     }
 
     pub(super) fn policy_verdict(&self, input: regorus::Value) -> StageVerdict {
-        let mut deny = Vec::new();
-        let mut ask = Vec::new();
-        let mut allow = false;
-        for set in &self.rego {
-            match set.eval_value(input.clone()) {
-                Ok(v) => {
-                    deny.extend(v.deny);
-                    ask.extend(v.ask);
-                    // A project set never reports `allow` (it is ignored).
-                    allow |= v.allow;
-                }
-                Err(e) => deny.push(format!("policy failed to evaluate (fail closed): {e}")),
-            }
-        }
-        let (effect, reasons) = if !deny.is_empty() {
-            (Some(Effect::Deny), deny)
-        } else if !ask.is_empty() {
-            (Some(Effect::Ask), ask)
-        } else if allow {
-            (Some(Effect::Allow), vec!["policy allows the call".into()])
-        } else {
-            (None, vec![])
-        };
-        StageVerdict::new(Stage::Policy, effect, reasons)
+        policy_stage(self.rego.iter().map(|set| set.eval_value(input.clone())))
     }
+
+    /// The Rego stage on the bytecode VM alone, each group's timer at
+    /// `limit` (an inline decision): `None` when a group is not on the VM,
+    /// defers to the interpreter or runs out of `limit`.
+    pub(super) fn policy_verdict_within(
+        &self,
+        input: regorus::Value,
+        limit: std::time::Duration,
+    ) -> Option<StageVerdict> {
+        let verdicts = self
+            .rego
+            .iter()
+            .map(|set| set.eval_value_within(input.clone(), limit))
+            .collect::<Option<Vec<_>>>()?;
+        Some(policy_stage(verdicts))
+    }
+}
+
+/// The Rego stage's verdict from each group's answer.
+fn policy_stage(
+    verdicts: impl IntoIterator<Item = Result<crate::rego::RegoVerdict, String>>,
+) -> StageVerdict {
+    let mut deny = Vec::new();
+    let mut ask = Vec::new();
+    let mut allow = false;
+    for verdict in verdicts {
+        match verdict {
+            Ok(v) => {
+                deny.extend(v.deny);
+                ask.extend(v.ask);
+                // A project set never reports `allow` (it is ignored).
+                allow |= v.allow;
+            }
+            Err(e) => deny.push(format!("policy failed to evaluate (fail closed): {e}")),
+        }
+    }
+    let (effect, reasons) = if !deny.is_empty() {
+        (Some(Effect::Deny), deny)
+    } else if !ask.is_empty() {
+        (Some(Effect::Ask), ask)
+    } else if allow {
+        (Some(Effect::Allow), vec!["policy allows the call".into()])
+    } else {
+        (None, vec![])
+    };
+    StageVerdict::new(Stage::Policy, effect, reasons)
 }
 
 fn truncate(s: &str, max: usize) -> String {
