@@ -167,6 +167,20 @@ fn facts() -> CallFacts {
     }
 }
 
+/// A call at the inline caps: 254 strings of 250 bytes under 4-byte keys
+/// (255 values, 64,516 bytes of text).
+fn largest_inline_facts() -> CallFacts {
+    let chunk = "~/.ssh/id_rsa/../%2e%2e/AKIAIOSFODNN7EXAMPLE\\/ghp_";
+    let text: String = chunk.repeat(5);
+    let args: serde_json::Map<String, serde_json::Value> = (0..254)
+        .map(|i| (format!("a{i:03}"), json!(text.clone())))
+        .collect();
+    let mut f = facts();
+    f.tool.input_schema = json!({"type": "object"}).into();
+    f.arguments = serde_json::Value::Object(args);
+    f
+}
+
 fn setups(dir: &std::path::Path) -> Vec<(&'static str, Pipeline)> {
     let rego50 = dir.join("fifty.rego");
     std::fs::write(&rego50, fifty_rule_rego()).expect("write bench policy");
@@ -241,9 +255,39 @@ fn main() {
         group.finish();
     }
     {
-        // The decision as the host runs it: off the caller's task, on an
-        // evaluation thread, with the deadline. The difference to `decide`
-        // is the hand-off.
+        // The longest decision warden makes in place (pipeline::inline):
+        // the most values and text it allows, every string full of what
+        // `default.rego` and `canon` look for (home paths, `..`, percent
+        // escapes, key ids, tokens). This is how long such a call holds a
+        // runtime thread.
+        let p = Pipeline::load(PipelineConfig {
+            rules: typical_rules(),
+            workspace: WS.into(),
+            ..PipelineConfig::default()
+        })
+        .expect("load");
+        let worst = largest_inline_facts();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let shared = std::sync::Arc::new(p);
+        // The first decision compiles the schema (on the pool).
+        runtime.block_on(shared.decide_within(std::sync::Arc::new(worst.clone())));
+        assert!(
+            shared.decides_inline(&worst),
+            "the bench's call is decided in place"
+        );
+        let mut group = c.benchmark_group("decide_in_place");
+        group.bench_function("largest_allowed", |b| {
+            b.iter(|| black_box(shared.decide(black_box(&worst))))
+        });
+        group.finish();
+    }
+    {
+        // The decision as the host runs it: `decide_within`, which makes
+        // these small calls in place (pipeline::inline) after the first;
+        // the difference to `decide` is the check that it may.
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -94,6 +94,18 @@ pub fn expanded_cost(schema: &Value, limits: &SchemaLimits) -> Result<u64, Strin
     Ok(total)
 }
 
+/// How many JSON values the schema document holds (every object, array,
+/// string, number…), whatever they mean: `enum` and `const` values are
+/// compared with each argument value, and are not schema nodes to
+/// [`expanded_cost`].
+pub fn document_size(schema: &Value) -> u64 {
+    match schema {
+        Value::Object(map) => 1 + map.values().map(document_size).sum::<u64>(),
+        Value::Array(items) => 1 + items.iter().map(document_size).sum::<u64>(),
+        _ => 1,
+    }
+}
+
 /// Whether any object in `schema` has a key that makes validation run a
 /// regular expression: `pattern`, `patternProperties` (both backtracking,
 /// bounded only by a step limit per match) or `format` (some formats are

@@ -17,7 +17,9 @@
 //! - a tool's input schema was compiled by an earlier decision (compiling
 //!   is left to the pool), validating against it runs no regular
 //!   expression ([`crate::schema_guard::uses_regexes`]), and its expanded
-//!   size times the values is at most [`MAX_SCHEMA_VISITS`].
+//!   size plus its document's size (an `enum` of 10,000 values is cheap
+//!   to expand and costly to compare with), times the values, is at most
+//!   [`MAX_SCHEMA_VISITS`].
 //!
 //! Anything else is decided on the pool, as is a decision whose policy
 //! evaluation the VM defers to the interpreter or that runs out of

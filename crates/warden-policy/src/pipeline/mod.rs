@@ -94,9 +94,11 @@ type CompiledSchema = Arc<Result<jsonschema::Validator, String>>;
 struct SchemaEntry {
     schema: Arc<Value>,
     compiled: CompiledSchema,
-    /// Nodes visited to validate one value, when validation runs no
-    /// regular expression ([`crate::schema_guard::uses_regexes`]); `None`
-    /// otherwise (such a schema is never validated inline).
+    /// Nodes visited to validate one value plus the values of the
+    /// document (`enum` entries are compared, not visited), when
+    /// validation runs no regular expression
+    /// ([`crate::schema_guard::uses_regexes`]); `None` otherwise (such a
+    /// schema is never validated inline).
     inline_cost: Option<u64>,
 }
 
@@ -805,6 +807,12 @@ mod tests {
         p.decide_within(Arc::clone(&f)).await;
         assert!(!p.decides_inline(&f), "expanded size times values");
         assert!(p.decides_inline(&facts(costly, json!({"k": 1}))));
+        // Cheap to expand, costly to compare with: a long `enum`.
+        let long_enum: Vec<u32> = (0..20_000).collect();
+        let listed = json!({"type": "object", "properties": {"a": {"enum": long_enum}}});
+        let f = Arc::new(facts(listed, json!({"a": 7})));
+        p.decide_within(Arc::clone(&f)).await;
+        assert!(!p.decides_inline(&f), "the document's size");
 
         let dir = tempfile::tempdir().expect("tempdir");
         let user = dir.path().join("p.rego");

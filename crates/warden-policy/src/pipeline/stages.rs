@@ -142,8 +142,12 @@ impl Pipeline {
     /// caches it under `qualified`.
     fn compiled_schema(&self, qualified: &str, schema: &Arc<Value>) -> CompiledSchema {
         let cost = crate::schema_guard::expanded_cost(schema, &self.schema_limits);
+        // What validating one value may cost at most: every expanded node
+        // visited, and every value of the document compared (`enum`).
         let inline_cost = match &cost {
-            Ok(cost) if !crate::schema_guard::uses_regexes(schema) => Some(*cost),
+            Ok(cost) if !crate::schema_guard::uses_regexes(schema) => {
+                Some(cost.saturating_add(crate::schema_guard::document_size(schema)))
+            }
             _ => None,
         };
         let compiled: CompiledSchema = Arc::new(cost.and_then(|_| {
