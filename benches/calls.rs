@@ -855,26 +855,23 @@ fn passthrough_command(world: &World) -> tokio::process::Command {
 }
 
 async fn passthrough() {
-    let mut child = tokio::process::Command::new(everything())
-        .arg("stdio")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn server-everything");
-    let stdout = child.stdout.take().expect("stdout");
-    let stdin = child.stdin.take().expect("stdin");
-    let upstream = ().serve((stdout, stdin)).await.expect("initialize upstream");
+    let upstream = Client::start({
+        let mut cmd = tokio::process::Command::new(everything());
+        cmd.arg("stdio");
+        cmd
+    })
+    .await;
     let proxy = Passthrough {
-        upstream: upstream.peer().clone(),
+        upstream: upstream.service.peer().clone(),
     };
     let running = proxy
         .serve(rmcp::transport::stdio_pipes())
         .await
         .expect("serve stdio");
     let _ = running.waiting().await;
-    let _ = upstream.cancel().await;
+    // server-everything outlives its stdin's end: no grace period here.
+    let Client { service, mut child } = upstream;
+    let _ = service.cancel().await;
     let _ = child.kill().await;
 }
 

@@ -167,12 +167,14 @@ fn facts() -> CallFacts {
     }
 }
 
-/// A call at the inline caps: 254 strings of 250 bytes under 4-byte keys
-/// (255 values, 64,516 bytes of text).
+/// A call at both inline caps: 254 strings under 4-byte keys (255
+/// values), as long as the text cap allows.
 fn largest_inline_facts() -> CallFacts {
+    let values = warden_policy::INLINE_MAX_VALUES - 1;
+    let each = (warden_policy::INLINE_MAX_TEXT - (values - 1) * 4) / (values - 1);
     let chunk = "~/.ssh/id_rsa/../%2e%2e/AKIAIOSFODNN7EXAMPLE\\/ghp_";
-    let text: String = chunk.repeat(5);
-    let args: serde_json::Map<String, serde_json::Value> = (0..254)
+    let text: String = chunk.chars().cycle().take(each).collect();
+    let args: serde_json::Map<String, serde_json::Value> = (0..values - 1)
         .map(|i| (format!("a{i:03}"), json!(text.clone())))
         .collect();
     let mut f = facts();

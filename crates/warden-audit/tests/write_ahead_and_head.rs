@@ -166,35 +166,34 @@ fn batch_moves_the_head_after_its_sync_without_a_close() {
     log.write_ahead(pending("c1", json!({}))).unwrap();
     let (seq, hash) = log.last();
     // The writer thread syncs within BATCH_INTERVAL, then moves the head.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let head = read_head(&path, None).unwrap().unwrap().head;
-        if head.seq == seq {
-            assert_eq!(head.hash, hash);
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "head never moved");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    wait_for_head(&path, seq, &hash);
     drop(log);
 }
 
-/// Waits (polling, generous deadline) until the head file names `seq`.
-fn wait_for_head(path: &Path, seq: u64, hash: &str) {
+/// Polls `ready` every 5 ms until it gives a value, failing with what
+/// `state` says after a generous deadline.
+fn wait_until<T>(mut ready: impl FnMut() -> Result<T, String>) -> T {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let head = read_head(path, None).unwrap().unwrap().head;
-        if head.seq == seq {
-            assert_eq!(head.hash, hash);
-            return;
+        match ready() {
+            Ok(value) => return value,
+            Err(state) => assert!(std::time::Instant::now() < deadline, "{state}"),
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "head at {} never reached {seq}",
-            head.seq
-        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
+}
+
+/// Waits until the head file names `seq`.
+fn wait_for_head(path: &Path, seq: u64, hash: &str) {
+    let head = wait_until(|| {
+        let head = read_head(path, None).unwrap().unwrap().head;
+        if head.seq == seq {
+            Ok(head)
+        } else {
+            Err(format!("head at {} never reached {seq}", head.seq))
+        }
+    });
+    assert_eq!(head.hash, hash);
 }
 
 /// The writer thread is woken by the first unsynced write-ahead record
@@ -233,21 +232,16 @@ fn batch_syncs_write_ahead_records_after_each_sync_and_in_bursts() {
     assert_eq!(recs[recs.len() - 1]["call_id"], "after");
 }
 
-/// Waits (polling, generous deadline) until the file holds `n` records.
+/// Waits until the file holds `n` records.
 fn wait_for_records(path: &Path, n: usize) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+    wait_until(|| {
         let recs = lines(path);
         if recs.len() >= n {
-            return recs;
+            Ok(recs)
+        } else {
+            Err(format!("{} records in the file, never {n}", recs.len()))
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} records in the file, never {n}",
-            recs.len()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    })
 }
 
 /// In `batch` an `append` made while a sync is pending does not wake the

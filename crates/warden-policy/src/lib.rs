@@ -59,7 +59,8 @@ pub use error::PolicyError;
 pub use facts::{CallContext, CallFacts, PinState, ServerFacts, ToolFacts};
 pub use permit::Permit;
 pub use pipeline::{
-    ArgumentLimits, DEFAULT_DEADLINE, MAX_THREADS, Pipeline, PipelineConfig, pool_threads,
+    ArgumentLimits, DEFAULT_DEADLINE, INLINE_MAX_TEXT, INLINE_MAX_VALUES, MAX_THREADS, Pipeline,
+    PipelineConfig, pool_threads,
 };
 pub use rego::DEFAULT_REGO;
 pub use rules::RuleError;

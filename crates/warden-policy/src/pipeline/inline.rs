@@ -43,9 +43,13 @@ use crate::facts::CallFacts;
 /// made again on the pool.
 pub(super) const BUDGET: Duration = Duration::from_millis(10);
 /// Most argument values (every scalar, array and object) decided inline.
-pub const MAX_VALUES: usize = 256;
+/// The shipped policy's work grows with the strings: a call at both caps,
+/// every string full of what `default.rego` and `canon` look for, is
+/// decided in 3.2 ms (criterion, `benches/pipeline.rs`, `decide_in_place`);
+/// with 256 values it took 8.7–9.5 ms, too close to [`BUDGET`].
+pub const MAX_VALUES: usize = 64;
 /// Most bytes of argument keys and strings decided inline.
-pub const MAX_TEXT: usize = 64 * 1024;
+pub const MAX_TEXT: usize = 16 * 1024;
 /// Most schema nodes an inline validation may visit: the schema's
 /// expanded size per value times the values.
 pub const MAX_SCHEMA_VISITS: u64 = 20_000;
