@@ -414,7 +414,7 @@ impl Pipeline {
 
     pub(crate) fn decide_tracked(&self, facts: &CallFacts, progress: &Progress) -> Decision {
         self.decide_run(facts, progress, None).unwrap_or_else(|| {
-            // Only an inline run (`Some` limit) can come back empty.
+            // Only an inline run (a `Some` plan) can come back empty.
             self.failed(
                 Stage::Policy,
                 "the policy stage gave no answer (fail closed)".into(),
@@ -652,6 +652,7 @@ fn combine(stages: Vec<StageVerdict>, mode: Mode, policy_sha256: Option<String>)
 mod tests {
     use super::*;
     use crate::facts::{CallContext, PinState, ServerFacts, ToolFacts};
+    use proptest::prelude::*;
     use serde_json::json;
     use warden_core::{TransportKind, Trust};
 
@@ -840,6 +841,65 @@ mod tests {
             !interpreted.decides_inline(&f),
             "a policy on the interpreter"
         );
+    }
+
+    fn shared_default_policy() -> &'static Pipeline {
+        static P: std::sync::OnceLock<Pipeline> = std::sync::OnceLock::new();
+        P.get_or_init(with_default_policy)
+    }
+
+    fn argument_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("/w/src/lib.rs".to_string()),
+            Just("~/.ssh/id_ed25519".to_string()),
+            Just("../../etc/shadow".to_string()),
+            Just("file:///home/u/.aws/credentials".to_string()),
+            Just("%2e%2e/%2e%2e/etc/passwd".to_string()),
+            Just("key AKIAABCDEFGHIJKLMNOP here".to_string()),
+            Just("ghp_abcdefghijklmnopqrstuvwxyz0123456789".to_string()),
+            Just("-----BEGIN OPENSSH PRIVATE KEY-----\nabc".to_string()),
+            "[a-z/.~%]{0,24}",
+            any::<String>(),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Differential: whatever the arguments, trust and schema, a call
+        /// decided in place is decided as the pool decides it.
+        #[test]
+        fn in_place_and_pool_decide_alike(
+            args in prop::collection::btree_map(
+                "[a-z~/]{1,6}",
+                prop_oneof![
+                    argument_text().prop_map(Value::from),
+                    any::<i64>().prop_map(Value::from),
+                    any::<bool>().prop_map(Value::from),
+                    prop::collection::vec(argument_text(), 0..4).prop_map(Value::from),
+                ],
+                0..6,
+            ),
+            trusted in any::<bool>(),
+            read_only in any::<bool>(),
+            with_schema in any::<bool>(),
+        ) {
+            let p = shared_default_policy();
+            let schema = if with_schema {
+                json!({"type": "object", "additionalProperties": {"type": ["string", "integer", "boolean", "array"]}})
+            } else {
+                Value::Null
+            };
+            let mut f = facts(schema, Value::Object(args.into_iter().collect()));
+            f.server.trust = if trusted { Trust::Trusted } else { Trust::Untrusted };
+            f.tool.annotations = json!({"readOnlyHint": read_only});
+            let pooled = p.decide(&f);
+            prop_assert!(p.decides_inline(&f), "small calls are decided in place");
+            // `None` only if the VM's 10 ms timer ran out (a loaded machine).
+            if let Some(inline) = p.decide_inline(&f) {
+                prop_assert_eq!(inline, pooled);
+            }
+        }
     }
 
     /// A policy evaluation that runs out of the inline budget gives no

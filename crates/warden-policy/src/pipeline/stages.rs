@@ -83,16 +83,18 @@ impl Pipeline {
                 vec!["the tool declares no inputSchema".into()],
             );
         }
-        match compiled {
-            Some(compiled) => self.schema_verdict(facts, compiled),
+        let found;
+        let compiled = match compiled {
+            Some(compiled) => compiled,
             None => {
-                let compiled = match self.cached_schema(&facts.tool.qualified, schema) {
-                    Some(entry) => entry.compiled,
-                    None => self.compiled_schema(&facts.tool.qualified, schema),
-                };
-                self.schema_verdict(facts, &compiled)
+                found = self
+                    .cached_schema(&facts.tool.qualified, schema)
+                    .map(|entry| entry.compiled)
+                    .unwrap_or_else(|| self.compiled_schema(&facts.tool.qualified, schema));
+                &found
             }
-        }
+        };
+        self.schema_verdict(facts, compiled)
     }
 
     fn schema_verdict(&self, facts: &CallFacts, compiled: &CompiledSchema) -> StageVerdict {
