@@ -47,6 +47,8 @@ mod rego;
 mod rules;
 pub mod schema_guard;
 mod sources;
+#[cfg(test)]
+mod strategies;
 pub mod testing;
 mod vm;
 

@@ -362,31 +362,9 @@ mod tests {
         }
     }
 
-    fn text() -> impl Strategy<Value = String> {
-        prop_oneof![
-            Just("/srv/repo/README.md".to_string()),
-            Just("/home/u/.ssh/id_ed25519".to_string()),
-            Just("~/.aws/credentials".to_string()),
-            Just("//etc/shadow".to_string()),
-            Just("../../etc/shadow".to_string()),
-            Just("file:///srv/repo/.ssh/key#/../../public/x".to_string()),
-            Just("file:///home/u/.ssh/id_rsa".to_string()),
-            Just("/proc/self//environ".to_string()),
-            Just(".env.local".to_string()),
-            Just("key AKIAABCDEFGHIJKLMNOP here".to_string()),
-            Just("ghp_abcdefghijklmnopqrstuvwxyz0123456789".to_string()),
-            Just("-----BEGIN OPENSSH PRIVATE KEY-----\nabc".to_string()),
-            Just("sk-ant-abcdefghijklmnopqrstuvwxyz".to_string()),
-            Just("%2e%2e/%2e%2e/etc/passwd".to_string()),
-            Just("C:\\Users\\u\\.ssh\\id_rsa".to_string()),
-            "[a-z/.~%]{0,24}",
-            any::<String>(),
-        ]
-    }
-
     fn argument() -> impl Strategy<Value = Json> {
         let leaf = prop_oneof![
-            text().prop_map(Json::from),
+            crate::strategies::argument_text().prop_map(Json::from),
             any::<i64>().prop_map(Json::from),
             any::<bool>().prop_map(Json::from),
             Just(Json::Null),

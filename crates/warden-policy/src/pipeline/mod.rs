@@ -848,21 +848,6 @@ mod tests {
         P.get_or_init(with_default_policy)
     }
 
-    fn argument_text() -> impl Strategy<Value = String> {
-        prop_oneof![
-            Just("/w/src/lib.rs".to_string()),
-            Just("~/.ssh/id_ed25519".to_string()),
-            Just("../../etc/shadow".to_string()),
-            Just("file:///home/u/.aws/credentials".to_string()),
-            Just("%2e%2e/%2e%2e/etc/passwd".to_string()),
-            Just("key AKIAABCDEFGHIJKLMNOP here".to_string()),
-            Just("ghp_abcdefghijklmnopqrstuvwxyz0123456789".to_string()),
-            Just("-----BEGIN OPENSSH PRIVATE KEY-----\nabc".to_string()),
-            "[a-z/.~%]{0,24}",
-            any::<String>(),
-        ]
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
 
@@ -873,10 +858,11 @@ mod tests {
             args in prop::collection::btree_map(
                 "[a-z~/]{1,6}",
                 prop_oneof![
-                    argument_text().prop_map(Value::from),
+                    crate::strategies::argument_text().prop_map(Value::from),
                     any::<i64>().prop_map(Value::from),
                     any::<bool>().prop_map(Value::from),
-                    prop::collection::vec(argument_text(), 0..4).prop_map(Value::from),
+                    prop::collection::vec(crate::strategies::argument_text(), 0..4)
+                        .prop_map(Value::from),
                 ],
                 0..6,
             ),
