@@ -115,8 +115,8 @@
 //! waits for the next `write_ahead` or for that sync, at most
 //! [`BATCH_INTERVAL`]) or the queue holds a batch: a call's result record
 //! then costs no thread switch, and goes out with the next call's pending
-//! record in one `write(2)`; a write or sync failure is returned by the next `append` and
-//! by `close`. A sync failure makes the log refuse further appends (the
+//! record in one `write(2)`. A write or sync failure is returned by the
+//! next `append` and by `close`. A sync failure makes the log refuse further appends (the
 //! kernel may have dropped the pages; retrying would claim durability
 //! falsely). Lines are written whole with `O_APPEND`, so a crash mid-write
 //! leaves at worst one torn final line (no `\n`), which [`verify`] reports

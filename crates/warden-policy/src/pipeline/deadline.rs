@@ -211,7 +211,7 @@ impl Pipeline {
     /// pipeline's deadline (`PipelineConfig::deadline`): at the deadline
     /// the caller gets a `deny` naming the unfinished stage, and the work
     /// is abandoned. Blocks the calling task only for a decision bounded
-    /// small before it starts ([`super::inline`]: about 10 ms at most);
+    /// small before it starts (`pipeline::inline`: about 10 ms at most);
     /// cancel-safe (dropping the future abandons the decision too).
     pub async fn decide_within(self: &Arc<Self>, facts: Arc<CallFacts>) -> Decision {
         // A decision that cannot run away is made here, without the hop.

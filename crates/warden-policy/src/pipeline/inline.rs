@@ -46,12 +46,12 @@ pub(super) const BUDGET: Duration = Duration::from_millis(10);
 /// The shipped policy's work grows with the strings: a call at both caps,
 /// every string full of what `default.rego` and `canon` look for, is
 /// decided in 3.2 ms (criterion, `benches/pipeline.rs`, `decide_in_place`);
-/// with 256 values it took 8.7–9.5 ms, too close to [`BUDGET`].
+/// with 256 values it took 8.7–9.5 ms, too close to the 10 ms budget.
 pub const MAX_VALUES: usize = 64;
 /// Most bytes of argument keys and strings decided inline.
 pub const MAX_TEXT: usize = 16 * 1024;
-/// Most schema nodes an inline validation may visit: the schema's
-/// expanded size per value times the values.
+/// Most work an inline validation may do: the schema's expanded size plus
+/// its document's size (a tool's `inline_cost`), times the values.
 pub const MAX_SCHEMA_VISITS: u64 = 20_000;
 
 /// What an inline decision was planned with.
