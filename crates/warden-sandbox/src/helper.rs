@@ -31,10 +31,11 @@ use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
@@ -617,15 +618,25 @@ fn apply_landlock(plan: &Plan, abi: u8) -> Result<(), HelperError> {
         ruleset = ruleset.scope(Scope::from_all(abi)).map_err(ll)?;
     }
     let paths = &plan.landlock;
-    let mut created = ruleset
-        .create()
-        .map_err(ll)?
-        .add_rules(path_beneath_rules(&paths.read_exec, read_exec))
-        .map_err(ll)?
-        .add_rules(path_beneath_rules(&paths.read, read))
-        .map_err(ll)?
-        .add_rules(path_beneath_rules(&paths.write, write))
-        .map_err(ll)?
+    let mut created = ruleset.create().map_err(ll)?;
+    for (list, access) in [
+        (&paths.read_exec, read_exec),
+        (&paths.read, read),
+        (&paths.write, write),
+    ] {
+        let (confined, plain): (Vec<&PathBuf>, Vec<&PathBuf>) = list
+            .iter()
+            .partition(|p| paths.confine.iter().any(|(c, _)| c == *p));
+        created = created
+            .add_rules(path_beneath_rules(plain, access))
+            .map_err(ll)?;
+        for path in confined {
+            created = created
+                .add_rule(confined_rule(path, &paths.confine, access, abi)?)
+                .map_err(ll)?;
+        }
+    }
+    created = created
         .add_rules(path_beneath_rules(&paths.list, AccessFs::ReadDir))
         .map_err(ll)?;
     if let (
@@ -658,6 +669,33 @@ fn apply_landlock(plan: &Plan, abi: u8) -> Result<(), HelperError> {
         )));
     }
     Ok(())
+}
+
+/// The rule of a confined grant without a view ([`crate::plan::Bind::confine`]):
+/// made from the handle that was checked to lie under its folder, not by
+/// opening the path again. Unlike `path_beneath_rules`, a grant that
+/// cannot be opened or checked ends the launch.
+fn confined_rule(
+    path: &Path,
+    confine: &[(PathBuf, PathBuf)],
+    access: BitFlags<AccessFs>,
+    abi: ABI,
+) -> Result<PathBeneath<OwnedFd>, HelperError> {
+    let root = confine
+        .iter()
+        .find(|(c, _)| c == path)
+        .map(|(_, r)| r.as_path())
+        .unwrap_or(path);
+    let fd = sys::open_confined(path, root)?;
+    let is_file = File::from(fd.try_clone().map_err(io_err("dup grant"))?)
+        .metadata()
+        .is_ok_and(|m| !m.is_dir());
+    let access = if is_file {
+        access & AccessFs::from_file(abi)
+    } else {
+        access
+    };
+    Ok(PathBeneath::new(fd, access))
 }
 
 fn set_rlimits(plan: &Plan) -> Result<(), HelperError> {

@@ -252,7 +252,7 @@ fn prepare_with(
     let env = filtered_env(spec, &home, &tmp)?;
     let path_var = env.get("PATH").cloned().unwrap_or_default();
     let host_dirs = guard.dir().map(|_| (home.as_path(), tmp.as_path()));
-    let grants = steps::grants(spec, &path_var, gates.view, host_dirs)?;
+    let grants = steps::grants(spec, &ctx.workspace, &path_var, gates.view, host_dirs)?;
     let mut plan = steps::plan(spec, cwd.clone(), &gates, &limits, &grants);
     let summary = steps::summary(&plan, gates, limits, grants);
     if in_place {

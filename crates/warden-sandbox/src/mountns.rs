@@ -28,6 +28,7 @@
 //! mounted here propagates to the host: `/` is made recursively private
 //! first (needed when root runs without a user namespace).
 
+use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -118,8 +119,23 @@ pub(crate) fn build(view: &View, cwd: &Path, uid: u32, gid: u32) -> Result<ProcK
         src,
         kind,
         optional,
+        confine,
     } in &view.binds
     {
+        if let Some(root) = confine {
+            // A configured grant inside the workspace: bind exactly the
+            // object checked to lie inside it.
+            let handle = sys::open_confined(src, root)?;
+            let fd = sys::open_tree_clone_fd(handle.as_fd(), src)?;
+            sys::mount_setattr_tree(fd.as_fd(), attrs(*kind), src)?;
+            let is_dir = File::from(handle).metadata().is_ok_and(|m| m.is_dir());
+            entries.push(Entry::Tree {
+                dst: src.clone(),
+                fd,
+                is_dir,
+            });
+            continue;
+        }
         let meta = match std::fs::symlink_metadata(src) {
             Ok(m) => m,
             Err(_) if *optional => continue,

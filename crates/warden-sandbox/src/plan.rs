@@ -31,6 +31,11 @@ pub(crate) struct Bind {
     pub kind: BindKind,
     /// A system path that may vanish (skipped), not a configured grant.
     pub optional: bool,
+    /// A configured grant named inside the workspace: the object it reaches
+    /// must lie under this folder (the workspace, resolved). A symlink the
+    /// workspace holds, or puts there later, never redirects it outside.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confine: Option<PathBuf>,
 }
 
 /// The mount namespace view (ARCHITECTURE.md, "The sandbox").
@@ -54,6 +59,10 @@ pub(crate) struct LandlockPaths {
     /// Folders whose entries may be listed, nothing more (`/` of the view:
     /// it holds only mount points).
     pub list: Vec<PathBuf>,
+    /// Without a view, the host paths above that are confined grants
+    /// ([`Bind::confine`]): path → the folder it must resolve under.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub confine: Vec<(PathBuf, PathBuf)>,
 }
 
 /// The kernel mechanisms one launch uses.

@@ -431,10 +431,13 @@ pub(crate) struct Grants {
 }
 
 /// Collects the grants. A configured path that does not exist is an error
-/// (Landlock would skip it silently, hiding a typo). `host_dirs`: the
-/// private HOME and TMPDIR on the host when there is no view.
+/// (Landlock would skip it silently, hiding a typo), and so is one named
+/// inside the workspace that a symlink leads outside it (see [`confine`]).
+/// `host_dirs`: the private HOME and TMPDIR on the host when there is no
+/// view.
 pub(crate) fn grants(
     spec: &LaunchSpec,
+    workspace: &Path,
     path_var: &str,
     view: bool,
     host_dirs: Option<(&Path, &Path)>,
@@ -447,6 +450,7 @@ pub(crate) fn grants(
             src,
             kind,
             optional,
+            confine: None,
         });
     };
     for p in paths::SYSTEM_RX {
@@ -469,7 +473,16 @@ pub(crate) fn grants(
                     detail: format!("{key} path {} does not exist", p.display()),
                 });
             }
-            add(p.clone(), kind, false);
+            let confine = confine(p, workspace).map_err(|detail| SandboxError::Setup {
+                server: spec.name.clone(),
+                detail: format!("{key} path {detail}"),
+            })?;
+            binds.push(Bind {
+                src: p.clone(),
+                kind,
+                optional: false,
+                confine,
+            });
         }
     }
     binds.retain(|b| !b.optional || b.src.symlink_metadata().is_ok());
@@ -483,6 +496,7 @@ pub(crate) fn grants(
             src: spec.program.clone(),
             kind: BindKind::ReadExec,
             optional: false,
+            confine: None,
         });
     }
     let binds = dedup_binds(binds);
@@ -493,6 +507,11 @@ pub(crate) fn grants(
             BindKind::ReadExec => landlock.read_exec.push(b.src.clone()),
             BindKind::Read => landlock.read.push(b.src.clone()),
             BindKind::Write => landlock.write.push(b.src.clone()),
+        }
+        // With a view, Landlock sees the view's copy of each bind, checked
+        // when it was taken; without one it opens the host path itself.
+        if let (false, Some(root)) = (view, &b.confine) {
+            landlock.confine.push((b.src.clone(), root.clone()));
         }
     }
     landlock
@@ -515,6 +534,35 @@ pub(crate) fn grants(
         landlock,
         install_prefix,
     })
+}
+
+/// The folder a configured grant must stay under, if any: the workspace
+/// (resolved) for a path named inside it, because what the workspace holds
+/// is the repository's to choose, not the operator's. A grant of
+/// `${WORKSPACE}/data` must not become `~/.ssh` because the repository
+/// made `data` a symlink (a project file's grants are checked the same way
+/// when loaded, but the workspace can change after that). `Err`: the
+/// grant already leads outside (the message names both paths). The helper
+/// checks again on the object it binds, so a symlink swapped in after this
+/// check is caught too.
+fn confine(path: &Path, workspace: &Path) -> Result<Option<PathBuf>, String> {
+    let root = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_path_buf());
+    if !path.starts_with(workspace) && !path.starts_with(&root) {
+        return Ok(None);
+    }
+    let real = path
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if !real.starts_with(&root) {
+        return Err(format!(
+            "{} is inside the workspace but leads outside it through a symbolic link (to {}); grant the target itself if the server should have it",
+            path.display(),
+            real.display()
+        ));
+    }
+    Ok(Some(root))
 }
 
 /// One bind per path (write beats read-exec beats read: the operator
@@ -857,7 +905,7 @@ mod tests {
     fn plan_for(s: &LaunchSpec, k: &Support) -> Result<(Plan, SandboxSummary), SandboxError> {
         let gates = gate(s, k)?;
         let limits = limits(s, k, &gates, &no_cgroups())?;
-        let grants = grants(s, "/usr/bin:/bin", gates.view, None)?;
+        let grants = grants(s, Path::new("/w"), "/usr/bin:/bin", gates.view, None)?;
         let plan = plan(s, PathBuf::from("/"), &gates, &limits, &grants);
         let summary = summary(&plan, gates, limits, grants);
         Ok((plan, summary))
@@ -979,11 +1027,46 @@ mod tests {
     }
 
     #[test]
+    fn grants_named_in_the_workspace_are_confined_to_it() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let root = ws.path().canonicalize().expect("canonical");
+        std::fs::create_dir(ws.path().join("in")).expect("mkdir");
+        std::os::unix::fs::symlink(outside.path(), ws.path().join("out")).expect("symlink");
+        let mut s = spec(true);
+        s.program = PathBuf::from("/bin/sh");
+        s.read = vec![ws.path().join("in"), outside.path().to_path_buf()];
+        for view in [true, false] {
+            let g = grants(&s, ws.path(), "/usr/bin:/bin", view, None).expect("grants");
+            let confine_of = |p: &Path| g.binds.iter().find(|b| b.src == p).map(|b| &b.confine);
+            assert_eq!(confine_of(&ws.path().join("in")), Some(&Some(root.clone())));
+            // The operator's own path outside the workspace is not confined.
+            assert_eq!(confine_of(outside.path()), Some(&None));
+            // Landlock opens host paths only without a view.
+            let expected = if view {
+                vec![]
+            } else {
+                vec![(ws.path().join("in"), root.clone())]
+            };
+            assert_eq!(g.landlock.confine, expected, "view: {view}");
+        }
+        s.write = vec![ws.path().join("out")];
+        match grants(&s, ws.path(), "/usr/bin:/bin", true, None) {
+            Err(SandboxError::Setup { detail, .. }) => {
+                assert!(detail.starts_with("sandbox.write path"), "{detail}");
+                assert!(detail.contains("leads outside"), "{detail}");
+            }
+            other => panic!("a grant leading outside the workspace was accepted: {other:?}"),
+        }
+    }
+
+    #[test]
     fn binds_are_deduplicated_and_nested_ones_of_the_same_kind_dropped() {
         let b = |p: &str, kind| Bind {
             src: PathBuf::from(p),
             kind,
             optional: false,
+            confine: None,
         };
         let out = dedup_binds(vec![
             b("/usr", BindKind::ReadExec),

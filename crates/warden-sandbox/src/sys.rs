@@ -102,6 +102,57 @@ pub(crate) fn open_tree_clone(path: &Path) -> Result<OwnedFd> {
     owned(rc, || format!("open_tree {}", path.display()))
 }
 
+/// Like [`open_tree_clone`], of the object an `O_PATH` handle refers to.
+pub(crate) fn open_tree_clone_fd(fd: BorrowedFd<'_>, what: &Path) -> Result<OwnedFd> {
+    // SAFETY: the empty path is a valid C string; `fd` is a live
+    // descriptor for the call's duration; the rest are plain integers.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            OPEN_TREE_CLONE
+                | libc::O_CLOEXEC as libc::c_uint
+                | AT_RECURSIVE
+                | libc::AT_EMPTY_PATH as libc::c_uint,
+        )
+    };
+    owned(rc, || format!("open_tree {}", what.display()))
+}
+
+/// Opens `path` (following symlinks) as an `O_PATH` handle that must lie
+/// under `root`, judged by the path the kernel reports for the handle
+/// itself (`/proc/self/fd`). Whatever uses the handle afterwards (a bind,
+/// a Landlock rule) then uses the object that was checked, however the
+/// path's symlinks change in between.
+pub(crate) fn open_confined(path: &Path, root: &Path) -> Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let what = || format!("grant {}", path.display());
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| err_from(what(), e))?;
+    let fd = OwnedFd::from(file);
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|e| err_from(what(), e))?;
+    if real.is_absolute() && real.starts_with(root) {
+        Ok(fd)
+    } else {
+        Err(err_from(
+            what(),
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "leads to {}, outside {} (a symbolic link changed after the launch was checked)",
+                    real.display(),
+                    root.display()
+                ),
+            ),
+        ))
+    }
+}
+
 /// Sets `set` on every mount of the detached tree `fd` (sub-mounts too)
 /// and makes them private.
 pub(crate) fn mount_setattr_tree(fd: BorrowedFd<'_>, set: u64, what: &Path) -> Result<()> {
@@ -313,4 +364,38 @@ pub(crate) fn ncpus() -> u64 {
     std::thread::available_parallelism()
         .map(|n| n.get() as u64)
         .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn open_confined_judges_the_object_reached_not_the_name() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let root = ws.path().canonicalize().expect("canonical");
+        std::fs::create_dir(ws.path().join("real")).expect("mkdir");
+        symlink("real", ws.path().join("inside")).expect("symlink");
+        symlink(outside.path(), ws.path().join("away")).expect("symlink");
+        assert!(open_confined(&ws.path().join("inside"), &root).is_ok());
+        assert!(open_confined(&ws.path().join("real"), &root).is_ok());
+        let e = open_confined(&ws.path().join("away"), &root).expect_err("leads outside");
+        assert_eq!(e.err.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        assert!(e.to_string().contains("outside"), "{e}");
+        // A root that is only a prefix of the name, not of the path.
+        let sibling = PathBuf::from(format!("{}-x", root.display()));
+        std::fs::create_dir(&sibling).expect("mkdir");
+        let r = open_confined(&sibling, &root);
+        std::fs::remove_dir(&sibling).expect("rmdir");
+        assert!(
+            r.is_err(),
+            "{} is not under {}",
+            sibling.display(),
+            root.display()
+        );
+    }
 }
