@@ -228,7 +228,10 @@ async fn python_sdk_client_over_stdio_gets_mediated_resources_prompts_logs_and_p
         !resources.contains(&"fixture://secret/key"),
         "{resources:?}"
     );
-    assert_eq!(ok(&out, 1), json!(["fixture://items/{id}"]));
+    assert_eq!(
+        ok(&out, 1),
+        json!(["fixture://items/{id}", "fixture://wait/{ms}"])
+    );
     let prompts: Vec<String> = ok(&out, 2)
         .as_array()
         .unwrap()
@@ -254,8 +257,10 @@ async fn python_sdk_client_over_stdio_gets_mediated_resources_prompts_logs_and_p
         "{denied}"
     );
     assert!(denied.contains("fixture://secret/**"), "{denied}");
+    // A URI the server never listed (here a traversal towards the secret)
+    // is not sent to it on a guess, though it is the only server.
     let traversal = error(&out, 6);
-    assert!(traversal.contains("Denied by warden"), "{traversal}");
+    assert!(traversal.contains("no connected server"), "{traversal}");
 
     // Prompts: allowed unchanged; hidden, unknown or denied refused.
     let greet = ok(&out, 7);
@@ -728,4 +733,54 @@ async fn resources_denied_outright_are_not_offered() {
         calls_received(&counter)
     );
     assert_eq!(requests(&world, "resource")[0]["outcome"], "denied");
+}
+
+/// One upstream server offering resources: a URI it neither lists nor
+/// matches with a template is still refused as unknown, not sent to it on a
+/// guess; what it lists is read as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sole_resource_server_is_not_sent_a_uri_it_never_claimed() {
+    let world = World::new();
+    let (fa, counter) = world.counting_fixture();
+    world.write_config(&json!({
+        "mcpServers": {"fa": fa},
+        "permissions": {"allow": ["resource__fa(uri: **)"]},
+        "audit": {"path": world.path("audit.jsonl")}
+    }));
+    let plan = json!({
+        "env": stdio_env(&world),
+        "steps": [
+            {"read": "fixture://notes/1"},        // 0: listed
+            {"read": "file:///etc/passwd"},       // 1: claimed by nobody
+            {"read": "fixture://nowhere"}         // 2: the fixture's scheme, unlisted
+        ]
+    });
+    let out = run_client(&world, &plan, &stdio_target(&world)).await;
+    assert!(!text_contents(&ok(&out, 0)).is_empty());
+    for step in [1, 2] {
+        let e = error(&out, step);
+        assert!(e.contains("no connected server"), "step {step}: {e}");
+    }
+    let received = calls_received(&counter);
+    assert!(
+        received
+            .iter()
+            .any(|r| r == "resources/read fixture://notes/1"),
+        "{received:?}"
+    );
+    assert!(
+        !received
+            .iter()
+            .any(|r| r.contains("passwd") || r.contains("nowhere")),
+        "{received:?}"
+    );
+    let reads = requests(&world, "resource");
+    for uri in ["file:///etc/passwd", "fixture://nowhere"] {
+        let record = reads
+            .iter()
+            .find(|r| r["arguments"]["uri"] == uri)
+            .unwrap_or_else(|| panic!("no record of {uri}: {reads:?}"));
+        assert_eq!(record["outcome"], "unknown_resource", "{record}");
+    }
+    assert_chain_verifies(&world);
 }

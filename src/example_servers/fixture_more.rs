@@ -3,9 +3,9 @@
 //!
 //! - resources `fixture://notes/1`, `fixture://notes/2`,
 //!   `fixture://secret/key`, and `fixture://slow` (reports three progress
-//!   steps and logs one `info` message before answering); the template
-//!   `fixture://items/{id}`; `fixture://wait/MS` (unlisted) answers after
-//!   MS milliseconds unless cancelled;
+//!   steps and logs one `info` message before answering); the templates
+//!   `fixture://items/{id}` and `fixture://wait/{ms}` (answers after ms
+//!   milliseconds unless cancelled);
 //! - subscriptions: `resources/subscribe` is remembered, and the tool
 //!   `touch {uri}` sends `notifications/resources/updated` for a
 //!   subscribed URI;
@@ -83,10 +83,10 @@ pub(super) fn list_resources() -> ListResourcesResult {
 }
 
 pub(super) fn list_templates() -> ListResourceTemplatesResult {
-    ListResourceTemplatesResult::with_all_items(vec![ResourceTemplate::new(
-        "fixture://items/{id}",
-        "item",
-    )])
+    ListResourceTemplatesResult::with_all_items(vec![
+        ResourceTemplate::new("fixture://items/{id}", "item"),
+        ResourceTemplate::new("fixture://wait/{ms}", "wait"),
+    ])
 }
 
 impl Extras {

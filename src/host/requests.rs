@@ -4,8 +4,8 @@
 //! the one mediated path ([`Host::mediate`]).
 //!
 //! Resource URIs are not renamed: a URI belongs to the server that lists
-//! it or one of whose templates matches it; with one server offering
-//! resources, that server. A URI no server claims is refused as
+//! it or one of whose templates matches it, even when only one server
+//! offers resources. A URI no server claims is refused as
 //! `unknown_resource`, one two servers claim as `ambiguous_resource`
 //! (never guessed). Prompts are named `prompt__S__P` (rules and policy)
 //! and `S__P` in the gateway, like tools.
@@ -467,10 +467,10 @@ impl Host {
                 )),
             };
         }
+        // Even with one server offering resources, a URI it does not claim
+        // is not sent to it on a guess (CONTRACT §8: the lister, or the
+        // server whose template matches).
         let candidates = self.servers_with(|c| c.resources.is_some());
-        if let [only] = candidates.as_slice() {
-            return Ok(only.clone());
-        }
         let mut owners = Vec::new();
         for server in &candidates {
             let listed = self
