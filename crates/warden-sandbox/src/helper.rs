@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
@@ -559,17 +559,22 @@ fn restrict_and_exec(plan: &Plan, notify_sock: Option<OwnedFd>) -> Result<Infall
     if plan.layers.drop_caps {
         caps::drop_all()?;
     }
-    if let Some(abi) = plan.layers.landlock_abi {
-        apply_landlock(plan, abi)?;
-    }
+    let skipped = match plan.layers.landlock_abi {
+        Some(abi) => apply_landlock(plan, abi)?,
+        None => Vec::new(),
+    };
     seccomp::apply(&filters)?;
     // The environment is the one warden prepared for the helper.
-    execv(&program, &argv).map_err(|e| {
-        HelperError::Sys(sys::errno_from(
-            format!("exec {}", plan.program.display()),
-            e,
-        ))
-    })
+    let Err(e) = execv(&program, &argv);
+    let what = match e {
+        Errno::EACCES | Errno::EPERM => format!(
+            "exec {} ({})",
+            plan.program.display(),
+            exec_refusal(&plan.program, &skipped)
+        ),
+        _ => format!("exec {}", plan.program.display()),
+    };
+    Err(HelperError::Sys(sys::errno_from(what, e)))
 }
 
 fn cstring(bytes: &[u8]) -> Result<CString, HelperError> {
@@ -596,7 +601,10 @@ fn abi_from(v: u8) -> ABI {
     }
 }
 
-fn apply_landlock(plan: &Plan, abi: u8) -> Result<(), HelperError> {
+/// Restricts this process with Landlock. Returns the paths left out
+/// because they could not be opened (a device node the view lacks), for
+/// the message of a refused exec.
+fn apply_landlock(plan: &Plan, abi: u8) -> Result<Vec<String>, HelperError> {
     let ll = |e: landlock::RulesetError| HelperError::Landlock(e.to_string());
     let requested = abi;
     let abi = abi_from(abi);
@@ -618,27 +626,17 @@ fn apply_landlock(plan: &Plan, abi: u8) -> Result<(), HelperError> {
         ruleset = ruleset.scope(Scope::from_all(abi)).map_err(ll)?;
     }
     let paths = &plan.landlock;
+    let mut skipped = Vec::new();
     let mut created = ruleset.create().map_err(ll)?;
     for (list, access) in [
         (&paths.read_exec, read_exec),
         (&paths.read, read),
         (&paths.write, write),
+        (&paths.list, BitFlags::from(AccessFs::ReadDir)),
     ] {
-        let (confined, plain): (Vec<&PathBuf>, Vec<&PathBuf>) = list
-            .iter()
-            .partition(|p| paths.confine.iter().any(|(c, _)| c == *p));
-        created = created
-            .add_rules(path_beneath_rules(plain, access))
-            .map_err(ll)?;
-        for path in confined {
-            created = created
-                .add_rule(confined_rule(path, &paths.confine, access, abi)?)
-                .map_err(ll)?;
-        }
+        let rules = path_rules(list, &paths.confine, access, abi, &mut skipped)?;
+        created = created.add_rules(rules.into_iter().map(Ok)).map_err(ll)?;
     }
-    created = created
-        .add_rules(path_beneath_rules(&paths.list, AccessFs::ReadDir))
-        .map_err(ll)?;
     if let (
         true,
         Network::Ports {
@@ -668,34 +666,70 @@ fn apply_landlock(plan: &Plan, abi: u8) -> Result<(), HelperError> {
             status.ruleset, requested
         )));
     }
-    Ok(())
+    Ok(skipped)
 }
 
-/// The rule of a confined grant without a view ([`crate::plan::Bind::confine`]):
-/// made from the handle that was checked to lie under its folder, not by
-/// opening the path again. Unlike `path_beneath_rules`, a grant that
-/// cannot be opened or checked ends the launch.
-fn confined_rule(
-    path: &Path,
+/// One rule per path of `list`. A path that does not open is left out
+/// (and named in `skipped`): the lists hold device nodes a host may lack.
+/// A confined grant ([`crate::plan::Bind::confine`], only without a view)
+/// is opened once and checked to lie under its folder, and the rule is
+/// made from that handle; failing that ends the launch.
+fn path_rules(
+    list: &[PathBuf],
     confine: &[(PathBuf, PathBuf)],
     access: BitFlags<AccessFs>,
     abi: ABI,
-) -> Result<PathBeneath<OwnedFd>, HelperError> {
-    let root = confine
-        .iter()
-        .find(|(c, _)| c == path)
-        .map(|(_, r)| r.as_path())
-        .unwrap_or(path);
-    let fd = sys::open_confined(path, root)?;
-    let is_file = File::from(fd.try_clone().map_err(io_err("dup grant"))?)
-        .metadata()
-        .is_ok_and(|m| !m.is_dir());
-    let access = if is_file {
-        access & AccessFs::from_file(abi)
-    } else {
-        access
-    };
-    Ok(PathBeneath::new(fd, access))
+    skipped: &mut Vec<String>,
+) -> Result<Vec<PathBeneath<OwnedFd>>, HelperError> {
+    let mut rules = Vec::with_capacity(list.len());
+    for path in list {
+        let fd = match confine.iter().find(|(c, _)| c == path) {
+            Some((_, root)) => sys::open_confined(path, root)?,
+            None => match sys::open_path(path) {
+                Ok(fd) => fd,
+                Err(e) => {
+                    skipped.push(e.to_string());
+                    continue;
+                }
+            },
+        };
+        // Landlock refuses directory-only rights on a file.
+        let is_dir =
+            nix::sys::stat::fstat(&fd).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+        let access = if is_dir {
+            access
+        } else {
+            access & AccessFs::from_file(abi)
+        };
+        rules.push(PathBeneath::new(fd, access));
+    }
+    Ok(rules)
+}
+
+/// Why an exec was refused, as far as this process can still see: the
+/// file's mode and owner, a `noexec` mount, Landlock rules left out.
+fn exec_refusal(program: &Path, skipped: &[String]) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = Vec::new();
+    match std::fs::metadata(program) {
+        Ok(m) => seen.push(format!(
+            "mode {:o}, owner {}:{}, {} bytes",
+            m.mode() & 0o7777,
+            m.uid(),
+            m.gid(),
+            m.len()
+        )),
+        Err(e) => seen.push(format!("stat: {e}")),
+    }
+    if nix::sys::statvfs::statvfs(program)
+        .is_ok_and(|v| v.flags().contains(nix::sys::statvfs::FsFlags::ST_NOEXEC))
+    {
+        seen.push("on a noexec mount".into());
+    }
+    if !skipped.is_empty() {
+        seen.push(format!("Landlock rules left out: {}", skipped.join("; ")));
+    }
+    seen.join("; ")
 }
 
 fn set_rlimits(plan: &Plan) -> Result<(), HelperError> {
@@ -756,5 +790,75 @@ fn release_stdio() {
     if let Ok(null) = File::options().read(true).write(true).open("/dev/null") {
         let _ = dup2_stdin(&null);
         let _ = dup2_stdout(&null);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn rules_leave_out_missing_paths_by_name_but_never_a_confined_grant() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let root = ws.path().canonicalize().expect("canonical");
+        std::fs::write(ws.path().join("file"), "x").expect("write");
+        std::os::unix::fs::symlink(outside.path(), ws.path().join("away")).expect("symlink");
+        let missing = ws.path().join("missing");
+        let list = vec![
+            ws.path().to_path_buf(),
+            ws.path().join("file"),
+            missing.clone(),
+        ];
+        let mut skipped = Vec::new();
+        let rules = path_rules(
+            &list,
+            &[],
+            AccessFs::from_all(ABI::V5),
+            ABI::V5,
+            &mut skipped,
+        )
+        .expect("rules");
+        assert_eq!(rules.len(), 2);
+        assert_eq!(skipped.len(), 1);
+        assert!(
+            skipped[0].contains(&missing.display().to_string()),
+            "{skipped:?}"
+        );
+
+        let away = ws.path().join("away");
+        let confine = vec![(away.clone(), root)];
+        let refused = path_rules(
+            &[away],
+            &confine,
+            AccessFs::from_all(ABI::V5),
+            ABI::V5,
+            &mut skipped,
+        );
+        assert!(
+            matches!(&refused, Err(HelperError::Sys(e)) if e.to_string().contains("outside")),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn a_refused_exec_says_what_the_helper_can_still_see() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let program = dir.path().join("server");
+        std::fs::write(&program, "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let said = exec_refusal(
+            &program,
+            &["open /dev/kvm: No such file or directory".into()],
+        );
+        assert!(said.contains("mode 644"), "{said}");
+        assert!(
+            said.contains("Landlock rules left out: open /dev/kvm"),
+            "{said}"
+        );
+        let said = exec_refusal(&dir.path().join("gone"), &[]);
+        assert!(said.starts_with("stat: "), "{said}");
     }
 }

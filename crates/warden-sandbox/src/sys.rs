@@ -120,20 +120,26 @@ pub(crate) fn open_tree_clone_fd(fd: BorrowedFd<'_>, what: &Path) -> Result<Owne
     owned(rc, || format!("open_tree {}", what.display()))
 }
 
+/// An `O_PATH` handle of `path` (following symlinks): names an object
+/// without opening it for reading.
+pub(crate) fn open_path(path: &Path) -> Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)
+        .map(OwnedFd::from)
+        .map_err(|e| err_from(format!("open {}", path.display()), e))
+}
+
 /// Opens `path` (following symlinks) as an `O_PATH` handle that must lie
 /// under `root`, judged by the path the kernel reports for the handle
 /// itself (`/proc/self/fd`). Whatever uses the handle afterwards (a bind,
 /// a Landlock rule) then uses the object that was checked, however the
 /// path's symlinks change in between.
 pub(crate) fn open_confined(path: &Path, root: &Path) -> Result<OwnedFd> {
-    use std::os::unix::fs::OpenOptionsExt;
     let what = || format!("grant {}", path.display());
-    let file = std::fs::File::options()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| err_from(what(), e))?;
-    let fd = OwnedFd::from(file);
+    let fd = open_path(path)?;
     let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
         .map_err(|e| err_from(what(), e))?;
     if real.is_absolute() && real.starts_with(root) {
