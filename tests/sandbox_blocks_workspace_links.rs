@@ -117,6 +117,21 @@ fn a_link_that_stays_inside_the_workspace_still_grants_its_target() {
     };
     let (status, out) = sandboxed_cat(&fx, spec, &ws.join("data/in.txt")).expect("launch");
     assert_eq!((status, out.as_str()), (Some(0), "inside"));
+    // A single file, through a link, as a read and as a write grant.
+    symlink("real/in.txt", ws.join("file")).expect("symlink");
+    for spec in [
+        SandboxSpec {
+            read: vec![ws.join("file")],
+            ..SandboxSpec::default()
+        },
+        SandboxSpec {
+            write: vec![ws.join("file")],
+            ..SandboxSpec::default()
+        },
+    ] {
+        let (status, out) = sandboxed_cat(&fx, spec, &ws.join("file")).expect("launch");
+        assert_eq!((status, out.as_str()), (Some(0), "inside"));
+    }
 }
 
 /// The check warden makes before the launch is repeated by the helper on

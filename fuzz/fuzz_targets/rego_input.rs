@@ -3,8 +3,9 @@
 //! `complete_input` and `decide` with the shipped default policy.
 //! Properties: no panic; the input's `raw_arguments` are the arguments as
 //! sent (numbers by value); `decide` always names an effect; regorus's
-//! bytecode VM answers as its interpreter does, for the default policy
-//! alone and with `ci.rego` beside it.
+//! bytecode VM answers as its interpreter does, and a call decided in
+//! place (`inline_agrees`) as on the pool, for the default policy alone and
+//! with `ci.rego` beside it.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -141,6 +142,12 @@ fuzz_target!(|data: &[u8]| {
     let _ = format!("{decision:?}");
     for p in [p, with_ci()] {
         if let Err(e) = p.engines_agree(&facts) {
+            panic!("{e}");
+        }
+        // The schema was compiled by the decision above, so a small call
+        // is now decided in place: it must be decided as the pool does.
+        let _ = p.decide(&facts);
+        if let Err(e) = p.inline_agrees(&facts) {
             panic!("{e}");
         }
     }

@@ -76,6 +76,25 @@ impl Pipeline {
         self.inline_plan(facts).is_some()
     }
 
+    /// Checks that a call decided in place is decided as the pool decides
+    /// it. `Ok(true)`: decided in place, the same; `Ok(false)`: not decided
+    /// in place (not bounded small, or the VM's timer ran out). For the
+    /// fuzz target and differential tests.
+    #[doc(hidden)]
+    pub fn inline_agrees(&self, facts: &CallFacts) -> Result<bool, String> {
+        let Some(inline) = self.decide_inline(facts) else {
+            return Ok(false);
+        };
+        let pooled = self.decide(facts);
+        if inline == pooled {
+            Ok(true)
+        } else {
+            Err(format!(
+                "decided in place as {inline:?}, on the pool as {pooled:?}"
+            ))
+        }
+    }
+
     fn inline_plan(&self, facts: &CallFacts) -> Option<Inline> {
         if !self.rego.iter().all(|set| set.on_vm()) {
             return None;

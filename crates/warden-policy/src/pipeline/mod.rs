@@ -879,11 +879,11 @@ mod tests {
             let mut f = facts(schema, Value::Object(args.into_iter().collect()));
             f.server.trust = if trusted { Trust::Trusted } else { Trust::Untrusted };
             f.tool.annotations = json!({"readOnlyHint": read_only});
-            let pooled = p.decide(&f);
+            let _ = p.decide(&f);
             prop_assert!(p.decides_inline(&f), "small calls are decided in place");
-            // `None` only if the VM's 10 ms timer ran out (a loaded machine).
-            if let Some(inline) = p.decide_inline(&f) {
-                prop_assert_eq!(inline, pooled);
+            // `Ok(false)` only if the VM's 10 ms timer ran out (a loaded machine).
+            if let Err(e) = p.inline_agrees(&f) {
+                prop_assert!(false, "{}", e);
             }
         }
     }
