@@ -189,6 +189,7 @@ impl World {
             audit_path: None,
             lock: None,
             locked: false,
+            protect: Vec::new(),
             only_servers: Vec::new(),
             sandbox_helper: Some(HELPER.into()),
             exit: None,

@@ -3,9 +3,40 @@
 //! sandbox sees no trust levels, scopes or config files: trust becomes the
 //! single `trusted` permission (run unsandboxed, or with `"host"` network).
 
+use std::path::{Path, PathBuf};
+
 use warden_sandbox::{EnvInputs, HostVar, LaunchSpec, Network};
 
-use crate::config::{NetworkSpec, ServerConfig, StdioConfig, TransportConfig, Trust};
+use crate::config::{Config, NetworkSpec, ServerConfig, StdioConfig, TransportConfig, Trust};
+
+/// warden's own files, which no server may write (the sandbox binds each
+/// one that lies inside a write grant read-only over it, and refuses a
+/// write grant inside one; `warden_sandbox::LaunchContext::protect`): the
+/// configuration files read and the configuration folder (approvals,
+/// logins, the default pin file), the policies and policy data, the pin
+/// file, the audit log and its head, and `extra` (files a command named,
+/// e.g. `--answers`). A server that could rewrite them could rewrite what
+/// decides and records its own calls.
+pub fn protected_paths(
+    config: &Config,
+    extra_policies: &[PathBuf],
+    audit: Option<&Path>,
+    pins: &Path,
+    extra: &[PathBuf],
+) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = config.sources.clone();
+    out.push(config.config_dir.clone());
+    out.extend(config.policies.iter().flatten().map(|p| p.path.clone()));
+    out.extend(extra_policies.iter().cloned());
+    out.extend(config.policy_data.iter().map(|d| d.path.clone()));
+    out.push(pins.to_path_buf());
+    if let Some(log) = audit {
+        out.push(log.to_path_buf());
+        out.push(warden_audit::head_path(log));
+    }
+    out.extend(extra.iter().cloned());
+    out
+}
 
 /// The launch of a stdio server; `None` for a remote one (nothing to start).
 pub fn launch_spec(server: &ServerConfig) -> Option<LaunchSpec> {

@@ -67,6 +67,7 @@ async fn a_server_added_at_run_time_is_sandboxed_decided_audited_and_removable()
             audit_path: None,
             lock: None,
             locked: false,
+            protect: Vec::new(),
             only_servers: Vec::new(),
             sandbox_helper: Some(env!("CARGO_BIN_EXE_warden-sandbox-exec").into()),
             exit: None,

@@ -23,6 +23,7 @@ pub fn run(
     let arguments = parse_arguments(args)?;
     let mut options = session::host_options(global, Mode::Interactive)?;
     let answerer = session::answerer(options.mode, answers)?;
+    options.protect.extend(answers.map(Path::to_path_buf));
     options.only_servers = vec![server.to_string()];
     let json = global.json;
     let stdout = output::Stdout::for_results(global);

@@ -107,6 +107,7 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<u8> {
         audit_path: None,
         lock: None,
         locked: false,
+        protect: Vec::new(),
         only_servers: Vec::new(),
         sandbox_helper: None,
         exit: None,

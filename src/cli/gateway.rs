@@ -102,6 +102,12 @@ pub fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<u8> {
         None => None,
     };
     let mut options = session::host_options(global, Mode::Gateway)?;
+    options.protect.extend(
+        args.token_file
+            .iter()
+            .chain(&args.ask_client_token)
+            .cloned(),
+    );
     session::run_async(|cancel| async move {
         // A signal, or the gateway ending: calls in flight are given up and
         // recorded as `abandoned` (a client's own cancel is `cancelled`).

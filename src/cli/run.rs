@@ -29,8 +29,11 @@ pub fn run(
             .map_err(|e| CliError::usage(e.to_string()))?
             .into();
     let limits = limits(global)?;
-    let options = session::host_options(global, Mode::Interactive)?;
+    let mut options = session::host_options(global, Mode::Interactive)?;
     let answerer = session::answerer(options.mode, answers)?;
+    options
+        .protect
+        .extend(answers.map(std::path::Path::to_path_buf));
     let json_out = global.json;
     let stdout = super::output::Stdout::for_results(global);
     let task = task.to_string();

@@ -145,7 +145,20 @@ fn check_server(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
         )));
     };
     let runtime = tempfile::tempdir()?;
-    let ctx = LaunchContext::new(config.workspace.clone(), runtime.path());
+    // The files a session would protect from its servers, as it would.
+    let pins = match &global.lock {
+        Some(path) => path.clone(),
+        None => config.config_dir.join("pins.json"),
+    };
+    let audit = global.audit.as_ref().or(config.audit.path.as_ref());
+    let protect = crate::launch::protected_paths(
+        &config,
+        &global.policies,
+        audit.map(std::path::PathBuf::as_path),
+        &pins,
+        &[],
+    );
+    let ctx = LaunchContext::new(config.workspace.clone(), runtime.path()).with_protected(protect);
     match sandbox::describe(&spec, &ctx) {
         Ok(summary) => {
             if global.json {

@@ -52,6 +52,7 @@ pub fn host_options(global: &GlobalArgs, mode: Mode) -> anyhow::Result<HostOptio
         audit_path: global.audit.clone(),
         lock: global.lock.clone(),
         locked: global.locked,
+        protect: Vec::new(),
         only_servers: Vec::new(),
         sandbox_helper: None,
         exit: None,

@@ -70,6 +70,10 @@ pub struct HostOptions {
     /// `--lock FILE` instead of `$WARDEN_CONFIG_DIR/pins.json`.
     pub lock: Option<PathBuf>,
     pub locked: bool,
+    /// Files this command reads that no server may write (e.g. `--answers`),
+    /// besides the ones the session knows (configuration, policies, pins,
+    /// the audit log: [`crate::launch::protected_paths`]).
+    pub protect: Vec<PathBuf>,
     /// Only these servers are started (all when empty): `warden call` needs one.
     pub only_servers: Vec<String>,
     /// The `warden-sandbox-exec` binary that applies the sandbox (`None`:
@@ -202,12 +206,20 @@ impl Host {
             .filter(|(_, a)| *a == Admission::PendingApproval)
             .map(|(s, _)| (s.name.clone(), approvals.why_pending(s)))
             .collect();
+        let audit_path = opts.audit_path.as_ref().or(config.audit.path.as_ref());
         let manager = Manager::new(
             servers,
             LaunchContext {
                 workspace: config.workspace.clone(),
                 runtime_dir: runtime.path().to_path_buf(),
                 helper: opts.sandbox_helper.clone().map(Helper::Standalone),
+                protect: crate::launch::protected_paths(
+                    &config,
+                    &opts.extra_policies,
+                    audit_path.map(PathBuf::as_path),
+                    &pins_path,
+                    &opts.protect,
+                ),
             },
         );
         for (name, why) in pending {

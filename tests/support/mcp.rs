@@ -93,13 +93,8 @@ pub fn manager(dir: &Path, servers: Vec<ServerConfig>) -> Arc<Manager> {
 pub fn manager_with(dir: &Path, servers: Vec<(ServerConfig, Admission)>) -> Arc<Manager> {
     Manager::new(
         servers,
-        LaunchContext {
-            workspace: dir.to_path_buf(),
-            runtime_dir: dir.join("run"),
-            helper: Some(warden_sandbox::Helper::Standalone(
-                env!("CARGO_BIN_EXE_warden-sandbox-exec").into(),
-            )),
-        },
+        LaunchContext::new(dir, dir.join("run"))
+            .with_helper(env!("CARGO_BIN_EXE_warden-sandbox-exec")),
     )
 }
 

@@ -87,6 +87,12 @@ pub struct LaunchContext {
     /// for the `warden` binary; tests and other embedders name it, e.g.
     /// `env!("CARGO_BIN_EXE_warden-sandbox-exec")`).
     pub helper: Option<Helper>,
+    /// warden's own files and folders (its configuration, policies and
+    /// data, pins, the audit log and its head, its configuration folder):
+    /// never a server's to write. One inside a `write` grant is bound
+    /// read-only over it; a `write` grant that is one of them, or lies
+    /// inside one, is refused.
+    pub protect: Vec<PathBuf>,
 }
 
 impl LaunchContext {
@@ -95,12 +101,19 @@ impl LaunchContext {
             workspace: workspace.into(),
             runtime_dir: runtime_dir.into(),
             helper: None,
+            protect: Vec::new(),
         }
     }
 
     /// Uses the `warden-sandbox-exec` binary at `path`.
     pub fn with_helper(mut self, path: impl Into<PathBuf>) -> Self {
         self.helper = Some(Helper::Standalone(path.into()));
+        self
+    }
+
+    /// Protects `paths` (see [`LaunchContext::protect`]).
+    pub fn with_protected(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.protect.extend(paths);
         self
     }
 
@@ -252,7 +265,7 @@ fn prepare_with(
     let env = filtered_env(spec, &home, &tmp)?;
     let path_var = env.get("PATH").cloned().unwrap_or_default();
     let host_dirs = guard.dir().map(|_| (home.as_path(), tmp.as_path()));
-    let grants = steps::grants(spec, &ctx.workspace, &path_var, gates.view, host_dirs)?;
+    let grants = steps::grants(spec, ctx, &path_var, gates.view, host_dirs)?;
     let mut plan = steps::plan(spec, cwd.clone(), &gates, &limits, &grants);
     let summary = steps::summary(&plan, gates, limits, grants);
     if in_place {

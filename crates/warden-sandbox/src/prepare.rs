@@ -8,19 +8,18 @@
 //!    private tmpfs, rlimits); an explicit limit that cannot be enforced
 //!    exactly fails closed unless `best_effort`, a default one is enforced
 //!    as well as the host allows and reported.
-//! 3. [`grants`]: what is visible (the view's binds) and what Landlock
-//!    allows, with the reason for each install-prefix grant.
+//! 3. [`grants`] (its own module): what is visible (the view's binds) and
+//!    what Landlock allows, with the reason for each install-prefix grant.
 //! 4. [`plan`] and [`summary`]: all of it combined, for the helper and in
 //!    words.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::SandboxError;
 use crate::cgroup::{self, CgroupPlan, Controller};
+pub(crate) use crate::grants::{Grants, grants};
 use crate::kernel::Support;
-use crate::paths::{self, Prefixes};
-use crate::plan::{Bind, BindKind, LandlockPaths, Layers, Plan, View};
+use crate::plan::{Layers, Plan, View};
 use crate::spec::{LaunchSpec, Network};
 use crate::summary::{LayerReport, LimitReport, PrefixGrant, SandboxSummary};
 
@@ -421,169 +420,6 @@ pub(crate) fn limits(
     })
 }
 
-/// What the server may see and touch.
-#[derive(Debug)]
-pub(crate) struct Grants {
-    /// The view's binds (with a view).
-    pub binds: Vec<Bind>,
-    pub landlock: LandlockPaths,
-    pub install_prefix: Prefixes,
-}
-
-/// Collects the grants. A configured path that does not exist is an error
-/// (Landlock would skip it silently, hiding a typo), and so is one named
-/// inside the workspace that a symlink leads outside it (see [`confine`]).
-/// `host_dirs`: the private HOME and TMPDIR on the host when there is no
-/// view.
-pub(crate) fn grants(
-    spec: &LaunchSpec,
-    workspace: &Path,
-    path_var: &str,
-    view: bool,
-    host_dirs: Option<(&Path, &Path)>,
-) -> Result<Grants, SandboxError> {
-    let host_home = std::env::var_os("HOME").map(PathBuf::from);
-    let install_prefix = paths::install_prefixes(&spec.program, path_var, host_home.as_deref());
-    let mut binds: Vec<Bind> = Vec::new();
-    let mut add = |src: PathBuf, kind: BindKind, optional: bool| {
-        binds.push(Bind {
-            src,
-            kind,
-            optional,
-            confine: None,
-        });
-    };
-    for p in paths::SYSTEM_RX {
-        add(PathBuf::from(p), BindKind::ReadExec, true);
-    }
-    for p in install_prefix.keys() {
-        add(p.clone(), BindKind::ReadExec, false);
-    }
-    for p in paths::ETC_READ {
-        add(PathBuf::from(p), BindKind::Read, true);
-    }
-    for (key, list, kind) in [
-        ("sandbox.read", &spec.read, BindKind::ReadExec),
-        ("sandbox.write", &spec.write, BindKind::Write),
-    ] {
-        for p in list {
-            if p.symlink_metadata().is_err() || !p.exists() {
-                return Err(SandboxError::Setup {
-                    server: spec.name.clone(),
-                    detail: format!("{key} path {} does not exist", p.display()),
-                });
-            }
-            let confine = confine(p, workspace).map_err(|detail| SandboxError::Setup {
-                server: spec.name.clone(),
-                detail: format!("{key} path {detail}"),
-            })?;
-            binds.push(Bind {
-                src: p.clone(),
-                kind,
-                optional: false,
-                confine,
-            });
-        }
-    }
-    binds.retain(|b| !b.optional || b.src.symlink_metadata().is_ok());
-    // The program's own path (a symlink outside the grants, e.g. ~/bin/x ->
-    // a version folder) must exist in the view for the exec.
-    if !binds
-        .iter()
-        .any(|b| b.kind == BindKind::ReadExec && spec.program.starts_with(&b.src))
-    {
-        binds.push(Bind {
-            src: spec.program.clone(),
-            kind: BindKind::ReadExec,
-            optional: false,
-            confine: None,
-        });
-    }
-    let binds = dedup_binds(binds);
-
-    let mut landlock = LandlockPaths::default();
-    for b in &binds {
-        match b.kind {
-            BindKind::ReadExec => landlock.read_exec.push(b.src.clone()),
-            BindKind::Read => landlock.read.push(b.src.clone()),
-            BindKind::Write => landlock.write.push(b.src.clone()),
-        }
-        // With a view, Landlock sees the view's copy of each bind, checked
-        // when it was taken; without one it opens the host path itself.
-        if let (false, Some(root)) = (view, &b.confine) {
-            landlock.confine.push((b.src.clone(), root.clone()));
-        }
-    }
-    landlock
-        .read
-        .extend(paths::DEV_READ.iter().map(PathBuf::from));
-    landlock
-        .write
-        .extend(paths::DEV_RW.iter().map(PathBuf::from));
-    if view {
-        // The sandbox's own /proc (its pid namespace), never the host's.
-        landlock.read.push(PathBuf::from("/proc"));
-        landlock.list.push(PathBuf::from("/"));
-        landlock.write.push(PathBuf::from(PRIVATE_DIR));
-    } else if let Some((home, tmp)) = host_dirs {
-        landlock.write.push(home.to_path_buf());
-        landlock.write.push(tmp.to_path_buf());
-    }
-    Ok(Grants {
-        binds,
-        landlock,
-        install_prefix,
-    })
-}
-
-/// The folder a configured grant must stay under, if any: the workspace
-/// (resolved) for a path named inside it, because what the workspace holds
-/// is the repository's to choose, not the operator's. A grant of
-/// `${WORKSPACE}/data` must not become `~/.ssh` because the repository
-/// made `data` a symlink (a project file's grants are checked the same way
-/// when loaded, but the workspace can change after that). `Err`: the
-/// grant already leads outside (the message names both paths). The helper
-/// checks again on the object it binds, so a symlink swapped in after this
-/// check is caught too.
-fn confine(path: &Path, workspace: &Path) -> Result<Option<PathBuf>, String> {
-    let root = workspace
-        .canonicalize()
-        .unwrap_or_else(|_| workspace.to_path_buf());
-    if !path.starts_with(workspace) && !path.starts_with(&root) {
-        return Ok(None);
-    }
-    let real = path
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if !real.starts_with(&root) {
-        return Err(format!(
-            "{} is inside the workspace but leads outside it through a symbolic link (to {}); grant the target itself if the server should have it",
-            path.display(),
-            real.display()
-        ));
-    }
-    Ok(Some(root))
-}
-
-/// One bind per path (write beats read-exec beats read: the operator
-/// asked for the wider access), and none inside another of the same kind.
-fn dedup_binds(mut binds: Vec<Bind>) -> Vec<Bind> {
-    let rank = |k: BindKind| match k {
-        BindKind::Write => 0,
-        BindKind::ReadExec => 1,
-        BindKind::Read => 2,
-    };
-    binds.sort_by(|a, b| a.src.cmp(&b.src).then(rank(a.kind).cmp(&rank(b.kind))));
-    let mut seen = BTreeSet::new();
-    binds.retain(|b| seen.insert(b.src.clone()));
-    let all = binds.clone();
-    binds.retain(|b| {
-        !all.iter()
-            .any(|o| o.src != b.src && o.kind == b.kind && b.src.starts_with(&o.src))
-    });
-    binds
-}
-
 /// What the helper does for this launch.
 pub(crate) fn plan(
     spec: &LaunchSpec,
@@ -801,6 +637,7 @@ pub(crate) fn summary(
         .collect();
     let mut gaps = gates.gaps;
     gaps.extend(limits.gaps);
+    gaps.extend(grants.gaps.iter().cloned());
     SandboxSummary {
         enabled: true,
         read,
@@ -905,7 +742,8 @@ mod tests {
     fn plan_for(s: &LaunchSpec, k: &Support) -> Result<(Plan, SandboxSummary), SandboxError> {
         let gates = gate(s, k)?;
         let limits = limits(s, k, &gates, &no_cgroups())?;
-        let grants = grants(s, Path::new("/w"), "/usr/bin:/bin", gates.view, None)?;
+        let ctx = crate::LaunchContext::new("/w", "/tmp");
+        let grants = grants(s, &ctx, "/usr/bin:/bin", gates.view, None)?;
         let plan = plan(s, PathBuf::from("/"), &gates, &limits, &grants);
         let summary = summary(&plan, gates, limits, grants);
         Ok((plan, summary))
@@ -1023,69 +861,6 @@ mod tests {
                 .all(|l| l.enforced || l.layer == "cgroups" || l.layer == "listen() supervisor"),
             "{:?}",
             summary.layers
-        );
-    }
-
-    #[test]
-    fn grants_named_in_the_workspace_are_confined_to_it() {
-        let ws = tempfile::tempdir().expect("tempdir");
-        let outside = tempfile::tempdir().expect("tempdir");
-        let root = ws.path().canonicalize().expect("canonical");
-        std::fs::create_dir(ws.path().join("in")).expect("mkdir");
-        std::os::unix::fs::symlink(outside.path(), ws.path().join("out")).expect("symlink");
-        let mut s = spec(true);
-        s.program = PathBuf::from("/bin/sh");
-        s.read = vec![ws.path().join("in"), outside.path().to_path_buf()];
-        for view in [true, false] {
-            let g = grants(&s, ws.path(), "/usr/bin:/bin", view, None).expect("grants");
-            let confine_of = |p: &Path| g.binds.iter().find(|b| b.src == p).map(|b| &b.confine);
-            assert_eq!(confine_of(&ws.path().join("in")), Some(&Some(root.clone())));
-            // The operator's own path outside the workspace is not confined.
-            assert_eq!(confine_of(outside.path()), Some(&None));
-            // Landlock opens host paths only without a view.
-            let expected = if view {
-                vec![]
-            } else {
-                vec![(ws.path().join("in"), root.clone())]
-            };
-            assert_eq!(g.landlock.confine, expected, "view: {view}");
-        }
-        s.write = vec![ws.path().join("out")];
-        match grants(&s, ws.path(), "/usr/bin:/bin", true, None) {
-            Err(SandboxError::Setup { detail, .. }) => {
-                assert!(detail.starts_with("sandbox.write path"), "{detail}");
-                assert!(detail.contains("leads outside"), "{detail}");
-            }
-            other => panic!("a grant leading outside the workspace was accepted: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn binds_are_deduplicated_and_nested_ones_of_the_same_kind_dropped() {
-        let b = |p: &str, kind| Bind {
-            src: PathBuf::from(p),
-            kind,
-            optional: false,
-            confine: None,
-        };
-        let out = dedup_binds(vec![
-            b("/usr", BindKind::ReadExec),
-            b("/usr/lib/node_modules", BindKind::ReadExec),
-            b("/w", BindKind::Write),
-            b("/w", BindKind::ReadExec),
-            b("/w/ro", BindKind::ReadExec),
-        ]);
-        let got: Vec<(&str, BindKind)> = out
-            .iter()
-            .map(|b| (b.src.to_str().unwrap_or(""), b.kind))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                ("/usr", BindKind::ReadExec),
-                ("/w", BindKind::Write),
-                ("/w/ro", BindKind::ReadExec)
-            ]
         );
     }
 }

@@ -62,7 +62,10 @@ pub fn run(global: &GlobalArgs, answers: Option<&std::path::Path>) -> anyhow::Re
         None => None,
     };
     let limits = super::run::limits(global)?;
-    let options = session::host_options(global, Mode::Interactive)?;
+    let mut options = session::host_options(global, Mode::Interactive)?;
+    options
+        .protect
+        .extend(answers.map(std::path::Path::to_path_buf));
     let answers_file = match answers {
         Some(path) => session::answerer(options.mode, Some(path))?,
         None => None,

@@ -1,0 +1,420 @@
+//! Step 3 of [`crate::prepare`]: what the server may see and touch. The
+//! view's binds (system folders, the install prefix, the `/etc` list, the
+//! configured grants, read-only binds of warden's own files inside write
+//! grants) and the Landlock paths. Two rules keep the grants what the
+//! operator meant: a grant named inside the workspace must resolve inside
+//! it ([`confine`]), and warden's own files are never writable
+//! ([`own_files`]).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use crate::SandboxError;
+use crate::launch::LaunchContext;
+use crate::paths::{self, Prefixes};
+use crate::plan::{Bind, BindKind, LandlockPaths};
+use crate::prepare::PRIVATE_DIR;
+use crate::spec::LaunchSpec;
+
+/// What the server may see and touch.
+#[derive(Debug)]
+pub(crate) struct Grants {
+    /// The view's binds (with a view).
+    pub binds: Vec<Bind>,
+    pub landlock: LandlockPaths,
+    pub install_prefix: Prefixes,
+    /// What could not be protected (best_effort without a view).
+    pub gaps: Vec<String>,
+}
+
+/// Collects the grants. A configured path that does not exist is an error
+/// (Landlock would skip it silently, hiding a typo), and so is one named
+/// inside the workspace that a symlink leads outside it (see [`confine`]).
+/// `host_dirs`: the private HOME and TMPDIR on the host when there is no
+/// view.
+pub(crate) fn grants(
+    spec: &LaunchSpec,
+    ctx: &LaunchContext,
+    path_var: &str,
+    view: bool,
+    host_dirs: Option<(&Path, &Path)>,
+) -> Result<Grants, SandboxError> {
+    let workspace = ctx.workspace.as_path();
+    let host_home = std::env::var_os("HOME").map(PathBuf::from);
+    let install_prefix = paths::install_prefixes(&spec.program, path_var, host_home.as_deref());
+    let mut binds: Vec<Bind> = Vec::new();
+    let mut add = |src: PathBuf, kind: BindKind, optional: bool| {
+        binds.push(Bind {
+            src,
+            kind,
+            optional,
+            confine: None,
+        });
+    };
+    for p in paths::SYSTEM_RX {
+        add(PathBuf::from(p), BindKind::ReadExec, true);
+    }
+    for p in install_prefix.keys() {
+        add(p.clone(), BindKind::ReadExec, false);
+    }
+    for p in paths::ETC_READ {
+        add(PathBuf::from(p), BindKind::Read, true);
+    }
+    for (key, list, kind) in [
+        ("sandbox.read", &spec.read, BindKind::ReadExec),
+        ("sandbox.write", &spec.write, BindKind::Write),
+    ] {
+        for p in list {
+            if p.symlink_metadata().is_err() || !p.exists() {
+                return Err(SandboxError::Setup {
+                    server: spec.name.clone(),
+                    detail: format!("{key} path {} does not exist", p.display()),
+                });
+            }
+            let confine = confine(p, workspace).map_err(|detail| SandboxError::Setup {
+                server: spec.name.clone(),
+                detail: format!("{key} path {detail}"),
+            })?;
+            binds.push(Bind {
+                src: p.clone(),
+                kind,
+                optional: false,
+                confine,
+            });
+        }
+    }
+    let setup = |detail: String| SandboxError::Setup {
+        server: spec.name.clone(),
+        detail,
+    };
+    let own = own_files(&spec.write, &ctx.protect).map_err(setup)?;
+    let mut gaps = Vec::new();
+    if !own.read_only.is_empty() && !view {
+        gaps.push(format!(
+            "warden's own files inside write grants stay writable without the mount view: {}",
+            own.read_only
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let own_binds = own
+        .read_only
+        .iter()
+        .map(|p| (p, BindKind::Read))
+        .chain(own.pinned.iter().map(|p| (p, BindKind::Write)));
+    for (src, kind) in own_binds {
+        let confine =
+            confine(src, workspace).map_err(|detail| setup(format!("warden's own {detail}")))?;
+        binds.push(Bind {
+            src: src.clone(),
+            kind,
+            optional: false,
+            confine,
+        });
+    }
+    binds.retain(|b| !b.optional || b.src.symlink_metadata().is_ok());
+    // The program's own path (a symlink outside the grants, e.g. ~/bin/x ->
+    // a version folder) must exist in the view for the exec.
+    if !binds
+        .iter()
+        .any(|b| b.kind == BindKind::ReadExec && spec.program.starts_with(&b.src))
+    {
+        binds.push(Bind {
+            src: spec.program.clone(),
+            kind: BindKind::ReadExec,
+            optional: false,
+            confine: None,
+        });
+    }
+    let binds = dedup_binds(binds, &own.pinned);
+
+    let mut landlock = LandlockPaths::default();
+    for b in &binds {
+        match b.kind {
+            BindKind::ReadExec => landlock.read_exec.push(b.src.clone()),
+            BindKind::Read => landlock.read.push(b.src.clone()),
+            BindKind::Write => landlock.write.push(b.src.clone()),
+        }
+        // With a view, Landlock sees the view's copy of each bind, checked
+        // when it was taken; without one it opens the host path itself.
+        if let (false, Some(root)) = (view, &b.confine) {
+            landlock.confine.push((b.src.clone(), root.clone()));
+        }
+    }
+    landlock
+        .read
+        .extend(paths::DEV_READ.iter().map(PathBuf::from));
+    landlock
+        .write
+        .extend(paths::DEV_RW.iter().map(PathBuf::from));
+    if view {
+        // The sandbox's own /proc (its pid namespace), never the host's.
+        landlock.read.push(PathBuf::from("/proc"));
+        landlock.list.push(PathBuf::from("/"));
+        landlock.write.push(PathBuf::from(PRIVATE_DIR));
+    } else if let Some((home, tmp)) = host_dirs {
+        landlock.write.push(home.to_path_buf());
+        landlock.write.push(tmp.to_path_buf());
+    }
+    Ok(Grants {
+        binds,
+        landlock,
+        install_prefix,
+        gaps,
+    })
+}
+
+/// warden's own files inside the write grants, as the view shows them.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct OwnFiles {
+    /// Bound read-only over their grant: the server can read them but not
+    /// write, truncate, replace or remove them (a mount point cannot be
+    /// unlinked or renamed).
+    read_only: Vec<PathBuf>,
+    /// The folders between a grant and one of them, each bound onto itself
+    /// (still writable): a mount point cannot be renamed, so the server
+    /// cannot move a folder holding warden's files away and put its own
+    /// files in its place for the next session.
+    pinned: BTreeSet<PathBuf>,
+}
+
+/// Where warden's own files ([`LaunchContext::protect`]) lie inside the
+/// write grants (see [`OwnFiles`]). A write grant that *is*, or lies
+/// inside, one of them is refused: nothing of it would be the server's to
+/// write. A protected path that does not exist yet protects nothing.
+fn own_files(write: &[PathBuf], protect: &[PathBuf]) -> Result<OwnFiles, String> {
+    let protect: Vec<(&PathBuf, PathBuf)> = protect
+        .iter()
+        .filter_map(|p| p.canonicalize().ok().map(|real| (p, real)))
+        .collect();
+    let mut out = OwnFiles::default();
+    for grant in write {
+        let Ok(grant_real) = grant.canonicalize() else {
+            continue;
+        };
+        for (named, real) in &protect {
+            if grant_real.starts_with(real) {
+                return Err(format!(
+                    "sandbox.write path {} is warden's own {} or inside it (warden's configuration, policies, pins and audit log are never a server's to write); grant a folder beside it",
+                    grant.display(),
+                    named.display()
+                ));
+            }
+            let Ok(rest) = real.strip_prefix(&grant_real) else {
+                continue;
+            };
+            let mut folder = grant.clone();
+            let parts: Vec<_> = rest.components().collect();
+            for part in parts.iter().take(parts.len().saturating_sub(1)) {
+                folder.push(part);
+                out.pinned.insert(folder.clone());
+            }
+            out.read_only.push(grant.join(rest));
+        }
+    }
+    out.read_only.sort();
+    out.read_only.dedup();
+    // A folder that is itself read-only (the configuration folder), or
+    // inside one, needs no pin: its mount already cannot be moved, and a
+    // writable pin must not take its place.
+    let read_only = &out.read_only;
+    out.pinned
+        .retain(|p| !read_only.iter().any(|r| p.starts_with(r)));
+    Ok(out)
+}
+
+/// The folder a configured grant must stay under, if any: the workspace
+/// (resolved) for a path named inside it, because what the workspace holds
+/// is the repository's to choose, not the operator's. A grant of
+/// `${WORKSPACE}/data` must not become `~/.ssh` because the repository
+/// made `data` a symlink (a project file's grants are checked the same way
+/// when loaded, but the workspace can change after that). `Err`: the
+/// grant already leads outside (the message names both paths). The helper
+/// checks again on the object it binds, so a symlink swapped in after this
+/// check is caught too.
+fn confine(path: &Path, workspace: &Path) -> Result<Option<PathBuf>, String> {
+    let root = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_path_buf());
+    if !path.starts_with(workspace) && !path.starts_with(&root) {
+        return Ok(None);
+    }
+    let real = path
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if !real.starts_with(&root) {
+        return Err(format!(
+            "{} is inside the workspace but leads outside it through a symbolic link (to {}); grant the target itself if the server should have it",
+            path.display(),
+            real.display()
+        ));
+    }
+    Ok(Some(root))
+}
+
+/// One bind per path (write beats read-exec beats read: the operator
+/// asked for the wider access), and none inside another of the same kind,
+/// except the `pinned` folders ([`OwnFiles::pinned`]).
+fn dedup_binds(mut binds: Vec<Bind>, pinned: &BTreeSet<PathBuf>) -> Vec<Bind> {
+    let rank = |k: BindKind| match k {
+        BindKind::Write => 0,
+        BindKind::ReadExec => 1,
+        BindKind::Read => 2,
+    };
+    binds.sort_by(|a, b| a.src.cmp(&b.src).then(rank(a.kind).cmp(&rank(b.kind))));
+    let mut seen = BTreeSet::new();
+    binds.retain(|b| seen.insert(b.src.clone()));
+    let all = binds.clone();
+    binds.retain(|b| {
+        pinned.contains(&b.src)
+            || !all
+                .iter()
+                .any(|o| o.src != b.src && o.kind == b.kind && b.src.starts_with(&o.src))
+    });
+    binds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{EnvInputs, Limits, Network};
+
+    fn spec() -> LaunchSpec {
+        LaunchSpec {
+            name: "t".into(),
+            program: PathBuf::from("/bin/sh"),
+            argv0: None,
+            args: vec![],
+            env: EnvInputs::default(),
+            cwd: None,
+            enabled: true,
+            trusted: false,
+            read: vec![],
+            write: vec![],
+            network: Network::None,
+            limits: Limits::default(),
+            best_effort: false,
+        }
+    }
+
+    #[test]
+    fn grants_named_in_the_workspace_are_confined_to_it() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let root = ws.path().canonicalize().expect("canonical");
+        let ctx = crate::LaunchContext::new(ws.path(), "/tmp");
+        std::fs::create_dir(ws.path().join("in")).expect("mkdir");
+        std::os::unix::fs::symlink(outside.path(), ws.path().join("out")).expect("symlink");
+        let mut s = spec();
+        s.read = vec![ws.path().join("in"), outside.path().to_path_buf()];
+        for view in [true, false] {
+            let g = grants(&s, &ctx, "/usr/bin:/bin", view, None).expect("grants");
+            let confine_of = |p: &Path| g.binds.iter().find(|b| b.src == p).map(|b| &b.confine);
+            assert_eq!(confine_of(&ws.path().join("in")), Some(&Some(root.clone())));
+            // The operator's own path outside the workspace is not confined.
+            assert_eq!(confine_of(outside.path()), Some(&None));
+            // Landlock opens host paths only without a view.
+            let expected = if view {
+                vec![]
+            } else {
+                vec![(ws.path().join("in"), root.clone())]
+            };
+            assert_eq!(g.landlock.confine, expected, "view: {view}");
+        }
+        s.write = vec![ws.path().join("out")];
+        match grants(&s, &ctx, "/usr/bin:/bin", true, None) {
+            Err(SandboxError::Setup { detail, .. }) => {
+                assert!(detail.starts_with("sandbox.write path"), "{detail}");
+                assert!(detail.contains("leads outside"), "{detail}");
+            }
+            other => panic!("a grant leading outside the workspace was accepted: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn binds_are_deduplicated_and_nested_ones_of_the_same_kind_dropped() {
+        let b = |p: &str, kind| Bind {
+            src: PathBuf::from(p),
+            kind,
+            optional: false,
+            confine: None,
+        };
+        let out = dedup_binds(
+            vec![
+                b("/usr", BindKind::ReadExec),
+                b("/usr/lib/node_modules", BindKind::ReadExec),
+                b("/w", BindKind::Write),
+                b("/w", BindKind::ReadExec),
+                b("/w/ro", BindKind::ReadExec),
+                b("/w/pinned", BindKind::Write),
+                b("/w/nested", BindKind::Write),
+            ],
+            &BTreeSet::from([PathBuf::from("/w/pinned")]),
+        );
+        let got: Vec<(&str, BindKind)> = out
+            .iter()
+            .map(|b| (b.src.to_str().unwrap_or(""), b.kind))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("/usr", BindKind::ReadExec),
+                ("/w", BindKind::Write),
+                ("/w/pinned", BindKind::Write),
+                ("/w/ro", BindKind::ReadExec)
+            ]
+        );
+    }
+
+    #[test]
+    fn warden_files_inside_a_write_grant_become_read_only_binds() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let w = ws.path();
+        std::fs::create_dir_all(w.join(".warden")).expect("mkdir");
+        std::fs::write(w.join(".warden/audit.jsonl"), "").expect("write");
+        std::fs::write(w.join("warden.json"), "{}").expect("write");
+        std::fs::create_dir_all(w.join("config")).expect("mkdir");
+        std::fs::write(w.join("config/pins.json"), "{}").expect("write");
+        let protect = vec![
+            w.join(".warden/audit.jsonl"),
+            w.join("warden.json"),
+            w.join("config"),
+            w.join("config/pins.json"),
+            w.join("not-yet.lock"),
+            PathBuf::from("/nonexistent/warden-config"),
+        ];
+        let got = own_files(&[w.to_path_buf()], &protect).expect("own files");
+        assert_eq!(
+            got,
+            OwnFiles {
+                read_only: vec![
+                    w.join(".warden/audit.jsonl"),
+                    w.join("config"),
+                    w.join("config/pins.json"),
+                    w.join("warden.json")
+                ],
+                pinned: BTreeSet::from([w.join(".warden")]),
+            }
+        );
+        // A grant beside them protects nothing.
+        std::fs::create_dir(w.join("out")).expect("mkdir");
+        assert_eq!(
+            own_files(&[w.join("out")], &protect).expect("ok"),
+            OwnFiles::default()
+        );
+        // A grant that is one of them, or inside one, is refused.
+        let config_dir = w.join("config");
+        std::fs::create_dir_all(config_dir.join("sub")).expect("mkdir");
+        for grant in [w.join("warden.json"), config_dir.join("sub")] {
+            let e = own_files(
+                &[grant.clone()],
+                &[config_dir.clone(), w.join("warden.json")],
+            )
+            .expect_err("refused");
+            assert!(e.contains("warden's own"), "{e}");
+            assert!(e.contains(&grant.display().to_string()), "{e}");
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! A server with a write grant over the folder that holds warden's own
+//! files (its configuration, policies, pins, the audit log and its head,
+//! the configuration folder) can read them but never change them: what
+//! decides and records its calls is not the server's to rewrite. The same
+//! script run without the sandbox rewrites every one of them.
+
+mod cli_support;
+
+use std::path::Path;
+
+use cli_support::*;
+use serde_json::{Value, json};
+
+/// What the attack tries, one line per file, each step on its own (a
+/// refusal of one does not stop the next).
+fn attack(world: &World) -> String {
+    let d = world.dir.path().display();
+    [
+        format!("echo pwned >> {d}/warden.json"),
+        format!("echo 'package warden' > {d}/ws/policies/extra.rego"),
+        format!(": > {d}/ws/.warden/audit.jsonl"),
+        format!("rm -f {d}/ws/.warden/audit.jsonl.head"),
+        format!("mv {d}/ws/.warden/audit.jsonl {d}/ws/.warden/moved.jsonl"),
+        format!("ln -sf /dev/null {d}/ws/.warden/audit.jsonl"),
+        format!("mv {d}/ws/.warden {d}/ws/.w2"),
+        format!("echo '{{}}' > {d}/config/approvals.json"),
+        format!("rm -f {d}/config/pins.json"),
+        // What it may write: the rest of the grant.
+        format!("echo mine > {d}/ws/out.txt"),
+    ]
+    .map(|line| format!("({line}) 2>&1; echo \"rc=$? :: {line}\""))
+    .join("\n")
+}
+
+fn set_up() -> World {
+    let world = World::new();
+    std::fs::create_dir_all(world.workspace.join("policies")).expect("mkdir");
+    std::fs::write(
+        world.workspace.join("policies/extra.rego"),
+        "package warden\n\ndeny contains \"no shells at night\" if { false }\n",
+    )
+    .expect("policy");
+    world.write_config(&json!({
+        "mcpServers": {"hostile": {
+            "command": WARDEN,
+            "args": ["__hostile-server", world.marker.as_str()],
+            "sandbox": {"write": [world.dir.path()]}
+        }},
+        "permissions": {"allow": ["mcp__hostile__spawn_shell"]},
+        "policy": [world.workspace.join("policies/extra.rego")],
+        "audit": {"path": world.workspace.join(".warden/audit.jsonl")}
+    }));
+    world
+}
+
+/// Every file the attack aims at, with its content.
+fn snapshot(world: &World) -> Vec<(String, Option<Vec<u8>>)> {
+    let ws = &world.workspace;
+    [
+        world.path("warden.json"),
+        ws.join("policies/extra.rego"),
+        ws.join(".warden/audit.jsonl"),
+        ws.join(".warden/audit.jsonl.head"),
+        world.config_dir.join("pins.json"),
+    ]
+    .iter()
+    .map(|p| (p.display().to_string(), std::fs::read(p).ok()))
+    .collect()
+}
+
+fn is_symlink(p: &Path) -> bool {
+    p.symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+}
+
+#[test]
+fn without_the_sandbox_the_script_rewrites_every_file() {
+    let world = set_up();
+    std::fs::create_dir_all(world.workspace.join(".warden")).expect("mkdir");
+    std::fs::write(world.workspace.join(".warden/audit.jsonl"), "x\n").expect("log");
+    std::fs::write(world.workspace.join(".warden/audit.jsonl.head"), "x\n").expect("head");
+    std::fs::write(world.config_dir.join("pins.json"), "x\n").expect("pins");
+    let before = snapshot(&world);
+    let out = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(attack(&world))
+        .output()
+        .expect("sh");
+    let after = snapshot(&world);
+    for ((path, was), (_, now)) in before.iter().zip(&after) {
+        assert_ne!(was, now, "baseline left {path} unchanged");
+    }
+    // The folder holding the log was moved away whole.
+    assert!(world.workspace.join(".w2").is_dir());
+    assert!(out.status.success());
+}
+
+#[test]
+fn a_server_with_a_write_grant_over_them_cannot_change_warden_files() {
+    let world = set_up();
+    // The first call creates the audit log and its head; the second, with
+    // them in place, attacks.
+    let warm = world.run(&[
+        "call",
+        "hostile",
+        "spawn_shell",
+        "--args",
+        r#"{"command": "true"}"#,
+    ]);
+    assert_eq!(warm.status.code(), Some(0), "{}", stderr(&warm));
+    let before = snapshot(&world);
+    assert!(before.iter().all(|(_, c)| c.is_some()), "{before:?}");
+    let args = json!({"command": attack(&world)}).to_string();
+    let out = world.run(&["call", "hostile", "spawn_shell", "--json", "--args", &args]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = stdout_json(&out);
+    let text = report["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let shell: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    let said = shell["detail"]["stdout"].as_str().unwrap_or_default();
+    // The calls were recorded; the records of the attack came after the
+    // snapshot, so compare what existed before as a prefix.
+    let after = snapshot(&world);
+    for ((path, was), (_, now)) in before.iter().zip(&after) {
+        let (Some(was), Some(now)) = (was, now) else {
+            panic!("{path} was removed\n{said}");
+        };
+        if path.ends_with("audit.jsonl") {
+            assert!(now.starts_with(was), "{path} was rewritten\n{said}");
+        } else if !path.ends_with(".head") {
+            assert_eq!(was, now, "{path} was changed\n{said}");
+        }
+    }
+    assert!(
+        !is_symlink(&world.workspace.join(".warden/audit.jsonl")),
+        "{said}"
+    );
+    assert!(
+        !world.workspace.join(".warden/moved.jsonl").exists(),
+        "{said}"
+    );
+    assert!(!world.config_dir.join("approvals.json").exists(), "{said}");
+    // The rest of the grant is the server's to write.
+    assert_eq!(
+        std::fs::read_to_string(world.workspace.join("out.txt"))
+            .ok()
+            .as_deref(),
+        Some("mine\n"),
+        "{said}"
+    );
+    let verify = world.run(&[
+        "audit",
+        "verify",
+        &world
+            .workspace
+            .join(".warden/audit.jsonl")
+            .display()
+            .to_string(),
+    ]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+}
+
+#[test]
+fn a_write_grant_inside_warden_files_is_refused() {
+    let world = World::new();
+    std::fs::create_dir_all(world.config_dir.join("logins")).expect("mkdir");
+    world.write_config(&json!({
+        "mcpServers": {"hostile": {
+            "command": WARDEN,
+            "args": ["__hostile-server", world.marker.as_str()],
+            "sandbox": {"write": [world.config_dir.join("logins")]}
+        }},
+        "permissions": {"allow": ["mcp__hostile__spawn_shell"]}
+    }));
+    let out = world.run(&[
+        "call",
+        "hostile",
+        "spawn_shell",
+        "--args",
+        r#"{"command": "true"}"#,
+    ]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(err.contains("warden's own"), "{err}");
+    assert!(world.leftover_processes().is_empty());
+}
