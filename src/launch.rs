@@ -14,9 +14,11 @@ use crate::config::{Config, NetworkSpec, ServerConfig, StdioConfig, TransportCon
 /// write grant inside one; `warden_sandbox::LaunchContext::protect`): the
 /// configuration files read and the configuration folder (approvals,
 /// logins, the default pin file), the policies and policy data, the pin
-/// file, the audit log and its head, and `extra` (files a command named,
-/// e.g. `--answers`). A server that could rewrite them could rewrite what
-/// decides and records its own calls.
+/// file, the audit log and its head, what every configured server runs
+/// from the workspace (its executable or script: `ServerConfig::content`),
+/// and `extra` (files a command named, e.g. `--answers`). A server that
+/// could rewrite them could rewrite what decides and records its own
+/// calls, or what another server (perhaps a trusted one) runs next.
 pub fn protected_paths(
     config: &Config,
     extra_policies: &[PathBuf],
@@ -34,6 +36,12 @@ pub fn protected_paths(
         out.push(log.to_path_buf());
         out.push(warden_audit::head_path(log));
     }
+    out.extend(
+        config
+            .servers
+            .values()
+            .flat_map(|server| server.content.keys().cloned()),
+    );
     out.extend(extra.iter().cloned());
     out
 }

