@@ -25,6 +25,8 @@ pub(crate) struct Grants {
     pub install_prefix: Prefixes,
     /// What could not be protected (best_effort without a view).
     pub gaps: Vec<String>,
+    /// warden's own files made read-only inside the write grants, in words.
+    pub notes: Vec<String>,
 }
 
 /// Collects the grants. A configured path that does not exist is an error
@@ -88,16 +90,23 @@ pub(crate) fn grants(
         detail,
     };
     let own = own_files(&spec.write, &ctx.protect).map_err(setup)?;
-    let mut gaps = Vec::new();
-    if !own.read_only.is_empty() && !view {
-        gaps.push(format!(
-            "warden's own files inside write grants stay writable without the mount view: {}",
-            own.read_only
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+    let (mut gaps, mut notes) = (Vec::new(), Vec::new());
+    if !own.read_only.is_empty() {
+        let list = own
+            .read_only
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if view {
+            notes.push(format!(
+                "warden's own files, read-only inside the write grants: {list}"
+            ));
+        } else {
+            gaps.push(format!(
+                "warden's own files inside write grants stay writable without the mount view: {list}"
+            ));
+        }
     }
     let own_binds = own
         .read_only
@@ -163,6 +172,7 @@ pub(crate) fn grants(
         landlock,
         install_prefix,
         gaps,
+        notes,
     })
 }
 

@@ -532,6 +532,7 @@ pub(crate) fn summary(
         }
         Network::Host => {}
     }
+    notes.extend(grants.notes.iter().cloned());
     let layer = |layer: &str, enforced: bool, detail: &str, answers: &str| LayerReport {
         layer: layer.into(),
         enforced,
