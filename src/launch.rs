@@ -9,6 +9,14 @@ use warden_sandbox::{EnvInputs, HostVar, LaunchSpec, Network};
 
 use crate::config::{Config, NetworkSpec, ServerConfig, StdioConfig, TransportConfig, Trust};
 
+/// Folders of warden's credentials, which no server may see even inside a
+/// grant (`warden_sandbox::LaunchContext::hide`): the configuration folder
+/// (OAuth logins, approvals, pins, the user configuration with its `env`
+/// values). [`protected_paths`] lists it too.
+pub fn hidden_folders(config: &Config) -> Vec<PathBuf> {
+    vec![config.config_dir.clone()]
+}
+
 /// warden's own files, which no server may write (the sandbox binds each
 /// one that lies inside a write grant read-only over it, and refuses a
 /// write grant inside one; `warden_sandbox::LaunchContext::protect`): the

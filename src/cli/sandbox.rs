@@ -158,7 +158,9 @@ fn check_server(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
         &pins,
         &[],
     );
-    let ctx = LaunchContext::new(config.workspace.clone(), runtime.path()).with_protected(protect);
+    let ctx = LaunchContext::new(config.workspace.clone(), runtime.path())
+        .with_protected(protect)
+        .with_hidden(crate::launch::hidden_folders(&config));
     match sandbox::describe(&spec, &ctx) {
         Ok(summary) => {
             if global.json {

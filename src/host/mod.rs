@@ -220,6 +220,7 @@ impl Host {
                     &pins_path,
                     &opts.protect,
                 ),
+                hide: crate::launch::hidden_folders(&config),
             },
         );
         for (name, why) in pending {

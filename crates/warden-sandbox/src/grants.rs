@@ -108,11 +108,38 @@ pub(crate) fn grants(
             ));
         }
     }
+    let configured: Vec<&PathBuf> = spec.read.iter().chain(&spec.write).collect();
+    let hidden = hidden_folders(&configured, &ctx.hide).map_err(setup)?;
+    if !hidden.is_empty() {
+        let list = hidden
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if view {
+            notes.push(format!(
+                "hidden from the server (warden's credentials): {list}"
+            ));
+        } else {
+            gaps.push(format!(
+                "warden's credentials inside grants stay visible without the mount view: {list}"
+            ));
+        }
+    }
+    // Nothing is mounted inside a hidden folder: it shows nothing at all.
+    let visible = |p: &&PathBuf| !hidden.iter().any(|h| p.starts_with(h));
     let own_binds = own
         .read_only
         .iter()
+        .filter(visible)
         .map(|p| (p, BindKind::Read))
-        .chain(own.pinned.iter().map(|p| (p, BindKind::Write)));
+        .chain(
+            own.pinned
+                .iter()
+                .filter(visible)
+                .map(|p| (p, BindKind::Write)),
+        )
+        .chain(hidden.iter().map(|p| (p, BindKind::Hidden)));
     for (src, kind) in own_binds {
         let confine =
             confine(src, workspace).map_err(|detail| setup(format!("warden's own {detail}")))?;
@@ -145,6 +172,8 @@ pub(crate) fn grants(
             BindKind::ReadExec => landlock.read_exec.push(b.src.clone()),
             BindKind::Read => landlock.read.push(b.src.clone()),
             BindKind::Write => landlock.write.push(b.src.clone()),
+            // An empty folder of the view's own: the grant above it covers it.
+            BindKind::Hidden => {}
         }
         // With a view, Landlock sees the view's copy of each bind, checked
         // when it was taken; without one it opens the host path itself.
@@ -235,6 +264,39 @@ fn own_files(write: &[PathBuf], protect: &[PathBuf]) -> Result<OwnFiles, String>
     Ok(out)
 }
 
+/// Where the folders of warden's credentials ([`LaunchContext::hide`])
+/// lie inside the configured grants, as paths under each grant (an empty
+/// read-only folder is mounted over each). A grant that is one of them, or
+/// lies inside one, is refused.
+fn hidden_folders(grants: &[&PathBuf], hide: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let hide: Vec<(&PathBuf, PathBuf)> = hide
+        .iter()
+        .filter_map(|p| p.canonicalize().ok().map(|real| (p, real)))
+        .filter(|(_, real)| real.is_dir())
+        .collect();
+    let mut out = Vec::new();
+    for grant in grants {
+        let Ok(grant_real) = grant.canonicalize() else {
+            continue;
+        };
+        for (named, real) in &hide {
+            if grant_real.starts_with(real) {
+                return Err(format!(
+                    "the grant {} is warden's own {} or inside it, where warden keeps credentials (OAuth logins) no server may see",
+                    grant.display(),
+                    named.display()
+                ));
+            }
+            if let Ok(rest) = real.strip_prefix(&grant_real) {
+                out.push(grant.join(rest));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
 /// The folder a configured grant must stay under, if any: the workspace
 /// (resolved) for a path named inside it, because what the workspace holds
 /// is the repository's to choose, not the operator's. A grant of
@@ -264,14 +326,16 @@ fn confine(path: &Path, workspace: &Path) -> Result<Option<PathBuf>, String> {
     Ok(Some(root))
 }
 
-/// One bind per path (write beats read-exec beats read: the operator
-/// asked for the wider access), and none inside another of the same kind,
+/// One bind per path (hidden beats everything; then write beats read-exec
+/// beats read: the operator asked for the wider access), and none inside
+/// another of the same kind,
 /// except the `pinned` folders ([`OwnFiles::pinned`]).
 fn dedup_binds(mut binds: Vec<Bind>, pinned: &BTreeSet<PathBuf>) -> Vec<Bind> {
     let rank = |k: BindKind| match k {
-        BindKind::Write => 0,
-        BindKind::ReadExec => 1,
-        BindKind::Read => 2,
+        BindKind::Hidden => 0,
+        BindKind::Write => 1,
+        BindKind::ReadExec => 2,
+        BindKind::Read => 3,
     };
     binds.sort_by(|a, b| a.src.cmp(&b.src).then(rank(a.kind).cmp(&rank(b.kind))));
     let mut seen = BTreeSet::new();
@@ -376,6 +440,30 @@ mod tests {
                 ("/w/ro", BindKind::ReadExec)
             ]
         );
+    }
+
+    #[test]
+    fn credential_folders_inside_any_grant_are_hidden_and_no_grant_enters_them() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let h = home.path();
+        let config = h.join(".config/warden");
+        std::fs::create_dir_all(config.join("oauth")).expect("mkdir");
+        std::fs::write(h.join("file"), "x").expect("write");
+        let hide = vec![config.clone(), h.join("file"), h.join("missing")];
+        let home_grant = h.to_path_buf();
+        assert_eq!(
+            hidden_folders(&[&home_grant], &hide).expect("hidden"),
+            vec![config.clone()],
+            "a folder inside the grant; a file or a missing path hides nothing"
+        );
+        let beside = h.join(".config");
+        std::fs::create_dir_all(beside.join("other")).expect("mkdir");
+        let other = beside.join("other");
+        assert!(hidden_folders(&[&other], &hide).expect("ok").is_empty());
+        for grant in [config.clone(), config.join("oauth")] {
+            let e = hidden_folders(&[&grant], &hide).expect_err("refused");
+            assert!(e.contains("credentials"), "{e}");
+        }
     }
 
     #[test]

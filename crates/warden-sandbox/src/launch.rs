@@ -93,6 +93,12 @@ pub struct LaunchContext {
     /// read-only over it; a `write` grant that is one of them, or lies
     /// inside one, is refused.
     pub protect: Vec<PathBuf>,
+    /// Folders of warden's credentials (its configuration folder: OAuth
+    /// logins, approvals): never visible to a server. One inside a grant
+    /// is covered by an empty read-only folder; a grant inside one is
+    /// refused. List them in `protect` too, so that the folders above them
+    /// cannot be moved aside either.
+    pub hide: Vec<PathBuf>,
 }
 
 impl LaunchContext {
@@ -102,6 +108,7 @@ impl LaunchContext {
             runtime_dir: runtime_dir.into(),
             helper: None,
             protect: Vec::new(),
+            hide: Vec::new(),
         }
     }
 
@@ -114,6 +121,12 @@ impl LaunchContext {
     /// Protects `paths` (see [`LaunchContext::protect`]).
     pub fn with_protected(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
         self.protect.extend(paths);
+        self
+    }
+
+    /// Hides `folders` (see [`LaunchContext::hide`]).
+    pub fn with_hidden(mut self, folders: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.hide.extend(folders);
         self
     }
 

@@ -13,7 +13,9 @@
 //! /usr …       ro,nosuid,nodev binds (system folders, install prefix, `read`
 //!              grants); top-level system symlinks (/bin -> usr/bin) recreated
 //! /etc/…       ro,nosuid,nodev,noexec binds of single files and folders
-//! <write>      rw,nosuid,nodev,noexec binds
+//! <write>      rw,nosuid,nodev,noexec binds (warden's own files inside
+//!              them bound read-only again; its credential folders covered
+//!              by an empty read-only tmpfs)
 //! /tmp         private tmpfs: size=private_mb, 0700, nosuid,nodev,noexec (TMPDIR)
 //! /tmp/home    HOME (inside the same tmpfs: one byte budget)
 //! /dev         tmpfs (ro) with binds of null zero full random urandom, shm -> /tmp
@@ -56,6 +58,8 @@ enum Entry {
         target: PathBuf,
     },
     Private(PathBuf),
+    /// An empty read-only folder over one of warden's credential folders.
+    Empty(PathBuf),
     Dev,
     Proc,
     Dir(PathBuf),
@@ -67,6 +71,7 @@ impl Entry {
             Entry::Tree { dst, .. }
             | Entry::Symlink { dst, .. }
             | Entry::Dir(dst)
+            | Entry::Empty(dst)
             | Entry::Private(dst) => dst,
             Entry::Dev => Path::new("/dev"),
             Entry::Proc => Path::new("/proc"),
@@ -82,6 +87,10 @@ fn attrs(kind: BindKind) -> u64 {
             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC
         }
         BindKind::Write => MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+        // Not a bind (an empty tmpfs): never reaches here.
+        BindKind::Hidden => {
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC
+        }
     }
 }
 
@@ -122,6 +131,10 @@ pub(crate) fn build(view: &View, cwd: &Path, uid: u32, gid: u32) -> Result<ProcK
         confine,
     } in &view.binds
     {
+        if *kind == BindKind::Hidden {
+            entries.push(Entry::Empty(src.clone()));
+            continue;
+        }
         if let Some(root) = confine {
             // A configured grant inside the workspace: bind exactly the
             // object checked to lie inside it.
@@ -205,6 +218,19 @@ pub(crate) fn build(view: &View, cwd: &Path, uid: u32, gid: u32) -> Result<ProcK
                     .map_err(|e| sys::err_from(format!("symlink {}", dst.display()), e))?;
             }
             Entry::Dir(_) => mkdir_p(&dst)?,
+            Entry::Empty(_) => {
+                mkdir_p(&dst)?;
+                do_mount(
+                    "tmpfs",
+                    &dst,
+                    "tmpfs",
+                    MsFlags::MS_RDONLY
+                        | MsFlags::MS_NOSUID
+                        | MsFlags::MS_NODEV
+                        | MsFlags::MS_NOEXEC,
+                    Some("size=4k,nr_inodes=1,mode=0555"),
+                )?;
+            }
             Entry::Private(_) => {
                 mkdir_p(&dst)?;
                 let mb = view.private_mb.max(1);

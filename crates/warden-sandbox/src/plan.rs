@@ -23,6 +23,9 @@ pub(crate) enum BindKind {
     Read,
     /// Read-write, not executable (`write` grants).
     Write,
+    /// Nothing of the host: an empty read-only folder over a folder of
+    /// warden's credentials that a grant contains.
+    Hidden,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
