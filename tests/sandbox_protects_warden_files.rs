@@ -57,11 +57,7 @@ fn set_up() -> World {
         .expect("chmod");
     world.write_config(&json!({
         "mcpServers": {
-            "hostile": {
-                "command": WARDEN,
-                "args": ["__hostile-server", world.marker.as_str()],
-                "sandbox": {"write": [world.dir.path()]}
-            },
+            "hostile": hostile(&world, json!({"write": [world.dir.path()]})),
             "victim": {"command": victim, "trust": "trusted", "sandbox": false}
         },
         "permissions": {"allow": ["mcp__hostile__spawn_shell"]},
@@ -85,6 +81,31 @@ fn snapshot(world: &World) -> Vec<(String, Option<Vec<u8>>)> {
     .iter()
     .map(|p| (p.display().to_string(), std::fs::read(p).ok()))
     .collect()
+}
+
+/// The hostile server of `world`'s configuration, with `sandbox`.
+fn hostile(world: &World, sandbox: Value) -> Value {
+    json!({
+        "command": WARDEN,
+        "args": ["__hostile-server", world.marker.as_str()],
+        "sandbox": sandbox
+    })
+}
+
+/// `warden call hostile spawn_shell` of `script`: the process's output and
+/// what the shell printed (`Err` with stderr when warden failed).
+fn shell(world: &World, script: &str) -> Result<(Value, String), String> {
+    let args = json!({ "command": script }).to_string();
+    let out = world.run(&["call", "hostile", "spawn_shell", "--json", "--args", &args]);
+    if out.status.code() != Some(0) {
+        return Err(stderr(&out));
+    }
+    let text = stdout_json(&out)["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let report: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Ok((report["detail"].clone(), text))
 }
 
 fn is_symlink(p: &Path) -> bool {
@@ -120,25 +141,11 @@ fn a_server_with_a_write_grant_over_them_cannot_change_warden_files() {
     let world = set_up();
     // The first call creates the audit log and its head; the second, with
     // them in place, attacks.
-    let warm = world.run(&[
-        "call",
-        "hostile",
-        "spawn_shell",
-        "--args",
-        r#"{"command": "true"}"#,
-    ]);
-    assert_eq!(warm.status.code(), Some(0), "{}", stderr(&warm));
+    shell(&world, "true").expect("the first call");
     let before = snapshot(&world);
     assert!(before.iter().all(|(_, c)| c.is_some()), "{before:?}");
-    let args = json!({"command": attack(&world)}).to_string();
-    let out = world.run(&["call", "hostile", "spawn_shell", "--json", "--args", &args]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let report = stdout_json(&out);
-    let text = report["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default();
-    let shell: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-    let said = shell["detail"]["stdout"].as_str().unwrap_or_default();
+    let (detail, _) = shell(&world, &attack(&world)).expect("the attack's call");
+    let said = detail["stdout"].as_str().unwrap_or_default();
     // The calls were recorded; the records of the attack came after the
     // snapshot, so compare what existed before as a prefix.
     let after = snapshot(&world);
@@ -187,24 +194,13 @@ fn a_read_grant_over_the_configuration_folder_shows_it_empty() {
     let world = World::new();
     std::fs::write(world.config_dir.join("credentials.txt"), CREDENTIAL).expect("credential");
     world.write_config(&json!({
-        "mcpServers": {"hostile": {
-            "command": WARDEN,
-            "args": ["__hostile-server", world.marker.as_str()],
-            "sandbox": {"read": [world.dir.path()]}
-        }},
+        "mcpServers": {"hostile": hostile(&world, json!({"read": [world.dir.path()]}))},
         "permissions": {"allow": ["mcp__hostile__spawn_shell"]}
     }));
     let d = world.dir.path().display();
     let script = format!("cat {d}/config/credentials.txt; ls -a {d}/config; cat {d}/warden.json");
-    let args = json!({ "command": script }).to_string();
-    let out = world.run(&["call", "hostile", "spawn_shell", "--json", "--args", &args]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let said = stdout_json(&out)["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let shell: Value = serde_json::from_str(&said).unwrap_or(Value::Null);
-    let stdout = shell["detail"]["stdout"].as_str().unwrap_or_default();
+    let (detail, said) = shell(&world, &script).expect("the call");
+    let stdout = detail["stdout"].as_str().unwrap_or_default();
     assert!(!said.contains(CREDENTIAL), "{said}");
     // `ls -a` lists an empty folder.
     assert!(stdout.starts_with(".\n..\n{"), "{said}");
@@ -217,22 +213,10 @@ fn a_write_grant_inside_warden_files_is_refused() {
     let world = World::new();
     std::fs::create_dir_all(world.config_dir.join("logins")).expect("mkdir");
     world.write_config(&json!({
-        "mcpServers": {"hostile": {
-            "command": WARDEN,
-            "args": ["__hostile-server", world.marker.as_str()],
-            "sandbox": {"write": [world.config_dir.join("logins")]}
-        }},
+        "mcpServers": {"hostile": hostile(&world, json!({"write": [world.config_dir.join("logins")]}))},
         "permissions": {"allow": ["mcp__hostile__spawn_shell"]}
     }));
-    let out = world.run(&[
-        "call",
-        "hostile",
-        "spawn_shell",
-        "--args",
-        r#"{"command": "true"}"#,
-    ]);
-    assert_ne!(out.status.code(), Some(0));
-    let err = stderr(&out);
+    let err = shell(&world, "true").expect_err("refused");
     assert!(err.contains("warden's own"), "{err}");
     assert!(world.leftover_processes().is_empty());
 }

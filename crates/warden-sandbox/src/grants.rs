@@ -224,34 +224,27 @@ struct OwnFiles {
 /// inside, one of them is refused: nothing of it would be the server's to
 /// write. A protected path that does not exist yet protects nothing.
 fn own_files(write: &[PathBuf], protect: &[PathBuf]) -> Result<OwnFiles, String> {
-    let protect: Vec<(&PathBuf, PathBuf)> = protect
-        .iter()
-        .filter_map(|p| p.canonicalize().ok().map(|real| (p, real)))
-        .collect();
+    let found = inside_grants(
+        write.iter(),
+        protect,
+        |_| true,
+        |grant, named| {
+            format!(
+                "sandbox.write path {} is warden's own {} or inside it (warden's configuration, policies, pins and audit log are never a server's to write); grant a folder beside it",
+                grant.display(),
+                named.display()
+            )
+        },
+    )?;
     let mut out = OwnFiles::default();
-    for grant in write {
-        let Ok(grant_real) = grant.canonicalize() else {
-            continue;
-        };
-        for (named, real) in &protect {
-            if grant_real.starts_with(real) {
-                return Err(format!(
-                    "sandbox.write path {} is warden's own {} or inside it (warden's configuration, policies, pins and audit log are never a server's to write); grant a folder beside it",
-                    grant.display(),
-                    named.display()
-                ));
-            }
-            let Ok(rest) = real.strip_prefix(&grant_real) else {
-                continue;
-            };
-            let mut folder = grant.clone();
-            let parts: Vec<_> = rest.components().collect();
-            for part in parts.iter().take(parts.len().saturating_sub(1)) {
-                folder.push(part);
-                out.pinned.insert(folder.clone());
-            }
-            out.read_only.push(grant.join(rest));
+    for (grant, rest) in found {
+        let mut folder = grant.clone();
+        let parts: Vec<_> = rest.components().collect();
+        for part in parts.iter().take(parts.len().saturating_sub(1)) {
+            folder.push(part);
+            out.pinned.insert(folder.clone());
         }
+        out.read_only.push(grant.join(rest));
     }
     out.read_only.sort();
     out.read_only.dedup();
@@ -269,31 +262,56 @@ fn own_files(write: &[PathBuf], protect: &[PathBuf]) -> Result<OwnFiles, String>
 /// read-only folder is mounted over each). A grant that is one of them, or
 /// lies inside one, is refused.
 fn hidden_folders(grants: &[&PathBuf], hide: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
-    let hide: Vec<(&PathBuf, PathBuf)> = hide
+    let found = inside_grants(
+        grants.iter().copied(),
+        hide,
+        Path::is_dir,
+        |grant, named| {
+            format!(
+                "the grant {} is warden's own {} or inside it, where warden keeps credentials (OAuth logins) no server may see",
+                grant.display(),
+                named.display()
+            )
+        },
+    )?;
+    let mut out: Vec<PathBuf> = found
+        .into_iter()
+        .map(|(grant, rest)| grant.join(rest))
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// Each of `paths` (resolved; missing ones and those `keep` refuses
+/// skipped) that lies inside one of `grants`, as the grant and the rest of
+/// the path below it. `Err(refuse(grant, path))` for a grant that is one
+/// of `paths` or lies inside one.
+fn inside_grants<'a>(
+    grants: impl Iterator<Item = &'a PathBuf>,
+    paths: &[PathBuf],
+    keep: impl Fn(&Path) -> bool,
+    refuse: impl Fn(&Path, &Path) -> String,
+) -> Result<Vec<(&'a PathBuf, PathBuf)>, String> {
+    let paths: Vec<(&PathBuf, PathBuf)> = paths
         .iter()
         .filter_map(|p| p.canonicalize().ok().map(|real| (p, real)))
-        .filter(|(_, real)| real.is_dir())
+        .filter(|(_, real)| keep(real))
         .collect();
     let mut out = Vec::new();
     for grant in grants {
         let Ok(grant_real) = grant.canonicalize() else {
             continue;
         };
-        for (named, real) in &hide {
+        for (named, real) in &paths {
             if grant_real.starts_with(real) {
-                return Err(format!(
-                    "the grant {} is warden's own {} or inside it, where warden keeps credentials (OAuth logins) no server may see",
-                    grant.display(),
-                    named.display()
-                ));
+                return Err(refuse(grant, named));
             }
             if let Ok(rest) = real.strip_prefix(&grant_real) {
-                out.push(grant.join(rest));
+                out.push((grant, rest.to_path_buf()));
             }
         }
     }
-    out.sort();
-    out.dedup();
     Ok(out)
 }
 
