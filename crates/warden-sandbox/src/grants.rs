@@ -525,7 +525,7 @@ mod tests {
         std::fs::create_dir_all(config_dir.join("sub")).expect("mkdir");
         for grant in [w.join("warden.json"), config_dir.join("sub")] {
             let e = own_files(
-                &[grant.clone()],
+                std::slice::from_ref(&grant),
                 &[config_dir.clone(), w.join("warden.json")],
             )
             .expect_err("refused");
