@@ -20,6 +20,7 @@ fn attack(world: &World) -> String {
         format!("echo pwned >> {d}/warden.json"),
         format!("echo 'package warden' > {d}/ws/policies/extra.rego"),
         format!(": > {d}/ws/.warden/audit.jsonl"),
+        format!("ln {d}/ws/.warden/audit.jsonl {d}/ws/hard && echo x >> {d}/ws/hard"),
         format!("rm -f {d}/ws/.warden/audit.jsonl.head"),
         format!("mv {d}/ws/.warden/audit.jsonl {d}/ws/.warden/moved.jsonl"),
         format!("ln -sf /dev/null {d}/ws/.warden/audit.jsonl"),
