@@ -168,6 +168,11 @@ fn a_server_with_a_write_grant_over_them_cannot_change_warden_files() {
         !world.workspace.join(".warden/moved.jsonl").exists(),
         "{said}"
     );
+    // The folder holding the log was not moved aside, and no hard link
+    // reaches the log across its read-only mount (EXDEV).
+    for planted in [".w2", "hard"] {
+        assert!(!world.workspace.join(planted).exists(), "{planted}: {said}");
+    }
     assert!(!world.config_dir.join("approvals.json").exists(), "{said}");
     assert!(!said.contains(CREDENTIAL), "{said}");
     // The rest of the grant is the server's to write.
