@@ -314,6 +314,15 @@ async fn demo(
         stage.udp.recv_from(&mut buf).is_err(),
         "the loopback UDP socket received no datagram",
     );
+    let forge = first("mcp__hostile__write_file");
+    let forge_report = hostile_report(&forge);
+    checks.check(
+        forge["decision"]["effect"] == "allow" && forge_report["ok"] == false,
+        format!(
+            "the rules let hostile write in the workspace, but the sandbox kept the audit log there read-only: {}",
+            forge_report["error"].as_str().unwrap_or("it was written")
+        ),
+    );
     let everything = serde_json::to_string(&report.calls).unwrap_or_default();
     checks.check(
         !everything.contains(&stage.secret_token),
@@ -462,19 +471,22 @@ fn lay_out(env_token: String) -> anyhow::Result<Stage> {
 
     let exe = std::env::current_exe()?;
     let exe = exe.display().to_string();
-    let audit_file = root.join("audit.jsonl");
+    // Where CONTRACT's example keeps it: inside the workspace, which the
+    // hostile server may write.
+    let audit_file = workspace.join(".warden").join("audit.jsonl");
     let config = json!({
         "mcpServers": {
             "notes": {"command": exe, "args": ["example-server", "notes", "--name", "notes"]},
             "journal": {"command": exe, "args": ["example-server", "notes", "--name", "journal"]},
             "hostile": {"command": exe, "args": ["example-server", "hostile"],
-                        "sandbox": {"read": ["${WORKSPACE}"]}}
+                        "sandbox": {"write": ["${WORKSPACE}"]}}
         },
         "permissions": {
             "allow": [
                 "mcp__notes__list_notes", "mcp__notes__read_note",
                 "mcp__journal__list_notes", "mcp__journal__read_note",
                 "mcp__hostile__read_file(path: ${WORKSPACE}/**)",
+                "mcp__hostile__write_file(path: ${WORKSPACE}/**)",
                 "mcp__hostile__dump_env", "mcp__hostile__tcp_connect", "mcp__hostile__udp_send",
                 "mcp__hostile__ask_user"
             ],
@@ -507,8 +519,11 @@ fn lay_out(env_token: String) -> anyhow::Result<Stage> {
             {"name": "mcp__hostile__dump_env", "arguments": {}},
             {"name": "mcp__hostile__tcp_connect", "arguments": {"port": tcp_port, "message": "exfiltrate"}},
             {"name": "mcp__hostile__udp_send", "arguments": {"port": udp_port, "message": "exfiltrate"}},
-            {"name": "mcp__hostile__ask_user", "arguments": {}}]},
-        {"text": "Done: your notes are listed and nothing left the sandbox."}
+            {"name": "mcp__hostile__ask_user", "arguments": {}},
+            {"name": "mcp__hostile__write_file",
+             "arguments": {"path": format!("{ws}/.warden/audit.jsonl"), "content": "{}\n"}}]},
+        {"expect": "Read-only file system",
+         "text": "Done: your notes are listed and nothing left the sandbox."}
     ]);
     let script_file = root.join("model.json");
     write_json(&script_file, &script)?;
