@@ -1,10 +1,11 @@
 //! Step 3 of [`crate::prepare`]: what the server may see and touch. The
 //! view's binds (system folders, the install prefix, the `/etc` list, the
 //! configured grants, read-only binds of warden's own files inside write
-//! grants) and the Landlock paths. Two rules keep the grants what the
-//! operator meant: a grant named inside the workspace must resolve inside
-//! it ([`confine`]), and warden's own files are never writable
-//! ([`own_files`]).
+//! grants, an empty folder over its credentials) and the Landlock paths.
+//! Three rules keep the grants what the operator meant: a grant named
+//! inside the workspace must resolve inside it ([`confine`]), warden's own
+//! files are never writable ([`own_files`]), and its credentials never
+//! visible ([`hidden_folders`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -25,7 +26,8 @@ pub(crate) struct Grants {
     pub install_prefix: Prefixes,
     /// What could not be protected (best_effort without a view).
     pub gaps: Vec<String>,
-    /// warden's own files made read-only inside the write grants, in words.
+    /// warden's own files made read-only or hidden inside the grants, in
+    /// words.
     pub notes: Vec<String>,
 }
 
@@ -89,56 +91,42 @@ pub(crate) fn grants(
         server: spec.name.clone(),
         detail,
     };
-    let own = own_files(&spec.write, &ctx.protect).map_err(setup)?;
-    let (mut gaps, mut notes) = (Vec::new(), Vec::new());
-    if !own.read_only.is_empty() {
-        let list = own
-            .read_only
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
-        if view {
-            notes.push(format!(
-                "warden's own files, read-only inside the write grants: {list}"
-            ));
-        } else {
-            gaps.push(format!(
-                "warden's own files inside write grants stay writable without the mount view: {list}"
-            ));
-        }
-    }
     let configured: Vec<&PathBuf> = spec.read.iter().chain(&spec.write).collect();
     let hidden = hidden_folders(&configured, &ctx.hide).map_err(setup)?;
-    if !hidden.is_empty() {
-        let list = hidden
+    let mut own = own_files(&spec.write, &ctx.protect).map_err(setup)?;
+    // Nothing is mounted inside a hidden folder: it shows nothing at all.
+    let visible = |p: &PathBuf| !hidden.iter().any(|h| p.starts_with(h));
+    own.read_only.retain(visible);
+    own.pinned.retain(visible);
+    let (mut gaps, mut notes) = (Vec::new(), Vec::new());
+    for (paths, what) in [
+        (
+            &own.read_only,
+            "warden's own files, read-only inside the write grants",
+        ),
+        (&hidden, "hidden from the server (warden's credentials)"),
+    ] {
+        if paths.is_empty() {
+            continue;
+        }
+        let list = paths
             .iter()
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>()
             .join(", ");
         if view {
-            notes.push(format!(
-                "hidden from the server (warden's credentials): {list}"
-            ));
+            notes.push(format!("{what}: {list}"));
         } else {
             gaps.push(format!(
-                "warden's credentials inside grants stay visible without the mount view: {list}"
+                "{what}: not enforced without the mount view: {list}"
             ));
         }
     }
-    // Nothing is mounted inside a hidden folder: it shows nothing at all.
-    let visible = |p: &&PathBuf| !hidden.iter().any(|h| p.starts_with(h));
     let own_binds = own
         .read_only
         .iter()
-        .filter(visible)
         .map(|p| (p, BindKind::Read))
-        .chain(
-            own.pinned
-                .iter()
-                .filter(visible)
-                .map(|p| (p, BindKind::Write)),
-        )
+        .chain(own.pinned.iter().map(|p| (p, BindKind::Write)))
         .chain(hidden.iter().map(|p| (p, BindKind::Hidden)));
     for (src, kind) in own_binds {
         let confine =
