@@ -22,7 +22,7 @@ pub fn hidden_folders(config: &Config) -> Vec<PathBuf> {
 /// write grant inside one; `warden_sandbox::LaunchContext::protect`): the
 /// configuration files read and the configuration folder (approvals,
 /// logins, the default pin file), the policies and policy data, the pin
-/// file, the audit log and its head, what every configured server runs
+/// file and its lock, the audit log and its head, what every configured server runs
 /// from the workspace (its executable or script: `ServerConfig::content`),
 /// and `extra` (files a command named, e.g. `--answers`). A server that
 /// could rewrite them could rewrite what decides and records its own
@@ -31,7 +31,7 @@ pub fn protected_paths(
     config: &Config,
     extra_policies: &[PathBuf],
     audit: Option<&Path>,
-    pins: &Path,
+    pins: &[PathBuf],
     extra: &[PathBuf],
 ) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = config.sources.clone();
@@ -39,7 +39,7 @@ pub fn protected_paths(
     out.extend(config.policies.iter().flatten().map(|p| p.path.clone()));
     out.extend(extra_policies.iter().cloned());
     out.extend(config.policy_data.iter().map(|d| d.path.clone()));
-    out.push(pins.to_path_buf());
+    out.extend(pins.iter().cloned());
     if let Some(log) = audit {
         out.push(log.to_path_buf());
         out.push(warden_audit::head_path(log));

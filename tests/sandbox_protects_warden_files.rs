@@ -214,6 +214,46 @@ fn a_read_grant_over_the_configuration_folder_shows_it_empty() {
     assert!(stdout.contains("mcpServers"), "{said}");
 }
 
+/// CI's pin file (`--lock FILE --locked`, committed with the repository)
+/// inside a server's write grant: the server can neither plant pins in it
+/// for the next run nor put a link where warden takes its lock.
+#[test]
+fn a_locked_pin_file_is_protected_from_the_servers() {
+    let world = World::new();
+    world.write_config(&json!({
+        "mcpServers": {"hostile": hostile(&world, json!({"write": [&world.workspace]}))},
+        "permissions": {"allow": ["mcp__hostile__spawn_shell"]}
+    }));
+    let lock = world.workspace.join("warden.lock");
+    let lock_arg = lock.display().to_string();
+    let call = |locked: bool, script: &str| {
+        let args = json!({ "command": script }).to_string();
+        let mut words = vec!["--lock", lock_arg.as_str()];
+        if locked {
+            words.push("--locked");
+        }
+        words.extend(["call", "hostile", "spawn_shell", "--json", "--args", &args]);
+        world.run(&words)
+    };
+    // The first run pins the tools (as a developer would, then commit).
+    let out = call(false, "true");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let pinned = std::fs::read_to_string(&lock).expect("the lock file");
+    assert!(pinned.contains("spawn_shell"), "{pinned}");
+    // The CI run: locked, the server attacks the file and its lock.
+    let d = world.workspace.display();
+    let script = [
+        format!("echo planted > {d}/warden.lock"),
+        format!("rm -f {d}/warden.lock.lock; ln -s {d}/../home/planted {d}/warden.lock.lock"),
+    ]
+    .join("; ");
+    let out = call(true, &script);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&lock).ok(), Some(pinned));
+    assert!(!is_symlink(&world.workspace.join("warden.lock.lock")));
+    assert!(!world.home.join("planted").exists());
+}
+
 #[test]
 fn a_write_grant_inside_warden_files_is_refused() {
     let world = World::new();

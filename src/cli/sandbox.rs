@@ -155,7 +155,7 @@ fn check_server(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
         &config,
         &global.policies,
         audit.map(std::path::PathBuf::as_path),
-        &pins,
+        &crate::pins::files_of(&pins),
         &[],
     );
     let ctx = LaunchContext::new(config.workspace.clone(), runtime.path())

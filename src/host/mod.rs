@@ -177,7 +177,14 @@ impl Host {
             Some(path) => path.clone(),
             None => opts.load.config_dir.join("pins.json"),
         };
-        let pins = PinStore::open(&pins_path).map_err(|e| HostError::Setup(e.to_string()))?;
+        let mut pins = PinStore::open(&pins_path).map_err(|e| HostError::Setup(e.to_string()))?;
+        // Before any server starts, so that the sandbox can protect it (a
+        // `--locked` session writes no pins, so it creates nothing).
+        if !opts.locked
+            && let Err(error) = pins.create_if_missing()
+        {
+            tracing::warn!(%error, "the pin file cannot be created; new pins will not be saved");
+        }
         remove_stale_runtime_dirs();
         let runtime = tempfile::Builder::new()
             .prefix(&format!("{RUNTIME_PREFIX}{}-", std::process::id()))
@@ -217,7 +224,7 @@ impl Host {
                     &config,
                     &opts.extra_policies,
                     audit_path.map(PathBuf::as_path),
-                    &pins_path,
+                    &crate::pins::files_of(&pins_path),
                     &opts.protect,
                 ),
                 hide: crate::launch::hidden_folders(&config),

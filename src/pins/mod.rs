@@ -301,6 +301,43 @@ impl PinStore {
         if self.pending.is_empty() {
             return Ok(());
         }
+        let merged = self.locked_rewrite(|merged, pending| {
+            for op in pending {
+                op.apply(merged);
+            }
+        })?;
+        self.file = merged;
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// Creates the pin file (empty) and its `FILE.lock` when they do not
+    /// exist yet. A session does this before any server starts, so that the
+    /// sandbox protects them from every server's write grant; a file created
+    /// later would be writable to a server already running (which could
+    /// plant pins for the next session).
+    pub fn create_if_missing(&mut self) -> Result<(), PinError> {
+        if self.path.exists() {
+            return Ok(());
+        }
+        self.locked_rewrite(|_, _| {})?;
+        Ok(())
+    }
+
+    fn lock_path(&self) -> PathBuf {
+        let [_, lock] = files_of(&self.path);
+        lock
+    }
+
+    /// Under an exclusive lock on `FILE.lock` (opened without following a
+    /// link: warden never creates a file where a link points), re-reads the
+    /// file, lets `change` edit it, and replaces it atomically (temp file in
+    /// the same folder, fsync, rename). Returns what was written.
+    fn locked_rewrite(
+        &self,
+        change: impl FnOnce(&mut PinFile, &[PinOp]),
+    ) -> Result<PinFile, PinError> {
+        use std::os::unix::fs::OpenOptionsExt;
         let io = |e: std::io::Error| PinError::Io {
             path: self.path.clone(),
             message: e.to_string(),
@@ -310,20 +347,17 @@ impl PinStore {
             _ => PathBuf::from("."),
         };
         std::fs::create_dir_all(&dir).map_err(io)?;
-        let mut lock_path = self.path.clone().into_os_string();
-        lock_path.push(".lock");
         let lock_file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(&lock_path)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(self.lock_path())
             .map_err(io)?;
         let _lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusive)
             .map_err(|(_, errno)| io(std::io::Error::from(errno)))?;
         let mut merged = read_pin_file(&self.path)?;
-        for op in &self.pending {
-            op.apply(&mut merged);
-        }
+        change(&mut merged, &self.pending);
         let mut text = serde_json::to_string_pretty(&merged).map_err(|e| PinError::Format {
             path: self.path.clone(),
             message: e.to_string(),
@@ -333,10 +367,16 @@ impl PinStore {
         tmp.write_all(text.as_bytes()).map_err(io)?;
         tmp.as_file().sync_all().map_err(io)?;
         tmp.persist(&self.path).map_err(|e| io(e.error))?;
-        self.file = merged;
-        self.pending.clear();
-        Ok(())
+        Ok(merged)
     }
+}
+
+/// The files of the pin file at `path`: itself and its `FILE.lock` (what
+/// a session protects from its servers).
+pub fn files_of(path: &Path) -> [PathBuf; 2] {
+    let mut lock = path.as_os_str().to_os_string();
+    lock.push(".lock");
+    [path.to_path_buf(), PathBuf::from(lock)]
 }
 
 /// Reads a pin file; a missing file is an empty one.
@@ -375,6 +415,30 @@ mod tests {
         let schema: Map<String, Value> =
             serde_json::from_value(serde_json::json!({"type": "object"})).unwrap_or_default();
         Tool::new(name.to_string(), description.to_string(), Arc::new(schema))
+    }
+
+    #[test]
+    fn an_empty_pin_file_is_created_once_and_a_linked_lock_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("warden.lock");
+        let mut store = PinStore::open(&path).unwrap();
+        store.create_if_missing().unwrap();
+        assert!(PinStore::open(&path).unwrap().list().is_empty());
+        let [_, lock] = files_of(&path);
+        assert!(lock.exists());
+        // Created once: an existing file is left as it is.
+        store.check("s", "d", &tool("t", "one"), false);
+        store.save().unwrap();
+        store.create_if_missing().unwrap();
+        assert_eq!(PinStore::open(&path).unwrap().list().len(), 1);
+
+        // A link put where the lock goes: warden opens no file through it.
+        let other = dir.path().join("other.lock");
+        let target = dir.path().join("created-through-the-link");
+        std::os::unix::fs::symlink(&target, files_of(&other)[1].clone()).unwrap();
+        let mut store = PinStore::open(&other).unwrap();
+        assert!(store.create_if_missing().is_err());
+        assert!(!target.exists());
     }
 
     #[test]
