@@ -254,6 +254,36 @@ fn a_locked_pin_file_is_protected_from_the_servers() {
     assert!(!world.home.join("planted").exists());
 }
 
+/// A `--lock` file that does not exist yet: warden creates it before the
+/// server starts and then saves the first pins into it while the server
+/// runs, in place, so the server's read-only bind still covers it.
+#[test]
+fn a_new_pin_file_stays_protected_after_warden_saves_pins() {
+    let world = World::new();
+    world.write_config(&json!({
+        "mcpServers": {"hostile": hostile(&world, json!({"write": [&world.workspace]}))},
+        "permissions": {"allow": ["mcp__hostile__spawn_shell"]}
+    }));
+    let lock = world.workspace.join("warden.lock");
+    let script = format!("echo planted > {}", lock.display());
+    let args = json!({ "command": script }).to_string();
+    let lock_arg = lock.display().to_string();
+    let out = world.run(&[
+        "--lock",
+        &lock_arg,
+        "call",
+        "hostile",
+        "spawn_shell",
+        "--json",
+        "--args",
+        &args,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let pins = std::fs::read_to_string(&lock).expect("the lock file");
+    assert!(!pins.contains("planted"), "{pins}");
+    assert!(pins.contains("spawn_shell"), "{pins}");
+}
+
 #[test]
 fn a_write_grant_inside_warden_files_is_refused() {
     let world = World::new();

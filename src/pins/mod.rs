@@ -7,7 +7,9 @@
 //!
 //! File format (`$WARDEN_CONFIG_DIR/pins.json` or `--lock FILE`):
 //! `{"version": 1, "servers": {SERVER: {CONFIG_DIGEST: {TOOL: {"sha256",
-//! "definition", "pinned_at"}}}}}`. Saved atomically (temp file + rename).
+//! "definition", "pinned_at"}}}}}`. Rewritten in place under an exclusive
+//! lock on `FILE.lock` (readers take it shared), never renamed over: the
+//! sandbox protects the file from servers by a bind of its inode.
 
 mod diff;
 
@@ -137,7 +139,7 @@ impl PinStore {
     /// Opens a pin file; a missing file is an empty store.
     pub fn open(path: impl Into<PathBuf>) -> Result<PinStore, PinError> {
         let path = path.into();
-        let file = read_pin_file(&path)?;
+        let file = read_pin_file_shared(&path)?;
         Ok(PinStore {
             path,
             file,
@@ -363,10 +365,23 @@ impl PinStore {
             message: e.to_string(),
         })?;
         text.push('\n');
-        let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(io)?;
-        tmp.write_all(text.as_bytes()).map_err(io)?;
-        tmp.as_file().sync_all().map_err(io)?;
-        tmp.persist(&self.path).map_err(|e| io(e.error))?;
+        // In place, not a temp file renamed over it: a rename would detach
+        // the read-only bind that protects this file inside the sandboxes
+        // of servers already running (README, "The sandbox"). Readers take
+        // the shared lock ([`PinStore::open`]), so none sees it half
+        // written; a crash in between leaves a file that fails to parse,
+        // which stops the next session with the file's name (never a
+        // silently emptier pin set).
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&self.path)
+            .map_err(io)?;
+        file.write_all(text.as_bytes()).map_err(io)?;
+        file.set_len(text.len() as u64).map_err(io)?;
+        file.sync_all().map_err(io)?;
         Ok(merged)
     }
 }
@@ -377,6 +392,38 @@ pub fn files_of(path: &Path) -> [PathBuf; 2] {
     let mut lock = path.as_os_str().to_os_string();
     lock.push(".lock");
     [path.to_path_buf(), PathBuf::from(lock)]
+}
+
+/// [`read_pin_file`] under a shared lock on `FILE.lock`, when one exists
+/// (a writer rewrites the file in place under the exclusive lock). Without
+/// one, no warden has written the file.
+fn read_pin_file_shared(path: &Path) -> Result<PinFile, PinError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let [_, lock_path] = files_of(path);
+    let lock = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&lock_path)
+    {
+        Ok(file) => Some(
+            nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockShared).map_err(
+                |(_, errno)| PinError::Io {
+                    path: lock_path.clone(),
+                    message: std::io::Error::from(errno).to_string(),
+                },
+            )?,
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(PinError::Io {
+                path: lock_path,
+                message: e.to_string(),
+            });
+        }
+    };
+    let file = read_pin_file(path);
+    drop(lock);
+    file
 }
 
 /// Reads a pin file; a missing file is an empty one.
@@ -436,7 +483,12 @@ mod tests {
         let other = dir.path().join("other.lock");
         let target = dir.path().join("created-through-the-link");
         std::os::unix::fs::symlink(&target, files_of(&other)[1].clone()).unwrap();
-        let mut store = PinStore::open(&other).unwrap();
+        assert!(PinStore::open(&other).is_err(), "read through a linked lock");
+        let mut store = PinStore {
+            path: other.clone(),
+            file: read_pin_file(&other).unwrap(),
+            pending: Vec::new(),
+        };
         assert!(store.create_if_missing().is_err());
         assert!(!target.exists());
     }
