@@ -483,7 +483,10 @@ mod tests {
         let other = dir.path().join("other.lock");
         let target = dir.path().join("created-through-the-link");
         std::os::unix::fs::symlink(&target, files_of(&other)[1].clone()).unwrap();
-        assert!(PinStore::open(&other).is_err(), "read through a linked lock");
+        assert!(
+            PinStore::open(&other).is_err(),
+            "read through a linked lock"
+        );
         let mut store = PinStore {
             path: other.clone(),
             file: read_pin_file(&other).unwrap(),
