@@ -3,7 +3,7 @@
 //! configured grants, read-only binds of warden's own files inside write
 //! grants, an empty folder over its credentials) and the Landlock paths.
 //! Three rules keep the grants what the operator meant: a grant named
-//! inside the workspace must resolve inside it ([`confine`]), warden's own
+//! inside the workspace must resolve inside it ([`Workspace::confine`]), warden's own
 //! files are never writable ([`own_files`]), and its credentials never
 //! visible ([`hidden_folders`]).
 
@@ -33,7 +33,8 @@ pub(crate) struct Grants {
 
 /// Collects the grants. A configured path that does not exist is an error
 /// (Landlock would skip it silently, hiding a typo), and so is one named
-/// inside the workspace that a symlink leads outside it (see [`confine`]).
+/// inside the workspace that a symlink leads outside it (see
+/// [`Workspace::confine`]).
 /// `host_dirs`: the private HOME and TMPDIR on the host when there is no
 /// view.
 pub(crate) fn grants(
@@ -43,7 +44,7 @@ pub(crate) fn grants(
     view: bool,
     host_dirs: Option<(&Path, &Path)>,
 ) -> Result<Grants, SandboxError> {
-    let workspace = ctx.workspace.as_path();
+    let workspace = Workspace::new(&ctx.workspace);
     let host_home = std::env::var_os("HOME").map(PathBuf::from);
     let install_prefix = paths::install_prefixes(&spec.program, path_var, host_home.as_deref());
     let mut binds: Vec<Bind> = Vec::new();
@@ -64,21 +65,21 @@ pub(crate) fn grants(
     for p in paths::ETC_READ {
         add(PathBuf::from(p), BindKind::Read, true);
     }
+    let setup = |detail: String| SandboxError::Setup {
+        server: spec.name.clone(),
+        detail,
+    };
     for (key, list, kind) in [
         ("sandbox.read", &spec.read, BindKind::ReadExec),
         ("sandbox.write", &spec.write, BindKind::Write),
     ] {
         for p in list {
             if p.symlink_metadata().is_err() || !p.exists() {
-                return Err(SandboxError::Setup {
-                    server: spec.name.clone(),
-                    detail: format!("{key} path {} does not exist", p.display()),
-                });
+                return Err(setup(format!("{key} path {} does not exist", p.display())));
             }
-            let confine = confine(p, workspace).map_err(|detail| SandboxError::Setup {
-                server: spec.name.clone(),
-                detail: format!("{key} path {detail}"),
-            })?;
+            let confine = workspace
+                .confine(p)
+                .map_err(|detail| setup(format!("{key} path {detail}")))?;
             binds.push(Bind {
                 src: p.clone(),
                 kind,
@@ -87,10 +88,6 @@ pub(crate) fn grants(
             });
         }
     }
-    let setup = |detail: String| SandboxError::Setup {
-        server: spec.name.clone(),
-        detail,
-    };
     let configured: Vec<&PathBuf> = spec.read.iter().chain(&spec.write).collect();
     let hidden = hidden_folders(&configured, &ctx.hide).map_err(setup)?;
     let mut own = own_files(&spec.write, &ctx.protect).map_err(setup)?;
@@ -129,8 +126,9 @@ pub(crate) fn grants(
         .chain(own.pinned.iter().map(|p| (p, BindKind::Write)))
         .chain(hidden.iter().map(|p| (p, BindKind::Hidden)));
     for (src, kind) in own_binds {
-        let confine =
-            confine(src, workspace).map_err(|detail| setup(format!("warden's own {detail}")))?;
+        let confine = workspace
+            .confine(src)
+            .map_err(|detail| setup(format!("warden's own {detail}")))?;
         binds.push(Bind {
             src: src.clone(),
             kind,
@@ -303,33 +301,45 @@ fn inside_grants<'a>(
     Ok(out)
 }
 
-/// The folder a configured grant must stay under, if any: the workspace
-/// (resolved) for a path named inside it, because what the workspace holds
-/// is the repository's to choose, not the operator's. A grant of
-/// `${WORKSPACE}/data` must not become `~/.ssh` because the repository
-/// made `data` a symlink (a project file's grants are checked the same way
-/// when loaded, but the workspace can change after that). `Err`: the
-/// grant already leads outside (the message names both paths). The helper
-/// checks again on the object it binds, so a symlink swapped in after this
-/// check is caught too.
-fn confine(path: &Path, workspace: &Path) -> Result<Option<PathBuf>, String> {
-    let root = workspace
-        .canonicalize()
-        .unwrap_or_else(|_| workspace.to_path_buf());
-    if !path.starts_with(workspace) && !path.starts_with(&root) {
-        return Ok(None);
+/// The workspace a configured grant named inside it must stay under,
+/// because what the workspace holds is the repository's to choose, not
+/// the operator's. A grant of `${WORKSPACE}/data` must not become `~/.ssh`
+/// because the repository made `data` a symlink (a project file's grants
+/// are checked the same way when loaded, but the workspace can change
+/// after that). The helper checks again on the object it binds, so a
+/// symlink swapped in after this check is caught too.
+struct Workspace<'a> {
+    /// As the context names it (grants are written with this prefix).
+    named: &'a Path,
+    /// Resolved once per launch.
+    root: PathBuf,
+}
+
+impl<'a> Workspace<'a> {
+    fn new(named: &'a Path) -> Self {
+        let root = named.canonicalize().unwrap_or_else(|_| named.to_path_buf());
+        Workspace { named, root }
     }
-    let real = path
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if !real.starts_with(&root) {
-        return Err(format!(
-            "{} is inside the workspace but leads outside it through a symbolic link (to {}); grant the target itself if the server should have it",
-            path.display(),
-            real.display()
-        ));
+
+    /// The folder `path` must stay under (the resolved workspace), if it is
+    /// named inside the workspace. `Err`: it already leads outside (the
+    /// message names both paths).
+    fn confine(&self, path: &Path) -> Result<Option<PathBuf>, String> {
+        if !path.starts_with(self.named) && !path.starts_with(&self.root) {
+            return Ok(None);
+        }
+        let real = path
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if !real.starts_with(&self.root) {
+            return Err(format!(
+                "{} is inside the workspace but leads outside it through a symbolic link (to {}); grant the target itself if the server should have it",
+                path.display(),
+                real.display()
+            ));
+        }
+        Ok(Some(self.root.clone()))
     }
-    Ok(Some(root))
 }
 
 /// One bind per path (hidden beats everything; then write beats read-exec
