@@ -582,7 +582,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Pin(cmd) => {
             let path = match &cli.global.lock {
                 Some(path) => path.clone(),
-                None => session::config_dir()?.join("pins.json"),
+                None => crate::pins::path_for(None, &session::config_dir()?),
             };
             let mut store =
                 crate::pins::PinStore::open(&path).map_err(|e| CliError::config(e.to_string()))?;

@@ -146,10 +146,7 @@ fn check_server(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
     };
     let runtime = tempfile::tempdir()?;
     // The files a session would protect from its servers, as it would.
-    let pins = match &global.lock {
-        Some(path) => path.clone(),
-        None => config.config_dir.join("pins.json"),
-    };
+    let pins = crate::pins::path_for(global.lock.as_deref(), &config.config_dir);
     let audit = global.audit.as_ref().or(config.audit.path.as_ref());
     let protect = crate::launch::protected_paths(
         &config,

@@ -19,7 +19,7 @@ mod server_requests;
 mod tools;
 mod uri_template;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -172,11 +172,9 @@ impl Host {
         };
         let pipeline = reload.pipeline(&config)?;
         let session = uuid::Uuid::new_v4().to_string();
-        let audit = open_audit(&opts, &config, &session)?;
-        let pins_path = match &opts.lock {
-            Some(path) => path.clone(),
-            None => opts.load.config_dir.join("pins.json"),
-        };
+        let audit_path = opts.audit_path.as_ref().or(config.audit.path.as_ref());
+        let audit = open_audit(audit_path.map(PathBuf::as_path), &config, &session)?;
+        let pins_path = crate::pins::path_for(opts.lock.as_deref(), &opts.load.config_dir);
         let mut pins = PinStore::open(&pins_path).map_err(|e| HostError::Setup(e.to_string()))?;
         // Before any server starts, so that the sandbox can protect it (a
         // `--locked` session writes no pins, so it creates nothing).
@@ -213,7 +211,6 @@ impl Host {
             .filter(|(_, a)| *a == Admission::PendingApproval)
             .map(|(s, _)| (s.name.clone(), approvals.why_pending(s)))
             .collect();
-        let audit_path = opts.audit_path.as_ref().or(config.audit.path.as_ref());
         let manager = Manager::new(
             servers,
             LaunchContext {
@@ -375,7 +372,7 @@ impl Host {
     /// The workspace the session started with: configuration, rules'
     /// `${WORKSPACE}`, sandbox grants and the policy's `context.workspace`
     /// are all made for it.
-    pub fn workspace(&self) -> &std::path::Path {
+    pub fn workspace(&self) -> &Path {
         &self.config.workspace
     }
 
@@ -388,7 +385,7 @@ impl Host {
     /// the notification did not reach.
     pub async fn set_roots(
         &self,
-        dir: &std::path::Path,
+        dir: &Path,
     ) -> Result<(Vec<String>, Vec<(String, String)>), String> {
         let dir = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         if !dir.is_dir() {
@@ -559,7 +556,7 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(2);
 /// failure stops the session; `on_failure: continue`: a log that cannot be
 /// opened leaves the session unaudited, loudly.
 fn open_audit(
-    opts: &HostOptions,
+    path: Option<&Path>,
     config: &Config,
     session: &str,
 ) -> Result<audit::SessionAudit, HostError> {
@@ -570,16 +567,12 @@ fn open_audit(
              still sent, unrecorded (an `audit_gap` record says so once the log works again)"
         );
     }
-    let Some(path) = opts
-        .audit_path
-        .clone()
-        .or_else(|| config.audit.path.clone())
-    else {
+    let Some(path) = path else {
         return Ok(audit::SessionAudit::new(None, on_failure));
     };
     let key = warden_audit::load_key(None).map_err(HostError::Audit)?;
     let opened = AuditLog::open(
-        &path,
+        path,
         AuditOptions {
             session: session.to_string(),
             fsync: config.audit.fsync,
@@ -621,7 +614,7 @@ fn remove_stale_runtime_dirs() {
         };
         // A live process with that pid (warden or a reuse of the pid):
         // leave it alone.
-        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        if Path::new(&format!("/proc/{pid}")).exists() {
             continue;
         }
         let path = entry.path();

@@ -386,6 +386,12 @@ impl PinStore {
     }
 }
 
+/// Where the pin file is: `--lock FILE`, else `pins.json` in the
+/// configuration folder.
+pub fn path_for(lock: Option<&Path>, config_dir: &Path) -> PathBuf {
+    lock.map_or_else(|| config_dir.join("pins.json"), Path::to_path_buf)
+}
+
 /// The files of the pin file at `path`: itself and its `FILE.lock` (what
 /// a session protects from its servers).
 pub fn files_of(path: &Path) -> [PathBuf; 2] {
