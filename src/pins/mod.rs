@@ -331,8 +331,7 @@ impl PinStore {
         lock
     }
 
-    /// Under an exclusive lock on `FILE.lock` (opened without following a
-    /// link: warden never creates a file where a link points), re-reads the
+    /// Under an exclusive lock on `FILE.lock` ([`lock_pin_file`]), re-reads the
     /// file, lets `change` edit it, and replaces it atomically (temp file in
     /// the same folder, fsync, rename). Returns what was written.
     fn locked_rewrite(
@@ -349,15 +348,8 @@ impl PinStore {
             _ => PathBuf::from("."),
         };
         std::fs::create_dir_all(&dir).map_err(io)?;
-        let lock_file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(self.lock_path())
-            .map_err(io)?;
-        let _lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusive)
-            .map_err(|(_, errno)| io(std::io::Error::from(errno)))?;
+        let _lock =
+            lock_pin_file(&self.lock_path(), nix::fcntl::FlockArg::LockExclusive).map_err(io)?;
         let mut merged = read_pin_file(&self.path)?;
         change(&mut merged, &self.pending);
         let mut text = serde_json::to_string_pretty(&merged).map_err(|e| PinError::Format {
@@ -404,21 +396,9 @@ pub fn files_of(path: &Path) -> [PathBuf; 2] {
 /// (a writer rewrites the file in place under the exclusive lock). Without
 /// one, no warden has written the file.
 fn read_pin_file_shared(path: &Path) -> Result<PinFile, PinError> {
-    use std::os::unix::fs::OpenOptionsExt;
     let [_, lock_path] = files_of(path);
-    let lock = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&lock_path)
-    {
-        Ok(file) => Some(
-            nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockShared).map_err(
-                |(_, errno)| PinError::Io {
-                    path: lock_path.clone(),
-                    message: std::io::Error::from(errno).to_string(),
-                },
-            )?,
-        ),
+    let lock = match lock_pin_file(&lock_path, nix::fcntl::FlockArg::LockShared) {
+        Ok(lock) => Some(lock),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => {
             return Err(PinError::Io {
@@ -430,6 +410,25 @@ fn read_pin_file_shared(path: &Path) -> Result<PinFile, PinError> {
     let file = read_pin_file(path);
     drop(lock);
     file
+}
+
+/// Takes `how` (shared to read, exclusive to write) on the pin file's
+/// `FILE.lock`, created only by a writer, and never opened through a link:
+/// warden creates no file where a link points.
+fn lock_pin_file(
+    lock_path: &Path,
+    how: nix::fcntl::FlockArg,
+) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let write = how == nix::fcntl::FlockArg::LockExclusive;
+    let file = std::fs::OpenOptions::new()
+        .read(!write)
+        .write(write)
+        .create(write)
+        .truncate(false)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(lock_path)?;
+    nix::fcntl::Flock::lock(file, how).map_err(|(_, errno)| std::io::Error::from(errno))
 }
 
 /// Reads a pin file; a missing file is an empty one.
