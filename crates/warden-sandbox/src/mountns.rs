@@ -135,42 +135,41 @@ pub(crate) fn build(view: &View, cwd: &Path, uid: u32, gid: u32) -> Result<ProcK
             entries.push(Entry::Empty(src.clone()));
             continue;
         }
-        if let Some(root) = confine {
+        let (fd, is_dir) = match confine {
             // A configured grant inside the workspace: bind exactly the
             // object checked to lie inside it.
-            let handle = sys::open_confined(src, root)?;
-            let fd = sys::open_tree_clone_fd(handle.as_fd(), src)?;
-            sys::mount_setattr_tree(fd.as_fd(), attrs(*kind), src)?;
-            let is_dir = File::from(handle).metadata().is_ok_and(|m| m.is_dir());
-            entries.push(Entry::Tree {
-                dst: src.clone(),
-                fd,
-                is_dir,
-            });
-            continue;
-        }
-        let meta = match std::fs::symlink_metadata(src) {
-            Ok(m) => m,
-            Err(_) if *optional => continue,
-            Err(e) => return Err(sys::err_from(format!("grant {}", src.display()), e)),
-        };
-        // A top-level system symlink (/bin -> usr/bin): recreate it.
-        if meta.file_type().is_symlink() && src.parent() == Some(Path::new("/")) {
-            let target = std::fs::read_link(src)
-                .map_err(|e| sys::err_from(format!("readlink {}", src.display()), e))?;
-            entries.push(Entry::Symlink {
-                dst: src.clone(),
-                target,
-            });
-            continue;
-        }
-        let fd = match sys::open_tree_clone(src) {
-            Ok(fd) => fd,
-            Err(e) if *optional && e.err.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
+            Some(root) => {
+                let handle = sys::open_confined(src, root)?;
+                let fd = sys::open_tree_clone_fd(handle.as_fd(), src)?;
+                (fd, File::from(handle).metadata().is_ok_and(|m| m.is_dir()))
+            }
+            None => {
+                let meta = match std::fs::symlink_metadata(src) {
+                    Ok(m) => m,
+                    Err(_) if *optional => continue,
+                    Err(e) => return Err(sys::err_from(format!("grant {}", src.display()), e)),
+                };
+                // A top-level system symlink (/bin -> usr/bin): recreate it.
+                if meta.file_type().is_symlink() && src.parent() == Some(Path::new("/")) {
+                    let target = std::fs::read_link(src)
+                        .map_err(|e| sys::err_from(format!("readlink {}", src.display()), e))?;
+                    entries.push(Entry::Symlink {
+                        dst: src.clone(),
+                        target,
+                    });
+                    continue;
+                }
+                let fd = match sys::open_tree_clone(src) {
+                    Ok(fd) => fd,
+                    Err(e) if *optional && e.err.kind() == std::io::ErrorKind::NotFound => {
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+                (fd, std::fs::metadata(src).is_ok_and(|m| m.is_dir()))
+            }
         };
         sys::mount_setattr_tree(fd.as_fd(), attrs(*kind), src)?;
-        let is_dir = std::fs::metadata(src).is_ok_and(|m| m.is_dir());
         entries.push(Entry::Tree {
             dst: src.clone(),
             fd,
