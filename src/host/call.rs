@@ -22,8 +22,8 @@ use crate::registry::{ToolEntry, qualified_name};
 pub use warden_audit::Caller;
 use warden_audit::{DecisionRecord, Event, Outcome, RequestRecord, ToolCallRecord};
 use warden_core::RequestKind;
-use warden_core::TransportKind;
 use warden_core::digest::sha256_json;
+use warden_core::{TransportKind, Trust};
 use warden_policy::{
     Asker, CallContext, CallFacts, Decision, Effect, PinState, ServerFacts, Stage, ToolFacts,
 };
@@ -432,8 +432,13 @@ impl Host {
     /// from the server's listing (a blocked server has none).
     fn facts_for(&self, target: &Target, view: &ToolView, arguments: &Value) -> CallFacts {
         let (server, tool, qualified) = target.names();
-        let config = self.server_config(&server);
-        let config = config.as_ref();
+        let (trust, transport, scope) = self
+            .with_server_config(&server, |s| (s.trust, s.transport.kind(), s.scope))
+            .unwrap_or((
+                Trust::default(),
+                TransportKind::Stdio,
+                crate::config::Scope::Project,
+            ));
         let call_index = self.call_index.fetch_add(1, Ordering::Relaxed) + 1;
         let (annotations, input_schema, pin) = match target {
             Target::Listed(entry) => (
@@ -458,9 +463,9 @@ impl Host {
             kind: warden_core::RequestKind::Tool,
             server: ServerFacts {
                 name: server,
-                trust: config.map(|s| s.trust).unwrap_or_default(),
-                transport: config.map_or(TransportKind::Stdio, |s| s.transport.kind()),
-                scope: config.map_or(crate::config::Scope::Project, |s| s.scope),
+                trust,
+                transport,
+                scope,
             },
             tool: ToolFacts {
                 name: tool,

@@ -420,10 +420,20 @@ impl Host {
     /// A server's configuration: from the configuration files, or added for
     /// this session with [`Host::add_server`].
     pub fn server_config(&self, name: &str) -> Option<config::ServerConfig> {
+        self.with_server_config(name, config::ServerConfig::clone)
+    }
+
+    /// `f` of a server's configuration, without copying it (a call's facts
+    /// need three fields of it).
+    pub(crate) fn with_server_config<R>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&config::ServerConfig) -> R,
+    ) -> Option<R> {
         if let Some(server) = lock(&self.session_servers).get(name) {
-            return Some(server.clone());
+            return Some(f(server));
         }
-        self.config.servers.get(name).cloned()
+        self.config.servers.get(name).map(f)
     }
 
     /// Adds a server for this session only (the repl's `/mcp add`) and

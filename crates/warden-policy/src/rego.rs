@@ -494,7 +494,7 @@ impl RegoSet {
         self.interpret(input)
     }
 
-    fn interpret(&self, input: RegoValue) -> Result<RegoValue, String> {
+    pub(crate) fn interpret(&self, input: RegoValue) -> Result<RegoValue, String> {
         self.compiled
             .eval_with_input(input)
             .map_err(|e| e.to_string())

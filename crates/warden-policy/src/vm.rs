@@ -35,7 +35,7 @@
 //!   process-wide) and an instruction budget. A limit hit is the
 //!   decision's error (a deny), not a second evaluation.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use regorus::languages::rego::compiler::Compiler;
 use regorus::rvm::RegoVM;
@@ -51,12 +51,23 @@ const HOST_AWAIT: &[(&str, usize)] = &[("regex.match", 2)];
 /// is the real bound, this one only a backstop far beyond it.
 const MAX_INSTRUCTIONS: usize = 500_000_000;
 
+/// Idle VMs kept for reuse, at most this many per policy: one per
+/// evaluation running at once on the usual one-per-core pool and the
+/// caller's tasks, beyond which a burst's extra VMs are dropped.
+const MAX_IDLE: usize = 8;
+
 /// A policy compiled to bytecode.
 #[derive(Clone)]
 pub(crate) struct VmPolicy {
     program: Arc<Program>,
     compiled: CompiledPolicy,
     data: Value,
+    /// VMs loaded with this program and data, each left by an evaluation
+    /// that completed. Building one (program, data check, registers)
+    /// was a tenth of a 16 B decision's VM work; regorus clears every
+    /// per-evaluation state (rule and builtin caches, registers, stack)
+    /// when the next evaluation starts, and checks it in debug builds.
+    idle: Arc<Mutex<Vec<RegoVM>>>,
 }
 
 /// Why the VM gave no answer.
@@ -95,7 +106,45 @@ impl VmPolicy {
             program,
             compiled: compiled.clone(),
             data,
+            idle: Arc::default(),
         })
+    }
+
+    /// An idle VM, or a new one loaded with the program and data.
+    fn take_vm(&self) -> Result<RegoVM, VmMiss> {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        if let Some(vm) = idle {
+            return Ok(vm);
+        }
+        let mut vm = RegoVM::new_with_policy(self.compiled.clone());
+        vm.load_program(Arc::clone(&self.program));
+        vm.set_data(self.data.clone()).map_err(defer)?;
+        vm.set_execution_mode(ExecutionMode::Suspendable);
+        vm.set_strict_builtin_errors(true);
+        vm.set_max_instructions(MAX_INSTRUCTIONS);
+        Ok(vm)
+    }
+
+    /// Keeps a VM whose evaluation completed; one that failed or was left
+    /// suspended is dropped instead, so no half-run state is ever reused.
+    fn give_back(&self, mut vm: RegoVM) {
+        vm.set_input(Value::Undefined);
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < MAX_IDLE {
+            idle.push(vm);
+        }
+    }
+
+    #[cfg(test)]
+    fn idle_vms(&self) -> usize {
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     /// Evaluates the entry point against `input`.
@@ -109,18 +158,16 @@ impl VmPolicy {
         input: Value,
         limit: std::time::Duration,
     ) -> Result<Value, VmMiss> {
-        let mut vm = RegoVM::new_with_policy(self.compiled.clone());
-        vm.load_program(Arc::clone(&self.program));
-        vm.set_data(self.data.clone()).map_err(defer)?;
+        let mut vm = self.take_vm()?;
         vm.set_input(input);
-        vm.set_execution_mode(ExecutionMode::Suspendable);
-        vm.set_strict_builtin_errors(true);
-        vm.set_max_instructions(MAX_INSTRUCTIONS);
         vm.set_execution_timer_config(Some(crate::rego::timer_within(limit)));
         let mut out = vm.execute_entry_point_by_index(0).map_err(miss)?;
         loop {
             match vm.execution_state() {
-                ExecutionState::Completed { .. } => return Ok(out),
+                ExecutionState::Completed { .. } => {
+                    self.give_back(vm);
+                    return Ok(out);
+                }
                 ExecutionState::Suspended {
                     reason:
                         SuspendReason::HostAwait {
@@ -335,6 +382,73 @@ mod tests {
         // The decision is that error, not the interpreter's second try.
         let e = set.eval_value(input).expect_err("denied");
         assert!(e.contains("time limit"), "{e}");
+    }
+
+    /// A VM is reused only after an evaluation that completed, and then
+    /// answers each input afresh: a deny, an ask and an allow in turn on
+    /// one VM give the interpreter's answers (a rule result kept from the
+    /// call before would give that call's).
+    #[test]
+    fn a_reused_vm_answers_each_input_afresh() {
+        let pipeline = Pipeline::load(PipelineConfig {
+            policies: Some(vec![]),
+            workspace: "/srv/repo".into(),
+            ..PipelineConfig::default()
+        })
+        .expect("pipeline");
+        let stages = vec![crate::decision::StageVerdict::new(
+            warden_core::Stage::Rules,
+            None,
+            vec![],
+        )];
+        let inputs: Vec<Value> = [
+            (Trust::Untrusted, false, json!({"path": "~/.ssh/id_rsa"})),
+            (Trust::Untrusted, false, json!({"path": "notes.txt"})),
+            (Trust::Trusted, true, json!({"path": "notes.txt"})),
+            (Trust::Trusted, true, json!({"key": "AKIAABCDEFGHIJKLMNOP"})),
+        ]
+        .into_iter()
+        .map(|(trust, read_only, args)| {
+            let facts = facts(RequestKind::Tool, trust, read_only, args);
+            pipeline.rego_input(&facts, Mode::Interactive, &stages)
+        })
+        .collect();
+        let set = load(&[("default.rego", DEFAULT_REGO)]);
+        let vm = set.vm.as_ref().expect("on the VM");
+        let expected: Vec<Value> = inputs
+            .iter()
+            .map(|input| set.interpret(input.clone()).expect("interpreter"))
+            .collect();
+        let distinct: std::collections::BTreeSet<String> =
+            expected.iter().map(|v| v.to_string()).collect();
+        assert_eq!(distinct.len(), expected.len(), "{expected:?}");
+        for order in [[0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1], [1, 1, 0, 0]] {
+            for i in order {
+                let out = vm.eval(inputs[i].clone()).expect("VM");
+                assert_eq!(out, expected[i], "input {i} after another");
+                assert_eq!(vm.idle_vms(), 1, "one VM, reused");
+            }
+        }
+        // A VM whose evaluation ran out of time is not kept.
+        let before = vm.idle_vms();
+        assert!(matches!(
+            vm.eval_within(inputs[0].clone(), std::time::Duration::ZERO),
+            Err(super::VmMiss::Limit(_))
+        ));
+        assert_eq!(vm.idle_vms(), before - 1, "the timed-out VM was dropped");
+        assert_eq!(vm.eval(inputs[0].clone()).expect("VM"), expected[0]);
+        // Evaluations at once each take their own VM; at most
+        // `MAX_IDLE` stay.
+        std::thread::scope(|scope| {
+            for _ in 0..super::MAX_IDLE * 2 {
+                scope.spawn(|| {
+                    for (input, want) in inputs.iter().zip(&expected) {
+                        assert_eq!(&vm.eval(input.clone()).expect("VM"), want);
+                    }
+                });
+            }
+        });
+        assert!((1..=super::MAX_IDLE).contains(&vm.idle_vms()));
     }
 
     fn facts(kind: RequestKind, trust: Trust, read_only: bool, args: Json) -> CallFacts {

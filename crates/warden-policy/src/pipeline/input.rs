@@ -75,6 +75,27 @@ fn canon_to_rego(v: &CanonValue) -> R {
     }
 }
 
+/// Whether the canonical form of every value is the value as sent, so that
+/// [`canon_to_rego`] of it would equal [`to_rego`] of the arguments.
+fn reads_as_sent(canonical: &CanonValue, sent: &Value) -> bool {
+    match (canonical, sent) {
+        (CanonValue::Null, Value::Null) => true,
+        (CanonValue::Bool(a), Value::Bool(b)) => a == b,
+        // Number equality is by representation: `2.0` made `2` differs.
+        (CanonValue::Number(a), Value::Number(b)) => a == b,
+        (CanonValue::Str(a), Value::String(b)) => a.primary == *b,
+        (CanonValue::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| reads_as_sent(a, b))
+        }
+        (CanonValue::Object(a), Value::Object(b)) => {
+            a.len() == b.len()
+                && a.iter()
+                    .all(|(k, a)| b.get(k).is_some_and(|b| reads_as_sent(a, b)))
+        }
+        _ => false,
+    }
+}
+
 fn build(
     facts: &CallFacts,
     canonical: Option<&Canonical>,
@@ -83,7 +104,7 @@ fn build(
     workspace: &str,
 ) -> R {
     let raw = to_rego(&facts.arguments);
-    let (arguments, readings, uncertain) = match canonical {
+    let (arguments, shared, readings, uncertain) = match canonical {
         Some(c) => {
             let notable = c.notable();
             let readings = rego_object(notable.iter().map(|(ptr, s)| {
@@ -102,9 +123,17 @@ fn build(
                     .as_deref()
                     .map(|why| (ptr.as_str(), R::from(why)))
             }));
-            (canon_to_rego(&c.value), readings, uncertain)
+            // Most calls' arguments read as sent: then `arguments` is the
+            // same value as `raw_arguments` (shared, not built twice).
+            let shared = reads_as_sent(&c.value, &facts.arguments);
+            let arguments = if shared {
+                raw.clone()
+            } else {
+                canon_to_rego(&c.value)
+            };
+            (arguments, shared, readings, uncertain)
         }
-        None => (raw.clone(), rego_object([]), rego_object([])),
+        None => (raw.clone(), true, rego_object([]), rego_object([])),
     };
     let stages = rego_object(stages.iter().map(|s| {
         (
@@ -146,8 +175,12 @@ fn build(
             ]),
         ),
     };
-    let strings = strings_by_pointer(&arguments);
     let raw_strings = strings_by_pointer(&raw);
+    let strings = if shared {
+        raw_strings.clone()
+    } else {
+        strings_by_pointer(&arguments)
+    };
     rego_object([
         ("kind", R::from(facts.kind.as_str())),
         (
@@ -421,5 +454,131 @@ mod tests {
             p.rego_input(&facts, Mode::Gateway, &stages),
             to_rego(&expected)
         );
+    }
+}
+
+#[cfg(test)]
+mod shared_tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::pipeline::PipelineConfig;
+
+    fn facts(arguments: Value) -> CallFacts {
+        CallFacts {
+            kind: RequestKind::Tool,
+            server: ServerFacts {
+                name: "fs".into(),
+                trust: Trust::Untrusted,
+                transport: TransportKind::Stdio,
+                scope: Scope::User,
+            },
+            tool: ToolFacts {
+                name: "t".into(),
+                qualified: "mcp__fs__t".into(),
+                annotations: Value::Null,
+                input_schema: json!({}).into(),
+                pin: PinState::Pinned,
+            },
+            arguments,
+            context: CallContext {
+                mode: Mode::Interactive,
+                session: "s".into(),
+                call_index: 1,
+            },
+        }
+    }
+
+    /// The input built as the pipeline builds it (sharing `raw_arguments`
+    /// when the arguments read as sent) is the input built the long way.
+    fn check(arguments: Value) -> Result<(), TestCaseError> {
+        let p = Pipeline::load(PipelineConfig {
+            policies: Some(vec![]),
+            workspace: "/srv/repo".into(),
+            ..PipelineConfig::default()
+        })
+        .expect("load");
+        let facts = facts(arguments);
+        let Ok(canonical) = p.canonical_for(facts.kind, &facts.arguments) else {
+            return Ok(());
+        };
+        let input = p.rego_input_canonical(&facts, &canonical, Mode::Interactive, &[]);
+        let long_way = canon_to_rego(&canonical.value);
+        prop_assert_eq!(&input["arguments"], &long_way, "{}", facts.arguments);
+        prop_assert_eq!(
+            &input["strings"],
+            &strings_by_pointer(&long_way),
+            "{}",
+            facts.arguments
+        );
+        prop_assert_eq!(
+            &input["raw_arguments"],
+            &crate::rego::to_rego(&facts.arguments)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn arguments_read_otherwise_are_built_from_their_canonical_form() {
+        for arguments in [
+            json!({"message": "hello"}),
+            json!({"n": 2.0}),
+            json!({"n": 2, "x": [1.5, null, true]}),
+            json!({"p": "/etc//./shadow"}),
+            json!({"p": "../x", "q": "plain"}),
+            json!({"u": "file:///srv/repo/a#x"}),
+            json!({"deep": {"a": ["~/.ssh/id_rsa", {"b": "c"}]}}),
+            json!({}),
+        ] {
+            check(arguments).expect("same input");
+        }
+        // Both ways are taken: some of these differ from the sent values.
+        let p = Pipeline::load(PipelineConfig {
+            policies: Some(vec![]),
+            workspace: "/srv/repo".into(),
+            ..PipelineConfig::default()
+        })
+        .expect("load");
+        let sent = json!({"p": "/etc//./shadow"});
+        let c = p
+            .canonical_for(RequestKind::Tool, &sent)
+            .expect("canonical");
+        assert!(!reads_as_sent(&c.value, &sent));
+        let sent = json!({"message": "hello", "n": [1, 2]});
+        let c = p
+            .canonical_for(RequestKind::Tool, &sent)
+            .expect("canonical");
+        assert!(reads_as_sent(&c.value, &sent));
+    }
+
+    fn argument() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            crate::strategies::argument_text().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            Just(json!(2.0)),
+            any::<bool>().prop_map(Value::from),
+            Just(Value::Null),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                prop::collection::btree_map("[a-z~/.]{1,4}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn the_shared_input_is_the_input(
+            args in prop::collection::btree_map("[a-z~/.]{1,6}", argument(), 0..4),
+        ) {
+            check(Value::Object(args.into_iter().collect()))?;
+        }
     }
 }
