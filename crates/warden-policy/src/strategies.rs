@@ -26,3 +26,28 @@ pub(crate) fn argument_text() -> impl Strategy<Value = String> {
         any::<String>(),
     ]
 }
+
+/// An argument value: [`argument_text`], integers, floats (finite, and
+/// `2.0`, which `canon` reads as `2`), booleans, null, and arrays and
+/// objects of them three deep (keys with `~`, `/` and `.`, which JSON
+/// pointers escape or paths mean).
+pub(crate) fn argument_value() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::Value;
+    let leaf = prop_oneof![
+        argument_text().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        Just(serde_json::json!(2.0)),
+        any::<bool>().prop_map(Value::from),
+        Just(Value::Null),
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            prop::collection::btree_map("[a-z~/.]{1,4}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}

@@ -476,22 +476,6 @@ mod tests {
         }
     }
 
-    fn argument() -> impl Strategy<Value = Json> {
-        let leaf = prop_oneof![
-            crate::strategies::argument_text().prop_map(Json::from),
-            any::<i64>().prop_map(Json::from),
-            any::<bool>().prop_map(Json::from),
-            Just(Json::Null),
-        ];
-        leaf.prop_recursive(3, 16, 4, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4).prop_map(Json::from),
-                prop::collection::btree_map("[a-z~/]{1,4}", inner, 0..4)
-                    .prop_map(|m| Json::Object(m.into_iter().collect())),
-            ]
-        })
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(400))]
 
@@ -499,7 +483,7 @@ mod tests {
         /// interpreter, for every kind, trust, claim and earlier verdict.
         #[test]
         fn the_vm_decides_as_the_interpreter(
-            args in prop::collection::btree_map("[a-z~/]{1,6}", argument(), 0..4),
+            args in prop::collection::btree_map("[a-z~/]{1,6}", crate::strategies::argument_value(), 0..4),
             kind in prop_oneof![Just(RequestKind::Tool), Just(RequestKind::Resource), Just(RequestKind::Prompt)],
             trusted in any::<bool>(),
             read_only in any::<bool>(),

@@ -551,32 +551,12 @@ mod shared_tests {
         assert!(reads_as_sent(&c.value, &sent));
     }
 
-    fn argument() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            crate::strategies::argument_text().prop_map(Value::from),
-            any::<i64>().prop_map(Value::from),
-            any::<f64>()
-                .prop_filter("finite", |f| f.is_finite())
-                .prop_map(Value::from),
-            Just(json!(2.0)),
-            any::<bool>().prop_map(Value::from),
-            Just(Value::Null),
-        ];
-        leaf.prop_recursive(3, 16, 4, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
-                prop::collection::btree_map("[a-z~/.]{1,4}", inner, 0..4)
-                    .prop_map(|m| Value::Object(m.into_iter().collect())),
-            ]
-        })
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
 
         #[test]
         fn the_shared_input_is_the_input(
-            args in prop::collection::btree_map("[a-z~/.]{1,6}", argument(), 0..4),
+            args in prop::collection::btree_map("[a-z~/.]{1,6}", crate::strategies::argument_value(), 0..4),
         ) {
             check(Value::Object(args.into_iter().collect()))?;
         }
