@@ -190,6 +190,7 @@ impl World {
             lock: None,
             locked: false,
             protect: Vec::new(),
+            hide: Vec::new(),
             only_servers: Vec::new(),
             sandbox_helper: Some(HELPER.into()),
             exit: None,

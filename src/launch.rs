@@ -9,12 +9,15 @@ use warden_sandbox::{EnvInputs, HostVar, LaunchSpec, Network};
 
 use crate::config::{Config, NetworkSpec, ServerConfig, StdioConfig, TransportConfig, Trust};
 
-/// Folders of warden's credentials, which no server may see even inside a
-/// grant (`warden_sandbox::LaunchContext::hide`): the configuration folder
+/// warden's credentials, which no server may see even inside a grant
+/// (`warden_sandbox::LaunchContext::hide`): the configuration folder
 /// (OAuth logins, approvals, pins, the user configuration with its `env`
-/// values). [`protected_paths`] lists it too.
-pub fn hidden_folders(config: &Config) -> Vec<PathBuf> {
-    vec![config.config_dir.clone()]
+/// values; [`protected_paths`] lists it too), and `extra` (files a command
+/// named, e.g. the gateway's `--token-file`).
+pub fn hidden_paths(config: &Config, extra: &[PathBuf]) -> Vec<PathBuf> {
+    std::iter::once(config.config_dir.clone())
+        .chain(extra.iter().cloned())
+        .collect()
 }
 
 /// warden's own files, which no server may write (the sandbox binds each

@@ -508,3 +508,66 @@ fn a_non_loopback_address_needs_allow_remote() {
     let out = world.run(&["gateway", "--stdio", "--listen", "127.0.0.1:0"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The gateway's `--token-file` lets any client in. A sandboxed server
+/// whose read grant covers it must not read it: the same `cat` run
+/// without the sandbox prints the token; through the gateway it is
+/// refused, and the rest of the grant stays readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_cannot_read_the_gateway_token_file_inside_its_grant() {
+    use std::os::unix::fs::PermissionsExt;
+    const TOKEN: &str = "operator-token-CANARY-5b1e0c9d";
+    let world = World::new();
+    let file = world.path("token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(world.path("beside.txt"), "readable-beside\n").unwrap();
+    let script = format!(
+        "cat {0}; echo rc=$?; cat {1}; wc -c < {0}",
+        file.display(),
+        world.path("beside.txt").display()
+    );
+    // Without the sandbox, the file is there to read.
+    let plain = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .expect("sh");
+    assert!(String::from_utf8_lossy(&plain.stdout).contains(TOKEN));
+
+    world.write_config(&json!({
+        "mcpServers": {"hostile": {
+            "command": gateway_support::cli_support::WARDEN,
+            "args": ["__hostile-server", world.marker.as_str()],
+            "sandbox": {"read": [world.dir.path()]}
+        }},
+        "permissions": {"allow": ["mcp__hostile__spawn_shell"]},
+        // The sandbox is under test, not the policy (which asks about
+        // the `?` of `$?`).
+        "policy": []
+    }));
+    let gateway = listen_with(&world, &["--token-file", file.to_str().unwrap()]).await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(gateway.url.clone()).auth_header(TOKEN),
+    );
+    let client = TestClient::plain()
+        .serve(transport)
+        .await
+        .expect("initialize");
+    let result = client
+        .call_tool(call("hostile__spawn_shell", json!({"command": script})))
+        .await
+        .expect("spawn_shell");
+    let said = text_of(&result);
+    assert!(!is_error(&result), "{said}");
+    assert!(!said.contains(TOKEN), "{said}");
+    assert!(said.contains("Permission denied"), "{said}");
+    assert!(said.contains("readable-beside"), "{said}");
+    let _ = client.cancel().await;
+    gateway.stop(&world).await;
+    // The token file is untouched.
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("{TOKEN}\n")
+    );
+}

@@ -270,6 +270,7 @@ async fn host_call_under_load_loses_and_mixes_up_nothing() {
             lock: None,
             locked: false,
             protect: Vec::new(),
+            hide: Vec::new(),
             only_servers: Vec::new(),
             sandbox_helper: Some(env!("CARGO_BIN_EXE_warden-sandbox-exec").into()),
             exit: None,

@@ -83,6 +83,7 @@ fn open_host(world: &World, file: &Path, mode: Mode) -> Arc<Host> {
             lock: None,
             locked: false,
             protect: Vec::new(),
+            hide: Vec::new(),
             only_servers: Vec::new(),
             sandbox_helper: Some(env!("CARGO_BIN_EXE_warden-sandbox-exec").into()),
             exit: None,

@@ -68,6 +68,7 @@ async fn a_server_added_at_run_time_is_sandboxed_decided_audited_and_removable()
             lock: None,
             locked: false,
             protect: Vec::new(),
+            hide: Vec::new(),
             only_servers: Vec::new(),
             sandbox_helper: Some(env!("CARGO_BIN_EXE_warden-sandbox-exec").into()),
             exit: None,

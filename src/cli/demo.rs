@@ -108,6 +108,7 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<u8> {
         lock: None,
         locked: false,
         protect: Vec::new(),
+        hide: Vec::new(),
         only_servers: Vec::new(),
         sandbox_helper: None,
         exit: None,

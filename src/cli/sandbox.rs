@@ -157,7 +157,7 @@ fn check_server(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
     );
     let ctx = LaunchContext::new(config.workspace.clone(), runtime.path())
         .with_protected(protect)
-        .with_hidden(crate::launch::hidden_folders(&config));
+        .with_hidden(crate::launch::hidden_paths(&config, &[]));
     match sandbox::describe(&spec, &ctx) {
         Ok(summary) => {
             if global.json {

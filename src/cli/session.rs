@@ -53,6 +53,7 @@ pub fn host_options(global: &GlobalArgs, mode: Mode) -> anyhow::Result<HostOptio
         lock: global.lock.clone(),
         locked: global.locked,
         protect: Vec::new(),
+        hide: Vec::new(),
         only_servers: Vec::new(),
         sandbox_helper: None,
         exit: None,

@@ -74,6 +74,10 @@ pub struct HostOptions {
     /// besides the ones the session knows (configuration, policies, pins,
     /// the audit log: [`crate::launch::protected_paths`]).
     pub protect: Vec<PathBuf>,
+    /// Credential files this command reads that no server may see even
+    /// inside a read grant (the gateway's token files), besides the
+    /// configuration folder ([`crate::launch::hidden_paths`]).
+    pub hide: Vec<PathBuf>,
     /// Only these servers are started (all when empty): `warden call` needs one.
     pub only_servers: Vec<String>,
     /// The `warden-sandbox-exec` binary that applies the sandbox (`None`:
@@ -224,7 +228,7 @@ impl Host {
                     &crate::pins::files_of(&pins_path),
                     &opts.protect,
                 ),
-                hide: crate::launch::hidden_folders(&config),
+                hide: crate::launch::hidden_paths(&config, &opts.hide),
             },
         );
         for (name, why) in pending {

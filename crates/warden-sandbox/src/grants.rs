@@ -5,7 +5,7 @@
 //! Three rules keep the grants what the operator meant: a grant named
 //! inside the workspace must resolve inside it ([`Workspace::confine`]), warden's own
 //! files are never writable ([`own_files`]), and its credentials never
-//! visible ([`hidden_folders`]).
+//! visible ([`hidden_paths`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -89,7 +89,7 @@ pub(crate) fn grants(
         }
     }
     let configured: Vec<&PathBuf> = spec.read.iter().chain(&spec.write).collect();
-    let hidden = hidden_folders(&configured, &ctx.hide).map_err(setup)?;
+    let hidden = hidden_paths(&configured, &ctx.hide).map_err(setup)?;
     let mut own = own_files(&spec.write, &ctx.protect).map_err(setup)?;
     // Nothing is mounted inside a hidden folder: it shows nothing at all.
     let visible = |p: &PathBuf| !hidden.iter().any(|h| p.starts_with(h));
@@ -243,15 +243,15 @@ fn own_files(write: &[PathBuf], protect: &[PathBuf]) -> Result<OwnFiles, String>
     Ok(out)
 }
 
-/// Where the folders of warden's credentials ([`LaunchContext::hide`])
+/// Where warden's credentials ([`LaunchContext::hide`]: folders and files)
 /// lie inside the configured grants, as paths under each grant (an empty
-/// read-only folder is mounted over each). A grant that is one of them, or
-/// lies inside one, is refused.
-fn hidden_folders(grants: &[&PathBuf], hide: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+/// read-only folder, or an unopenable device node, is mounted over each).
+/// A grant that is one of them, or lies inside one, is refused.
+fn hidden_paths(grants: &[&PathBuf], hide: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let found = inside_grants(
         grants.iter().copied(),
         hide,
-        Path::is_dir,
+        |p: &Path| p.is_dir() || p.is_file(),
         |grant, named| {
             format!(
                 "the grant {} is warden's own {} or inside it, where warden keeps credentials (OAuth logins) no server may see",
@@ -459,7 +459,7 @@ mod tests {
     }
 
     #[test]
-    fn credential_folders_inside_any_grant_are_hidden_and_no_grant_enters_them() {
+    fn credentials_inside_any_grant_are_hidden_and_no_grant_enters_them() {
         let home = tempfile::tempdir().expect("tempdir");
         let h = home.path();
         let config = h.join(".config/warden");
@@ -468,16 +468,16 @@ mod tests {
         let hide = vec![config.clone(), h.join("file"), h.join("missing")];
         let home_grant = h.to_path_buf();
         assert_eq!(
-            hidden_folders(&[&home_grant], &hide).expect("hidden"),
-            vec![config.clone()],
-            "a folder inside the grant; a file or a missing path hides nothing"
+            hidden_paths(&[&home_grant], &hide).expect("hidden"),
+            vec![config.clone(), h.join("file")],
+            "a folder and a file inside the grant; a missing path hides nothing"
         );
         let beside = h.join(".config");
         std::fs::create_dir_all(beside.join("other")).expect("mkdir");
         let other = beside.join("other");
-        assert!(hidden_folders(&[&other], &hide).expect("ok").is_empty());
-        for grant in [config.clone(), config.join("oauth")] {
-            let e = hidden_folders(&[&grant], &hide).expect_err("refused");
+        assert!(hidden_paths(&[&other], &hide).expect("ok").is_empty());
+        for grant in [config.clone(), config.join("oauth"), h.join("file")] {
+            let e = hidden_paths(&[&grant], &hide).expect_err("refused");
             assert!(e.contains("credentials"), "{e}");
         }
     }

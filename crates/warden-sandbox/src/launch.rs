@@ -93,9 +93,11 @@ pub struct LaunchContext {
     /// read-only over it; a `write` grant that is one of them, or lies
     /// inside one, is refused.
     pub protect: Vec<PathBuf>,
-    /// Folders of warden's credentials (its configuration folder: OAuth
-    /// logins, approvals): never visible to a server. One inside a grant
-    /// is covered by an empty read-only folder; a grant inside one is
+    /// warden's credentials (its configuration folder: OAuth logins,
+    /// approvals; the gateway's token files): never visible to a server.
+    /// A folder inside a grant is covered by an empty read-only folder, a
+    /// file by a device node on a `nodev` mount (any open of it fails
+    /// with EACCES); a grant that is one of them or lies inside one is
     /// refused. List them in `protect` too, so that the folders above them
     /// cannot be moved aside either.
     pub hide: Vec<PathBuf>,
@@ -124,9 +126,9 @@ impl LaunchContext {
         self
     }
 
-    /// Hides `folders` (see [`LaunchContext::hide`]).
-    pub fn with_hidden(mut self, folders: impl IntoIterator<Item = PathBuf>) -> Self {
-        self.hide.extend(folders);
+    /// Hides `paths` (see [`LaunchContext::hide`]).
+    pub fn with_hidden(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.hide.extend(paths);
         self
     }
 

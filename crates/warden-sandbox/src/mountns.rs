@@ -87,7 +87,8 @@ fn attrs(kind: BindKind) -> u64 {
             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC
         }
         BindKind::Write => MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-        // Not a bind (an empty tmpfs): never reaches here.
+        // A hidden file's device node: read-only, and `nodev` so that it
+        // cannot be opened at all. (A hidden folder is a tmpfs instead.)
         BindKind::Hidden => {
             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC
         }
@@ -132,7 +133,19 @@ pub(crate) fn build(view: &View, cwd: &Path, uid: u32, gid: u32) -> Result<ProcK
     } in &view.binds
     {
         if *kind == BindKind::Hidden {
-            entries.push(Entry::Empty(src.clone()));
+            if src.is_dir() {
+                entries.push(Entry::Empty(src.clone()));
+            } else {
+                // A file: /dev/null on a `nodev` mount over it, so that any
+                // open of it fails (EACCES) and nothing of it shows.
+                let fd = sys::open_tree_clone(Path::new("/dev/null"))?;
+                sys::mount_setattr_tree(fd.as_fd(), attrs(*kind), src)?;
+                entries.push(Entry::Tree {
+                    dst: src.clone(),
+                    fd,
+                    is_dir: false,
+                });
+            }
             continue;
         }
         let (fd, is_dir) = match confine {
@@ -351,6 +364,11 @@ fn mkdir_p(p: &Path) -> Result<()> {
 }
 
 fn touch(p: &Path) -> Result<()> {
+    // A file inside a read-only grant exists already and cannot be opened
+    // for writing: a mount point needs nothing more.
+    if p.symlink_metadata().is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
     std::fs::OpenOptions::new()
         .write(true)
         .create(true)
