@@ -24,14 +24,7 @@ fn sandboxed_cat(
 ) -> Result<(Option<i32>, String), SandboxError> {
     let path = file.display().to_string();
     let cfg = server_config(Path::new("/bin/cat"), &[&path], spec, Trust::Untrusted);
-    let prepared = prepare(&cfg, &fx.ctx())?;
-    let mut command = prepared.command;
-    let mut guard = prepared.guard;
-    command.stdin(std::process::Stdio::null());
-    let child = command.spawn().expect("spawn the helper");
-    guard.attach(child.id());
-    let out = child.wait_with_output().expect("wait");
-    drop(guard);
+    let out = run_prepared(prepare(&cfg, &fx.ctx())?);
     Ok((
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

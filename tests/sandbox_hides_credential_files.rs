@@ -32,13 +32,7 @@ fn sandboxed_sh(fx: &Fixture, spec: SandboxSpec, hide: &[PathBuf], script: &str)
         "{:?}",
         prepared.summary.gaps
     );
-    let mut command = prepared.command;
-    let mut guard = prepared.guard;
-    command.stdin(std::process::Stdio::null());
-    let child = command.spawn().expect("spawn the helper");
-    guard.attach(child.id());
-    let out = child.wait_with_output().expect("wait");
-    drop(guard);
+    let out = run_prepared(prepared);
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -185,6 +185,19 @@ pub async fn launch_command(cmd: tokio::process::Command) -> Server {
     }
 }
 
+/// Runs a prepared command to its end with no stdin, its process group
+/// under the guard's watch, and returns its output.
+pub fn run_prepared(prepared: Prepared) -> std::process::Output {
+    let mut command = prepared.command;
+    let mut guard = prepared.guard;
+    command.stdin(std::process::Stdio::null());
+    let child = command.spawn().expect("spawn the helper");
+    guard.attach(child.id());
+    let out = child.wait_with_output().expect("wait");
+    drop(guard);
+    out
+}
+
 /// `prepare` of the hostile server with `spec`, for tests of what is
 /// refused before anything starts.
 pub fn prepare_hostile(fx: &Fixture, spec: SandboxSpec) -> Result<Prepared, SandboxError> {
