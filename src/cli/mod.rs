@@ -436,6 +436,9 @@ pub enum AuditCommand {
 /// Parses the command line, runs the command, and maps errors to exit codes
 /// (and, with `--json`, to the command's one JSON object).
 pub fn main() -> ExitCode {
+    // Before any thread: the umask servers get, whatever a library (the
+    // repl's editor) sets for a moment later (warden_sandbox's umask).
+    warden_sandbox::remember_umask();
     quiet_on_closed_stdout();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let json_requested = json::requested(&args);

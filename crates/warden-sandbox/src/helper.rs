@@ -117,6 +117,11 @@ pub fn main(mut args: impl Iterator<Item = OsString>) -> ! {
 }
 
 fn run(plan: &Plan) -> Result<i32, HelperError> {
+    // The view is built under a mask of the helper's own, never the one
+    // it happened to inherit (crate::umask).
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(
+        crate::umask::VIEW_UMASK,
+    ));
     // No PR_SET_PDEATHSIG here: it fires when the *thread* that spawned us
     // exits (a tokio blocking thread idles out after 10 s), which would kill
     // a healthy server. A pidfd follows the warden process itself.
@@ -563,6 +568,9 @@ fn restrict_and_exec(plan: &Plan, notify_sock: Option<OwnedFd>) -> Result<Infall
         Some(abi) => apply_landlock(plan, abi)?,
         None => Vec::new(),
     };
+    // The server's own mask, set before the filter (which has no say on
+    // umask, but nothing is asked of the kernel after it but the exec).
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(plan.umask));
     seccomp::apply(&filters)?;
     // The environment is the one warden prepared for the helper.
     let Err(e) = execv(&program, &argv);

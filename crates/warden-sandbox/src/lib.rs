@@ -38,6 +38,7 @@ mod seccomp;
 mod spec;
 mod summary;
 mod sys;
+mod umask;
 
 pub use guard::ProcessGuard;
 pub use kernel::{CgroupSupport, Support, support, support_live};
@@ -49,6 +50,7 @@ pub use paths::which_in;
 pub use runtime_dir::{RuntimeDirError, ensure_runtime_dir, sweep_runtime_dir};
 pub use spec::{EnvInputs, ExplicitLimits, HostVar, LaunchSpec, Limits, Network};
 pub use summary::{LayerReport, LimitReport, PrefixGrant, SandboxSummary};
+pub use umask::remember_umask;
 
 /// Ends a forked child at once: no atexit handlers, no flushing of buffers
 /// shared with the parent (`_exit(2)`; nix has no wrapper).

@@ -117,4 +117,7 @@ pub(crate) struct Plan {
     pub cleanup: Option<PathBuf>,
     /// Start even if Landlock reports partial enforcement.
     pub best_effort: bool,
+    /// The umask the server gets (warden's own at its start:
+    /// [`crate::remember_umask`]), not the one the helper inherited.
+    pub umask: u32,
 }

@@ -456,6 +456,7 @@ pub(crate) fn plan(
         parent_pid: Some(i32::try_from(std::process::id()).unwrap_or(i32::MAX)),
         cleanup: None,
         best_effort: spec.best_effort,
+        umask: crate::umask::for_servers(),
     }
 }
 
