@@ -1,7 +1,6 @@
 //! `prepare`, `describe` and `exec_in_place`: the only ways a process is
 //! launched, and where the helper is found.
 
-use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -13,7 +12,7 @@ use crate::env::filtered_env;
 use crate::guard::ProcessGuard;
 use crate::kernel::support;
 use crate::prepare as steps;
-use crate::runtime_dir::{ensure_runtime_dir, make_exec_dir, sweep_runtime_dir};
+use crate::runtime_dir::{ensure_runtime_dir, make_exec_dir, make_private_dir, sweep_runtime_dir};
 use crate::spec::LaunchSpec;
 use crate::summary::SandboxSummary;
 
@@ -205,9 +204,7 @@ fn host_folder(spec: &LaunchSpec, ctx: &LaunchContext) -> Result<PathBuf, Sandbo
     sweep_runtime_dir(&ctx.runtime_dir);
     let dir = make_exec_dir(&ctx.runtime_dir).map_err(|e| setup(e.to_string()))?;
     for sub in ["home", "tmp"] {
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(dir.join(sub))
+        make_private_dir(&dir.join(sub))
             .map_err(|e| setup(format!("{}: {e}", dir.join(sub).display())))?;
     }
     Ok(dir)
@@ -247,6 +244,19 @@ fn prepare_with(
             .envs(env)
             .current_dir(&cwd)
             .process_group(0);
+        // The umask warden started with, not the one it may have for a
+        // moment now (crate::umask): the helper sets it for a sandboxed
+        // server; here nothing runs between fork and exec but this.
+        let mask = crate::umask::for_servers() as libc::mode_t;
+        // SAFETY: the closure runs in the forked child before exec and
+        // calls only umask(2), which is async-signal-safe, allocates
+        // nothing and cannot fail.
+        unsafe {
+            command.pre_exec(move || {
+                libc::umask(mask);
+                Ok(())
+            });
+        }
         piped(&mut command);
         let summary = SandboxSummary {
             enabled: false,

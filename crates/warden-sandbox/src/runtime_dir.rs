@@ -79,12 +79,20 @@ pub fn ensure_runtime_dir(path: &Path, uid: u32) -> Result<(), RuntimeDirError> 
     Ok(())
 }
 
+/// Creates the private folder `path`, mode 0700 whatever the process's
+/// umask is at this moment (a library may have it at 0o177 for a moment,
+/// which would leave the folder without its search bit: crate::umask).
+pub(crate) fn make_private_dir(path: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new().mode(0o700).create(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+}
+
 /// A fresh per-launch folder `exec-<pid>-<n>` (0700) inside `runtime`.
 pub(crate) fn make_exec_dir(runtime: &Path) -> Result<PathBuf, RuntimeDirError> {
     let pid = std::process::id();
     for n in 0..10_000u32 {
         let p = runtime.join(format!("exec-{pid}-{n}"));
-        match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+        match make_private_dir(&p) {
             Ok(()) => return Ok(p),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(RuntimeDirError::Io(p, e)),

@@ -10,7 +10,9 @@
 //! reach its own program (EACCES). So warden remembers its umask when it
 //! starts ([`remember_umask`], before any thread), the plan carries it,
 //! and the helper builds the view under [`VIEW_UMASK`] and sets the
-//! remembered one just before it executes the server.
+//! remembered one just before it executes the server; a trusted server
+//! without the sandbox gets it between fork and exec. The host folders
+//! warden makes for a launch are chmod-ed to 0700 after they are made.
 
 use std::sync::OnceLock;
 
