@@ -102,15 +102,14 @@ pub fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<u8> {
         None => None,
     };
     let mut options = session::host_options(global, Mode::Gateway)?;
-    // The tokens that let a client in: no server may read or write them.
-    let token_files: Vec<_> = args
-        .token_file
-        .iter()
-        .chain(&args.ask_client_token)
-        .cloned()
-        .collect();
-    options.protect.extend(token_files.iter().cloned());
-    options.hide.extend(token_files);
+    // The tokens that let a client in: no server may read or write them
+    // (what is hidden is protected too).
+    options.hide.extend(
+        args.token_file
+            .iter()
+            .chain(&args.ask_client_token)
+            .cloned(),
+    );
     session::run_async(|cancel| async move {
         // A signal, or the gateway ending: calls in flight are given up and
         // recorded as `abandoned` (a client's own cancel is `cancelled`).

@@ -76,7 +76,8 @@ pub struct HostOptions {
     pub protect: Vec<PathBuf>,
     /// Credential files this command reads that no server may see even
     /// inside a read grant (the gateway's token files), besides the
-    /// configuration folder ([`crate::launch::hidden_paths`]).
+    /// configuration folder ([`crate::launch::hidden_paths`]); protected
+    /// as well.
     pub hide: Vec<PathBuf>,
     /// Only these servers are started (all when empty): `warden call` needs one.
     pub only_servers: Vec<String>,

@@ -90,7 +90,10 @@ pub(crate) fn grants(
     }
     let configured: Vec<&PathBuf> = spec.read.iter().chain(&spec.write).collect();
     let hidden = hidden_paths(&configured, &ctx.hide).map_err(setup)?;
-    let mut own = own_files(&spec.write, &ctx.protect).map_err(setup)?;
+    // What is hidden is protected too: its folders are pinned like those
+    // of any of warden's files, so none can be moved aside and refilled.
+    let protected: Vec<PathBuf> = ctx.protect.iter().chain(&ctx.hide).cloned().collect();
+    let mut own = own_files(&spec.write, &protected).map_err(setup)?;
     // Nothing is mounted inside a hidden folder: it shows nothing at all.
     let visible = |p: &PathBuf| !hidden.iter().any(|h| p.starts_with(h));
     own.read_only.retain(visible);

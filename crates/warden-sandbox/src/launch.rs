@@ -97,8 +97,8 @@ pub struct LaunchContext {
     /// A folder inside a grant is covered by an empty read-only folder, a
     /// file by a device node on a `nodev` mount (any open of it fails
     /// with EACCES); a grant that is one of them or lies inside one is
-    /// refused. List them in `protect` too, so that the folders above them
-    /// cannot be moved aside either.
+    /// refused. Each is protected as well (as if in `protect`), so that
+    /// the folders above it cannot be moved aside either.
     pub hide: Vec<PathBuf>,
 }
 
