@@ -73,3 +73,17 @@ pub fn register(servers: &[(String, Vec<String>)]) -> (Vec<Registered>, usize) {
         .collect();
     (registered, registry.skipped().len())
 }
+
+/// Reads `data` as the byte stream of a stdio peer with warden's transport
+/// (`mcp::wire`) and with rmcp's `AsyncRwTransport`, as a client and as a
+/// server, lines longer than `max_line` dropped; panics unless both
+/// receive the same messages (compared as JSON) and write back the same
+/// answers (Invalid Request for JSON that is no message).
+pub fn wire_matches_rmcp(data: &[u8], max_line: usize) {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else {
+        return;
+    };
+    runtime.block_on(crate::mcp::wire::compare::assert_same_as_rmcp(
+        data, max_line,
+    ));
+}

@@ -1,27 +1,18 @@
-//! A server's stdout as warden reads it: the input is the byte stream a
-//! stdio server writes, framed and deserialised by rmcp's
-//! `AsyncRwTransport` (the transport `src/mcp/stdio.rs` wraps) as the
-//! client role, until the stream ends. Properties: no panic, no hang, and
-//! every message received re-serialises.
+//! A stdio peer's byte stream as warden reads it: the input is what a
+//! server writes to its stdout (or a client to `warden gateway --stdio`),
+//! read by warden's transport (`src/mcp/wire/`) and by rmcp's
+//! `AsyncRwTransport`, as the client role and as the server role.
+//! Properties: no panic, no hang, and both transports receive the same
+//! messages and write back the same answers (the first input byte picks
+//! the line limit, so that dropped lines are reached too).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rmcp::RoleClient;
-use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else {
+    let Some((&limit, stream)) = data.split_first() else {
         return;
     };
-    runtime.block_on(async {
-        let mut transport =
-            AsyncRwTransport::<RoleClient, _, _>::new_client(data, tokio::io::sink());
-        let mut received = 0usize;
-        while let Some(message) = transport.receive().await {
-            let _ = serde_json::to_string(&message).expect("a received message serialises");
-            received += 1;
-            assert!(received <= data.len(), "more messages than input bytes");
-        }
-    });
+    let max_line = if limit < 128 { 16 + usize::from(limit) * 8 } else { 16 << 20 };
+    warden::fuzzing::wire_matches_rmcp(stream, max_line);
 });

@@ -802,7 +802,9 @@ pub async fn serve_stdio(gateway: Gateway, stop: CancellationToken) -> anyhow::R
     // start servers): reads and writes run on the reactor, not one
     // blocking-pool thread hand-off per message each way; anything else
     // (a terminal, a file) falls back to tokio's blocking stdio.
-    let running = gateway.serve(rmcp::transport::stdio_pipes()).await?;
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    let transport = crate::mcp::wire::WireTransport::new(stdin, stdout, crate::mcp::MAX_LINE);
+    let running = gateway.serve(transport).await?;
     let cancel = running.cancellation_token();
     tokio::select! {
         quit = running.waiting() => {

@@ -122,16 +122,18 @@ impl Mediated {
         }
     }
 
-    /// Whether `result` is the kind of answer this request expects.
-    fn expects(&self, result: &ServerResult) -> bool {
+    /// Whether `result` is the kind of answer a request of `method`
+    /// ([`Mediated::method`]) expects. By method, so that the request
+    /// (a tool call's whole arguments) need not be kept to check it.
+    fn expects(method: &str, result: &ServerResult) -> bool {
         matches!(
-            (self, result),
-            (Mediated::CallTool { .. }, ServerResult::CallToolResult(_))
-                | (Mediated::ReadResource { .. }, ServerResult::ReadResourceResult(_))
+            (method, result),
+            ("tools/call", ServerResult::CallToolResult(_))
+                | ("resources/read", ServerResult::ReadResourceResult(_))
                 // `{}`: rmcp's untagged union may read it as any result
                 // whose fields all have defaults.
-                | (Mediated::Subscribe { .. }, _)
-                | (Mediated::GetPrompt { .. }, ServerResult::GetPromptResult(_))
+                | ("resources/subscribe", _)
+                | ("prompts/get", ServerResult::GetPromptResult(_))
         )
     }
 }
@@ -279,11 +281,10 @@ impl Manager {
                 Err(error) => return Err(error),
             }
         }
-        let check = request.clone();
         let result = self
             .send_unchecked(permit.server(), request.into_request(), options)
             .await?;
-        if check.expects(&result) {
+        if Mediated::expects(method, &result) {
             Ok(result)
         } else {
             Err(CallError::Protocol {

@@ -16,7 +16,8 @@
 //! `call` (the call path, which needs a `Permit`), `slot` (one
 //! server's state and its live connection), `tasks` (the monitor and the
 //! re-lister of a connection), `connect` (establishing a session, listing
-//! tools), `stdio`/`sse` (transports), `call_error` (rmcp errors →
+//! tools), `stdio`/`sse` (transports; `wire`: the line transport under
+//! every stdio connection and the stdio gateway), `call_error` (rmcp errors →
 //! [`CallError`]), `probe` (protocol checks).
 //!
 //! Invariants:
@@ -40,6 +41,7 @@ mod slot;
 mod sse;
 mod stdio;
 mod tasks;
+pub(crate) mod wire;
 
 use std::time::Duration;
 

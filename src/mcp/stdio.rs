@@ -1,6 +1,6 @@
 //! A stdio server as an rmcp transport. The process is built by
 //! [`warden_sandbox::prepare`] (filtered environment, own process group,
-//! sandbox) and spawned here; rmcp's `AsyncRwTransport` does the framing.
+//! sandbox) and spawned here; [`super::wire`] does the framing.
 //!
 //! Why not rmcp's `TokioChildProcess`: it keeps the child to itself and only
 //! logs its exit status, while the audit log needs the status (or signal) of
@@ -19,13 +19,13 @@ use nix::unistd::Pid;
 use rmcp::RoleClient;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, watch};
 
 use super::LifecycleEvent;
+use super::wire::WireTransport;
 use crate::config::{ServerConfig, StdioConfig};
 use warden_sandbox::{LaunchContext, ProcessGuard, SandboxError, SandboxSummary};
 
@@ -182,7 +182,7 @@ pub(crate) fn spawn(
 
     Ok(Spawned {
         transport: ChildTransport {
-            inner: AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_LINE),
+            inner: WireTransport::new(stdout, stdin, MAX_LINE),
             exit: exit_rx.clone(),
             pid,
             guard: Some(guard),
@@ -258,7 +258,7 @@ pub const MAX_LINE: usize = 16 << 20;
 
 /// rmcp transport over a server's stdin/stdout that owns the process group.
 pub(crate) struct ChildTransport {
-    inner: AsyncRwTransport<RoleClient, ChildStdout, ChildStdin>,
+    inner: WireTransport<RoleClient, ChildStdout, ChildStdin>,
     exit: watch::Receiver<Option<ExitInfo>>,
     pid: u32,
     /// Dropping the guard kills the group and removes the private folders.

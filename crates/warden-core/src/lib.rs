@@ -1,5 +1,6 @@
 //! The vocabulary every layer of warden speaks: canonical JSON and SHA-256
-//! digests ([`digest`]), the one lexical path normaliser ([`path`]), the
+//! digests ([`digest`]), compact JSON written as serde_json writes it but
+//! faster ([`json`]), the one lexical path normaliser ([`path`]), the
 //! masking of credentials in URLs ([`redact`]), how untrusted text is
 //! shown on a terminal ([`display`]), and the
 //! small enums that cross crate boundaries (a server's [`Trust`], [`Scope`]
@@ -13,6 +14,7 @@
 
 pub mod digest;
 pub mod display;
+pub mod json;
 mod kinds;
 pub mod path;
 pub mod redact;
