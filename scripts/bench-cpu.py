@@ -4,7 +4,7 @@ its server's, for npm server-everything's `echo` called directly and
 through `warden gateway --stdio` (issue 15).
 
   scripts/bench-cpu.py [--calls N] [--bytes B] [--variant V] [--warden PATH] [--rounds R]
-                      [--passthrough PATH]
+                      [--passthrough PATH] [--before PATH]
 
   --variant  full     the shipped default.rego and an audit log (`batch`)
              norego   `"policy": []` (rules only), audit on
@@ -77,15 +77,19 @@ def cpu(root):
     return totals
 
 
-def run(setup, calls, size, warden, variant, world, passthrough=None):
+def run(setup, calls, size, warden, variant, world, other=None):
+    """One setup's figures; `other` is the passthrough binary or the
+    `before` build."""
     env = dict(os.environ, HOME=f"{world}/home", WARDEN_CONFIG_DIR=f"{world}/config", TMPDIR=world)
     env.pop("RUST_LOG", None)
     everything = os.path.realpath(EVERYTHING)
     if setup == "direct":
         cmd, tool = [everything, "stdio"], "echo"
     elif setup == "passthrough":
-        cmd, tool = [passthrough, "passthrough"], "echo"
+        cmd, tool = [other, "passthrough"], "echo"
     else:
+        if setup == "before":
+            warden = other
         config = {
             "mcpServers": {"everything": {"trust": "trusted", "sandbox": False,
                                           "command": everything, "args": ["stdio"]}},
@@ -165,6 +169,7 @@ def main():
     parser.add_argument("--warden", default=os.path.join(target, "release/warden"))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--passthrough")
+    parser.add_argument("--before")
     args = parser.parse_args()
     if not os.access(EVERYTHING, os.X_OK):
         raise SystemExit(f"{EVERYTHING} missing: run scripts/test-deps.sh")
@@ -175,11 +180,15 @@ def main():
         print(f"{args.calls} calls of {args.bytes} B, variant {args.variant}, {args.warden}")
         print("| round | setup | median | mean | proxy (warden) user + sys | server user + sys |")
         print("| --- | --- | --- | --- | --- | --- |")
+        setups = ["direct"] + (["passthrough"] if args.passthrough else []) + ["gateway"]
+        if args.before:
+            setups.append("before")
+        results = {setup: [] for setup in setups}
         for n in range(1, args.rounds + 1):
-            setups = ("direct", "passthrough", "gateway") if args.passthrough else ("direct", "gateway")
             for setup in setups:
-                r = run(setup, args.calls, args.bytes, args.warden, args.variant, world,
-                        args.passthrough)
+                other = args.before if setup == "before" else args.passthrough
+                r = run(setup, args.calls, args.bytes, args.warden, args.variant, world, other)
+                results[setup].append(r)
                 if setup == "direct":
                     warden_cpu = "—"
                     server = f"{r['self_user_us']:.0f} + {r['self_sys_us']:.0f} µs"
@@ -188,6 +197,13 @@ def main():
                     server = f"{r['children_user_us']:.0f} + {r['children_sys_us']:.0f} µs"
                 print(f"| {n} | {setup} | {r['median_us']:.0f} µs | {r['mean_us']:.0f} µs | "
                       f"{warden_cpu} | {server} |", flush=True)
+        if args.rounds > 1:
+            print("\nMedian over the rounds (each round's median call; CPU of the proxy, user + sys):")
+            for setup, rs in results.items():
+                wall = statistics.median(r["median_us"] for r in rs)
+                own = statistics.median(r["self_user_us"] + r["self_sys_us"] for r in rs)
+                print(f"  {setup:12} {wall:6.0f} µs" +
+                      ("" if setup == "direct" else f", CPU {own:.0f} µs per call"))
     finally:
         shutil.rmtree(world, ignore_errors=True)
 

@@ -747,3 +747,51 @@ async fn a_url_mode_elicitation_reaches_only_a_client_that_declared_url_mode() {
         asks[1]
     );
 }
+
+/// The pipes from the MCP client are widened too (a plain pipe holds 64
+/// KiB, so a 100 KB message crossed it in two turns), and a 200 KB
+/// argument and its echo pass through whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clients_stdio_pipes_are_widened_and_large_calls_pass_whole() {
+    use nix::fcntl::{FcntlArg, fcntl};
+    let world = world_with_standard_config();
+    let mut child = gateway_command_with(&world, &[], &["--stdio"])
+        .spawn()
+        .expect("spawn gateway");
+    let stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    // The same pipes, kept to look at after the client has them.
+    let pipes = [
+        nix::unistd::dup(&stdin).unwrap(),
+        nix::unistd::dup(&stdout).unwrap(),
+    ];
+    let client = tokio::time::timeout(
+        Duration::from_secs(60),
+        TestClient::default().serve((stdout, stdin)),
+    )
+    .await
+    .expect("initialize in time")
+    .expect("initialize");
+    for pipe in &pipes {
+        let size = fcntl(pipe, FcntlArg::F_GETPIPE_SZ).unwrap();
+        assert!(
+            usize::try_from(size).unwrap() >= warden_sandbox::STDIO_PIPE_BYTES,
+            "a pipe holds {size} bytes"
+        );
+    }
+    let big = "é\"\\\n".repeat(40_000);
+    let result = client
+        .call_tool(call("fixture__echo", json!({"big": big})))
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{result:?}");
+    assert_eq!(result.structured_content, Some(json!({"big": big})));
+    // The copies of its stdin's write end go too, or it never reads EOF.
+    drop(pipes);
+    let _ = client.cancel().await;
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("the gateway exits after its client disconnects")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+}

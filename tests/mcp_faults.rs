@@ -150,3 +150,32 @@ async fn a_flood_of_list_changed_is_coalesced_and_calls_keep_working() {
     assert_eq!(tool_names(&st), tools);
     manager.shutdown().await;
 }
+
+/// A large message crosses each stdio pipe in one turn: warden widens the
+/// pipes to a sandboxed server (a plain pipe holds 64 KiB), and a 1 MB
+/// argument and its echo still arrive whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_stdio_pipes_are_widened_and_large_messages_arrive_whole() {
+    init_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let manager = manager(dir.path(), vec![example("fx", "fixture", &[], T)]);
+    manager.connect_all().await;
+    let sizes = call(&manager, "fx", "pipe_sizes", json!({}))
+        .await
+        .unwrap()
+        .structured_content
+        .unwrap();
+    for pipe in ["stdin", "stdout"] {
+        let size = sizes[pipe].as_u64().unwrap();
+        assert!(
+            size >= warden_sandbox::STDIO_PIPE_BYTES as u64,
+            "the server's {pipe} holds {size} bytes: {sizes}"
+        );
+    }
+    let big = "é\"\\\n".repeat(250_000);
+    let echoed = call(&manager, "fx", "echo", json!({"big": big}))
+        .await
+        .unwrap();
+    assert_eq!(echoed.structured_content, Some(json!({"big": big})));
+    manager.shutdown().await;
+}

@@ -504,6 +504,26 @@ impl FixtureServer {
         std::future::pending::<CallToolResult>().await
     }
 
+    #[tool(description = "Reports the capacity of the pipes on stdin and stdout, in bytes.")]
+    async fn pipe_sizes(&self) -> CallToolResult {
+        use nix::fcntl::{FcntlArg, fcntl};
+        use std::os::fd::AsFd;
+        let size = |fd: std::os::fd::BorrowedFd<'_>| {
+            fcntl(fd, FcntlArg::F_GETPIPE_SZ).map_err(|e| e.to_string())
+        };
+        let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+        match (size(stdin.as_fd()), size(stdout.as_fd())) {
+            (Ok(stdin), Ok(stdout)) => {
+                let sizes = serde_json::json!({"stdin": stdin, "stdout": stdout});
+                let mut result =
+                    CallToolResult::success(vec![ContentBlock::text(sizes.to_string())]);
+                result.structured_content = Some(sizes);
+                result
+            }
+            (Err(e), _) | (_, Err(e)) => CallToolResult::error(vec![ContentBlock::text(e)]),
+        }
+    }
+
     #[tool(description = "Sends `count` notifications/tools/list_changed, then answers.")]
     async fn flood_list_changed(
         &self,

@@ -802,6 +802,22 @@ pub async fn serve_stdio(gateway: Gateway, stop: CancellationToken) -> anyhow::R
     // start servers): reads and writes run on the reactor, not one
     // blocking-pool thread hand-off per message each way; anything else
     // (a terminal, a file) falls back to tokio's blocking stdio.
+    // Pipes from the client widened as those to servers are
+    // (`warden_sandbox::widen_pipe`); a terminal or file is left alone.
+    for (name, widened) in [
+        (
+            "stdin",
+            warden_sandbox::widen_pipe(std::io::stdin(), warden_sandbox::STDIO_PIPE_BYTES),
+        ),
+        (
+            "stdout",
+            warden_sandbox::widen_pipe(std::io::stdout(), warden_sandbox::STDIO_PIPE_BYTES),
+        ),
+    ] {
+        if let Err(error) = widened {
+            tracing::debug!(stream = name, %error, "left at its size");
+        }
+    }
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let transport = crate::mcp::wire::WireTransport::new(stdin, stdout, crate::mcp::MAX_LINE);
     let running = gateway.serve(transport).await?;

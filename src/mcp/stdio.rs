@@ -120,6 +120,21 @@ pub(crate) fn spawn(
     guard.attach(pid);
     let stdin = child.stdin.take().ok_or(SpawnError::Pipe("stdin"))?;
     let stdout = child.stdout.take().ok_or(SpawnError::Pipe("stdout"))?;
+    // A large message crosses each pipe in one turn, not a turn per 64 KiB.
+    for (pipe, widened) in [
+        (
+            "stdin",
+            warden_sandbox::widen_pipe(&stdin, warden_sandbox::STDIO_PIPE_BYTES),
+        ),
+        (
+            "stdout",
+            warden_sandbox::widen_pipe(&stdout, warden_sandbox::STDIO_PIPE_BYTES),
+        ),
+    ] {
+        if let Err(error) = widened {
+            tracing::debug!(server = %config.name, pipe, %error, "pipe left at its size");
+        }
+    }
     let (tail_tx, stderr_tail) = watch::channel((None, false));
     match child.stderr.take() {
         Some(stderr) => {

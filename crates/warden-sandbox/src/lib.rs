@@ -31,6 +31,7 @@ mod kernel;
 mod launch;
 mod mountns;
 mod paths;
+mod pipes;
 mod plan;
 mod prepare;
 mod runtime_dir;
@@ -47,6 +48,7 @@ pub use launch::{
     live_check, prepare,
 };
 pub use paths::which_in;
+pub use pipes::{STDIO_PIPE_BYTES, widen_pipe};
 pub use runtime_dir::{RuntimeDirError, ensure_runtime_dir, sweep_runtime_dir};
 pub use spec::{EnvInputs, ExplicitLimits, HostVar, LaunchSpec, Limits, Network};
 pub use summary::{LayerReport, LimitReport, PrefixGrant, SandboxSummary};
