@@ -49,6 +49,18 @@ def cpu_of(pid):
     return int(fields[11]) / TICK, int(fields[12]) / TICK
 
 
+def switches_of(pid):
+    """Context switches (voluntary and not) of `pid`, its threads included."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
 def tree(root):
     """`root` and its descendants: {pid: parent}."""
     out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True).stdout
@@ -64,16 +76,18 @@ def tree(root):
 
 
 def cpu(root):
-    """{'self': (user, sys), 'children': (user, sys)} for `root`'s tree."""
-    totals = {"self": [0.0, 0.0], "children": [0.0, 0.0]}
+    """{'self': (user, sys, switches), 'children': (…)} for `root`'s tree."""
+    totals = {"self": [0.0, 0.0, 0], "children": [0.0, 0.0, 0]}
     for pid in tree(root):
         try:
             user, system = cpu_of(pid)
+            switches = switches_of(pid)
         except (FileNotFoundError, ProcessLookupError):
             continue
         side = totals["self" if pid == root else "children"]
         side[0] += user
         side[1] += system
+        side[2] += switches
     return totals
 
 
@@ -157,6 +171,8 @@ def run(setup, calls, size, warden, variant, world, other=None):
         "self_sys_us": per_call("self", 1),
         "children_user_us": per_call("children", 0),
         "children_sys_us": per_call("children", 1),
+        "self_switches": (after["self"][2] - before["self"][2]) / calls,
+        "children_switches": (after["children"][2] - before["children"][2]) / calls,
     }
 
 
@@ -178,8 +194,9 @@ def main():
         for sub in ("home", "config", "workspace"):
             os.makedirs(f"{world}/{sub}")
         print(f"{args.calls} calls of {args.bytes} B, variant {args.variant}, {args.warden}")
-        print("| round | setup | median | mean | proxy (warden) user + sys | server user + sys |")
-        print("| --- | --- | --- | --- | --- | --- |")
+        print("| round | setup | median | mean | proxy (warden) user + sys | server user + sys "
+              "| context switches per call (proxy; server) |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
         setups = ["direct"] + (["passthrough"] if args.passthrough else []) + ["gateway"]
         if args.before:
             setups.append("before")
@@ -192,11 +209,13 @@ def main():
                 if setup == "direct":
                     warden_cpu = "—"
                     server = f"{r['self_user_us']:.0f} + {r['self_sys_us']:.0f} µs"
+                    switches = f"—; {r['self_switches']:.2f}"
                 else:
                     warden_cpu = f"{r['self_user_us']:.0f} + {r['self_sys_us']:.0f} µs"
                     server = f"{r['children_user_us']:.0f} + {r['children_sys_us']:.0f} µs"
+                    switches = f"{r['self_switches']:.2f}; {r['children_switches']:.2f}"
                 print(f"| {n} | {setup} | {r['median_us']:.0f} µs | {r['mean_us']:.0f} µs | "
-                      f"{warden_cpu} | {server} |", flush=True)
+                      f"{warden_cpu} | {server} | {switches} |", flush=True)
         if args.rounds > 1:
             print("\nMedian over the rounds (each round's median call; CPU of the proxy, user + sys):")
             for setup, rs in results.items():

@@ -446,7 +446,7 @@ impl Host {
     /// sandbox). Returns the connect error, if any; the server stays listed.
     pub async fn add_server(&self, server: config::ServerConfig) -> Result<(), HostError> {
         let name = server.name.clone();
-        if self.statuses().iter().any(|s| s.name == name) {
+        if self.manager.status_of(&name).is_some() {
             return Err(HostError::Setup(format!(
                 "a server named `{name}` already exists in this session"
             )));
@@ -494,9 +494,9 @@ impl Host {
 
     /// Whether `server` failed to start because its sandbox is unavailable.
     pub fn sandbox_unavailable(&self, server: &str) -> bool {
-        self.statuses()
-            .iter()
-            .any(|s| s.name == server && s.state == ServerState::Error && s.sandbox_unavailable)
+        self.manager
+            .status_of(server)
+            .is_some_and(|s| s.state == ServerState::Error && s.sandbox_unavailable)
     }
 
     /// Writes one audit event; a failing audit log is reported, never silent.

@@ -447,7 +447,8 @@ impl Host {
             error,
         };
         if let Some(server) = &request.server {
-            let Some(status) = self.statuses().into_iter().find(|s| &s.name == server) else {
+            // One server's state, not every server's status and tool list.
+            let Some(status) = self.manager.status_of(server) else {
                 return Err(refusal(
                     Outcome::UnknownServer,
                     Some(server.clone()),
@@ -544,9 +545,9 @@ impl Host {
             PromptRef::Remote { server, prompt } => {
                 let qualified = prompt_target(server, prompt);
                 let blocked = self
-                    .statuses()
-                    .iter()
-                    .any(|s| &s.name == server && s.state == ServerState::Blocked);
+                    .manager
+                    .status_of(server)
+                    .is_some_and(|s| s.state == ServerState::Blocked);
                 if blocked {
                     // Never listed; the trust stage denies it.
                     return Ok((server.clone(), prompt.clone(), qualified));
