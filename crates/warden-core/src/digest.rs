@@ -97,79 +97,90 @@ pub fn write_canonical(value: &Value, out: &mut impl JsonSink) {
 
 /// Appends `s` as a JSON string exactly as `serde_json` writes it: `"`,
 /// `\` and control characters below U+0020 escaped (`\b`, `\f`, `\n`,
-/// `\r`, `\t`, else `\u00xx`), everything else as is. Runs of eight
-/// bytes with nothing to escape are copied without looking at each byte
-/// (a 100 KB argument is written for its digest on every call).
+/// `\r`, `\t`, else `\u00xx`), everything else as is.
+///
+/// Every relayed message and every digest of a call's arguments and
+/// result passes through here, so it looks at eight bytes at a time, jumps
+/// straight to the next byte to escape in a word that has one, and after a
+/// clean word skips 32-byte blocks with a test the compiler vectorises: a
+/// 100 KB argument with nothing to escape took 34 µs a byte-word at a time
+/// and takes 16 µs; text with an escape every 50 bytes 72 → 67 µs
+/// (BENCHMARKS.md, "Ninth pass").
 pub fn write_json_str(out: &mut impl JsonSink, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
+    const BLOCK: usize = 32;
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
     out.put_byte(b'"');
     let mut copied = 0;
     let mut at = 0;
     while at < bytes.len() {
-        if let Some(word) = bytes.get(at..at + 8)
-            && !needs_escape(word)
-        {
-            at += 8;
+        if let Some(word) = bytes.get(at..at + 8) {
+            let mut le = [0u8; 8];
+            le.copy_from_slice(word);
+            let mask = escape_mask(u64::from_le_bytes(le));
+            if mask == 0 {
+                at += 8;
+                while let Some(block) = bytes.get(at..at + BLOCK)
+                    && !block.iter().fold(false, |any, &b| any | escapes(b))
+                {
+                    at += BLOCK;
+                }
+                continue;
+            }
+            // The lowest flagged byte is the first to escape in the word.
+            at += (mask.trailing_zeros() / 8) as usize;
+        } else if !escapes(bytes[at]) {
+            at += 1;
             continue;
         }
         let b = bytes[at];
-        if b < 0x20 || b == b'"' || b == b'\\' {
-            // An ASCII byte: `copied..at` ends on a character boundary.
-            out.put(&bytes[copied..at]);
-            match b {
-                b'"' => out.put(b"\\\""),
-                b'\\' => out.put(b"\\\\"),
-                0x08 => out.put(b"\\b"),
-                0x0c => out.put(b"\\f"),
-                b'\n' => out.put(b"\\n"),
-                b'\r' => out.put(b"\\r"),
-                b'\t' => out.put(b"\\t"),
-                _ => out.put(&[
-                    b'\\',
-                    b'u',
-                    b'0',
-                    b'0',
-                    HEX[usize::from(b >> 4)],
-                    HEX[usize::from(b & 0xf)],
-                ]),
-            }
-            copied = at + 1;
+        // An ASCII byte: `copied..at` ends on a character boundary.
+        out.put(&bytes[copied..at]);
+        match b {
+            b'"' => out.put(b"\\\""),
+            b'\\' => out.put(b"\\\\"),
+            0x08 => out.put(b"\\b"),
+            0x0c => out.put(b"\\f"),
+            b'\n' => out.put(b"\\n"),
+            b'\r' => out.put(b"\\r"),
+            b'\t' => out.put(b"\\t"),
+            _ => out.put(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]),
         }
         at += 1;
+        copied = at;
     }
     out.put(&bytes[copied..]);
     out.put_byte(b'"');
 }
 
-/// Whether any byte of `bytes` is below 0x20, `"` or `\\` (what
-/// [`write_json_str`] escapes), eight bytes at a time: a word `w` has a
-/// zero byte exactly when `(w - 0x0101…) & !w & 0x8080…` is not zero, and
-/// a byte below 0x20 likewise with `0x2020…`; `"` and `\\` are zero bytes
-/// of `w` XOR that byte repeated.
-fn needs_escape(bytes: &[u8]) -> bool {
+/// Whether [`write_json_str`] escapes `b`.
+#[inline(always)]
+fn escapes(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+/// The bytes of the little-endian word `w` that [`write_json_str`]
+/// escapes, as their top bits. A word has a zero byte exactly when
+/// `(w - 0x0101…) & !w & 0x8080…` is not zero, and a byte below 0x20
+/// likewise with `0x2020…`; `"` and `\` are zero bytes of `w` XOR that byte
+/// repeated. Bits above the lowest may be false (a borrow runs upward from
+/// a true hit), but the lowest set bit is always a byte to escape.
+#[inline(always)]
+fn escape_mask(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const TOPS: u64 = 0x8080_8080_8080_8080;
     let zero_byte = |w: u64| w.wrapping_sub(ONES) & !w & TOPS;
-    let mut chunks = bytes.chunks_exact(8);
-    for chunk in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let w = u64::from_le_bytes(word);
-        let control = w.wrapping_sub(ONES * 0x20) & !w & TOPS;
-        if control
-            | zero_byte(w ^ (ONES * u64::from(b'"')))
-            | zero_byte(w ^ (ONES * u64::from(b'\\')))
-            != 0
-        {
-            return true;
-        }
-    }
-    chunks
-        .remainder()
-        .iter()
-        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    (w.wrapping_sub(ONES * 0x20) & !w & TOPS)
+        | zero_byte(w ^ (ONES * u64::from(b'"')))
+        | zero_byte(w ^ (ONES * u64::from(b'\\')))
 }
 
 /// Hex SHA-256 of raw bytes.
@@ -272,18 +283,25 @@ mod tests {
         );
     }
 
-    /// Every ASCII byte at every place of two 8-byte words and a tail,
-    /// among plain bytes and among bytes of multi-byte characters, as a
-    /// value and as a key: exactly what `serde_json` writes.
+    /// Every ASCII byte at every place of two 8-byte words and a tail, and
+    /// of a run long enough for the 32-byte blocks (83 characters), alone
+    /// and after an earlier escape, among plain bytes and among bytes of
+    /// multi-byte characters, as a value and as a key: exactly what
+    /// `serde_json` writes.
     #[test]
     fn strings_are_escaped_as_serde_json_escapes_them() {
         let mut texts: Vec<String> = (0u8..=0x7f).map(|b| format!("a{}b", b as char)).collect();
         for fill in ["x", "é"] {
-            for at in 0..19 {
-                for b in 0u8..=0x7f {
-                    let mut chars: Vec<String> = vec![fill.to_string(); 19];
-                    chars[at] = (b as char).to_string();
-                    texts.push(chars.concat());
+            for len in [19, 83] {
+                for at in 0..len {
+                    for b in 0u8..=0x7f {
+                        let mut chars: Vec<String> = vec![fill.to_string(); len];
+                        chars[at] = (b as char).to_string();
+                        texts.push(chars.concat());
+                        // And after an escape in the first word.
+                        chars[at.min(len - 1) / 3] = "\"".to_string();
+                        texts.push(chars.concat());
+                    }
                 }
             }
         }
@@ -308,8 +326,13 @@ mod tests {
                 serde_json::to_string(&object).unwrap()
             );
         }
-        assert!(!needs_escape("é plain text without escapes".as_bytes()));
-        assert!(needs_escape("tab\there".as_bytes()));
+        let word = |text: &[u8; 8]| escape_mask(u64::from_le_bytes(*text));
+        assert_eq!(word(b"plain te"), 0);
+        assert_eq!(word("é plain".as_bytes().try_into().unwrap()), 0);
+        // The lowest flag is the first byte to escape, whatever follows.
+        assert_eq!(word(b"tab\there").trailing_zeros() / 8, 3);
+        assert_eq!(word(b"\"\x00\x01\x1f\\\"\\\x7f").trailing_zeros() / 8, 0);
+        assert_eq!(word(b"abcdefg\x00").trailing_zeros() / 8, 7);
     }
 
     #[test]
