@@ -274,49 +274,50 @@ impl<'a> ser::Serializer for Writer<'a> {
     }
 }
 
-impl ser::SerializeSeq for Compound<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Unsupported> {
-        Compound::end(self)
-    }
+/// The array-like compounds: each element after a comma.
+macro_rules! elements {
+    ($($trait:ident :: $method:ident),* $(,)?) => {$(
+        impl ser::$trait for Compound<'_> {
+            type Ok = ();
+            type Error = Unsupported;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
+                self.element(value)
+            }
+            fn end(self) -> Result<(), Unsupported> {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Compound<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Unsupported> {
-        Compound::end(self)
-    }
+elements!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field,
+);
+
+/// The struct-like compounds: each field as `"key":value`.
+macro_rules! fields {
+    ($($trait:ident),* $(,)?) => {$(
+        impl ser::$trait for Compound<'_> {
+            type Ok = ();
+            type Error = Unsupported;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), Unsupported> {
+                self.field(key, value)
+            }
+            fn end(self) -> Result<(), Unsupported> {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTupleStruct for Compound<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Unsupported> {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Unsupported> {
-        Compound::end(self)
-    }
-}
+fields!(SerializeStruct, SerializeStructVariant);
 
 impl ser::SerializeMap for Compound<'_> {
     type Ok = ();
@@ -335,44 +336,21 @@ impl ser::SerializeMap for Compound<'_> {
     }
 }
 
-impl ser::SerializeStruct for Compound<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Unsupported> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Unsupported> {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeStructVariant for Compound<'_> {
-    type Ok = ();
-    type Error = Unsupported;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Unsupported> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Unsupported> {
-        Compound::end(self)
-    }
-}
-
 /// A map key: a string (or what serialises as one) is written; any other
 /// key is left to `serde_json`, whose rules for them are its own.
 struct KeyWriter<'a> {
     out: &'a mut Vec<u8>,
 }
 
-fn key_unsupported() -> Result<(), Unsupported> {
-    Err(Unsupported("a map key that is not a string".into()))
+fn not_a_string() -> Unsupported {
+    Unsupported("a map key that is not a string".into())
+}
+
+/// Key methods refused: serde_json's rules for such keys are its own.
+macro_rules! refuse {
+    ($($name:ident: $ty:ty),* $(,)?) => {
+        $(fn $name(self, _: $ty) -> Result<(), Unsupported> { Err(not_a_string()) })*
+    };
 }
 
 impl ser::Serializer for KeyWriter<'_> {
@@ -407,58 +385,34 @@ impl ser::Serializer for KeyWriter<'_> {
         value: &T,
     ) -> Result<(), Unsupported> {
         if is_serde_json_private(name) {
-            return key_unsupported();
+            return Err(not_a_string());
         }
         value.serialize(self)
     }
 
-    fn serialize_bool(self, _: bool) -> Result<(), Unsupported> {
-        key_unsupported()
-    }
-    fn serialize_i8(self, _: i8) -> Result<(), Unsupported> {
-        key_unsupported()
-    }
-    fn serialize_i16(self, _: i16) -> Result<(), Unsupported> {
-        key_unsupported()
-    }
-    fn serialize_i32(self, _: i32) -> Result<(), Unsupported> {
-        key_unsupported()
-    }
-    fn serialize_i64(self, _: i64) -> Result<(), Unsupported> {
-        key_unsupported()
-    }
-    fn serialize_u8(self, _: u8) -> Result<(), Unsupported> {
-        key_unsupported()
-    }
-    fn serialize_u16(self, _: u16) -> Result<(), Unsupported> {
-        key_unsupported()
-    }
-    fn serialize_u32(self, _: u32) -> Result<(), Unsupported> {
-        key_unsupported()
-    }
-    fn serialize_u64(self, _: u64) -> Result<(), Unsupported> {
-        key_unsupported()
-    }
-    fn serialize_f32(self, _: f32) -> Result<(), Unsupported> {
-        key_unsupported()
-    }
-    fn serialize_f64(self, _: f64) -> Result<(), Unsupported> {
-        key_unsupported()
-    }
-    fn serialize_bytes(self, _: &[u8]) -> Result<(), Unsupported> {
-        key_unsupported()
-    }
+    refuse!(
+        serialize_bool: bool,
+        serialize_i8: i8,
+        serialize_i16: i16,
+        serialize_i32: i32,
+        serialize_i64: i64,
+        serialize_u8: u8,
+        serialize_u16: u16,
+        serialize_u32: u32,
+        serialize_u64: u64,
+        serialize_f32: f32,
+        serialize_f64: f64,
+        serialize_bytes: &[u8],
+        serialize_unit_struct: &'static str,
+    );
     fn serialize_none(self) -> Result<(), Unsupported> {
-        key_unsupported()
+        Err(not_a_string())
     }
     fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<(), Unsupported> {
-        key_unsupported()
+        Err(not_a_string())
     }
     fn serialize_unit(self) -> Result<(), Unsupported> {
-        key_unsupported()
-    }
-    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Unsupported> {
-        key_unsupported()
+        Err(not_a_string())
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
         self,
@@ -467,20 +421,20 @@ impl ser::Serializer for KeyWriter<'_> {
         _: &'static str,
         _: &T,
     ) -> Result<(), Unsupported> {
-        key_unsupported()
+        Err(not_a_string())
     }
     fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Unsupported> {
-        Err(Unsupported("a map key that is not a string".into()))
+        Err(not_a_string())
     }
     fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Unsupported> {
-        Err(Unsupported("a map key that is not a string".into()))
+        Err(not_a_string())
     }
     fn serialize_tuple_struct(
         self,
         _: &'static str,
         _: usize,
     ) -> Result<Self::SerializeTupleStruct, Unsupported> {
-        Err(Unsupported("a map key that is not a string".into()))
+        Err(not_a_string())
     }
     fn serialize_tuple_variant(
         self,
@@ -489,17 +443,17 @@ impl ser::Serializer for KeyWriter<'_> {
         _: &'static str,
         _: usize,
     ) -> Result<Self::SerializeTupleVariant, Unsupported> {
-        Err(Unsupported("a map key that is not a string".into()))
+        Err(not_a_string())
     }
     fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Unsupported> {
-        Err(Unsupported("a map key that is not a string".into()))
+        Err(not_a_string())
     }
     fn serialize_struct(
         self,
         _: &'static str,
         _: usize,
     ) -> Result<Self::SerializeStruct, Unsupported> {
-        Err(Unsupported("a map key that is not a string".into()))
+        Err(not_a_string())
     }
     fn serialize_struct_variant(
         self,
@@ -508,7 +462,7 @@ impl ser::Serializer for KeyWriter<'_> {
         _: &'static str,
         _: usize,
     ) -> Result<Self::SerializeStructVariant, Unsupported> {
-        Err(Unsupported("a map key that is not a string".into()))
+        Err(not_a_string())
     }
 }
 
