@@ -13,12 +13,12 @@
 //! approximation of it:
 //! - a `tools/call` request: in an untagged `ClientRequest` every variant
 //!   but `CallToolRequest` (and the catch-all `CustomRequest`, tried
-//!   last) fails on the method name, so the request is read with rmcp's
-//!   the way rmcp's `Request<CallToolRequestMethod, _>` reads it (its
-//!   parameters by rmcp's `CallToolRequestParams` deserialiser, their
-//!   `_meta` moved into the request's extensions), and a line that fails
-//!   goes to rmcp's decoder (which then falls to `CustomRequest` or
-//!   refuses it the same way);
+//!   last) fails on the method name, so the request is read the way
+//!   rmcp's `Request<CallToolRequestMethod, _>` reads it (its parameters,
+//!   which may have only the keys `CallToolRequestParams` knows, by rmcp's
+//!   `CallToolRequestParams` deserialiser, their `_meta` moved into the
+//!   request's extensions), and a line that fails goes to rmcp's decoder
+//!   (which then falls to `CustomRequest` or refuses it the same way);
 //! - a response whose `result` has only keys of a `CallToolResult`
 //!   (`content`, `structuredContent`, `isError`, `resultType`, `_meta`):
 //!   every `ServerResult` variant tried before `CallToolResult` requires
@@ -31,9 +31,13 @@
 //! buffer of the whole message, no second look at a 100 KB string).
 //! Anything else about the envelope that is unusual (a key JSON-RPC does
 //! not define, a repeated key, an escaped key or method, no `jsonrpc`)
-//! also goes to rmcp's decoder, and so does every other kind of message:
+//! also goes to rmcp's decoder, as does a key the parameters' or the
+//! result's type does not know (see [`OnlyKeys`]: a value skipped unread
+//! would go unchecked), and so does every other kind of message:
 //! its compatibility rules (non-MCP notifications ignored, a well-formed
 //! message of no known shape answered with Invalid Request) stay rmcp's.
+
+use std::marker::PhantomData;
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
@@ -120,6 +124,17 @@ impl ReadRole for RoleClient {
     }
 }
 
+/// The keys rmcp's `CallToolRequestParams` reads (`_meta` included: the
+/// fast reading moves it where rmcp's `Request` puts it); a call with any
+/// other is left to rmcp.
+pub(super) const CALL_TOOL_PARAMS_KEYS: [&str; 5] = [
+    "name",
+    "arguments",
+    "_meta",
+    "inputResponses",
+    "requestState",
+];
+
 /// The keys a `CallToolResult` reads; a result with any other key is left
 /// to rmcp (another `ServerResult` variant may be the one it is).
 pub(super) const CALL_TOOL_RESULT_KEYS: [&str; 5] = [
@@ -130,9 +145,9 @@ pub(super) const CALL_TOOL_RESULT_KEYS: [&str; 5] = [
     "_meta",
 ];
 
-/// A key of the message's top level, once each; any other, a repeated or
-/// an escaped one fails the fast reading.
-fn envelope_key<'de, A: MapAccess<'de>>(
+/// A key from `allowed`, once each; any other, a repeated or an escaped
+/// one fails the fast reading.
+fn known_key<'de, A: MapAccess<'de>>(
     map: &mut A,
     allowed: &[&str],
     seen: &mut u8,
@@ -166,7 +181,7 @@ impl<'de> Deserialize<'de> for ToolsCall {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ToolsCall, A::Error> {
                 const KEYS: [&str; 4] = ["jsonrpc", "id", "method", "params"];
                 let (mut seen, mut jsonrpc, mut id, mut params) = (0u8, None, None, None);
-                while let Some(key) = envelope_key(&mut map, &KEYS, &mut seen)? {
+                while let Some(key) = known_key(&mut map, &KEYS, &mut seen)? {
                     match key {
                         "jsonrpc" => jsonrpc = Some(map.next_value::<JsonRpcVersion2_0>()?),
                         "id" => id = Some(map.next_value::<RequestId>()?),
@@ -175,7 +190,11 @@ impl<'de> Deserialize<'de> for ToolsCall {
                                 return Err(de::Error::custom("another method"));
                             }
                         }
-                        _ => params = Some(map.next_value::<CallToolRequestParams>()?),
+                        _ => {
+                            params = Some(map.next_value_seed(
+                                OnlyKeys::<CallToolRequestParams>::of(&CALL_TOOL_PARAMS_KEYS),
+                            )?)
+                        }
                     }
                 }
                 let (Some(jsonrpc), Some(id), Some(mut params), 0b1111) =
@@ -216,11 +235,15 @@ impl<'de> Deserialize<'de> for ToolResult {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ToolResult, A::Error> {
                 const KEYS: [&str; 3] = ["jsonrpc", "id", "result"];
                 let (mut seen, mut jsonrpc, mut id, mut result) = (0u8, None, None, None);
-                while let Some(key) = envelope_key(&mut map, &KEYS, &mut seen)? {
+                while let Some(key) = known_key(&mut map, &KEYS, &mut seen)? {
                     match key {
                         "jsonrpc" => jsonrpc = Some(map.next_value::<JsonRpcVersion2_0>()?),
                         "id" => id = Some(map.next_value::<RequestId>()?),
-                        _ => result = Some(map.next_value_seed(OnlyToolResultKeys)?),
+                        _ => {
+                            result = Some(map.next_value_seed(OnlyKeys::<CallToolResult>::of(
+                                &CALL_TOOL_RESULT_KEYS,
+                            ))?)
+                        }
                     }
                 }
                 let (Some(jsonrpc), Some(id), Some(result)) = (jsonrpc, id, result) else {
@@ -237,28 +260,47 @@ impl<'de> Deserialize<'de> for ToolResult {
     }
 }
 
-/// rmcp's `CallToolResult` deserialiser, fed an object whose keys are
-/// checked as they are read: any key outside [`CALL_TOOL_RESULT_KEYS`], or
-/// one twice, fails it.
-struct OnlyToolResultKeys;
+/// rmcp's deserialiser for `T`, fed an object whose keys are checked as
+/// they are read: any key outside `keys`, or one twice, fails it. This is
+/// also what keeps the fast readings from skipping a value unread: serde
+/// skips an unknown key's value without checking its strings are UTF-8 or
+/// its nesting is within the depth limit, which rmcp (buffering the whole
+/// line first) does check; with every key known, no value is skipped.
+struct OnlyKeys<T> {
+    keys: &'static [&'static str],
+    _type: PhantomData<fn() -> T>,
+}
 
-impl<'de> DeserializeSeed<'de> for OnlyToolResultKeys {
-    type Value = CallToolResult;
-    fn deserialize<D: Deserializer<'de>>(
-        self,
-        deserializer: D,
-    ) -> Result<CallToolResult, D::Error> {
-        CallToolResult::deserialize(CheckedKeys(deserializer))
+impl<T> OnlyKeys<T> {
+    fn of(keys: &'static [&'static str]) -> Self {
+        Self {
+            keys,
+            _type: PhantomData,
+        }
     }
 }
 
-struct CheckedKeys<D>(D);
+impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for OnlyKeys<T> {
+    type Value = T;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<T, D::Error> {
+        T::deserialize(CheckedKeys {
+            inner: deserializer,
+            keys: self.keys,
+        })
+    }
+}
+
+struct CheckedKeys<D> {
+    inner: D,
+    keys: &'static [&'static str],
+}
 
 impl<'de, D: Deserializer<'de>> Deserializer<'de> for CheckedKeys<D> {
     type Error = D::Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        self.0.deserialize_map(CheckedVisitor(visitor))
+        let keys = self.keys;
+        self.inner.deserialize_map(CheckedVisitor { visitor, keys })
     }
 
     serde::forward_to_deserialize_any! {
@@ -268,20 +310,28 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for CheckedKeys<D> {
     }
 }
 
-struct CheckedVisitor<V>(V);
+struct CheckedVisitor<V> {
+    visitor: V,
+    keys: &'static [&'static str],
+}
 
 impl<'de, V: Visitor<'de>> Visitor<'de> for CheckedVisitor<V> {
     type Value = V::Value;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        self.0.expecting(f)
+        self.visitor.expecting(f)
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
-        self.0.visit_map(CheckedMap { map, seen: 0 })
+        self.visitor.visit_map(CheckedMap {
+            map,
+            keys: self.keys,
+            seen: 0,
+        })
     }
 }
 
 struct CheckedMap<A> {
     map: A,
+    keys: &'static [&'static str],
     seen: u8,
 }
 
@@ -292,7 +342,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for CheckedMap<A> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, A::Error> {
-        match envelope_key(&mut self.map, &CALL_TOOL_RESULT_KEYS, &mut self.seen)? {
+        match known_key(&mut self.map, self.keys, &mut self.seen)? {
             Some(key) => seed
                 .deserialize(de::value::BorrowedStrDeserializer::new(key))
                 .map(Some),

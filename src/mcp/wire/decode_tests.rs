@@ -19,7 +19,11 @@ fn outcome<T: serde::Serialize>(decoded: Decoded<T>) -> Result<Value, &'static s
 }
 
 fn same_as_rmcp(line: &str) {
-    let bytes = line.as_bytes();
+    same_bytes_as_rmcp(line.as_bytes());
+}
+
+fn same_bytes_as_rmcp(bytes: &[u8]) {
+    let line = String::from_utf8_lossy(bytes);
     assert_eq!(
         outcome(decode::<RoleServer>(bytes)),
         outcome(decode_with_rmcp::<RoleServer>(bytes)),
@@ -119,6 +123,72 @@ fn unusual_envelopes_are_left_to_rmcp() {
             "no fast reading for {line}"
         );
         same_as_rmcp(line);
+    }
+}
+
+/// serde skips the value of a key a type does not know without checking
+/// it (its strings may be invalid UTF-8, its nesting past serde_json's
+/// depth limit of 128); rmcp, which buffers the whole line first, refuses
+/// such a line. Found by the `server_message` fuzz target: a `tools/call`
+/// whose unknown parameter held invalid UTF-8 reached the server through
+/// warden and not through rmcp. Every place a fast reading could skip a
+/// value is tried here, with both kinds of unchecked value.
+#[test]
+fn values_a_fast_reading_would_skip_unread_are_left_to_rmcp() {
+    let deep = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+    let unchecked: [Vec<u8>; 3] = [
+        b"\"hi \xa4\xde x\"".to_vec(),
+        b"{\"k\":[\"\xff\"]}".to_vec(),
+        deep(200).into_bytes(),
+    ];
+    let places: [(&str, &str); 6] = [
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","argummnts":"#,
+            "}}",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"m":"#,
+            "}}}",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"x":"#,
+            "}}}",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"t","zz":"#,
+            "}]}}",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"result":{"isError":false,"other":"#,
+            "}}",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"a":"#,
+            "}}}",
+        ),
+    ];
+    for (before, after) in places {
+        for value in &unchecked {
+            let line = [before.as_bytes(), value, after.as_bytes()].concat();
+            same_bytes_as_rmcp(&line);
+            assert!(
+                matches!(decode::<RoleServer>(&line), Decoded::Unparsable(_))
+                    && matches!(decode::<RoleClient>(&line), Decoded::Unparsable(_)),
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
+        }
+    }
+    // At the depth limit and either side of it, inside the arguments.
+    for n in 120..=130 {
+        same_as_rmcp(&format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"e","arguments":{{"m":{}}}}}}}"#,
+            deep(n)
+        ));
+        same_as_rmcp(&format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"structuredContent":{}}}}}"#,
+            deep(n)
+        ));
     }
 }
 

@@ -168,6 +168,28 @@ async fn an_rmcp_client_and_server_talk_through_it_with_large_and_concurrent_cal
     server.await.unwrap();
 }
 
+/// What the `server_message` fuzz target found (reduced): a `tools/call`
+/// with an unknown parameter holding invalid UTF-8, which rmcp drops as
+/// unparsable and an earlier fast reading passed on to the server.
+#[tokio::test]
+async fn the_fuzzers_findings_are_read_as_rmcp_reads_them() {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let findings: [Vec<u8>; 2] = [
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"argummnts\":{\"message\":\"hi \xa4\xde\"}}}".to_vec(),
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","x":{deep}}}}}"#).into_bytes(),
+    ];
+    for mut stream in findings {
+        stream.push(b'\n');
+        super::compare::assert_same_as_rmcp(&stream, MAX).await;
+        let (received, _) = run(
+            |r, w| WireTransport::<RoleServer, _, _>::new(r, w, MAX),
+            stream,
+        )
+        .await;
+        assert!(received.is_empty(), "{received:?}");
+    }
+}
+
 /// A byte stream a peer might write: messages, junk, blank and overlong
 /// lines, `\n` or `\r\n` between them, perhaps no newline at the end.
 fn stream() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
@@ -179,6 +201,19 @@ fn stream() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
         1 => Just(Vec::new()),
         1 => prop::collection::vec(any::<u8>(), 0..40),
         1 => Just(vec![b'x'; 5000]),
+        // A message with a few bytes of anything spliced in (invalid
+        // UTF-8 inside a string, a stray bracket, a control character).
+        2 => (
+            crate::mcp::wire::strategies::message_line(),
+            any::<prop::sample::Index>(),
+            prop::collection::vec(any::<u8>(), 1..4),
+        )
+            .prop_map(|(line, at, junk)| {
+                let mut bytes = line.into_bytes();
+                let at = at.index(bytes.len() + 1);
+                bytes.splice(at..at, junk);
+                bytes
+            }),
     ];
     (
         prop::collection::vec((line, any::<bool>()), 0..10),
