@@ -179,7 +179,8 @@ fn values_a_fast_reading_would_skip_unread_are_left_to_rmcp() {
             );
         }
     }
-    // At the depth limit and either side of it, inside the arguments.
+    // At the depth limit and either side of it, in the arguments and in a
+    // result's structured content (both read, never skipped).
     for n in 120..=130 {
         same_as_rmcp(&format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"e","arguments":{{"m":{}}}}}}}"#,
