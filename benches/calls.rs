@@ -892,11 +892,11 @@ fn main() {
         std::process::exit(2);
     }
     let scale = Scale::from_env();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    // warden's own runtime (one worker unless TOKIO_WORKER_THREADS says
+    // otherwise): the in-process `Host::call` path runs as `warden run`
+    // does, the passthrough proxy as the gateway does, and every path's
+    // client alike.
+    let rt = warden::cli::runtime().expect("runtime");
     rt.block_on(async {
         if parts.iter().any(|a| a == "passthrough") {
             return passthrough().await;

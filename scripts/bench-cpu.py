@@ -4,7 +4,7 @@ its server's, for npm server-everything's `echo` called directly and
 through `warden gateway --stdio` (issue 15).
 
   scripts/bench-cpu.py [--calls N] [--bytes B] [--variant V] [--warden PATH] [--rounds R]
-                      [--passthrough PATH] [--before PATH]
+                      [--passthrough PATH] [--before PATH] [--before-env KEY=VALUE]
 
   --variant  full     the shipped default.rego and an audit log (`batch`)
              norego   `"policy": []` (rules only), audit on
@@ -15,6 +15,10 @@ through `warden gateway --stdio` (issue 15).
   --passthrough  the calls bench's binary (`cargo bench --no-run --bench
              calls` prints its path): adds its bare rmcp proxy (no policy,
              no audit) as a third setup, the floor of any rmcp proxy
+  --before   an older warden build, run as a fourth setup (`before`)
+  --before-env KEY=VALUE  the `before` setup is this build run with KEY set
+             (e.g. TOKIO_WORKER_THREADS=2: the runtime before the tenth
+             pass), for a before/after of a change a variable undoes
 
 The client writes JSON-RPC lines itself (no SDK: its own cost is the same
 for every setup) and measures each call from write to answer. CPU comes
@@ -91,18 +95,20 @@ def cpu(root):
     return totals
 
 
-def run(setup, calls, size, warden, variant, world, other=None):
+def run(setup, calls, size, warden, variant, world, other=None, before_env=None):
     """One setup's figures; `other` is the passthrough binary or the
-    `before` build."""
+    `before` build; `before_env` (KEY, VALUE) is set for `before` only."""
     env = dict(os.environ, HOME=f"{world}/home", WARDEN_CONFIG_DIR=f"{world}/config", TMPDIR=world)
     env.pop("RUST_LOG", None)
+    if setup == "before" and before_env:
+        env[before_env[0]] = before_env[1]
     everything = os.path.realpath(EVERYTHING)
     if setup == "direct":
         cmd, tool = [everything, "stdio"], "echo"
     elif setup == "passthrough":
         cmd, tool = [other, "passthrough"], "echo"
     else:
-        if setup == "before":
+        if setup == "before" and other:
             warden = other
         config = {
             "mcpServers": {"everything": {"trust": "trusted", "sandbox": False,
@@ -186,7 +192,14 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--passthrough")
     parser.add_argument("--before")
+    parser.add_argument("--before-env")
     args = parser.parse_args()
+    before_env = None
+    if args.before_env:
+        key, sep, value = args.before_env.partition("=")
+        if not sep or not key:
+            raise SystemExit("--before-env takes KEY=VALUE")
+        before_env = (key, value)
     if not os.access(EVERYTHING, os.X_OK):
         raise SystemExit(f"{EVERYTHING} missing: run scripts/test-deps.sh")
     world = tempfile.mkdtemp(prefix="warden-bench-cpu-")
@@ -198,13 +211,14 @@ def main():
               "| context switches per call (proxy; server) |")
         print("| --- | --- | --- | --- | --- | --- | --- |")
         setups = ["direct"] + (["passthrough"] if args.passthrough else []) + ["gateway"]
-        if args.before:
+        if args.before or before_env:
             setups.append("before")
         results = {setup: [] for setup in setups}
         for n in range(1, args.rounds + 1):
             for setup in setups:
                 other = args.before if setup == "before" else args.passthrough
-                r = run(setup, args.calls, args.bytes, args.warden, args.variant, world, other)
+                r = run(setup, args.calls, args.bytes, args.warden, args.variant, world, other,
+                        before_env)
                 results[setup].append(r)
                 if setup == "direct":
                     warden_cpu = "—"

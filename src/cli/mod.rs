@@ -21,6 +21,9 @@ mod run;
 mod sandbox;
 mod session;
 
+/// The runtime warden's commands run on (benchmarks measure on it too).
+pub use session::{WORKER_THREADS_VAR, runtime};
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -126,17 +126,42 @@ pub fn answerer(
     }))
 }
 
-/// Runs `body` on a multi-threaded runtime, cancelling its token on SIGINT
+/// The environment variable (tokio's own) that sets how many async worker
+/// threads a session runs on.
+pub const WORKER_THREADS_VAR: &str = "TOKIO_WORKER_THREADS";
+
+/// The runtime every session command runs on: one async worker thread,
+/// unless `TOKIO_WORKER_THREADS` asks for more.
+///
+/// Why one: what a session does on its workers is small (relaying
+/// messages, a decision bounded small, a write-ahead record); whatever
+/// may take long runs elsewhere already (decisions that are not bounded
+/// small on the policy crate's evaluation threads, one per core; the
+/// audit log's writer thread; terminal reads on the blocking pool). With
+/// a second worker, tokio wakes it to steal each task a message makes
+/// runnable, and on a small machine that wake-up crosses CPUs: a 16 B
+/// call through the gateway made 4.3 context switches instead of 2.3 and
+/// cost 60 µs more CPU and 50 µs more wall time, with the same throughput
+/// for 64 concurrent callers at 16 B and 100 KB (BENCHMARKS.md, "Tenth
+/// pass"). A multi-threaded runtime still (not a current-thread one):
+/// `block_in_place` moves an `every_record` audit sync off the worker.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // tokio reads the variable only when the count is not set here.
+    if std::env::var_os(WORKER_THREADS_VAR).is_none() {
+        builder.worker_threads(1);
+    }
+    builder.enable_all().build()
+}
+
+/// Runs `body` on the session [`runtime`], cancelling its token on SIGINT
 /// or SIGTERM so the command can stop its servers and exit cleanly.
 pub fn run_async<F, Fut>(body: F) -> anyhow::Result<u8>
 where
     F: FnOnce(CancellationToken) -> Fut,
     Fut: Future<Output = anyhow::Result<u8>>,
 {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = runtime().context("cannot start the async runtime")?;
     let result = runtime.block_on(async move {
         let cancel = CancellationToken::new();
         spawn_signal_watch(cancel.clone());
@@ -213,4 +238,27 @@ pub fn audit_approval(
     .map_err(failed)?;
     log.close().map_err(failed)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session runs on one async worker unless tokio's variable says
+    /// otherwise (the variable is left alone here: tests share the
+    /// process environment).
+    #[test]
+    fn a_session_runs_on_one_worker_by_default() {
+        let runtime = runtime().expect("runtime");
+        let workers = runtime.metrics().num_workers();
+        match std::env::var(WORKER_THREADS_VAR) {
+            Ok(n) => assert_eq!(workers.to_string(), n),
+            Err(_) => assert_eq!(workers, 1),
+        }
+        assert_eq!(
+            runtime.handle().runtime_flavor(),
+            tokio::runtime::RuntimeFlavor::MultiThread,
+            "block_in_place needs a multi-threaded runtime"
+        );
+    }
 }

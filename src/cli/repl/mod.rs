@@ -71,9 +71,7 @@ pub fn run(global: &GlobalArgs, answers: Option<&std::path::Path>) -> anyhow::Re
         None => None,
     };
     let history = session::config_dir()?.join("history");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = session::runtime()?;
     // The terminal's settings, to put back if a signal ends the session
     // while the editor holds the terminal in raw mode.
     let terminal = nix::sys::termios::tcgetattr(std::io::stdin()).ok();

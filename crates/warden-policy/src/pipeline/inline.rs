@@ -26,7 +26,9 @@
 //! [`BUDGET`] (the inline attempt is discarded: a decision has no side
 //! effect but caches). So a decision holds a runtime thread for at most
 //! about [`BUDGET`], as a runaway on the pool delays another caller by at
-//! most [`super::deadline::STUCK`].
+//! most [`super::deadline::STUCK`]. (warden's sessions run on one runtime
+//! worker by default, so that thread is the session's: every other
+//! message waits that long at most.)
 
 use std::time::Duration;
 
