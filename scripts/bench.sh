@@ -7,8 +7,9 @@
 # in-process, at 16 B,
 # 10 KB and 100 KB, with the server unsandboxed (trusted) and sandboxed;
 # server start (/bin/true: plain, warden's launch seam, bwrap); a cold
-# `warden call` from process start to result (hyperfine); the RSS of a
-# gateway with 10 servers and its peak during 10,000 calls.
+# `warden call` from process start to exit (hyperfine) and to its result
+# on stdout; the RSS of a gateway with 10 servers and its peak during
+# 10,000 calls.
 #
 #   scripts/bench.sh [--quick]
 #
@@ -68,8 +69,8 @@ WARDEN="$TARGET/release/warden"
 echo "calls, server start, RSS…" >&2
 BENCH_QUICK=$QUICK cargo bench --locked --bench calls -- start calls rss >"$OUT/calls.jsonl"
 
-# 2. A cold `warden call`: process start → result, the server started and
-# stopped each time (plain and sandboxed).
+# 2. A cold `warden call`: process start → exit, and → the result printed,
+# the server started and stopped each time (plain and sandboxed).
 EVERYTHING_ABS="$(realpath "$EVERYTHING")"  # the sandbox grants the real install prefix
 for mode in plain sandbox; do
   if [ "$mode" = plain ]; then extra='"trust": "trusted", "sandbox": false,'; else extra=''; fi
@@ -84,10 +85,65 @@ call() { printf '%q ' "$WARDEN" --ci --config "$WORLD/$1.json" --workspace "$WOR
 echo "cold warden call…" >&2
 hyperfine -N --warmup 3 --runs "$RUNS" --export-json "$OUT/cold.json" \
   -n cold_plain "$(call plain)" -n cold_sandbox "$(call sandbox)" >&2
+# hyperfine times the whole process, which ends only after warden has
+# stopped the server: closed its stdin and, for a server that ignores that
+# (server-everything's timers keep node alive), waited 2 s as the official
+# SDKs do before SIGTERM. The result itself is printed before that: time
+# it to its first line on stdout, the same runs alternating.
+# `direct` is the same call without warden: the server started, initialized,
+# called (JSON-RPC lines written here), its answer read.
+python3 - "$OUT/cold_result.json" "$RUNS" "$WARDEN" "$WORLD" "$EVERYTHING_ABS" <<'PY' >&2
+import json, subprocess, sys, time
+out, runs, warden, world, everything = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+times = {"direct": [], "plain": [], "sandbox": []}
+
+def direct():
+    started = time.perf_counter()
+    proc = subprocess.Popen([everything, "stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, cwd=f"{world}/workspace")
+    def send(m):
+        proc.stdin.write((json.dumps(m) + "\n").encode()); proc.stdin.flush()
+    def answer(i):
+        while True:
+            line = proc.stdout.readline()
+            if not line:
+                sys.exit("cold direct: the server closed its output")
+            if json.loads(line).get("id") == i:
+                return json.loads(line)
+    send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+          "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}})
+    answer(0)
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"message": "hi"}}})
+    answer(1)
+    printed = time.perf_counter()
+    proc.kill(); proc.wait()
+    return (printed - started) * 1e6
+
+for n in range(runs):
+    for mode in times:
+        if mode == "direct":
+            times[mode].append(direct())
+            continue
+        cmd = [warden, "--ci", "--config", f"{world}/{mode}.json", "--workspace", f"{world}/workspace",
+               "call", "everything", "echo", "--args", '{"message":"hi"}']
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        line = proc.stdout.readline()
+        printed = time.perf_counter()
+        proc.stdout.read()
+        code = proc.wait()
+        if code != 0 or not line.startswith(b"Echo: hi"):
+            sys.exit(f"cold {mode}: exit {code}, first line {line!r}")
+        times[mode].append((printed - started) * 1e6)
+json.dump(times, open(out, "w"))
+print("cold warden call, process start to result printed: "
+      + ", ".join(f"{m} {sorted(t)[len(t) // 2] / 1000:.0f} ms" for m, t in times.items()))
+PY
 
 # 3. The table.
 COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src crates benches || echo '+changes')"
-python3 - "$OUT/calls.jsonl" "$OUT/cold.json" "$COMMIT" "$QUICK" <<'PY'
+python3 - "$OUT/calls.jsonl" "$OUT/cold.json" "$COMMIT" "$QUICK" "$OUT/cold_result.json" <<'PY'
 import datetime, json, os, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 cold = json.load(open(sys.argv[2]))["results"]
@@ -133,8 +189,14 @@ for k, r in starts.items():
 for r in cold:
     t = sorted(r["times"])
     q = lambda p: t[round((len(t) - 1) * p)] * 1e6
-    print(f"| cold `warden call` (process start → result, {len(t)} runs) | {r['command']} | | 16 B | "
+    print(f"| cold `warden call` (process start → exit, {len(t)} runs) | {r['command']} | | 16 B | "
           f"{us(r['median'] * 1e6)} | {us(q(0.9))} | {us(q(0.99))} | | | | | |")
+for mode, t in json.load(open(sys.argv[5])).items():
+    t = sorted(t)
+    q = lambda p: t[round((len(t) - 1) * p)]
+    what = "the server alone" if mode == "direct" else f"cold_{mode}"
+    print(f"| cold `warden call` (process start → result printed, {len(t)} runs) | {what} | | 16 B | "
+          f"{us(q(0.5))} | {us(q(0.9))} | {us(q(0.99))} | | | | | |")
 for r in [r for r in rows if r["kind"] == "rss"]:
     print(f"| RSS of `warden gateway --stdio`, {r['servers']} servers ({r['tools']} tools) connected | gateway | plain | | "
           f"{r['rss_connected_kb'] / 1024:.1f} MB | | | | | | | |")
