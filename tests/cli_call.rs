@@ -392,3 +392,34 @@ fn servers_keep_the_transparent_huge_page_setting_of_the_system() {
         );
     }
 }
+
+/// A session's async worker count comes from `TOKIO_WORKER_THREADS` when
+/// it is set (README, "Threads"); a value it cannot use is refused with
+/// an error naming it, before anything starts, not a panic inside tokio.
+#[test]
+fn the_worker_thread_variable_is_honoured_or_refused_clearly() {
+    let world = fixture_world(allow_all());
+    let call = |value: &str| {
+        world
+            .warden(&["call", "fx", "echo", "--args", r#"{"message":"hi"}"#])
+            .env("TOKIO_WORKER_THREADS", value)
+            .output()
+            .expect("run warden")
+    };
+    let ok = call("3");
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    for bad in ["0", "two", "100000"] {
+        let out = call(bad);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(
+            err.contains(&format!(
+                "TOKIO_WORKER_THREADS={bad}: expected a whole number"
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(out.stdout.is_empty(), "{bad}: nothing ran");
+    }
+    assert!(world.leftover_processes().is_empty());
+}

@@ -146,12 +146,36 @@ pub const WORKER_THREADS_VAR: &str = "TOKIO_WORKER_THREADS";
 /// pass"). A multi-threaded runtime still (not a current-thread one):
 /// `block_in_place` moves an `every_record` audit sync off the worker.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    // tokio reads the variable only when the count is not set here.
-    if std::env::var_os(WORKER_THREADS_VAR).is_none() {
-        builder.worker_threads(1);
-    }
-    builder.enable_all().build()
+    // Set here whatever the variable says: tokio reads it only when no
+    // count is set, and panics on a value it cannot use.
+    let workers = worker_threads(std::env::var_os(WORKER_THREADS_VAR).as_deref())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+}
+
+/// Most async workers `TOKIO_WORKER_THREADS` may ask for.
+const MAX_WORKER_THREADS: usize = 256;
+
+/// How many async workers a session gets for the value of
+/// `TOKIO_WORKER_THREADS` (`None`: not set).
+fn worker_threads(value: Option<&std::ffi::OsStr>) -> Result<usize, String> {
+    let Some(value) = value else {
+        return Ok(1);
+    };
+    value
+        .to_str()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| (1..=MAX_WORKER_THREADS).contains(n))
+        .ok_or_else(|| {
+            format!(
+                "{WORKER_THREADS_VAR}={}: expected a whole number of async worker threads \
+                 from 1 to {MAX_WORKER_THREADS}",
+                value.to_string_lossy()
+            )
+        })
 }
 
 /// Runs `body` on the session [`runtime`], cancelling its token on SIGINT
@@ -247,6 +271,30 @@ mod tests {
     /// A session runs on one async worker unless tokio's variable says
     /// otherwise (the variable is left alone here: tests share the
     /// process environment).
+    #[test]
+    fn the_worker_count_is_one_unless_the_variable_names_a_usable_one() {
+        use std::ffi::OsStr;
+        assert_eq!(worker_threads(None), Ok(1));
+        assert_eq!(worker_threads(Some(OsStr::new("4"))), Ok(4));
+        assert_eq!(worker_threads(Some(OsStr::new(" 2 "))), Ok(2));
+        assert_eq!(worker_threads(Some(OsStr::new("256"))), Ok(256));
+        for bad in [
+            "",
+            "0",
+            "-1",
+            "two",
+            "1.5",
+            "257",
+            "99999999999999999999999",
+        ] {
+            let error = worker_threads(Some(OsStr::new(bad))).expect_err(bad);
+            assert!(error.starts_with("TOKIO_WORKER_THREADS="), "{error}");
+            assert!(error.contains("from 1 to 256"), "{error}");
+        }
+        use std::os::unix::ffi::OsStrExt;
+        assert!(worker_threads(Some(OsStr::from_bytes(b"\xff"))).is_err());
+    }
+
     #[test]
     fn a_session_runs_on_one_worker_by_default() {
         let runtime = runtime().expect("runtime");
