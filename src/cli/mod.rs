@@ -22,7 +22,7 @@ mod sandbox;
 mod session;
 
 /// The runtime warden's commands run on (benchmarks measure on it too).
-pub use session::{WORKER_THREADS_VAR, runtime};
+pub use session::runtime;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

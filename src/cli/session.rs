@@ -268,9 +268,8 @@ pub fn audit_approval(
 mod tests {
     use super::*;
 
-    /// A session runs on one async worker unless tokio's variable says
-    /// otherwise (the variable is left alone here: tests share the
-    /// process environment).
+    /// One worker when the variable is not set; otherwise its number, or
+    /// an error naming it (tokio would panic).
     #[test]
     fn the_worker_count_is_one_unless_the_variable_names_a_usable_one() {
         use std::ffi::OsStr;
@@ -295,6 +294,9 @@ mod tests {
         assert!(worker_threads(Some(OsStr::from_bytes(b"\xff"))).is_err());
     }
 
+    /// A session runs on one async worker unless tokio's variable says
+    /// otherwise (the variable is left alone here: tests share the
+    /// process environment).
     #[test]
     fn a_session_runs_on_one_worker_by_default() {
         let runtime = runtime().expect("runtime");
