@@ -141,9 +141,9 @@ pub const WORKER_THREADS_VAR: &str = "TOKIO_WORKER_THREADS";
 /// a second worker, tokio wakes it to steal each task a message makes
 /// runnable, and on a small machine that wake-up crosses CPUs: a 16 B
 /// call through the gateway made 4.3 context switches instead of 2.3 and
-/// cost 60 µs more CPU and 50 µs more wall time, with the same throughput
-/// for 64 concurrent callers at 16 B and 100 KB (BENCHMARKS.md, "Tenth
-/// pass"). A multi-threaded runtime still (not a current-thread one):
+/// cost 60 µs more CPU and 50 µs more wall time, with no measurable gain
+/// in throughput for 64 concurrent callers at 16 B and 100 KB
+/// (BENCHMARKS.md, "Tenth pass"). A multi-threaded runtime still (not a current-thread one):
 /// `block_in_place` moves an `every_record` audit sync off the worker.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     // Set here whatever the variable says: tokio reads it only when no
