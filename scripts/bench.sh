@@ -108,8 +108,9 @@ def direct():
             line = proc.stdout.readline()
             if not line:
                 sys.exit("cold direct: the server closed its output")
-            if json.loads(line).get("id") == i:
-                return json.loads(line)
+            message = json.loads(line)
+            if message.get("id") == i:
+                return message
     send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
           "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}})
     answer(0)

@@ -143,8 +143,9 @@ pub const WORKER_THREADS_VAR: &str = "TOKIO_WORKER_THREADS";
 /// call through the gateway made 4.3 context switches instead of 2.3 and
 /// cost 60 µs more CPU and 50 µs more wall time, with no measurable gain
 /// in throughput for 64 concurrent callers at 16 B and 100 KB
-/// (BENCHMARKS.md, "Tenth pass"). A multi-threaded runtime still (not a current-thread one):
-/// `block_in_place` moves an `every_record` audit sync off the worker.
+/// (BENCHMARKS.md, "Tenth pass"). A multi-threaded runtime still (not a
+/// current-thread one): `block_in_place` moves an `every_record` audit
+/// sync off the worker.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     // Set here whatever the variable says: tokio reads it only when no
     // count is set, and panics on a value it cannot use.
@@ -300,11 +301,8 @@ mod tests {
     #[test]
     fn a_session_runs_on_one_worker_by_default() {
         let runtime = runtime().expect("runtime");
-        let workers = runtime.metrics().num_workers();
-        match std::env::var(WORKER_THREADS_VAR) {
-            Ok(n) => assert_eq!(workers.to_string(), n),
-            Err(_) => assert_eq!(workers, 1),
-        }
+        let asked = worker_threads(std::env::var_os(WORKER_THREADS_VAR).as_deref());
+        assert_eq!(Ok(runtime.metrics().num_workers()), asked);
         assert_eq!(
             runtime.handle().runtime_flavor(),
             tokio::runtime::RuntimeFlavor::MultiThread,
