@@ -14,7 +14,10 @@
 #   scripts/bench.sh [--quick]
 #
 #   --quick            a smoke run (~1 min): fewer rounds and calls
-#   CARGO_TARGET_DIR   where to build (release profile; default target)
+#   CARGO_TARGET_DIR   where to build (default target)
+#   BENCH_PROFILE      the cargo profile measured (default dist: what is
+#                      installed or packaged, Cargo.toml; release builds
+#                      faster and measures about 0.88x slower per call)
 #   BENCH_OUT          keep the raw results here (default: a temp folder)
 #
 # Needs: cargo, node + tests/npm (scripts/test-deps.sh), python3 (only to
@@ -47,6 +50,7 @@ EVERYTHING=tests/npm/node_modules/.bin/mcp-server-everything
 [ -x "$EVERYTHING" ] || { echo "$EVERYTHING missing: run scripts/test-deps.sh" >&2; exit 1; }
 
 TARGET="${CARGO_TARGET_DIR:-target}"
+PROFILE="${BENCH_PROFILE:-dist}"
 OUT="${BENCH_OUT:-$(mktemp -d)}"
 mkdir -p "$OUT"
 WORLD="$(mktemp -d)"
@@ -59,15 +63,15 @@ export HOME="$WORLD/home" WARDEN_CONFIG_DIR="$WORLD/config" TMPDIR="$WORLD"
 unset RUST_LOG
 
 # One build: `cargo bench` builds the binaries the benches use (with the
-# dev-dependencies' features), so a separate `cargo build --release` would
+# dev-dependencies' features), so a separate `cargo build` would
 # only relink warden back and forth.
-echo "building (release)…" >&2
-cargo bench --locked --no-run --bench calls >&2
-WARDEN="$TARGET/release/warden"
+echo "building (profile $PROFILE)…" >&2
+cargo bench --locked --profile "$PROFILE" --no-run --bench calls >&2
+WARDEN="$TARGET/$PROFILE/warden"
 
 # 1. calls, server start, RSS (benches/calls.rs; JSON lines).
 echo "calls, server start, RSS…" >&2
-BENCH_QUICK=$QUICK cargo bench --locked --bench calls -- start calls rss >"$OUT/calls.jsonl"
+BENCH_QUICK=$QUICK cargo bench --locked --profile "$PROFILE" --bench calls -- start calls rss >"$OUT/calls.jsonl"
 
 # 2. A cold `warden call`: process start → exit, and → the result printed,
 # the server started and stopped each time (plain and sandboxed).
