@@ -17,7 +17,7 @@
 #   CARGO_TARGET_DIR   where to build (default target)
 #   BENCH_PROFILE      the cargo profile measured (default dist: what is
 #                      installed or packaged, Cargo.toml; release builds
-#                      faster and measures about 0.88x slower per call)
+#                      faster, and its 16 B calls take about 1.15x the CPU)
 #   BENCH_OUT          keep the raw results here (default: a temp folder)
 #
 # Needs: cargo, node + tests/npm (scripts/test-deps.sh), python3 (only to
