@@ -348,8 +348,7 @@ impl PinStore {
             _ => PathBuf::from("."),
         };
         std::fs::create_dir_all(&dir).map_err(io)?;
-        let _lock =
-            lock_pin_file(&self.lock_path(), nix::fcntl::FlockArg::LockExclusive).map_err(io)?;
+        let _lock = lock_pin_file(&self.lock_path(), true).map_err(io)?;
         let mut merged = read_pin_file(&self.path)?;
         change(&mut merged, &self.pending);
         let mut text = serde_json::to_string_pretty(&merged).map_err(|e| PinError::Format {
@@ -397,7 +396,7 @@ pub fn files_of(path: &Path) -> [PathBuf; 2] {
 /// one, no warden has written the file.
 fn read_pin_file_shared(path: &Path) -> Result<PinFile, PinError> {
     let [_, lock_path] = files_of(path);
-    let lock = match lock_pin_file(&lock_path, nix::fcntl::FlockArg::LockShared) {
+    let lock = match lock_pin_file(&lock_path, false) {
         Ok(lock) => Some(lock),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => {
@@ -412,15 +411,14 @@ fn read_pin_file_shared(path: &Path) -> Result<PinFile, PinError> {
     file
 }
 
-/// Takes `how` (shared to read, exclusive to write) on the pin file's
+/// Takes a lock (shared to read, exclusive to `write`) on the pin file's
 /// `FILE.lock`, created only by a writer, and never opened through a link:
 /// warden creates no file where a link points.
 fn lock_pin_file(
     lock_path: &Path,
-    how: nix::fcntl::FlockArg,
+    write: bool,
 ) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
     use std::os::unix::fs::OpenOptionsExt;
-    let write = how == nix::fcntl::FlockArg::LockExclusive;
     let file = std::fs::OpenOptions::new()
         .read(!write)
         .write(write)
@@ -428,7 +426,9 @@ fn lock_pin_file(
         .truncate(false)
         .custom_flags(nix::libc::O_NOFOLLOW)
         .open(lock_path)?;
-    nix::fcntl::Flock::lock(file, how).map_err(|(_, errno)| std::io::Error::from(errno))
+    // Bounded: the lock file may lie where a server can open it.
+    warden_audit::flock::lock_within(file, write, warden_audit::flock::LOCK_WAIT)
+        .map_err(|(_, e)| e)
 }
 
 /// Reads a pin file; a missing file is an empty one.

@@ -37,8 +37,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use nix::errno::Errno;
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::Flock;
 use serde_json::{Map, Value, json};
 
 use crate::chain::Hasher;
@@ -391,18 +390,18 @@ impl HeadWriter {
     }
 
     fn flock(&self, seen: &mut Seen) -> Result<Flock<File>, AuditError> {
-        let mut dup = match seen.lock_fd.take() {
+        let dup = match seen.lock_fd.take() {
             Some(dup) => dup,
             None => self
                 .file
                 .try_clone()
                 .map_err(|e| self.io_err("lock the head file", e))?,
         };
-        loop {
-            match Flock::lock(dup, FlockArg::LockExclusive) {
-                Ok(held) => return Ok(held),
-                Err((back, Errno::EINTR)) => dup = back,
-                Err((_, errno)) => return Err(self.io_err("lock the head file", errno.into())),
+        match crate::flock::lock_within(dup, true, crate::flock::LOCK_WAIT) {
+            Ok(held) => Ok(held),
+            Err((back, e)) => {
+                seen.lock_fd = Some(back);
+                Err(self.io_err("lock the head file", e))
             }
         }
     }

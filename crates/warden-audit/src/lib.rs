@@ -183,6 +183,7 @@
 
 mod chain;
 mod error;
+pub mod flock;
 mod head;
 mod key;
 mod log;

@@ -386,6 +386,13 @@ fn init_main(
         std::fs::write("/proc/sys/kernel/pid_max", pid_max.to_string())
             .map_err(io_err("pid_max"))?;
     }
+    if plan.layers.pid_ns && plan.layers.memfd_noexec {
+        // Per pid namespace (prepare checked): a memfd made without flags
+        // is sealed non-executable, one asking for MFD_EXEC is refused,
+        // so no program runs from memory, outside every grant's
+        // execute right.
+        std::fs::write("/proc/sys/vm/memfd_noexec", "2").map_err(io_err("memfd_noexec"))?;
+    }
     if let Some(view) = &plan.view
         && let ProcKind::Snapshot(why) = mountns::build(view, &plan.cwd, uid, gid)?
     {

@@ -43,6 +43,10 @@ pub struct Support {
     /// process cap that also holds for root, for whom the kernel ignores
     /// `RLIMIT_NPROC`.
     pub pid_max_per_namespace: bool,
+    /// `vm.memfd_noexec` is per pid namespace, and `2` makes a memfd
+    /// created without flags non-executable rather than failing its
+    /// creation (Linux ≥ 6.6). Only the namespace's root may write it.
+    pub memfd_noexec_per_namespace: bool,
     /// The mount API with `mount_setattr` (Linux ≥ 5.12): the mount
     /// namespace view.
     pub mount_api: bool,
@@ -116,6 +120,7 @@ fn probe(live: bool) -> Support {
         net_namespaces: others,
         seccomp: seccomp_available(),
         pid_max_per_namespace: kernel_at_least(6, 14),
+        memfd_noexec_per_namespace: kernel_at_least(6, 6),
         mount_api: kernel_at_least(5, 12),
         listen_supervision: kernel_at_least(5, 6),
         nproc_per_user_namespace: kernel_at_least(5, 14),

@@ -301,9 +301,15 @@ fn dev(dst: &Path, private_dir: &Path) -> Result<()> {
         let node = dst.join(n);
         touch(&node)?;
         let fd = sys::open_tree_clone(&src)?;
+        // Read-only: these are the host's own device inodes, owned by
+        // root, and an owner needs no capability to chmod, chown to
+        // itself, set times or ACLs on them (a root-started server made
+        // the host's /dev/full 0600). Reading and writing a character
+        // device is not a write to the mount, so /dev/null still takes
+        // writes.
         sys::mount_setattr_tree(
             fd.as_fd(),
-            sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
+            sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
             &src,
         )?;
         sys::move_mount_to(fd.as_fd(), &node)?;

@@ -82,6 +82,9 @@ pub(crate) struct Layers {
     pub listen_supervisor: bool,
     /// Drop every capability before exec.
     pub drop_caps: bool,
+    /// Set `vm.memfd_noexec = 2` in the new pid namespace: no program
+    /// runs from a memfd, code that is in no grant.
+    pub memfd_noexec: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -167,6 +167,9 @@ pub(crate) fn gate(spec: &LaunchSpec, k: &Support) -> Result<Gates, SandboxError
             seccomp,
             listen_supervisor,
             drop_caps: true,
+            // The sysctl file belongs to the host's root: a user namespace
+            // of another user cannot write it.
+            memfd_noexec: root && pid_ns && k.memfd_noexec_per_namespace,
         },
         view,
         gaps: need.gaps,
@@ -607,6 +610,16 @@ pub(crate) fn summary(
             "listen() without bind() auto-binding a port the bind rule never saw (ports mode)",
         ),
         layer(
+            "memfd no-exec",
+            l.memfd_noexec,
+            if l.memfd_noexec {
+                "vm.memfd_noexec = 2 in the pid namespace"
+            } else {
+                "only root can set vm.memfd_noexec per namespace (Linux >= 6.6)"
+            },
+            "a program run from a memfd (code in no grant, past Landlock's execute right)",
+        ),
+        layer(
             "no capabilities",
             l.drop_caps,
             "bounding, ambient and permitted sets empty, SECBIT_NOROOT locked",
@@ -709,6 +722,7 @@ mod tests {
             net_namespaces: false,
             seccomp: false,
             pid_max_per_namespace: false,
+            memfd_noexec_per_namespace: false,
             mount_api: false,
             listen_supervision: false,
             nproc_per_user_namespace: false,
@@ -728,6 +742,7 @@ mod tests {
             net_namespaces: true,
             seccomp: true,
             pid_max_per_namespace: true,
+            memfd_noexec_per_namespace: true,
             mount_api: true,
             listen_supervision: true,
             nproc_per_user_namespace: true,

@@ -3,8 +3,7 @@
 use std::fs::File;
 use std::path::Path;
 
-use nix::errno::Errno;
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::Flock;
 
 use crate::AuditError;
 
@@ -37,15 +36,15 @@ impl FileLock {
             action: "lock",
             source,
         };
-        let mut dup = match self.spare.take() {
+        let dup = match self.spare.take() {
             Some(dup) => dup,
             None => file.try_clone().map_err(io)?,
         };
-        loop {
-            match Flock::lock(dup, FlockArg::LockExclusive) {
-                Ok(held) => return Ok(Held(held)),
-                Err((back, Errno::EINTR)) => dup = back,
-                Err((_, errno)) => return Err(io(errno.into())),
+        match crate::flock::lock_within(dup, true, crate::flock::LOCK_WAIT) {
+            Ok(held) => Ok(Held(held)),
+            Err((back, e)) => {
+                self.spare = Some(back);
+                Err(io(e))
             }
         }
     }
