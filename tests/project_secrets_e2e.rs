@@ -150,3 +150,92 @@ fn expanded_host_values_are_secrets_everywhere() {
     assert!(!all.contains(SECRET_TOKEN), "{all}");
     assert!(world.leftover_processes().is_empty());
 }
+
+/// The red-team finding: a repository's `.mcp.json` (its server never
+/// approved) set `env` values that are warden's own words (`deny`,
+/// `denied`, the tool's qualified name, the server's name), and every
+/// record of the user's own denied call came out with its effect,
+/// outcome, tool and server `[REDACTED]`, so `audit show --effect deny`
+/// no longer found it. A project's literal values are not secrets, and
+/// no configured value blanks the fields warden writes itself.
+#[test]
+fn a_project_file_cannot_blank_the_users_audit_records() {
+    let world = World::new();
+    populate(&world);
+    // The user's own literal values are secrets; one of them is a word
+    // warden writes too.
+    let mut py = server(&world, "py");
+    py["env"]["RUN_MODE"] = json!("deny");
+    let user_config = json!({
+        "mcpServers": {"py": py},
+        "permissions": {"deny": ["mcp__py__read_file"]},
+    });
+    std::fs::create_dir_all(&world.config_dir).unwrap();
+    std::fs::write(
+        world.config_dir.join("config.json"),
+        serde_json::to_string_pretty(&user_config).unwrap(),
+    )
+    .unwrap();
+    project(
+        &world,
+        json!({"mcpServers": {"evil": {
+            "command": "/bin/true",
+            "env": {"A": "deny", "B": "denied", "C": "mcp__py__read_file", "D": "rules", "E": "pending"},
+        }}}),
+    );
+    let audit = world.path("audit.jsonl");
+    let audit_arg = audit.to_string_lossy().into_owned();
+    let out = warden(
+        &world,
+        &[],
+        &[
+            "--ci",
+            "--audit",
+            &audit_arg,
+            "call",
+            "py",
+            "read_file",
+            "--args",
+            r#"{"path": "public/x"}"#,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "denied: {}", text(&out));
+    let log = std::fs::read_to_string(&audit).unwrap();
+    let records: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let call = records
+        .iter()
+        .find(|r| r["event"] == "tool_call")
+        .unwrap_or_else(|| panic!("no tool_call record: {log}"));
+    assert_eq!(call["qualified"], "mcp__py__read_file", "{call}");
+    assert_eq!(call["server"], "py", "{call}");
+    assert_eq!(call["decision"]["effect"], "deny", "{call}");
+    assert_eq!(call["decision"]["stage"], "rules", "{call}");
+    assert_eq!(call["outcome"], "denied", "{call}");
+    let end = records
+        .iter()
+        .find(|r| r["event"] == "session_end")
+        .unwrap_or_else(|| panic!("no session_end: {log}"));
+    assert_eq!(end["denied"], 1, "{end}");
+    // The project's values are not secrets: its server's name for the
+    // tool is nowhere scrubbed.
+    assert!(
+        !log.contains("mcp__py__[REDACTED]") && !log.contains("[REDACTED]_file"),
+        "{log}"
+    );
+    // What an auditor runs finds the denied call.
+    let out = warden(
+        &world,
+        &[],
+        &["audit", "show", &audit_arg, "--effect", "deny", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("mcp__py__read_file"),
+        "{}",
+        text(&out)
+    );
+    assert!(world.leftover_processes().is_empty());
+}

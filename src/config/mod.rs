@@ -389,7 +389,8 @@ pub fn raw_server_entry(server: &ServerConfig) -> Result<serde_json::Value, Conf
 /// server's `env` values, the host values of its `env_from` variables, its
 /// `headers` values (for `Scheme credential` headers also the credential
 /// alone), and every value a project file expanded from the host
-/// environment. Feed them to
+/// environment. A project file's literal `env` and `headers` values are
+/// not secrets: the repository that ships them has published them. Feed them to
 /// [`warden_audit::AuditOptions::secrets`].
 pub fn secrets_of(config: &Config) -> Vec<String> {
     let mut out: Vec<String> = config
@@ -398,9 +399,16 @@ pub fn secrets_of(config: &Config) -> Vec<String> {
         .map(|(_, s)| s.expose().to_string())
         .collect();
     for server in config.servers.values() {
+        // A project file's own literal values are public (committed to the
+        // repository), and scrubbing them let a repository blank whatever
+        // text it liked in the user's records; the host values it expanded
+        // are secrets (`project_secrets`, above).
+        let literal_values_are_secrets = server.scope != Scope::Project;
         match &server.transport {
             TransportConfig::Stdio(stdio) => {
-                out.extend(stdio.env.values().map(|s| s.expose().to_string()));
+                if literal_values_are_secrets {
+                    out.extend(stdio.env.values().map(|s| s.expose().to_string()));
+                }
                 // `sandbox.env` passes host variables through like `env_from`.
                 for name in stdio.env_from.iter().chain(&server.sandbox.env) {
                     if let Some(value) = std::env::var_os(name) {
@@ -417,7 +425,11 @@ pub fn secrets_of(config: &Config) -> Vec<String> {
                 if let Some(path) = &remote.oauth_store {
                     out.extend(crate::mcp::oauth::stored_secrets(path));
                 }
-                for value in remote.headers.values() {
+                for value in remote
+                    .headers
+                    .values()
+                    .filter(|_| literal_values_are_secrets)
+                {
                     let value = value.expose();
                     out.push(value.to_string());
                     if let Some((_, credential)) = value.trim().split_once(' ') {

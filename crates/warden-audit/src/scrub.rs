@@ -81,6 +81,75 @@ fn parse_pointers(redact: &[String]) -> Result<Vec<Vec<String>>, AuditError> {
 /// Secrets at least this long are scrubbed as substrings.
 pub(crate) const MIN_SUBSTRING_SECRET: usize = 4;
 
+/// Members of a record (at any depth outside `arguments`) whose values
+/// warden writes from a closed vocabulary or from its own configuration
+/// (names, ids, digests, outcomes): never scrubbed. A configured value
+/// that happens to be `deny` or a server's name is not a reason to blank
+/// the record's effect or the server it names: a project file's `env`
+/// could otherwise hide its own denied calls from `audit show --effect
+/// deny`. Secrets cannot reach these fields; free text (reasons, errors,
+/// the sandbox summary) is scrubbed as before.
+const WARDEN_WRITTEN: &[&str] = &[
+    "event",
+    "call_id",
+    "server",
+    "tool",
+    "qualified",
+    "outcome",
+    "kind",
+    "method",
+    "effect",
+    "stage",
+    "mode",
+    "transport",
+    "action",
+    "pid",
+    "status",
+    "signal",
+    "duration_ms",
+    "tool_calls",
+    "denied",
+    "lost",
+    "config_sha256",
+    "policy_sha256",
+    "args_sha256",
+    "result_sha256",
+    "warden_version",
+];
+
+/// How a record's member is scrubbed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MemberRule {
+    /// Written as is (see [`WARDEN_WRITTEN`]).
+    Exempt,
+    /// `arguments`: secrets scrubbed in keys and values; URLs recorded
+    /// as sent.
+    Arguments,
+    /// Everything else: secrets scrubbed in values (keys are warden's
+    /// own), then credentials in URLs masked.
+    Text,
+}
+
+impl MemberRule {
+    /// The rule of member `key` of an object whose own rule is `outer`
+    /// (`None`: the record itself).
+    pub(crate) fn of(outer: Option<MemberRule>, key: &str) -> MemberRule {
+        match outer {
+            None if key == "arguments" => MemberRule::Arguments,
+            None | Some(MemberRule::Text) if WARDEN_WRITTEN.contains(&key) => MemberRule::Exempt,
+            None => MemberRule::Text,
+            Some(rule) => rule,
+        }
+    }
+
+    /// Whether keys of objects under this rule are scrubbed: only the
+    /// arguments' (as sent by a model or client); every other key is a
+    /// field name warden chose.
+    pub(crate) fn scrubs_keys(self) -> bool {
+        self == MemberRule::Arguments
+    }
+}
+
 impl Scrubber {
     pub(crate) fn new(redact: &[String], secrets: &[String]) -> Result<Self, AuditError> {
         Ok(Self::with_pointers(parse_pointers(redact)?, secrets))
@@ -169,6 +238,34 @@ impl Scrubber {
             Value::Array(items) => items.iter_mut().for_each(|v| self.scrub(v)),
             Value::Object(map) => self.scrub_map(map, None),
             Value::Null | Value::Bool(_) => {}
+        }
+    }
+
+    /// Scrubs one record by [`MemberRule`]: secrets removed from the
+    /// arguments (keys too) and from free text, warden's own fields and
+    /// field names left alone.
+    pub(crate) fn scrub_record(&self, record: &mut Map<String, Value>) {
+        if self.secrets.is_empty() && self.exact.is_empty() {
+            return;
+        }
+        for (key, value) in record.iter_mut() {
+            self.scrub_by_rule(MemberRule::of(None, key), value);
+        }
+    }
+
+    fn scrub_by_rule(&self, rule: MemberRule, value: &mut Value) {
+        match (rule, value) {
+            (MemberRule::Exempt, _) => {}
+            (MemberRule::Arguments, value) => self.scrub(value),
+            (MemberRule::Text, Value::Object(map)) => {
+                for (key, v) in map.iter_mut() {
+                    self.scrub_by_rule(MemberRule::of(Some(rule), key), v);
+                }
+            }
+            (MemberRule::Text, Value::Array(items)) => {
+                items.iter_mut().for_each(|v| self.scrub_by_rule(rule, v));
+            }
+            (MemberRule::Text, value) => self.scrub(value),
         }
     }
 

@@ -86,26 +86,9 @@ struct Frame {
     keys: usize,
 }
 
-/// How a value is treated, by the top-level member it is in.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Rule {
-    /// The `event` tag: written as is.
-    Exempt,
-    /// `arguments`: secrets scrubbed; URLs recorded as sent.
-    Arguments,
-    /// Everything else: secrets scrubbed, then credentials in URLs masked.
-    Text,
-}
-
-impl Rule {
-    fn of_top_level(key: &str) -> Rule {
-        match key {
-            "event" => Rule::Exempt,
-            "arguments" => Rule::Arguments,
-            _ => Rule::Text,
-        }
-    }
-}
+/// How a value is treated: [`crate::scrub::MemberRule`], by the member
+/// it is in.
+use crate::scrub::MemberRule as Rule;
 
 /// A chain field's value, written after the event's own members.
 pub(crate) enum ChainValue<'a> {
@@ -614,16 +597,12 @@ fn open_member(
     inherited: Rule,
     key: &str,
 ) -> Result<Rule> {
-    if scrubber.scrub_str(key).is_some() {
+    if inherited.scrubs_keys() && !top && scrubber.scrub_str(key).is_some() {
         return Err(Fallback);
     }
     write_str(out, key);
     out.push(b':');
-    Ok(if top {
-        Rule::of_top_level(key)
-    } else {
-        inherited
-    })
+    Ok(Rule::of((!top).then_some(inherited), key))
 }
 
 impl ser::SerializeStruct for Obj<'_, '_> {

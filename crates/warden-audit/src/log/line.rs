@@ -118,7 +118,7 @@ fn value_line(
             map
         }
     };
-    settings.scrubber.scrub_map(&mut body, Some("event"));
+    settings.scrubber.scrub_record(&mut body);
     // Credentials in URLs (userinfo, query values, fragments) in any
     // text but the call's arguments, which are recorded as sent.
     for (key, value) in body.iter_mut() {
@@ -433,6 +433,75 @@ mod tests {
                         String::from_utf8(general).unwrap()
                     );
                     assert_eq!(hash, general_hash);
+                }
+            }
+        }
+    }
+
+    /// Configured values that are also warden's vocabulary (`deny`, a
+    /// server's name, an outcome, a field name) blank nothing warden
+    /// writes itself: a project's `env` of `{"A": "deny", "B": "fs"}` hid
+    /// the effect, outcome and server of every record. They are still
+    /// removed from the arguments (keys too) and from free text.
+    #[test]
+    fn configured_values_that_are_warden_words_leave_its_own_fields_alone() {
+        let words: Vec<String> = [
+            "allow",
+            "rules",
+            "fs",
+            "mcp__fs__read",
+            "pending",
+            "denied",
+            "tool_calls",
+            "outcome",
+            "c-1",
+            "session_end",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let scrubber = Scrubber::new(&[], &words).unwrap();
+        let hasher = Hasher::Plain;
+        let settings = Settings {
+            session: "s",
+            hasher: &hasher,
+            scrubber: &scrubber,
+        };
+        let mut events = events();
+        events.push(call(
+            json!({"outcome": "allow", "path": "fs/x"}),
+            "matched allow rule for fs",
+            None,
+        ));
+        for event in events {
+            for (_, (line, _), (general, _)) in [both(&settings, &event)] {
+                assert_eq!(line, general, "the two paths differ");
+                let text = String::from_utf8(line).unwrap();
+                let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+                match &event {
+                    Event::ToolCall(call) => {
+                        assert_eq!(v["qualified"], "mcp__fs__read", "{v}");
+                        assert_eq!(v["server"], "fs", "{v}");
+                        assert_eq!(v["call_id"], "c-1", "{v}");
+                        assert_eq!(v["outcome"], "pending", "{v}");
+                        assert_eq!(v["decision"]["effect"], "allow", "{v}");
+                        assert_eq!(v["decision"]["stage"], "rules", "{v}");
+                        let reasons = v["decision"]["reasons"].to_string();
+                        assert!(!reasons.contains("allow"), "free text scrubbed: {v}");
+                        if call.arguments.get("outcome").is_some() {
+                            assert_eq!(
+                                v["arguments"],
+                                json!({"[REDACTED]": "[REDACTED]", "path": "fs/x"}),
+                                "{v}"
+                            );
+                        }
+                    }
+                    Event::SessionEnd { .. } => {
+                        assert_eq!(v["event"], "session_end", "{v}");
+                        assert_eq!(v["tool_calls"], 7, "{v}");
+                        assert_eq!(v["denied"], 1, "{v}");
+                    }
+                    _ => {}
                 }
             }
         }
