@@ -9,15 +9,28 @@ use warden_sandbox::{EnvInputs, HostVar, LaunchSpec, Network};
 
 use crate::config::{Config, NetworkSpec, ServerConfig, StdioConfig, TransportConfig, Trust};
 
-/// warden's credentials, which no server may see even inside a grant
+/// What no server may see even inside a grant
 /// (`warden_sandbox::LaunchContext::hide`): the configuration folder
 /// (OAuth logins, approvals, pins, the user configuration with its `env`
-/// values; [`protected_paths`] lists it too), and `extra` (files a command
-/// named, e.g. the gateway's `--token-file`).
-pub fn hidden_paths(config: &Config, extra: &[PathBuf]) -> Vec<PathBuf> {
-    std::iter::once(config.config_dir.clone())
-        .chain(extra.iter().cloned())
-        .collect()
+/// values; [`protected_paths`] lists it too); the audit log and its head,
+/// and the pin file and its lock, wherever they are (other servers'
+/// records are none of a server's business, and a server that could open
+/// one of these files could hold its `flock` and stall warden's writes);
+/// and `extra` (files a command named, e.g. the gateway's `--token-file`).
+pub fn hidden_paths(
+    config: &Config,
+    audit: Option<&Path>,
+    pins: &[PathBuf],
+    extra: &[PathBuf],
+) -> Vec<PathBuf> {
+    let mut out = vec![config.config_dir.clone()];
+    if let Some(log) = audit {
+        out.push(log.to_path_buf());
+        out.push(warden_audit::head_path(log));
+    }
+    out.extend(pins.iter().cloned());
+    out.extend(extra.iter().cloned());
+    out
 }
 
 /// warden's own files, which no server may write (the sandbox binds each

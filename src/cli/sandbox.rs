@@ -157,7 +157,12 @@ fn check_server(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
     );
     let ctx = LaunchContext::new(config.workspace.clone(), runtime.path())
         .with_protected(protect)
-        .with_hidden(crate::launch::hidden_paths(&config, &[]));
+        .with_hidden(crate::launch::hidden_paths(
+            &config,
+            audit.map(std::path::PathBuf::as_path),
+            &crate::pins::files_of(&pins),
+            &[],
+        ));
     match sandbox::describe(&spec, &ctx) {
         Ok(summary) => {
             if global.json {
@@ -306,7 +311,12 @@ fn load_profile(file: &Path, ws: &Path) -> anyhow::Result<SandboxSpec> {
         ProfileFile::Spec(p) => {
             let p = *p;
             // Relative paths are relative to the profile's folder.
-            let base = std::path::absolute(file.parent().unwrap_or(Path::new(".")))?;
+            // A bare file name's parent is "", which `absolute` refuses.
+            let folder = file
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let base = std::path::absolute(folder)?;
             let path = |s: &String| -> PathBuf {
                 let s = s.replace("${WORKSPACE}", &ws.display().to_string());
                 warden_core::path::absolutize(&base, Path::new(&s))

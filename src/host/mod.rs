@@ -229,7 +229,12 @@ impl Host {
                     &crate::pins::files_of(&pins_path),
                     &opts.protect,
                 ),
-                hide: crate::launch::hidden_paths(&config, &opts.hide),
+                hide: crate::launch::hidden_paths(
+                    &config,
+                    audit_path.map(PathBuf::as_path),
+                    &crate::pins::files_of(&pins_path),
+                    &opts.hide,
+                ),
             },
         );
         for (name, why) in pending {

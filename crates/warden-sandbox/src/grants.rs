@@ -257,7 +257,7 @@ fn hidden_paths(grants: &[&PathBuf], hide: &[PathBuf]) -> Result<Vec<PathBuf>, S
         |p: &Path| p.is_dir() || p.is_file(),
         |grant, named| {
             format!(
-                "the grant {} is warden's own {} or inside it, where warden keeps credentials (OAuth logins) no server may see",
+                "the grant {} is warden's own {} or inside it, which no server may see (credentials, OAuth logins, the audit log, pins)",
                 grant.display(),
                 named.display()
             )

@@ -474,35 +474,34 @@ mod tests {
             None,
         ));
         for event in events {
-            for (_, (line, _), (general, _)) in [both(&settings, &event)] {
-                assert_eq!(line, general, "the two paths differ");
-                let text = String::from_utf8(line).unwrap();
-                let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
-                match &event {
-                    Event::ToolCall(call) => {
-                        assert_eq!(v["qualified"], "mcp__fs__read", "{v}");
-                        assert_eq!(v["server"], "fs", "{v}");
-                        assert_eq!(v["call_id"], "c-1", "{v}");
-                        assert_eq!(v["outcome"], "pending", "{v}");
-                        assert_eq!(v["decision"]["effect"], "allow", "{v}");
-                        assert_eq!(v["decision"]["stage"], "rules", "{v}");
-                        let reasons = v["decision"]["reasons"].to_string();
-                        assert!(!reasons.contains("allow"), "free text scrubbed: {v}");
-                        if call.arguments.get("outcome").is_some() {
-                            assert_eq!(
-                                v["arguments"],
-                                json!({"[REDACTED]": "[REDACTED]", "path": "fs/x"}),
-                                "{v}"
-                            );
-                        }
+            let (_, (line, _), (general, _)) = both(&settings, &event);
+            assert_eq!(line, general, "the two paths differ");
+            let text = String::from_utf8(line).unwrap();
+            let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+            match &event {
+                Event::ToolCall(call) => {
+                    assert_eq!(v["qualified"], "mcp__fs__read", "{v}");
+                    assert_eq!(v["server"], "fs", "{v}");
+                    assert_eq!(v["call_id"], "c-1", "{v}");
+                    assert_eq!(v["outcome"], "pending", "{v}");
+                    assert_eq!(v["decision"]["effect"], "allow", "{v}");
+                    assert_eq!(v["decision"]["stage"], "rules", "{v}");
+                    let reasons = v["decision"]["reasons"].to_string();
+                    assert!(!reasons.contains("allow"), "free text scrubbed: {v}");
+                    if call.arguments.get("outcome").is_some() {
+                        assert_eq!(
+                            v["arguments"],
+                            json!({"[REDACTED]": "[REDACTED]", "path": "fs/x"}),
+                            "{v}"
+                        );
                     }
-                    Event::SessionEnd { .. } => {
-                        assert_eq!(v["event"], "session_end", "{v}");
-                        assert_eq!(v["tool_calls"], 7, "{v}");
-                        assert_eq!(v["denied"], 1, "{v}");
-                    }
-                    _ => {}
                 }
+                Event::SessionEnd { .. } => {
+                    assert_eq!(v["event"], "session_end", "{v}");
+                    assert_eq!(v["tool_calls"], 7, "{v}");
+                    assert_eq!(v["denied"], 1, "{v}");
+                }
+                _ => {}
             }
         }
     }
