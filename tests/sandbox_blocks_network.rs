@@ -210,7 +210,8 @@ async fn pathname_unix_socket_outside_is_refused() {
 
 /// A pathname datagram socket the host listens on (think journald or
 /// syslog): under network `none`, `sendmsg`/`sendmmsg` with a `msg_name`
-/// never deliver, from a socket or a socketpair, whether the socket is
+/// never deliver, from a socket or a socketpair, of type `SOCK_DGRAM` or
+/// `SOCK_RAW`, whether the socket is
 /// outside the grants or inside a read grant (a read-only bind does not
 /// stop sends to a socket).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,7 +232,9 @@ async fn datagrams_to_a_pathname_unix_socket_are_refused_under_none() {
         for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
             let s = launch_hostile(&fx, mode, spec.clone()).await;
             let mut outs = Vec::new();
-            for via in ["socket", "socketpair", "sendmmsg"] {
+            // SOCK_RAW: AF_UNIX makes it a datagram socket (a red-team
+            // review sent through one after SOCK_DGRAM was refused).
+            for via in ["socket", "socketpair", "sendmmsg", "raw", "raw-socketpair"] {
                 let token = format!("{}-{via}", fx.token);
                 let (raw, j) = call(
                     &s,
@@ -336,28 +339,33 @@ async fn listen_without_bind_never_opens_a_port() {
         };
         for mode in [Mode::Unsandboxed, Mode::Sandboxed] {
             let s = launch_hostile(&fx, mode, spec.clone()).await;
-            let (raw, j) = listen_and_connect(&s, &out, None, &fx.token).await;
-            let positive = if bind_tcp.is_empty() {
-                None
-            } else {
-                Some(listen_and_connect(&s, &out, Some(bport), &fx.token).await)
-            };
-            s.stop().await;
-            let reached = j["detail"]["received"].as_str() == Some(fx.token.as_str());
-            match mode {
-                Mode::Unsandboxed => assert!(reached, "baseline must auto-bind: {raw}"),
-                Mode::Sandboxed => {
-                    assert!(!reached, "auto-bound port reached ({bind_tcp:?}): {raw}");
-                    assert_eq!(j["errno"], json!(nix::errno::Errno::EACCES as i32), "{raw}");
+            // From the thread serving the call, and from another one (the
+            // supervisor is told a thread id, which a pidfd of the process
+            // does not take: listen() from any other thread got ESRCH).
+            for thread in [false, true] {
+                let (raw, j) = listen_and_connect(&s, &out, None, &fx.token, thread).await;
+                let positive = if bind_tcp.is_empty() {
+                    None
+                } else {
+                    Some(listen_and_connect(&s, &out, Some(bport), &fx.token, thread).await)
+                };
+                let reached = j["detail"]["received"].as_str() == Some(fx.token.as_str());
+                match mode {
+                    Mode::Unsandboxed => assert!(reached, "baseline must auto-bind: {raw}"),
+                    Mode::Sandboxed => {
+                        assert!(!reached, "auto-bound port reached ({bind_tcp:?}): {raw}");
+                        assert_eq!(j["errno"], json!(nix::errno::Errno::EACCES as i32), "{raw}");
+                    }
+                }
+                if let Some((praw, pj)) = positive {
+                    assert_eq!(
+                        pj["detail"]["received"].as_str(),
+                        Some(fx.token.as_str()),
+                        "bind of the granted port + listen must work (thread: {thread}): {praw}"
+                    );
                 }
             }
-            if let Some((praw, pj)) = positive {
-                assert_eq!(
-                    pj["detail"]["received"].as_str(),
-                    Some(fx.token.as_str()),
-                    "bind of the granted port + listen must work: {praw}"
-                );
-            }
+            s.stop().await;
         }
     }
 }
@@ -369,6 +377,7 @@ async fn listen_and_connect(
     dir: &std::path::Path,
     port: Option<u16>,
     token: &str,
+    thread: bool,
 ) -> (String, serde_json::Value) {
     let port_file = dir.join(format!("port-{}", uuid::Uuid::new_v4().simple()));
     let pf = port_file.clone();
@@ -398,7 +407,7 @@ async fn listen_and_connect(
     let r = call(
         s,
         "listen_tcp",
-        json!({"port": port, "port_file": port_file, "wait_ms": 20000}),
+        json!({"port": port, "port_file": port_file, "wait_ms": 20000, "thread": thread}),
     )
     .await;
     answered.store(true, std::sync::atomic::Ordering::SeqCst);

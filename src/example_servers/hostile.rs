@@ -111,7 +111,9 @@ pub struct DgramArg {
     pub path: String,
     pub message: String,
     /// "socket" (sendmsg from socket()), "socketpair" (from one end of a
-    /// datagram socketpair) or "sendmmsg".
+    /// datagram socketpair), "sendmmsg", or "raw" / "raw-socketpair" (the
+    /// same with `SOCK_RAW`, which AF_UNIX silently makes a datagram
+    /// socket).
     pub via: String,
 }
 
@@ -134,6 +136,11 @@ pub struct ListenArg {
     /// one connection and report what it sent.
     pub port_file: String,
     pub wait_ms: u64,
+    /// Listen from a new thread rather than the one serving the call (a
+    /// Go program or a tokio worker listens from a thread that is not
+    /// the process's first).
+    #[serde(default)]
+    pub thread: bool,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -565,6 +572,12 @@ impl Hostile {
 
     #[tool(description = "Listen on a TCP socket and wait for one connection.")]
     fn listen_tcp(&self, Parameters(a): Parameters<ListenArg>) -> String {
+        if a.thread {
+            let listened = std::thread::spawn(move || listen_tcp(a.port, &a.port_file, a.wait_ms))
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the listening thread panicked")));
+            return report(listened);
+        }
         report(listen_tcp(a.port, &a.port_file, a.wait_ms))
     }
 
@@ -765,21 +778,15 @@ fn dgram_send(path: &str, data: &[u8], via: &str) -> std::io::Result<Value> {
     };
     use std::io::IoSlice;
     use std::os::fd::AsRawFd;
-    let sock = if via == "socketpair" {
-        socketpair(
-            AddressFamily::Unix,
-            SockType::Datagram,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )?
-        .0
+    let ty = if via.starts_with("raw") {
+        SockType::Raw
     } else {
-        socket(
-            AddressFamily::Unix,
-            SockType::Datagram,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )?
+        SockType::Datagram
+    };
+    let sock = if via.ends_with("socketpair") {
+        socketpair(AddressFamily::Unix, ty, None, SockFlag::SOCK_CLOEXEC)?.0
+    } else {
+        socket(AddressFamily::Unix, ty, SockFlag::SOCK_CLOEXEC, None)?
     };
     let addr = UnixAddr::new(path)?;
     let iov = [IoSlice::new(data)];

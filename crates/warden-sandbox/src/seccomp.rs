@@ -235,20 +235,24 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
     let unix = libc::AF_UNIX as u64;
     let inet = libc::AF_INET as u64;
     let inet6 = libc::AF_INET6 as u64;
-    let dgram = libc::SOCK_DGRAM as u64;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     match network {
         Network::Host => {}
         Network::None => {
             // Only AF_UNIX stream and seqpacket sockets; nothing that can
-            // send to an address.
-            let unix_only = vec![
-                rule(vec![cond(0, Op::Ne, unix)?])?,
-                rule(vec![
-                    cond(0, Op::Eq, unix)?,
-                    cond(1, Op::MaskedEq(0xf), dgram)?,
-                ])?,
-            ];
+            // send to an address. An allow-list of the two types (every
+            // other value of the type's low 4 bits refused): AF_UNIX turns
+            // SOCK_RAW into a datagram socket, which a deny of SOCK_DGRAM
+            // alone let through to a host listener.
+            let mut unix_only = vec![rule(vec![cond(0, Op::Ne, unix)?])?];
+            for ty in 0..16u64 {
+                if ty != libc::SOCK_STREAM as u64 && ty != libc::SOCK_SEQPACKET as u64 {
+                    unix_only.push(rule(vec![
+                        cond(0, Op::Eq, unix)?,
+                        cond(1, Op::MaskedEq(0xf), ty)?,
+                    ])?);
+                }
+            }
             rules.insert(libc::SYS_socket, unix_only.clone());
             rules.insert(libc::SYS_socketpair, unix_only);
             rules.insert(libc::SYS_connect, Vec::new());
@@ -507,7 +511,7 @@ pub(crate) fn handle_listen(listener: BorrowedFd<'_>) -> bool {
 /// unbound one would auto-bind a port no rule ever saw.
 fn checked_duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Result<OwnedFd, i32> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| libc::ESRCH)?;
-    let pidfd = sys::pidfd_open(pid).map_err(|_| libc::ESRCH)?;
+    let pidfd = thread_pidfd(pid).ok_or(libc::ESRCH)?;
     let dup = sys::pidfd_getfd(pidfd.as_fd(), fd)
         .map_err(|e| e.err.raw_os_error().unwrap_or(libc::EBADF))?;
     // The pid may have been reused between RECV and pidfd_open: only trust
@@ -527,6 +531,30 @@ fn checked_duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Re
         return Err(libc::EACCES);
     }
     Ok(dup)
+}
+
+/// A pidfd for the thread `tid` that asked (a notification names the
+/// thread, not its process): `pidfd_open` takes only a thread-group
+/// leader, so a server listening from any other thread (a Go program, a
+/// tokio worker) got ESRCH. The thread itself with `PIDFD_THREAD` (Linux
+/// ≥ 6.9: its own descriptor table, exact even after
+/// `unshare(CLONE_FILES)`), else its thread group, whose table the
+/// thread shares unless it unshared it.
+fn thread_pidfd(tid: libc::pid_t) -> Option<OwnedFd> {
+    if let Ok(fd) = sys::pidfd_open(tid) {
+        return Some(fd);
+    }
+    if let Ok(fd) = sys::pidfd_open_flags(tid, sys::PIDFD_THREAD) {
+        return Some(fd);
+    }
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))?
+        .trim()
+        .parse::<libc::pid_t>()
+        .ok()?;
+    sys::pidfd_open(tgid).ok()
 }
 
 #[cfg(test)]

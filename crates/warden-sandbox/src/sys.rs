@@ -275,8 +275,16 @@ pub(crate) unsafe fn clone3_fork(flags: u64, cgroup: Option<BorrowedFd<'_>>) -> 
 }
 
 pub(crate) fn pidfd_open(pid: libc::pid_t) -> Result<OwnedFd> {
+    pidfd_open_flags(pid, 0)
+}
+
+/// `PIDFD_THREAD` (Linux ≥ 6.9): a pidfd of one thread, not only of a
+/// thread-group leader.
+pub(crate) const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+
+pub(crate) fn pidfd_open_flags(pid: libc::pid_t, flags: libc::c_uint) -> Result<OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags by value, no pointer.
-    let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) };
     owned(rc, || format!("pidfd_open {pid}"))
 }
 
