@@ -227,3 +227,74 @@ fn a_lock_held_elsewhere_fails_the_call_closed_after_the_wait() {
     let _ = std::io::stderr().flush();
     assert!(world.leftover_processes().is_empty());
 }
+
+/// A FIFO in a read grant under `/tmp` (where CI workspaces and every
+/// tempdir live): the view's private `/tmp` had a Landlock write rule,
+/// which covers every grant bound beneath it, and a read-only bind does
+/// not stop a write to a FIFO, so a sandboxed server wrote to a host
+/// reader through a *read* grant. TMPDIR, HOME and `/dev/shm` stay
+/// writable.
+#[test]
+fn a_fifo_in_a_read_grant_under_tmp_cannot_be_written() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let world = World::new();
+    let shared = world.path("shared");
+    std::fs::create_dir_all(&shared).expect("mkdir");
+    assert!(shared.starts_with("/tmp"), "the world lives under /tmp");
+    let fifo = shared.join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).expect("mkfifo");
+    world.write_config(&json!({
+        "mcpServers": {
+            "hostile": {
+                "command": WARDEN,
+                "args": ["__hostile-server", world.marker.as_str()],
+                "sandbox": {"read": [shared.clone()]}
+            },
+            "plain": {
+                "command": WARDEN,
+                "args": ["__hostile-server", world.marker.as_str()],
+                "trust": "trusted",
+                "sandbox": false
+            }
+        },
+        "permissions": {"allow": ["mcp__hostile__spawn_shell", "mcp__plain__spawn_shell"]},
+        "policy": [],
+        "audit": {"path": world.path("audit.jsonl")}
+    }));
+    // A reader on the host, so that an open for writing does not wait.
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(&fifo)
+        .expect("open the fifo");
+    let read_all = |mut r: &std::fs::File| {
+        use std::io::Read;
+        let mut buf = Vec::new();
+        let _ = r.read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    };
+    let script = format!(
+        "echo through-the-read-grant > {} 2>/dev/null; echo \"fifo rc=$?\"",
+        fifo.display()
+    );
+    let plain = shell(&world, "plain", &script).expect("unsandboxed call");
+    assert!(plain.contains("fifo rc=0"), "baseline: {plain}");
+    assert!(read_all(&reader).contains("through-the-read-grant"));
+    let boxed = shell(&world, "hostile", &script).expect("sandboxed call");
+    assert!(!boxed.contains("fifo rc=0"), "{boxed}");
+    assert!(read_all(&reader).is_empty(), "the host reader got data");
+    // What servers write to stays writable.
+    let boxed = shell(
+        &world,
+        "hostile",
+        "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo h > \"$HOME/h\" && cat \"$HOME/h\" \
+         && python3 -c 'import multiprocessing as m; m.Lock(); print(\"shm ok\")'",
+    )
+    .expect("sandboxed call");
+    assert_eq!(
+        boxed.split_whitespace().collect::<Vec<_>>(),
+        ["t", "h", "shm", "ok"],
+        "{boxed}"
+    );
+    assert!(world.leftover_processes().is_empty());
+}

@@ -14,7 +14,7 @@ use crate::SandboxError;
 use crate::launch::LaunchContext;
 use crate::paths::{self, Prefixes};
 use crate::plan::{Bind, BindKind, LandlockPaths};
-use crate::prepare::PRIVATE_DIR;
+use crate::prepare::{PRIVATE_DIR, PRIVATE_HOME, PRIVATE_TMP};
 use crate::spec::LaunchSpec;
 
 /// What the server may see and touch.
@@ -29,6 +29,8 @@ pub(crate) struct Grants {
     /// warden's own files made read-only or hidden inside the grants, in
     /// words.
     pub notes: Vec<String>,
+    /// TMPDIR inside the view (`private_write_rules`).
+    pub tmpdir: PathBuf,
 }
 
 /// Collects the grants. A configured path that does not exist is an error
@@ -176,11 +178,14 @@ pub(crate) fn grants(
     landlock
         .write
         .extend(paths::DEV_RW.iter().map(PathBuf::from));
+    let mut tmpdir = PathBuf::from(PRIVATE_DIR);
     if view {
         // The sandbox's own /proc (its pid namespace), never the host's.
         landlock.read.push(PathBuf::from("/proc"));
         landlock.list.push(PathBuf::from("/"));
-        landlock.write.push(PathBuf::from(PRIVATE_DIR));
+        let (write, tmp) = private_write_rules(&binds);
+        landlock.write.extend(write);
+        tmpdir = tmp;
     } else if let Some((home, tmp)) = host_dirs {
         landlock.write.push(home.to_path_buf());
         landlock.write.push(tmp.to_path_buf());
@@ -191,7 +196,31 @@ pub(crate) fn grants(
         install_prefix,
         gaps,
         notes,
+        tmpdir,
     })
+}
+
+/// Landlock's write rule for the private tmpfs, and TMPDIR.
+///
+/// A Landlock rule covers everything beneath its folder, across mounts, so
+/// a write rule on the view's `/tmp` also covered every grant bound under
+/// it: a read grant such as `/tmp/ci/ws` kept only its read-only bind,
+/// which does not stop a write to a FIFO or a connect to a socket (a
+/// red-team review wrote to a host FIFO through a read grant). When a
+/// grant that is not writable lies under `/tmp`, the write rule goes to
+/// HOME and a TMPDIR folder of their own instead; writing to `/tmp`
+/// itself is then refused (well-behaved programs use `$TMPDIR`).
+fn private_write_rules(binds: &[Bind]) -> (Vec<PathBuf>, PathBuf) {
+    let private = Path::new(PRIVATE_DIR);
+    let shadowed = binds
+        .iter()
+        .any(|b| b.kind != BindKind::Write && b.src.starts_with(private));
+    if shadowed {
+        let tmp = PathBuf::from(PRIVATE_TMP);
+        (vec![PathBuf::from(PRIVATE_HOME), tmp.clone()], tmp)
+    } else {
+        (vec![private.to_path_buf()], private.to_path_buf())
+    }
 }
 
 /// warden's own files inside the write grants, as the view shows them.

@@ -287,10 +287,15 @@ fn prepare_with(
             PathBuf::from(steps::PRIVATE_DIR),
         ),
     };
-    let env = filtered_env(spec, &home, &tmp)?;
+    let mut env = filtered_env(spec, &home, &tmp)?;
     let path_var = env.get("PATH").cloned().unwrap_or_default();
     let host_dirs = guard.dir().map(|_| (home.as_path(), tmp.as_path()));
     let grants = steps::grants(spec, ctx, &path_var, gates.view, host_dirs)?;
+    // The view's TMPDIR may be a folder of its own (a grant that is not
+    // writable lies under /tmp); a TMPDIR the configuration set stays.
+    if gates.view && env.get("TMPDIR").map(String::as_str) == Some(steps::PRIVATE_DIR) {
+        env.insert("TMPDIR".to_string(), grants.tmpdir.display().to_string());
+    }
     let mut plan = steps::plan(spec, cwd.clone(), &gates, &limits, &grants);
     let summary = steps::summary(&plan, gates, limits, grants);
     if in_place {

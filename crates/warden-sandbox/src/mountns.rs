@@ -258,12 +258,14 @@ pub(crate) fn build(view: &View, cwd: &Path, uid: u32, gid: u32) -> Result<ProcK
                     )),
                 )?;
             }
-            Entry::Dev => dev(&dst, &view.private_dir)?,
+            Entry::Dev => dev(&dst, &view.tmp)?,
             Entry::Proc => proc_kind = proc(&dst)?,
         }
     }
-    // HOME inside the private tmpfs, owned by the user.
+    // HOME (and TMPDIR, when it is a folder of its own) inside the
+    // private tmpfs, owned by the user.
     mkdir_p(&inside(&view.home))?;
+    mkdir_p(&inside(&view.tmp))?;
 
     // 4. Root read-only. Flags a user namespace locked (nosuid, nodev)
     //    must be repeated or the remount is refused.

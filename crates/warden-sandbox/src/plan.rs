@@ -49,6 +49,9 @@ pub(crate) struct View {
     pub private_dir: PathBuf,
     /// HOME, inside the private tmpfs.
     pub home: PathBuf,
+    /// TMPDIR (and `/dev/shm`): the private tmpfs itself, or a folder
+    /// inside it (`grants::private_write_rules`).
+    pub tmp: PathBuf,
     /// Size of the private tmpfs.
     pub private_mb: u64,
 }

@@ -30,6 +30,9 @@ const MAX_LANDLOCK_ABI: u8 = 9;
 pub(crate) const PRIVATE_DIR: &str = "/tmp";
 /// HOME inside the view, on the private tmpfs.
 pub(crate) const PRIVATE_HOME: &str = "/tmp/home";
+/// TMPDIR inside the view when a grant that is not writable lies under
+/// `/tmp` (see `grants::private_write_rules`).
+pub(crate) const PRIVATE_TMP: &str = "/tmp/.warden-tmp";
 
 /// The switches that turn user namespaces off for non-root users.
 const USERNS_SYSCTLS: &str = "user.max_user_namespaces, kernel.unprivileged_userns_clone \
@@ -447,6 +450,7 @@ pub(crate) fn plan(
             binds: grants.binds.clone(),
             private_dir: PathBuf::from(PRIVATE_DIR),
             home: PathBuf::from(PRIVATE_HOME),
+            tmp: grants.tmpdir.clone(),
             private_mb: spec.limits.private_mb,
         }),
         landlock: grants.landlock.clone(),
@@ -533,8 +537,23 @@ pub(crate) fn summary(
                  not stop a connect); outside the grants they do not exist"
                     .into(),
             );
+            notes.push(
+                "the host's network namespace: /proc/net shows its socket tables (listening \
+                 ports, peers, unix socket paths), though nothing outside the grants is \
+                 reachable through them"
+                    .into(),
+            );
         }
         Network::Host => {}
+    }
+    if let Some(v) = &plan.view
+        && v.tmp != std::path::Path::new(PRIVATE_DIR)
+    {
+        notes.push(format!(
+            "a grant that is not writable lies under {PRIVATE_DIR}: TMPDIR is {}, and {PRIVATE_DIR} \
+             itself is not writable (a write rule there would cover the grant)",
+            v.tmp.display()
+        ));
     }
     notes.extend(grants.notes.iter().cloned());
     let layer = |layer: &str, enforced: bool, detail: &str, answers: &str| LayerReport {
@@ -869,13 +888,17 @@ mod tests {
             summary.mechanisms
         );
         assert_eq!(plan.pid_max, None);
+        assert!(!plan.layers.memfd_noexec, "a non-root user cannot set it");
+        let (root_plan, _) = plan_for(&spec(false), &full_kernel(0)).expect("plan");
+        assert!(root_plan.layers.memfd_noexec);
         assert_eq!(plan.layers.landlock_abi, Some(6));
         assert!(plan.view.is_some());
         assert!(
-            summary
-                .layers
-                .iter()
-                .all(|l| l.enforced || l.layer == "cgroups" || l.layer == "listen() supervisor"),
+            summary.layers.iter().all(|l| l.enforced
+                    || l.layer == "cgroups"
+                    || l.layer == "listen() supervisor"
+                    // Only the host's root may set vm.memfd_noexec.
+                    || l.layer == "memfd no-exec"),
             "{:?}",
             summary.layers
         );
