@@ -45,7 +45,9 @@ pub struct Support {
     pub pid_max_per_namespace: bool,
     /// `vm.memfd_noexec` is per pid namespace, and `2` makes a memfd
     /// created without flags non-executable rather than failing its
-    /// creation (Linux ≥ 6.6). Only the namespace's root may write it.
+    /// creation (Linux ≥ 6.6). Its file belongs to the host's root: only
+    /// root of the initial user namespace may write it (root of a
+    /// container's user namespace may not).
     pub memfd_noexec_per_namespace: bool,
     /// The mount API with `mount_setattr` (Linux ≥ 5.12): the mount
     /// namespace view.
@@ -120,7 +122,9 @@ fn probe(live: bool) -> Support {
         net_namespaces: others,
         seccomp: seccomp_available(),
         pid_max_per_namespace: kernel_at_least(6, 14),
-        memfd_noexec_per_namespace: kernel_at_least(6, 6),
+        memfd_noexec_per_namespace: kernel_at_least(6, 6)
+            && euid == 0
+            && in_initial_user_namespace(),
         mount_api: kernel_at_least(5, 12),
         listen_supervision: kernel_at_least(5, 6),
         nproc_per_user_namespace: kernel_at_least(5, 14),
@@ -198,6 +202,15 @@ fn try_unshare(flags: CloneFlags) -> bool {
 
 /// The sysctls that switch user namespaces off (upstream, Debian/Ubuntu,
 /// AppArmor on Ubuntu 23.10+).
+/// Whether this process is in the host's own user namespace (its uid map
+/// is the identity over every uid).
+fn in_initial_user_namespace() -> bool {
+    std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|map| {
+        let fields: Vec<&str> = map.split_whitespace().collect();
+        fields == ["0", "0", "4294967295"]
+    })
+}
+
 fn userns_allowed(euid: u32) -> bool {
     let read = |p: &str| {
         std::fs::read_to_string(p)

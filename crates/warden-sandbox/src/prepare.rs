@@ -171,7 +171,7 @@ pub(crate) fn gate(spec: &LaunchSpec, k: &Support) -> Result<Gates, SandboxError
             listen_supervisor,
             drop_caps: true,
             // The sysctl file belongs to the host's root: a user namespace
-            // of another user cannot write it.
+            // of another user (or root of a container's) cannot write it.
             memfd_noexec: root && pid_ns && k.memfd_noexec_per_namespace,
         },
         view,
