@@ -53,8 +53,40 @@ fn assert_one_message(output: &Output, needle: &str) {
 }
 
 #[test]
-fn an_unwritable_log_dev_full_refuses_the_call_and_the_server_never_sees_it() {
-    let (world, counter) = counting_world(json!({}));
+fn a_log_that_is_no_regular_file_refuses_the_call_and_the_server_never_sees_it() {
+    // `/dev/full` fails every write; `/dev/null` took every record and
+    // kept none (with `fsync: never` or `batch` the session ran, exit 0,
+    // unaudited). Both, and a symlink to one, are refused by name.
+    let (world, counter) = counting_world(json!({"fsync": "never"}));
+    let output = world.run(&["--audit", "/dev/null", "--json", "call", "fx", "echo"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report = json_of(&output);
+    assert_eq!(report["outcome"], "audit_failed", "{report}");
+    let error = report["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("/dev/null is not a regular file") && error.contains("does not start"),
+        "{error}"
+    );
+    let link = world.path("audit-link.jsonl");
+    std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+    for fsync in ["batch", "never"] {
+        world.write_config(&json!({
+            "mcpServers": {"fx": world.counting_fixture().0},
+            "permissions": {"allow": ["mcp__fx__*"]},
+            "audit": {"path": link, "fsync": fsync},
+        }));
+        let output = world.run(&["call", "fx", "echo"]);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{fsync}: {}",
+            stderr(&output)
+        );
+        assert_one_message(&output, "is not a regular file");
+        assert!(!world.path("audit-link.jsonl.head").exists());
+    }
+    assert!(calls_received(&counter).is_empty(), "the server saw a call");
+
     let output = world.run(&["--audit", "/dev/full", "--json", "call", "fx", "echo"]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let report = json_of(&output);
@@ -62,9 +94,9 @@ fn an_unwritable_log_dev_full_refuses_the_call_and_the_server_never_sees_it() {
     assert_eq!(report["server"], "fx");
     assert!(report["decision"].is_null() && report["result"].is_null());
     let error = report["error"].as_str().unwrap_or_default();
-    assert!(error.contains("No space left on device"), "{error}");
+    assert!(error.contains("/dev/full is not a regular file"), "{error}");
     assert!(error.contains("does not start"), "{error}");
-    assert_one_message(&output, "No space left on device");
+    assert_one_message(&output, "is not a regular file");
     assert!(
         calls_received(&counter).is_empty(),
         "the server saw the call"
@@ -76,7 +108,7 @@ fn an_unwritable_log_dev_full_refuses_the_call_and_the_server_never_sees_it() {
     let output = world.run(&["--audit", "/dev/full", "call", "fx", "echo"]);
     assert_eq!(output.status.code(), Some(1));
     assert!(output.stdout.is_empty());
-    assert_one_message(&output, "No space left on device");
+    assert_one_message(&output, "is not a regular file");
     // And `mcp status` does not run unaudited either.
     let output = world.run(&["--audit", "/dev/full", "--json", "mcp", "status"]);
     assert_eq!(output.status.code(), Some(1));

@@ -221,3 +221,59 @@ fn long_argument_values_are_recorded_shortened_with_the_digest_of_all() {
         stderr(&output)
     );
 }
+
+#[test]
+fn arguments_refused_by_the_limits_are_recorded_by_size_and_digest_only() {
+    // The red team's call: thousands of keys, each string under
+    // `max_value_bytes`, more than 8 MiB of text in all. Refused by the
+    // argument limits, and once recorded whole: a 24 MB record.
+    let world = World::new();
+    let (fixture, counter) = world.counting_fixture();
+    let log = world.path("audit.jsonl");
+    world.write_config(&json!({
+        "mcpServers": {"fx": fixture},
+        "permissions": {"allow": ["mcp__fx__*"]},
+        "audit": {"path": log},
+    }));
+    let args: serde_json::Map<String, Value> = (0..2200)
+        .map(|i| (format!("k{i}"), Value::String("B".repeat(4000))))
+        .collect();
+    let args = Value::Object(args);
+    let file = world.path("big.json");
+    std::fs::write(&file, args.to_string()).unwrap();
+    let output = world.run(&[
+        "--json",
+        "call",
+        "fx",
+        "echo",
+        "--args",
+        &format!("@{}", file.display()),
+    ]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let report = json_of(&output);
+    assert_eq!(report["outcome"], "denied", "{report}");
+    assert!(calls_received(&counter).is_empty());
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let longest = text.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 64 * 1024, "a record of {longest} bytes");
+    let calls = audit_calls(&log);
+    assert_eq!(calls.len(), 1);
+    let digest = warden_core::digest::sha256_json(&args);
+    assert_eq!(calls[0]["args_sha256"], digest);
+    let recorded = &calls[0]["arguments"];
+    assert_eq!(recorded["sha256"], digest, "{recorded}");
+    assert_eq!(
+        recorded["bytes"],
+        warden_core::digest::canonical_json(&args).len(),
+        "{recorded}"
+    );
+    assert!(
+        recorded["omitted"]
+            .as_str()
+            .is_some_and(|why| why.contains("too large to record")),
+        "{recorded}"
+    );
+    let verify = world.run(&["audit", "verify", log.to_str().unwrap()]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+}

@@ -217,3 +217,104 @@ fn a_keyed_log_recomputed_without_its_key_is_caught() {
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     assert!(stdout(&output).contains("seq 1"), "{}", stdout(&output));
 }
+
+#[test]
+fn a_log_without_a_usable_head_is_not_appended_to_until_its_end_is_accepted() {
+    let (world, log) = world_with_log(None);
+    let records = audit_lines(&log);
+    let n = records.len();
+    // The attack: cut the last session off and remove the head. warden
+    // used to append, creating a fresh head at the cut: gone for good.
+    write_lines(&log, &records[..n - 4]);
+    std::fs::remove_file(warden_audit::head_path(&log)).unwrap();
+    let before = std::fs::read(&log).unwrap();
+    let call = world.run(&["--json", "call", "fx", "echo"]);
+    assert_eq!(call.status.code(), Some(1), "{}", stderr(&call));
+    let report: Value = serde_json::from_slice(&call.stdout).expect("one object");
+    assert_eq!(report["outcome"], "audit_failed");
+    let error = report["error"].as_str().unwrap();
+    assert!(
+        error.contains("no head file")
+            && error.contains(&format!(
+                "warden audit verify {} --accept-head",
+                log.display()
+            )),
+        "{error}"
+    );
+    assert_eq!(std::fs::read(&log).unwrap(), before, "the log changed");
+    assert!(!warden_audit::head_path(&log).exists());
+    // verify: whole, but its end cannot be vouched for, and it says how
+    // to go on; `audit head` too.
+    let output = verify(&world, &log, &[], None);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("no head file") && stdout(&output).contains("--accept-head"),
+        "{}",
+        stdout(&output)
+    );
+    let head = world.run(&["audit", "head", log.to_str().unwrap()]);
+    assert_eq!(head.status.code(), Some(1));
+    assert!(stderr(&head).contains("--accept-head"), "{}", stderr(&head));
+
+    // An emptied head file is damaged, like a zeroed one (it once read as
+    // "no head", and then as a fresh start).
+    std::fs::write(warden_audit::head_path(&log), "").unwrap();
+    let output = verify(&world, &log, &["--json"], None);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let value: Value = serde_json::from_slice(&output.stdout).expect("one object");
+    assert_eq!(value["problem"], "head_invalid", "{value}");
+    assert!(
+        value["message"].as_str().unwrap().contains("empty"),
+        "{value}"
+    );
+    assert_eq!(
+        world.run(&["call", "fx", "echo"]).status.code(),
+        Some(1),
+        "appended under an empty head"
+    );
+
+    // Accepting the end as it is: checked, then a head is written.
+    let output = verify(&world, &log, &["--accept-head"], None);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.contains("head accepted")
+            && text.contains("an empty head file")
+            && text.contains(&format!("head: seq {} reached", n - 4)),
+        "{text}"
+    );
+    let call = world.run(&["call", "fx", "echo"]);
+    assert_eq!(call.status.code(), Some(0), "{}", stderr(&call));
+    assert_eq!(verify(&world, &log, &[], None).status.code(), Some(0));
+
+    // With --json, the head accepted is in the object.
+    std::fs::remove_file(warden_audit::head_path(&log)).unwrap();
+    let count = audit_lines(&log).len() as u64;
+    let output = verify(&world, &log, &["--json", "--accept-head"], None);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let value: Value = serde_json::from_slice(&output.stdout).expect("one object");
+    assert_eq!(value["accepted_head"]["seq"], count, "{value}");
+    assert_eq!(value["accepted_head"]["replaced"], "no head file");
+    assert_eq!(value["heads"][0]["seq"], count);
+
+    // A log cut under a valid head is not accepted: that is what the
+    // head is for.
+    let records = audit_lines(&log);
+    write_lines(&log, &records[..records.len() - 1]);
+    let head_file = std::fs::read(warden_audit::head_path(&log)).unwrap();
+    let output = verify(&world, &log, &["--json", "--accept-head"], None);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let value: Value = serde_json::from_slice(&output.stdout).expect("one object");
+    assert_eq!(value["outcome"], "head_not_accepted", "{value}");
+    assert!(
+        value["error"]
+            .as_str()
+            .unwrap()
+            .contains("accepting it would hide"),
+        "{value}"
+    );
+    assert_eq!(
+        std::fs::read(warden_audit::head_path(&log)).unwrap(),
+        head_file
+    );
+}

@@ -11,7 +11,12 @@ use warden_audit::{self as audit, ExpectedHead, VerifyOptions, VerifyReport};
 
 pub fn run(global: &GlobalArgs, cmd: AuditCommand) -> anyhow::Result<u8> {
     match cmd {
-        AuditCommand::Verify { file, key, heads } => verify(global, &file, key.as_deref(), &heads),
+        AuditCommand::Verify {
+            file,
+            key,
+            heads,
+            accept_head,
+        } => verify(global, &file, key.as_deref(), &heads, accept_head),
         AuditCommand::Head { file, key } => head(global, &file, key.as_deref()),
         AuditCommand::Show {
             file,
@@ -25,11 +30,15 @@ pub fn run(global: &GlobalArgs, cmd: AuditCommand) -> anyhow::Result<u8> {
     }
 }
 
+/// How many unfinished calls the text output lists (`--json` lists all).
+const UNFINISHED_SHOWN: usize = 20;
+
 fn verify(
     global: &GlobalArgs,
     file: &Path,
     key_file: Option<&Path>,
     given: &[String],
+    accept_head: bool,
 ) -> anyhow::Result<u8> {
     let key = audit::load_key(key_file).map_err(|e| CliError::config(e.to_string()))?;
     let heads = given
@@ -37,6 +46,41 @@ fn verify(
         .map(|spec| ExpectedHead::parse(spec, "--head"))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| CliError::usage(format!("--head {e}")))?;
+    // Accepting first: the verification below then checks the log against
+    // the head just written, and prints what it always prints.
+    let accepted = if accept_head {
+        match audit::accept_head(file, key.as_deref()) {
+            Ok(accepted) => Some(accepted),
+            Err(e @ audit::AuditError::AcceptRefused { .. }) => {
+                return Err(CliError::kind(
+                    exit::FAILED,
+                    "head_not_accepted",
+                    e.to_string(),
+                ));
+            }
+            Err(e) => return Err(CliError::kind(exit::USAGE, "unreadable", e.to_string())),
+        }
+    } else {
+        None
+    };
+    let accepted_text = accepted
+        .as_ref()
+        .map_or_else(String::new, |a| match &a.replaced {
+            Some(replaced) => format!(
+                "head accepted: {} now names seq {} (replacing {replaced}); records cut off before \
+             now cannot be detected\n",
+                audit::head_path(file).display(),
+                a.head.seq
+            ),
+            None => format!(
+                "head accepted: the log matches its head file, now at seq {}\n",
+                a.head.seq
+            ),
+        });
+    let accepted_json = accepted.as_ref().map_or(
+        Value::Null,
+        |a| json!({"seq": a.head.seq, "hash": a.head.hash, "replaced": a.replaced}),
+    );
     let report = audit::verify_with(
         file,
         &VerifyOptions {
@@ -53,11 +97,20 @@ fn verify(
             .map(|h| json!({"source": h.source, "seq": h.seq, "hash": h.hash, "authenticated": h.authenticated}))
             .collect()
     };
-    let heads_text = |heads: &[ExpectedHead]| -> String {
+    let heads_text = |heads: &[ExpectedHead], count: u64| -> String {
         if heads.is_empty() {
             return format!(
-                "\nno head file ({}): records cut off the end would not be noticed",
-                audit::head_path(file).display()
+                "\nno head file ({}): records cut off the end would not be noticed{}",
+                audit::head_path(file).display(),
+                if count > 0 {
+                    format!(
+                        "; warden does not append to it until its end is accepted \
+                         (`warden audit verify {} --accept-head`)",
+                        file.display()
+                    )
+                } else {
+                    String::new()
+                }
             );
         }
         heads
@@ -76,25 +129,68 @@ fn verify(
             })
             .collect()
     };
+    // Calls written ahead with no result: a warning, not a failure (the
+    // log is intact; warden was killed, or the calls are still running).
+    let unfinished_text = |unfinished: &[audit::Unfinished]| -> String {
+        if unfinished.is_empty() {
+            return String::new();
+        }
+        let n = unfinished.len();
+        let mut text = format!(
+            "\nwarning: {n} call{} with no recorded outcome (a pending record and no result: \
+             warden was killed, or {} still running; the server may or may not have acted):",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "it is" } else { "they are" }
+        );
+        for u in unfinished.iter().take(UNFINISHED_SHOWN) {
+            text.push_str(&format!(
+                "\n  seq {} {} call_id {}",
+                u.seq,
+                u.event,
+                warden_core::display::line(&u.call_id)
+            ));
+        }
+        if n > UNFINISHED_SHOWN {
+            text.push_str(&format!(
+                "\n  … and {} more (--json lists all)",
+                n - UNFINISHED_SHOWN
+            ));
+        }
+        text
+    };
+    let unfinished_json = |unfinished: &[audit::Unfinished]| -> Value {
+        json!({
+            "count": unfinished.len(),
+            "calls": unfinished
+                .iter()
+                .map(|u| json!({"seq": u.seq, "call_id": u.call_id, "event": u.event}))
+                .collect::<Vec<_>>(),
+        })
+    };
     let (code, text, value) = match &report {
         VerifyReport::Ok {
             count,
             last_hash,
             mode,
             heads,
+            unfinished,
         } => (
             exit::OK,
             format!(
-                "ok: {name}: {count} records, chain intact ({mode})\nlast hash: {last_hash}{}",
-                heads_text(heads)
+                "{accepted_text}ok: {name}: {count} records, chain intact ({mode})\nlast hash: {last_hash}{}{}",
+                heads_text(heads, *count),
+                unfinished_text(unfinished)
             ),
             json!({"ok": true, "file": file, "count": count, "last_hash": last_hash,
-                   "mode": mode.as_str(), "heads": heads_json(heads)}),
+                   "mode": mode.as_str(), "heads": heads_json(heads),
+                   "unfinished": unfinished_json(unfinished),
+                   "accepted_head": accepted_json}),
         ),
         VerifyReport::KeyRequired {
             count,
             last_hash,
             heads,
+            unfinished,
         } => {
             let message = format!(
                 "{name}: the log is keyed (hmac-sha256); give the key with --key FILE or {}. \
@@ -103,9 +199,10 @@ fn verify(
             );
             (
                 exit::USAGE,
-                message.clone(),
+                format!("{message}{}", unfinished_text(unfinished)),
                 json!({"ok": false, "file": file, "mode": "hmac-sha256", "count": count,
                        "last_hash": last_hash, "heads": heads_json(heads),
+                       "unfinished": unfinished_json(unfinished),
                        "outcome": "key_required", "error": message}),
             )
         }
@@ -162,9 +259,11 @@ fn head(global: &GlobalArgs, file: &Path, key_file: Option<&Path>) -> anyhow::Re
                 "no_head",
                 format!(
                     "{} has no head file ({}): it was written by a warden without one, or the \
-                     file was removed",
+                     file was removed; `warden audit verify {} --accept-head` checks the log \
+                     and writes one for its end as it is",
                     file.display(),
-                    head_file.display()
+                    head_file.display(),
+                    file.display()
                 ),
             ));
         }

@@ -343,7 +343,17 @@ fn audit_log(global: &GlobalArgs, config: &Config, report: &mut Report) {
         VerifyReport::Ok { count, heads, .. } if heads.is_empty() => report.add(
             "audit",
             Status::Warn,
-            format!("{name}: {count} record(s) verify, but there is no head file"),
+            format!(
+                "{name}: {count} record(s) verify, but there is no head file{}",
+                if count > 0 {
+                    format!(
+                        " (warden will not append to it; if it is as it should be: \
+                         `warden audit verify {name} --accept-head`)"
+                    )
+                } else {
+                    String::new()
+                }
+            ),
         ),
         VerifyReport::Ok { count, .. } => report.add(
             "audit",

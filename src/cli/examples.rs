@@ -104,7 +104,8 @@ pub const AUDIT: &str = "Examples:
 
 pub const AUDIT_VERIFY: &str = "Examples:
   warden audit verify .warden/audit.jsonl
-  warden audit verify audit.jsonl --head 41:9f2c…   # a head kept elsewhere";
+  warden audit verify audit.jsonl --head 41:9f2c…   # a head kept elsewhere
+  warden audit verify old.jsonl --accept-head       # a log from before head files";
 
 pub const AUDIT_HEAD: &str = "Examples:
   warden audit head .warden/audit.jsonl > head.txt";

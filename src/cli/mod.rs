@@ -410,6 +410,12 @@ pub enum AuditCommand {
         /// must reach SEQ with this HASH there. Repeatable.
         #[arg(long = "head", value_name = "SEQ:HASH")]
         heads: Vec<String>,
+        /// Accept the log's end as it is: when its chain verifies, write a
+        /// head file naming its last record (replacing a missing, empty or
+        /// damaged one; a valid head the log does not reach is kept).
+        /// warden does not append to a log with records and no head.
+        #[arg(long)]
+        accept_head: bool,
     },
     /// Print the log's head (FILE.head) as SEQ:HASH, to keep elsewhere and
     /// check later with `verify --head`.

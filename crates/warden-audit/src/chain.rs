@@ -6,6 +6,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use hmac::{Hmac, Mac};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -82,7 +83,13 @@ impl Hasher {
 #[derive(Debug)]
 pub(crate) enum Tail {
     Empty,
-    Last { seq: u64, hash: String },
+    /// The last record: its `seq`, `hash`, and the byte offset its line
+    /// starts at (so a writer can later check it is still there).
+    Last {
+        seq: u64,
+        hash: String,
+        start: u64,
+    },
 }
 
 /// Reads the last whole record of `file` (size `size`) and checks that it
@@ -158,7 +165,83 @@ pub(crate) fn read_tail(
             mode: hasher.mode(),
         });
     }
-    Ok(Tail::Last { seq, hash })
+    Ok(Tail::Last { seq, hash, start })
+}
+
+/// The two chain fields a check of a record's identity needs; serde skips
+/// the rest of the line (and nested `seq`/`hash` keys inside arguments are
+/// not top-level, so they never match).
+#[derive(Deserialize)]
+struct SeqHash {
+    seq: u64,
+    hash: String,
+}
+
+/// Whether the line `file[start..end]` is the record `seq`/`hash`: a whole
+/// line (preceded by a `\n` or the start of the file, ending in `\n`)
+/// whose top-level `seq` and `hash` are those.
+pub(crate) fn line_is(file: &File, start: u64, end: u64, seq: u64, hash: &str) -> io::Result<bool> {
+    let Some(len) = end.checked_sub(start).and_then(|n| usize::try_from(n).ok()) else {
+        return Ok(false);
+    };
+    if len < 2 {
+        return Ok(false);
+    }
+    if start > 0 {
+        let mut before = [0u8; 1];
+        file.read_exact_at(&mut before, start - 1)?;
+        if before[0] != b'\n' {
+            return Ok(false);
+        }
+    }
+    let mut line = vec![0u8; len];
+    match file.read_exact_at(&mut line, start) {
+        Ok(()) => {}
+        // The file is shorter than `end` now: not that line.
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    if line.pop() != Some(b'\n') {
+        return Ok(false);
+    }
+    Ok(serde_json::from_slice::<SeqHash>(&line).is_ok_and(|r| r.seq == seq && r.hash == hash))
+}
+
+/// The `hash` of record `seq` in the first `size` bytes of `file`, looked
+/// for from the end backwards (the records a head lags behind are the last
+/// ones, so this reads little). `None`: no whole record with that `seq`
+/// (cut off, or the lines before it are not records).
+pub(crate) fn hash_at(file: &File, size: u64, seq: u64) -> io::Result<Option<String>> {
+    let mut end = size;
+    if end > 0 {
+        // A line still being written by another process (no `\n` yet) is
+        // not a record to compare with.
+        let mut last = [0u8; 1];
+        file.read_exact_at(&mut last, end - 1)?;
+        if last[0] != b'\n' {
+            end = prev_newline(file, end)?.map_or(0, |p| p + 1);
+        }
+    }
+    let mut line = Vec::new();
+    while end > 0 {
+        // `end` is just past a line's `\n`; its line starts after the
+        // previous `\n`.
+        let start = prev_newline(file, end - 1)?.map_or(0, |p| p + 1);
+        let Ok(len) = usize::try_from(end - 1 - start) else {
+            return Ok(None);
+        };
+        line.resize(len, 0);
+        file.read_exact_at(&mut line, start)?;
+        match serde_json::from_slice::<SeqHash>(&line) {
+            Ok(record) if record.seq == seq => return Ok(Some(record.hash)),
+            // Records before it have lower `seq`s: it would have been met.
+            Ok(record) if record.seq < seq => return Ok(None),
+            Ok(_) => {}
+            Err(_) => return Ok(None),
+        }
+        end = start;
+    }
+    Ok(None)
 }
 
 /// Offset of the last `\n` strictly before `before`, scanning backwards.

@@ -71,11 +71,55 @@ pub enum AuditError {
         log_seq: u64,
     },
     #[error(
-        "audit log {}: its last record (seq {seq}) is not the one its head file names: the log \
-         was rewritten; run `warden audit verify {}`",
+        "audit log {}: its record seq {seq} is not the one its head file names: the log \
+         was rewritten; run `warden audit verify {}`. Keep the evidence and start a new log file",
         .path.display(), .path.display()
     )]
     HeadMismatch { path: std::path::PathBuf, seq: u64 },
+    #[error(
+        "audit log {} is not a regular file (it is {kind}): records written there could not be \
+         kept, cut-checked or verified; name a regular file (`audit.path`, `--audit`)",
+        .path.display()
+    )]
+    NotRegular {
+        path: std::path::PathBuf,
+        kind: &'static str,
+    },
+    #[error(
+        "audit log {} has records but {}: records cut off its end would go unnoticed, so \
+         warden does not append to it. If the log is as it should be (e.g. written by a warden \
+         without head files), accept its end with `warden audit verify {} --accept-head` (it \
+         checks the chain first); otherwise keep it as evidence and use a new log file",
+        .path.display(), .why, .path.display()
+    )]
+    NoHead {
+        path: std::path::PathBuf,
+        /// "no head file (FILE.head)" or "an empty head file (FILE.head)".
+        why: String,
+    },
+    #[error(
+        "audit log {} was cut from outside while this session wrote it ({detail}): the records \
+         there are gone or replaced. This session writes no more records to it; keep it as \
+         evidence, run `warden audit verify {}`, and use a new log file",
+        .path.display(), .path.display()
+    )]
+    Cut {
+        path: std::path::PathBuf,
+        detail: String,
+    },
+    #[error(
+        "audit log {} was moved, removed or replaced while this session wrote it: the path no \
+         longer names the file warden opened, so records would go where no one looks. This \
+         session writes no more records; find the file (it holds this session's records) and \
+         run `warden audit verify` on it",
+        .path.display()
+    )]
+    Moved { path: std::path::PathBuf },
+    #[error("audit log {}: its head was not accepted: {detail}", .path.display())]
+    AcceptRefused {
+        path: std::path::PathBuf,
+        detail: String,
+    },
     #[error(
         "audit log {}: its head file says the log is {head_mode} but this session uses {ours}: {}",
         .path.display(), mode_hint(*.ours)
@@ -98,6 +142,22 @@ pub enum AuditError {
         path: std::path::PathBuf,
         detail: String,
     },
+}
+
+impl AuditError {
+    /// The log must take no more records after this error: the file may
+    /// hold a partial line, or it is no longer the log this session was
+    /// writing (cut, rewritten under its head, moved or removed). Writing
+    /// on would bury the evidence or send records where no one looks.
+    pub fn is_permanent(&self) -> bool {
+        matches!(
+            self,
+            AuditError::Failed { .. }
+                | AuditError::Cut { .. }
+                | AuditError::Moved { .. }
+                | AuditError::HeadMismatch { .. }
+        )
+    }
 }
 
 fn mode_hint(ours: HashMode) -> &'static str {

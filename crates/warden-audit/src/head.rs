@@ -33,6 +33,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -99,21 +100,48 @@ pub enum HeadError {
     Invalid { path: String, detail: String },
 }
 
-/// Reads `FILE.head` beside `log`. `Ok(None)`: there is none (or it is
-/// empty). With `key`, a keyed head must carry the HMAC under that key.
+/// Reads `FILE.head` beside `log`. `Ok(None)`: there is none. An empty
+/// head file is [`HeadError::Invalid`], like a zeroed one: warden writes a
+/// slot as soon as it creates the file, so an empty one was emptied (or
+/// its creation interrupted), and treating it as "no head" would let a
+/// cut log pass. With `key`, a keyed head must carry the HMAC under that
+/// key.
 pub fn read_head(log: &Path, key: Option<&[u8]>) -> Result<Option<HeadRead>, HeadError> {
     let path = head_path(log);
     let shown = path.display().to_string();
-    let bytes = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(HeadError::Unreadable {
-                path: shown,
-                detail: e.to_string(),
-            });
-        }
+    let unreadable = |e: io::Error| HeadError::Unreadable {
+        path: shown.clone(),
+        detail: e.to_string(),
     };
+    // Non-blocking, so that a FIFO put in the head's place cannot hang
+    // `verify`; it is refused below like any file that is not regular.
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(&path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(unreadable(e)),
+    };
+    if !file.metadata().map_err(unreadable)?.file_type().is_file() {
+        return Err(HeadError::Invalid {
+            path: shown,
+            detail: "it is not a regular file".into(),
+        });
+    }
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(
+        &mut io::Read::take(&file, 2 * SLOT_SIZE as u64 + 1),
+        &mut bytes,
+    )
+    .map_err(unreadable)?;
+    if bytes.is_empty() {
+        return Err(HeadError::Invalid {
+            path: shown,
+            detail: "the file is empty".into(),
+        });
+    }
     let keyed =
         key.map(|k| Hasher::new(Some(k)))
             .transpose()
@@ -130,7 +158,8 @@ pub fn read_head(log: &Path, key: Option<&[u8]>) -> Result<Option<HeadRead>, Hea
 }
 
 /// The current head of a head file's bytes and the slot holding it:
-/// `Ok(None)` for an empty file.
+/// `Ok(None)` for an empty file (the writer's view: one it is about to
+/// write; readers refuse an empty file first, see [`read_head`]).
 fn read_slots(bytes: &[u8], keyed: Option<&Hasher>) -> Result<Option<(usize, HeadRead)>, String> {
     if bytes.is_empty() {
         return Ok(None);
@@ -264,6 +293,11 @@ struct Seen {
     bytes: Vec<u8>,
     /// The current head of those bytes and its slot.
     current: Option<(usize, Head)>,
+    /// That head is one this handle wrote, or found in the log itself: a
+    /// record its writer's chain extends. Any other (another process
+    /// moved the head) is looked up in the log before the head moves past
+    /// it.
+    trusted: bool,
     /// A duplicate of the descriptor for the `flock`, kept between
     /// updates (a flock belongs to the open file description, which the
     /// duplicate shares).
@@ -271,27 +305,52 @@ struct Seen {
 }
 
 impl HeadWriter {
-    /// Opens (creating, mode 0600) the head file of `log`.
-    pub(crate) fn open(log: &Path, hasher: Hasher) -> Result<HeadWriter, AuditError> {
+    /// Opens the head file of `log`, creating it (mode 0600) when `create`;
+    /// `Ok(None)`: it does not exist and `create` is false. A head path
+    /// that is not a regular file is refused (a head in `/dev/null` would
+    /// read back as "no head").
+    pub(crate) fn open(
+        log: &Path,
+        hasher: Hasher,
+        create: bool,
+    ) -> Result<Option<HeadWriter>, AuditError> {
         let path = head_path(log);
-        let file = OpenOptions::new()
+        let opened = OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
+            .create(create)
             .truncate(false)
             .mode(0o600)
-            .open(&path)
-            .map_err(|source| AuditError::Io {
-                path: path.clone(),
-                action: "open the head file",
-                source,
-            })?;
-        Ok(HeadWriter {
+            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+            .open(&path);
+        let file = match opened {
+            Ok(file) => file,
+            Err(e) if !create && e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(AuditError::Io {
+                    path,
+                    action: "open the head file",
+                    source,
+                });
+            }
+        };
+        let meta = file.metadata().map_err(|source| AuditError::Io {
+            path: path.clone(),
+            action: "stat the head file",
+            source,
+        })?;
+        if !meta.file_type().is_file() {
+            return Err(AuditError::NotRegular {
+                path,
+                kind: crate::log::file_kind(&meta),
+            });
+        }
+        Ok(Some(HeadWriter {
             path,
             file,
             hasher,
             lock: Mutex::new(Seen::default()),
-        })
+        }))
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -324,6 +383,8 @@ impl HeadWriter {
             return Ok(seen.current.clone());
         }
         let keyed = (self.hasher.mode() == HashMode::HmacSha256).then_some(&self.hasher);
+        // Changed by someone else: whatever it names is checked afresh.
+        seen.trusted = false;
         match read_slots(bytes, keyed) {
             Ok(found) => {
                 let current = found.map(|(slot, read)| (slot, read.head));
@@ -351,21 +412,60 @@ impl HeadWriter {
         Ok(current?.map(|(_, head)| head))
     }
 
-    /// Moves the head to `seq`/`hash` unless it is already there or
-    /// further (another process's later record).
-    pub(crate) fn advance(&self, seq: u64, hash: &str) -> Result<(), AuditError> {
+    /// Moves the head to `seq`/`hash` (a record of `log`'s chain) unless it
+    /// is already there or further (another process's later record).
+    ///
+    /// The chain must extend the head, not replace it: the head is not
+    /// moved past a `seq` whose record in the log is no longer the one the
+    /// head names ([`AuditError::HeadMismatch`]). Else a log cut and
+    /// written on from the cut would, once past the old head, get a head
+    /// that vouches for it, and the cut records would be gone without a
+    /// trace. `log_hash_at(seq)` gives the `hash` of record `seq` in the
+    /// log (`None`: not there); it is asked only about a head this handle
+    /// did not write or check itself.
+    pub(crate) fn advance(
+        &self,
+        seq: u64,
+        hash: &str,
+        log_hash_at: impl FnOnce(u64) -> Result<Option<String>, AuditError>,
+    ) -> Result<(), AuditError> {
         let mut seen = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         let flock = self.flock(&mut seen)?;
-        let result = self.advance_locked(&mut seen, seq, hash);
+        let result = self.advance_locked(&mut seen, seq, hash, log_hash_at);
         self.unlock(&mut seen, flock);
         result
     }
 
-    fn advance_locked(&self, seen: &mut Seen, seq: u64, hash: &str) -> Result<(), AuditError> {
+    fn advance_locked(
+        &self,
+        seen: &mut Seen,
+        seq: u64,
+        hash: &str,
+        log_hash_at: impl FnOnce(u64) -> Result<Option<String>, AuditError>,
+    ) -> Result<(), AuditError> {
+        let mismatch = |at| AuditError::HeadMismatch {
+            path: log_of_head(&self.path),
+            seq: at,
+        };
         let (slot, generation) = match self.current(seen)? {
             Some((_, head)) if head.seq > seq => return Ok(()),
-            Some((_, head)) if head.seq == seq && head.hash == hash => return Ok(()),
-            Some((index, head)) => (usize::from(index == 0), head.generation + 1),
+            Some((_, head)) if head.seq == seq && head.hash == hash => {
+                seen.trusted = true;
+                return Ok(());
+            }
+            Some((_, head)) if head.seq == seq => return Err(mismatch(head.seq)),
+            Some((index, head)) => {
+                let on_our_chain = seen.trusted
+                    || if head.seq == 0 {
+                        head.hash == crate::ZERO_HASH
+                    } else {
+                        log_hash_at(head.seq)?.as_deref() == Some(head.hash.as_str())
+                    };
+                if !on_our_chain {
+                    return Err(mismatch(head.seq));
+                }
+                (usize::from(index == 0), head.generation + 1)
+            }
             None => (0, 1),
         };
         let head = Head {
@@ -386,7 +486,32 @@ impl HeadWriter {
         }
         seen.bytes[offset..offset + SLOT_SIZE].copy_from_slice(&bytes);
         seen.current = Some((slot, head));
+        seen.trusted = true;
         Ok(())
+    }
+
+    /// Replaces whatever the head file holds (nothing valid: `accept_head`
+    /// checked) by a head at `seq`/`hash`: slot 1 written, slot 2 zeroed.
+    pub(crate) fn reset(&self, seq: u64, hash: &str) -> Result<(), AuditError> {
+        let mut seen = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let flock = self.flock(&mut seen)?;
+        let head = Head {
+            seq,
+            hash: hash.to_string(),
+            mode: self.hasher.mode(),
+            generation: 1,
+        };
+        let mut bytes = slot_bytes(&head, &self.hasher);
+        bytes.resize(2 * SLOT_SIZE, 0);
+        let result = self
+            .file
+            .write_all_at(&bytes, 0)
+            .and_then(|()| self.file.set_len(bytes.len() as u64))
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| self.io_err("write the head file", e));
+        seen.bytes.clear();
+        self.unlock(&mut seen, flock);
+        result
     }
 
     fn flock(&self, seen: &mut Seen) -> Result<Flock<File>, AuditError> {
@@ -410,6 +535,14 @@ impl HeadWriter {
     /// failed unlock drops it, which unlocks again and closes it).
     fn unlock(&self, seen: &mut Seen, flock: Flock<File>) {
         seen.lock_fd = flock.unlock().ok();
+    }
+}
+
+/// The log a head file belongs to (`FILE.head` → `FILE`), for errors.
+fn log_of_head(head: &Path) -> PathBuf {
+    match head.as_os_str().as_bytes().strip_suffix(b".head") {
+        Some(log) => PathBuf::from(std::ffi::OsStr::from_bytes(log)),
+        None => head.to_path_buf(),
     }
 }
 

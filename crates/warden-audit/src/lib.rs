@@ -83,6 +83,17 @@
 //! (before redaction) and of the result as received ([`args_digest`],
 //! [`result_digest`]).
 //!
+//! Every record is bounded, whatever a caller, server or policy sends:
+//! arguments that would take more than [`MAX_ARGUMENTS_BYTES`] even with
+//! their long strings shortened (many keys or values) are recorded as
+//! `{"omitted", "bytes", "sha256"}` (why; the length of their canonical
+//! JSON; `args_sha256`); a free-text field (`error`, a decision's reason,
+//! `qualified` / `target` as the caller gave it, a `server_exit` reason)
+//! longer than [`MAX_TEXT_BYTES`] keeps its first [`TEXT_KEPT`] bytes
+//! (cut after scrubbing) followed by `… [N bytes, sha256 H]`; a decision
+//! keeps its first [`MAX_REASONS`] − 1 reasons and one saying how many more
+//! there were, with the digest of them all.
+//!
 //! # Durability
 //!
 //! `fsync` (CONTRACT §3 `audit.fsync`) decides when `append` returns and
@@ -128,15 +139,39 @@
 //! `truncate -s OFFSET FILE`, or use a new file). Appending after it would
 //! bury the torn line mid-file, where it is indistinguishable from tampering.
 //!
-//! # Several writers
+//! # Several writers, and a log changed under a writer
 //!
 //! Each append takes an exclusive `flock(2)` on the file for the write (and,
 //! in `every_record`, the fsync). Under the lock the writer compares the file
 //! size with the end of its own last write; if another process appended in
-//! between, it re-reads the last record and continues that chain. So any
-//! number of warden processes (and threads: [`AuditLog`] is `Send + Sync`)
-//! can share one log and still produce one chain with no gaps. Writers that
-//! do not take the lock, and a log file replaced by rename, are not covered.
+//! between, it checks that its own last record is still where it wrote it,
+//! then re-reads the last record and continues that chain. So any number of
+//! warden processes (and threads: [`AuditLog`] is `Send + Sync`) can share
+//! one log and still produce one chain with no gaps. Writers that do not
+//! take the lock are not covered.
+//!
+//! What no writer does is a change from outside, and each is refused for
+//! good (the write fails and so does every later one: the caller fails
+//! closed, [`AuditError::is_permanent`]):
+//!
+//! * the path no longer names the file the log opened (renamed, removed,
+//!   replaced, a symlink pointed elsewhere): [`AuditError::Moved`]. Checked
+//!   before every write with one `stat(2)` of the path, whose size then
+//!   serves the write (no `fstat`);
+//! * the file is shorter than this writer's last end, or its last record
+//!   is no longer where it wrote it (cut, then padded back): never chained
+//!   onto, [`AuditError::Cut`];
+//! * the head names a record the log no longer has (another writer's, cut
+//!   back to exactly this writer's end and written over): the head is not
+//!   moved past it, [`AuditError::HeadMismatch`].
+//!
+//! An edit of earlier bytes that keeps the size is not looked for while
+//! writing: the chain goes on from this writer's own last hash, so `verify`
+//! finds it.
+//!
+//! [`AuditLog::open`] refuses a path that is not a regular file once
+//! symlinks are followed (`/dev/null` would keep nothing, a FIFO no head):
+//! [`AuditError::NotRegular`].
 //!
 //! # Verification
 //!
@@ -152,6 +187,11 @@
 //! bad `seq` and why), or 2 (file unreadable, or an `hmac-sha256` log and
 //! no key: only structure and links could be checked).
 //!
+//! A whole log also reports its calls of unknown outcome
+//! ([`Unfinished`]): a pending `tool_call` / `request` with no
+//! `tool_result` / `request_result` after it (warden was killed, or the
+//! call is still running). A warning, not a failure: the log is intact.
+//!
 //! # The head file: truncation and downgrade
 //!
 //! A hash chain alone cannot show that its last records were cut off: a
@@ -162,10 +202,15 @@
 //! only to records already in the file (and synced, where the mode
 //! syncs): after each record (`every_record`, `never`), after each sync of
 //! the writer thread (`batch`), and at close; never backwards, so several
-//! processes sharing the log keep one head. A head may lag behind its log,
-//! never run ahead of it. [`AuditLog::open`] refuses a log shorter than its
-//! head, one whose last record is not the one the head names, and a head
-//! in the other mode or that does not verify.
+//! processes sharing the log keep one head; and never past a record the
+//! log no longer has (the chain must extend the head, not replace it). A
+//! head may lag behind its log, never run ahead of it. [`AuditLog::open`]
+//! refuses a log shorter than its head, one that no longer has the record
+//! the head names, and a head in the other mode or that does not verify.
+//! A new, empty log gets a head; a log with records and no head file, or
+//! an empty one, is refused ([`AuditError::NoHead`]): a head created then
+//! would vouch for an end no one checked. [`accept_head`] (`warden audit
+//! verify FILE --accept-head`) writes one once the chain verifies.
 //!
 //! [`verify`] compares the log with its head: the log must reach the
 //! head's `seq` ([`Problem::Truncated`], naming the first missing `seq`)
@@ -174,7 +219,8 @@
 //! [`Problem::ModeMismatch`], as a key does. [`verify_with`] also takes
 //! heads kept elsewhere (`warden audit verify --head SEQ:HASH`; `warden
 //! audit head FILE` prints one). Without a head file, `verify` says so: the
-//! end of the log cannot be vouched for.
+//! end of the log cannot be vouched for. An empty head file is damaged
+//! ([`Problem::HeadInvalid`]), like a zeroed one.
 //!
 //! What each protects against, and what none of them can: README.md,
 //! "The audit log".
@@ -195,8 +241,9 @@ pub use error::AuditError;
 pub use head::{Head, HeadError, HeadRead, SLOT_SIZE as HEAD_SLOT_SIZE, head_path, read_head};
 pub use key::{args_digest, load_key, result_digest};
 pub use log::{
-    AuditLog, AuditOptions, BATCH_INTERVAL, BATCH_MAX_RECORDS, BATCH_QUEUE_CAP,
-    DEFAULT_MAX_VALUE_BYTES,
+    AcceptedHead, AuditLog, AuditOptions, BATCH_INTERVAL, BATCH_MAX_RECORDS, BATCH_QUEUE_CAP,
+    DEFAULT_MAX_VALUE_BYTES, MAX_ARGUMENTS_BYTES, MAX_REASONS, MAX_TEXT_BYTES, TEXT_KEPT,
+    accept_head,
 };
 pub use record::{
     ApprovalAction, Caller, DecisionRecord, Event, FsyncMode, KEY_ENV, OnFailure, Outcome,
@@ -204,8 +251,8 @@ pub use record::{
     ToolCallRecord, ZERO_HASH,
 };
 pub use verify::{
-    ExpectedHead, Problem, VerifyFailure, VerifyOptions, VerifyReport, verify, verify_reader,
-    verify_reader_with, verify_with,
+    ExpectedHead, Problem, Unfinished, VerifyFailure, VerifyOptions, VerifyReport, verify,
+    verify_reader, verify_reader_with, verify_with,
 };
 
 /// How the chain's `hash` fields are computed (the record's `alg`).

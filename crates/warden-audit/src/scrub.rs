@@ -325,6 +325,28 @@ impl Scrubber {
         }
     }
 
+    /// Shortens a free-text field of a record (an error, a reason, a name
+    /// as the caller gave it) longer than `max` bytes to its first `keep`
+    /// bytes, cut at a character boundary after secrets were scrubbed
+    /// from the whole string (so a secret the cut would split never shows
+    /// in part), followed by `… [N bytes, sha256 H]` (of the text as it
+    /// came). Such fields are strings in the format, so they stay strings.
+    pub(crate) fn shorten_text(&self, text: &mut String, max: usize, keep: usize) {
+        if text.len() <= max {
+            return;
+        }
+        let bytes = text.len();
+        let sha256 = warden_core::digest::sha256_hex(text.as_bytes());
+        let mut clean = self.scrub_str(text).unwrap_or_else(|| std::mem::take(text));
+        let mut cut = keep.min(clean.len());
+        while !clean.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        clean.truncate(cut);
+        clean.push_str(&format!("… [{bytes} bytes, sha256 {sha256}]"));
+        *text = clean;
+    }
+
     /// Whether a number written as `text` holds a secret (it is then
     /// recorded as `"[REDACTED]"`). Only secrets made of the characters of
     /// numbers can be in one; secrets shorter than
@@ -371,6 +393,71 @@ impl Scrubber {
 /// can hold.
 fn is_numeric(secret: &str) -> bool {
     secret.bytes().all(|b| b"0123456789+-.eE".contains(&b))
+}
+
+/// About how many bytes `value` takes in a record once its strings
+/// longer than `max` are shortened (strings and keys as their bytes plus
+/// quotes, no escapes counted; numbers as their digits; punctuation), or
+/// `None` as soon as that passes `limit`: the walk stops there, so a huge
+/// value costs no more than `limit` worth of counting.
+pub(crate) fn recorded_size(value: &Value, max: usize, limit: usize) -> Option<usize> {
+    fn walk(value: &Value, max: usize, left: &mut usize) -> bool {
+        let cost = match value {
+            Value::Null | Value::Bool(_) => 5,
+            Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => digits(u),
+                (None, Some(i)) => 1 + digits(i.unsigned_abs()),
+                // The longest float serde_json writes (`-1.2345678901234567e-308`).
+                (None, None) => 24,
+            },
+            // `{"bytes":N,"prefix":"…","sha256":"<64>"}`.
+            Value::String(s) if s.len() > max => prefix_len(max) + 110,
+            Value::String(s) => s.len() + 2,
+            Value::Array(items) => 2 + items.len(),
+            Value::Object(map) => 2 + map.len(),
+        };
+        let Some(rest) = left.checked_sub(cost) else {
+            return false;
+        };
+        *left = rest;
+        match value {
+            Value::Array(items) => items.iter().all(|v| walk(v, max, left)),
+            Value::Object(map) => map.iter().all(|(k, v)| {
+                match left.checked_sub(k.len() + 3) {
+                    Some(rest) => *left = rest,
+                    None => return false,
+                }
+                walk(v, max, left)
+            }),
+            _ => true,
+        }
+    }
+    let mut left = limit;
+    walk(value, max, &mut left).then_some(limit - left)
+}
+
+fn digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// Bytes of `value`'s canonical JSON, counted without building it: key
+/// order changes no length, and serde_json writes strings and numbers as
+/// the canonical form does.
+pub(crate) fn canonical_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// How much of a shortened string is kept: 256 bytes, or `max` when that

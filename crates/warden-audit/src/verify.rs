@@ -1,5 +1,6 @@
 //! Checking a log: [`verify`].
 
+use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -24,6 +25,9 @@ pub enum VerifyReport {
         /// The heads the log was checked against (none: the end of the log
         /// could not be vouched for).
         heads: Vec<ExpectedHead>,
+        /// Calls whose outcome the log does not know (a warning, not a
+        /// failure: the log itself is intact).
+        unfinished: Vec<Unfinished>,
     },
     /// The records are `hmac-sha256` and no key was given: structure,
     /// `seq` and `prev` links of `count` records are whole, the hashes
@@ -32,6 +36,7 @@ pub enum VerifyReport {
         count: u64,
         last_hash: String,
         heads: Vec<ExpectedHead>,
+        unfinished: Vec<Unfinished>,
     },
     /// The first problem found; nothing after it was checked.
     Bad(VerifyFailure),
@@ -43,6 +48,19 @@ impl VerifyReport {
     pub fn is_ok(&self) -> bool {
         matches!(self, VerifyReport::Ok { .. })
     }
+}
+
+/// A call (or request of another kind) written ahead as `pending` with no
+/// `tool_result` / `request_result` after it: warden never saw how it
+/// ended (it was killed, or the call is still running), so the server may
+/// or may not have acted on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfinished {
+    /// `seq` of the pending record.
+    pub seq: u64,
+    pub call_id: String,
+    /// `tool_call` or `request`.
+    pub event: String,
 }
 
 /// A head the log must reach: from its head file, or given (`--head
@@ -370,6 +388,8 @@ pub fn verify_reader_with<R: BufRead>(mut reader: R, opts: &VerifyOptions<'_>) -
         .map(Hasher::mode)
         .or(opts.keyed.then_some(HashMode::HmacSha256));
     let plain = Hasher::Plain;
+    // Pending calls not yet followed by their result: call_id → (seq, event).
+    let mut pending: HashMap<String, (u64, String)> = HashMap::new();
     let mut count: u64 = 0;
     let mut last_hash = ZERO_HASH.to_string();
     let mut line_no: u64 = 0;
@@ -441,6 +461,7 @@ pub fn verify_reader_with<R: BufRead>(mut reader: R, opts: &VerifyOptions<'_>) -
             (HashMode::Sha256, _) => Some(&plain),
             (HashMode::HmacSha256, None) => None,
         };
+        let call = call_of(&record.map);
         if let Some(hasher) = hasher
             && hasher.hash_record(record.map) != record.hash
         {
@@ -487,7 +508,25 @@ pub fn verify_reader_with<R: BufRead>(mut reader: R, opts: &VerifyOptions<'_>) -
         }
         count += 1;
         last_hash = record.hash;
+        match call {
+            Some(Call::Pending { call_id, event }) => {
+                pending.insert(call_id, (record.seq, event));
+            }
+            Some(Call::Ended { call_id }) => {
+                pending.remove(&call_id);
+            }
+            None => {}
+        }
     }
+    let mut unfinished: Vec<Unfinished> = pending
+        .into_iter()
+        .map(|(call_id, (seq, event))| Unfinished {
+            seq,
+            call_id,
+            event,
+        })
+        .collect();
+    unfinished.sort_by_key(|u| u.seq);
     if let Some(head) = opts
         .heads
         .iter()
@@ -531,13 +570,40 @@ pub fn verify_reader_with<R: BufRead>(mut reader: R, opts: &VerifyOptions<'_>) -
             count,
             last_hash,
             heads,
+            unfinished,
         },
         (m, _) => VerifyReport::Ok {
             count,
             last_hash,
             mode: m.unwrap_or(HashMode::Sha256),
             heads,
+            unfinished,
         },
+    }
+}
+
+/// What a record says about a call's write-ahead pair.
+enum Call {
+    /// A `tool_call` / `request` written ahead (`outcome: "pending"`).
+    Pending { call_id: String, event: String },
+    /// A `tool_result` / `request_result`.
+    Ended { call_id: String },
+}
+
+fn call_of(record: &Map<String, Value>) -> Option<Call> {
+    let event = record.get("event")?.as_str()?;
+    let call_id = record.get("call_id")?.as_str()?.to_string();
+    match event {
+        "tool_call" | "request"
+            if record.get("outcome").and_then(Value::as_str) == Some("pending") =>
+        {
+            Some(Call::Pending {
+                call_id,
+                event: event.to_string(),
+            })
+        }
+        "tool_result" | "request_result" => Some(Call::Ended { call_id }),
+        _ => None,
     }
 }
 

@@ -14,11 +14,11 @@ use std::sync::{Arc, OnceLock};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 
-use super::Inner;
 use super::encode::{ChainValue, Encoder};
+use super::{Inner, MAX_ARGUMENTS_BYTES, MAX_REASONS, MAX_TEXT_BYTES, TEXT_KEPT};
 use crate::chain::Hasher;
-use crate::scrub::Scrubber;
-use crate::{AuditError, Event, RECORD_VERSION};
+use crate::scrub::{Scrubber, canonical_len, recorded_size};
+use crate::{AuditError, DecisionRecord, Event, RECORD_VERSION};
 
 /// What a log puts in every line besides the event.
 struct Settings<'a> {
@@ -29,18 +29,68 @@ struct Settings<'a> {
 
 impl Inner {
     /// Applies the `redact` pointers and shortens long strings in a call's
-    /// arguments (before the record is written, outside the file lock).
+    /// arguments, and bounds the record's free text (before the record is
+    /// written, outside the file lock): whatever a caller, a server or a
+    /// policy's reasons hold, a record stays under about
+    /// [`MAX_ARGUMENTS_BYTES`] + ([`MAX_REASONS`] + 3) × [`MAX_TEXT_BYTES`].
     pub(super) fn clean_arguments_of(&self, event: &mut Event) {
+        let scrubber = self.scrubber();
+        let text = |s: &mut String| scrubber.shorten_text(s, MAX_TEXT_BYTES, TEXT_KEPT);
+        let decision = |d: &mut Option<DecisionRecord>| {
+            if let Some(d) = d {
+                if d.reasons.len() > MAX_REASONS {
+                    // One reason per argument key of a huge call is a
+                    // policy's right, not a record's: keep the first ones
+                    // and say how many more there were.
+                    let more = d.reasons.len() - (MAX_REASONS - 1);
+                    let all = warden_core::digest::sha256_json(&serde_json::json!(d.reasons));
+                    d.reasons.truncate(MAX_REASONS - 1);
+                    d.reasons
+                        .push(format!("… and {more} more reasons (sha256 of all: {all})"));
+                }
+                d.reasons.iter_mut().for_each(text);
+            }
+        };
         match event {
-            Event::ToolCall(call) => self.clean_arguments(&mut call.arguments),
-            Event::Request(request) => self.clean_arguments(&mut request.arguments),
+            Event::ToolCall(call) => {
+                self.clean_arguments(&mut call.arguments, || call.args_sha256.clone());
+                text(&mut call.qualified);
+                call.error.as_mut().map(text);
+                decision(&mut call.decision);
+            }
+            Event::Request(request) => {
+                self.clean_arguments(&mut request.arguments, || request.args_sha256.clone());
+                text(&mut request.target);
+                request.error.as_mut().map(text);
+                decision(&mut request.decision);
+            }
+            Event::ToolResult(result) => {
+                result.error.as_mut().map(text);
+            }
+            Event::RequestResult(result) => {
+                result.result.error.as_mut().map(text);
+            }
+            Event::ServerExit { reason, .. } => text(reason),
             _ => {}
         }
     }
 
-    /// `redact` pointers and long strings, for recorded arguments.
-    pub(super) fn clean_arguments(&self, args: &mut Value) {
+    /// `redact` pointers and long strings, for recorded arguments; when
+    /// even shortened they would take more than [`MAX_ARGUMENTS_BYTES`]
+    /// (many keys, many values), only their size and digest
+    /// (`digest()`, the `args_sha256` of the record).
+    pub(super) fn clean_arguments(&self, args: &mut Value, digest: impl FnOnce() -> String) {
         let scrubber = self.scrubber();
+        if recorded_size(args, self.max_value_bytes, MAX_ARGUMENTS_BYTES).is_none() {
+            *args = serde_json::json!({
+                "omitted": format!(
+                    "too large to record: more than {MAX_ARGUMENTS_BYTES} bytes even with long strings shortened"
+                ),
+                "bytes": canonical_len(args),
+                "sha256": digest(),
+            });
+            return;
+        }
         scrubber.redact_pointers(args);
         scrubber.shorten_long_strings(args, self.max_value_bytes);
     }

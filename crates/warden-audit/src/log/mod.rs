@@ -6,6 +6,7 @@
 //! * `batch`: `batch` mode's writer thread;
 //! * `lock`: the `flock` around each write.
 
+mod accept;
 mod batch;
 mod encode;
 mod line;
@@ -13,7 +14,7 @@ mod lock;
 mod writer;
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
@@ -26,6 +27,7 @@ use crate::chain::{Hasher, Tail, read_tail};
 use crate::head::HeadWriter;
 use crate::scrub::Scrubber;
 use crate::{AuditError, Event, FsyncMode, HashMode, ZERO_HASH};
+pub use accept::{AcceptedHead, accept_head};
 use batch::batch_writer;
 use encode::Encoder;
 use lock::FileLock;
@@ -39,6 +41,21 @@ pub const BATCH_MAX_RECORDS: usize = 256;
 pub const BATCH_QUEUE_CAP: usize = 16_384;
 /// Default of [`AuditOptions::max_value_bytes`] (`audit.max_value_bytes`).
 pub const DEFAULT_MAX_VALUE_BYTES: usize = 4096;
+/// Recorded arguments that would take more than this many bytes even with
+/// their long strings shortened (many keys or values: 6000 strings of 4000
+/// bytes made a 24 MB record) are recorded as `{"omitted", "bytes",
+/// "sha256"}` only, so that every record stays bounded.
+pub const MAX_ARGUMENTS_BYTES: usize = 256 * 1024;
+/// A free-text field of a record (an `error`, a decision's reason, a name
+/// as the caller gave it, a server's exit reason) longer than this is
+/// recorded as its first [`TEXT_KEPT`] bytes and `… [N bytes, sha256 H]`:
+/// a server's error message is the server's to size, not the log's.
+pub const MAX_TEXT_BYTES: usize = 8 * 1024;
+/// What is kept of a free-text field longer than [`MAX_TEXT_BYTES`].
+pub const TEXT_KEPT: usize = 4 * 1024;
+/// A decision with more reasons than this keeps the first ones and one
+/// saying how many more there were (and their digest).
+pub const MAX_REASONS: usize = 32;
 
 /// How a session writes its log.
 #[derive(Debug, Clone)]
@@ -107,9 +124,12 @@ struct Inner {
     /// ([`AuditLog::add_secrets`]); a write uses the one it started with.
     scrubber: RwLock<Arc<Scrubber>>,
     max_value_bytes: usize,
-    /// `FILE.head`; `None` for a log that is not a regular file
-    /// (`/dev/full`, a pipe).
-    head_file: Option<HeadWriter>,
+    /// `FILE.head`.
+    head_file: HeadWriter,
+    /// Device and inode of `file`: before each write the path must still
+    /// name it (a log renamed or removed while warden runs would take
+    /// records no one sees).
+    identity: (u64, u64),
     /// Held while records are chained and written, so records reach the
     /// file in the order they were chained. Lock order: `chain`, then
     /// `state`.
@@ -127,8 +147,13 @@ struct Chain {
     seq: u64,
     prev: String,
     /// File size right after our last write (or read of the tail): a
-    /// different size under the lock means another process appended.
+    /// larger size under the lock means another process appended; a
+    /// smaller one, that the log was cut.
     end: u64,
+    /// Where the line of record `seq` starts (it ends at `end` until
+    /// another process appends): checked to be still there before the
+    /// chain is continued from a tail someone else wrote.
+    last_start: u64,
     lock: FileLock,
     encoder: Encoder,
     /// The lines of the records being written (one `write(2)`).
@@ -168,11 +193,14 @@ impl std::fmt::Debug for AuditLog {
 
 impl AuditLog {
     /// Opens (creating it and its folder, mode 0600) the log at `path` and
-    /// continues its chain, keeping its head file `FILE.head` (created when
-    /// missing). Refused: a torn final line, a last record that is not a
-    /// record, or one that does not verify with `opts.key` (other key or
-    /// other mode); a head file that does not verify, names the other
-    /// mode, or is ahead of the log (records were cut off).
+    /// continues its chain, keeping its head file `FILE.head` (created with
+    /// a new, empty log). Refused: a path that is not a regular file once
+    /// symlinks are followed ([`AuditError::NotRegular`]); a torn final
+    /// line, a last record that is not a record, or one that does not
+    /// verify with `opts.key` (other key or other mode); a log with records
+    /// but no head file, or an empty one ([`AuditError::NoHead`]); a head
+    /// file that does not verify, names the other mode, is ahead of the log
+    /// (records were cut off) or names a record the log no longer has.
     pub fn open(path: &Path, opts: AuditOptions) -> Result<AuditLog, AuditError> {
         let hasher = Hasher::new(opts.key.as_deref())?;
         let scrubber = Scrubber::new(&opts.redact, &opts.secrets)?;
@@ -184,40 +212,45 @@ impl AuditLog {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| io_err("create its folder", e))?;
         }
+        // Symlinks are followed (a log may be a link to where it is kept);
+        // what they lead to must be a regular file, checked on the opened
+        // descriptor. Non-blocking so that opening a FIFO or a device in
+        // its place cannot hang (no effect on a regular file).
         let file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
             .mode(0o600)
+            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
             .open(path)
             .map_err(|e| io_err("open", e))?;
         let session = scrubber.scrub_str(&opts.session).unwrap_or(opts.session);
-        let regular = file
-            .metadata()
-            .map_err(|e| io_err("stat", e))?
-            .file_type()
-            .is_file();
-        let head_file = if regular {
-            Some(HeadWriter::open(path, hasher.clone())?)
-        } else {
-            None
-        };
+        let meta = file.metadata().map_err(|e| io_err("stat", e))?;
+        if !meta.file_type().is_file() {
+            // `/dev/null` would take every record and keep none, a pipe
+            // would keep no head: either way a session would run
+            // unaudited while it looks audited.
+            return Err(AuditError::NotRegular {
+                path: path.to_path_buf(),
+                kind: file_kind(&meta),
+            });
+        }
+        let identity = (meta.dev(), meta.ino());
 
         let mut lock = FileLock::new();
         let held = lock.exclusive(&file, path)?;
         let size = file.metadata().map_err(|e| io_err("stat", e))?.len();
-        let (seq, prev) = match read_tail(&file, path, size, &hasher)? {
-            Tail::Empty => (0, ZERO_HASH.to_string()),
-            Tail::Last { seq, hash } => (seq, hash),
+        let (seq, prev, last_start) = match read_tail(&file, path, size, &hasher)? {
+            Tail::Empty => (0, ZERO_HASH.to_string(), 0),
+            Tail::Last { seq, hash, start } => (seq, hash, start),
         };
-        if let Some(head_file) = &head_file {
-            check_head(path, head_file, seq, &prev, hasher.mode())?;
-        }
+        let head_file = open_head(path, &file, &hasher, size, seq, &prev)?;
         lock.release(held);
         let chain = Chain {
             seq,
             prev,
             end: size,
+            last_start,
             lock,
             encoder: Encoder::default(),
             buf: Vec::new(),
@@ -233,6 +266,7 @@ impl AuditLog {
             scrubber: RwLock::new(Arc::new(scrubber)),
             max_value_bytes: opts.max_value_bytes.max(1),
             head_file,
+            identity,
             chain: Mutex::new(chain),
             state: Mutex::new(State {
                 queue: Vec::new(),
@@ -340,7 +374,7 @@ impl AuditLog {
             Err(e) => {
                 // Records queued by `append` were in this write: they are
                 // lost, so the log stops, as when the writer thread fails.
-                if had_queued || matches!(e, AuditError::Failed { .. }) {
+                if had_queued || e.is_permanent() {
                     st.failed.get_or_insert_with(|| e.to_string());
                 }
                 Err(e)
@@ -352,7 +386,8 @@ impl AuditLog {
     /// replaced, long strings shortened, secrets scrubbed.
     pub fn redact_arguments(&self, args: &Value) -> Value {
         let mut out = args.clone();
-        self.inner.clean_arguments(&mut out);
+        self.inner
+            .clean_arguments(&mut out, || crate::args_digest(args));
         self.inner.scrubber().scrub(&mut out);
         out
     }
@@ -383,10 +418,10 @@ impl AuditLog {
         &self.inner.path
     }
 
-    /// The head file kept beside the log (`None` when the log is not a
-    /// regular file).
+    /// The head file kept beside the log (`Some` always: a log that is
+    /// not a regular file, and so could have no head, is refused).
     pub fn head_path(&self) -> Option<&Path> {
-        self.inner.head_file.as_ref().map(HeadWriter::path)
+        Some(self.inner.head_file.path())
     }
 
     pub fn mode(&self) -> HashMode {
@@ -432,33 +467,74 @@ impl Drop for AuditLog {
     }
 }
 
-/// `open`'s check of the head file against the log's tail (under the log's
-/// lock): a head in the other mode, one ahead of the log, or one naming
-/// another last record is refused; a missing head is created.
-fn check_head(
+/// `open`'s head file, checked against the log's tail (under the log's
+/// lock): a head in the other mode, one ahead of the log, or one naming a
+/// record the log no longer has is refused. A new (empty) log gets a
+/// head; a log with records and no head, or an empty head file, is
+/// refused: creating a head for it would vouch for an end no one checked
+/// (a cut tail plus a removed head would pass `verify`).
+fn open_head(
     path: &Path,
-    head_file: &HeadWriter,
+    file: &File,
+    hasher: &Hasher,
+    size: u64,
     seq: u64,
     prev: &str,
-    mode: HashMode,
-) -> Result<(), AuditError> {
+) -> Result<HeadWriter, AuditError> {
+    let no_head = |why: &str| AuditError::NoHead {
+        path: path.to_path_buf(),
+        why: format!("{why} ({})", crate::head_path(path).display()),
+    };
+    let Some(head_file) = HeadWriter::open(path, hasher.clone(), seq == 0)? else {
+        return Err(no_head("no head file"));
+    };
+    let mode = hasher.mode();
     match head_file.read()? {
-        None => head_file.advance(seq, prev),
-        Some(head) if head.mode != mode => Err(AuditError::HeadMode {
+        None if seq > 0 => return Err(no_head("an empty head file")),
+        None => {}
+        Some(head) if head.mode != mode => {
+            return Err(AuditError::HeadMode {
+                path: path.to_path_buf(),
+                head_mode: head.mode,
+                ours: mode,
+            });
+        }
+        Some(head) if head.seq > seq => {
+            return Err(AuditError::Truncated {
+                path: path.to_path_buf(),
+                head_seq: head.seq,
+                log_seq: seq,
+            });
+        }
+        Some(_) => {}
+    }
+    // Moving the head to the tail also checks that the log still has the
+    // record the head names (when it lags behind the tail).
+    head_file.advance(seq, prev, |at| {
+        crate::chain::hash_at(file, size, at).map_err(|source| AuditError::Io {
             path: path.to_path_buf(),
-            head_mode: head.mode,
-            ours: mode,
-        }),
-        Some(head) if head.seq > seq => Err(AuditError::Truncated {
-            path: path.to_path_buf(),
-            head_seq: head.seq,
-            log_seq: seq,
-        }),
-        Some(head) if head.seq == seq && head.hash != prev => Err(AuditError::HeadMismatch {
-            path: path.to_path_buf(),
-            seq: head.seq,
-        }),
-        Some(_) => head_file.advance(seq, prev),
+            action: "read the record its head names",
+            source,
+        })
+    })?;
+    Ok(head_file)
+}
+
+/// What a file that is not a regular file is, for messages.
+pub(crate) fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    let kind = meta.file_type();
+    if kind.is_dir() {
+        "a folder"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
     }
 }
 

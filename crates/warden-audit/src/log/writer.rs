@@ -42,9 +42,7 @@ impl Inner {
         let written = (chain.seq, chain.prev.clone());
         drop(chain);
         if let Err(e) = result {
-            if let AuditError::Failed { detail, .. } = &e {
-                self.lock_state().failed = Some(detail.clone());
-            }
+            self.note_failure(&e);
             return Err(e);
         }
         if self.fsync == FsyncMode::EveryRecord
@@ -86,17 +84,42 @@ impl Inner {
         }
     }
 
-    /// Moves the head file to a record that is in the file (and synced,
-    /// where the mode syncs). A failure weakens truncation detection but
-    /// loses no record: it is reported once, not returned.
-    pub(super) fn advance_head(&self, seq: u64, hash: &str) {
-        let Some(head_file) = &self.head_file else {
-            return;
-        };
-        if let Err(error) = head_file.advance(seq, hash) {
+    /// After `e`, does the log take more records? Not after a permanent
+    /// failure ([`AuditError::is_permanent`]): every later append gets
+    /// this error.
+    pub(super) fn note_failure(&self, e: &AuditError) {
+        if e.is_permanent() {
             let mut st = self.lock_state();
-            if !std::mem::replace(&mut st.head_failed, true) {
-                tracing::error!(%error, "the audit head file could not be updated; truncation of the log's end may go unnoticed");
+            if st.failed.is_none() {
+                tracing::error!(error = %e, "the audit log takes no more records");
+                st.failed = Some(e.to_string());
+            }
+        }
+    }
+
+    /// Moves the head file to a record that is in the file (and synced,
+    /// where the mode syncs). An I/O failure weakens truncation detection
+    /// but loses no record: it is reported once, not returned. A head
+    /// that names a record the log no longer has is not moved past (it
+    /// keeps the evidence) and the log takes no more records.
+    pub(super) fn advance_head(&self, seq: u64, hash: &str) {
+        let result = self.head_file.advance(seq, hash, |at| {
+            let size = self
+                .file
+                .metadata()
+                .map_err(|e| self.io_err("stat", e))?
+                .len();
+            crate::chain::hash_at(&self.file, size, at)
+                .map_err(|e| self.io_err("read the record its head names", e))
+        });
+        match result {
+            Ok(()) => {}
+            Err(error) if error.is_permanent() => self.note_failure(&error),
+            Err(error) => {
+                let mut st = self.lock_state();
+                if !std::mem::replace(&mut st.head_failed, true) {
+                    tracing::error!(%error, "the audit head file could not be updated; truncation of the log's end may go unnoticed");
+                }
             }
         }
     }
@@ -131,26 +154,54 @@ impl Inner {
         chain: &mut Chain,
         events: impl Iterator<Item = (DateTime<Utc>, Event)>,
     ) -> Result<usize, AuditError> {
-        let size = self
-            .file
-            .metadata()
-            .map_err(|e| self.io_err("stat", e))?
-            .len();
-        if size != chain.end {
-            // Another writer appended (or the file was cut): continue from
-            // whatever its last record is now.
+        let size = self.size_if_path_names_the_file()?;
+        if size < chain.end {
+            // Only someone outside warden shortens a log (a writer's
+            // failed write is cut back to where it began, after our end):
+            // chaining on from the cut would write over the evidence.
+            return Err(AuditError::Cut {
+                path: self.path.clone(),
+                detail: format!(
+                    "it is {size} bytes, but this session's last record (seq {}) ended at byte {}",
+                    chain.seq, chain.end
+                ),
+            });
+        }
+        if size > chain.end {
+            // Another writer appended: continue from its last record, once
+            // sure our own last record is still where we wrote it (a cut
+            // followed by writes that made the file longer again is a cut
+            // too). Equal sizes need no read: the chain goes on from our
+            // own last hash, so an edit before it breaks the chain.
+            if chain.seq > 0
+                && !crate::chain::line_is(
+                    &self.file,
+                    chain.last_start,
+                    chain.end,
+                    chain.seq,
+                    &chain.prev,
+                )
+                .map_err(|e| self.io_err("read the last record written", e))?
+            {
+                return Err(AuditError::Cut {
+                    path: self.path.clone(),
+                    detail: format!(
+                        "this session's last record (seq {}, bytes {} to {}) is no longer there",
+                        chain.seq, chain.last_start, chain.end
+                    ),
+                });
+            }
             match read_tail(&self.file, &self.path, size, &self.hasher)? {
                 Tail::Empty => {
                     chain.seq = 0;
                     chain.prev = ZERO_HASH.to_string();
+                    chain.last_start = 0;
                 }
-                Tail::Last { seq, hash } => {
+                Tail::Last { seq, hash, start } => {
                     chain.seq = seq;
                     chain.prev = hash;
+                    chain.last_start = start;
                 }
-            }
-            if size < chain.end {
-                tracing::warn!(path = %self.path.display(), "audit log shrank since this session's last write");
             }
             chain.end = size;
         }
@@ -167,8 +218,10 @@ impl Inner {
         };
         chain.buf.clear();
         let mut count = 0;
+        let mut last_offset = 0;
         for (ts, event) in events {
             seq += 1;
+            last_offset = chain.buf.len();
             let prev_text = std::str::from_utf8(&prev).unwrap_or(ZERO_HASH);
             prev = self.record_line(
                 &mut chain.encoder,
@@ -182,7 +235,7 @@ impl Inner {
         }
         if let Err((written, e)) = write_all_counted(&self.file, &chain.buf) {
             // Never leave a partial line behind: cut back to where it began
-            // (nothing to cut when nothing was written, e.g. `/dev/full`).
+            // (nothing to cut when nothing was written, e.g. a full disk).
             if written == 0 {
                 return Err(self.io_err("write", e));
             }
@@ -199,12 +252,38 @@ impl Inner {
         chain
             .prev
             .push_str(std::str::from_utf8(&prev).unwrap_or(ZERO_HASH));
+        if count > 0 {
+            chain.last_start = size + last_offset as u64;
+        }
         chain.end = size + chain.buf.len() as u64;
         // A burst's buffer is not kept for the rest of the session.
         if chain.buf.capacity() > 1 << 20 {
             chain.buf = Vec::new();
         }
         Ok(count)
+    }
+}
+
+impl Inner {
+    /// Before a write, under the lock: the log's path must still name the
+    /// file this log writes (same device and inode; symlinks followed, as
+    /// `open` followed them). A log renamed, removed or replaced while
+    /// warden runs would otherwise take records in a file no one sees.
+    /// Returns the file's size: the `stat(2)` of the path replaces the
+    /// `fstat(2)` of the descriptor a write needs anyway (once the path is
+    /// known to name it, both describe one inode), so the check costs the
+    /// path's lookup, not a second call (BENCHMARKS.md).
+    fn size_if_path_names_the_file(&self) -> Result<u64, AuditError> {
+        use std::os::unix::fs::MetadataExt;
+        let moved = || AuditError::Moved {
+            path: self.path.clone(),
+        };
+        match std::fs::metadata(&self.path) {
+            Ok(now) if (now.dev(), now.ino()) == self.identity => Ok(now.len()),
+            Ok(_) => Err(moved()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(moved()),
+            Err(e) => Err(self.io_err("stat its path", e)),
+        }
     }
 }
 
