@@ -428,23 +428,38 @@ struct Listening {
     child: tokio::process::Child,
     url: String,
     token: String,
+    /// The person's-client token (with `--ask-client`).
+    ask_token: Option<String>,
 }
 
 async fn listen(world: &World) -> Listening {
-    let mut child = gateway_command(world, &["--listen", "127.0.0.1:0"])
+    listen_with(world, &[]).await
+}
+
+async fn listen_with(world: &World, extra: &[&str]) -> Listening {
+    let mut args = vec!["--listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let mut child = gateway_command(world, &args)
         .spawn()
         .expect("spawn gateway");
     let stderr = child.stderr.take().expect("stderr");
     let mut lines = tokio::io::BufReader::new(stderr).lines();
-    let (url, token) = tokio::time::timeout(Duration::from_secs(60), async {
-        let mut token = None;
+    let (url, token, ask_token) = tokio::time::timeout(Duration::from_secs(60), async {
+        let (mut token, mut ask_token) = (None, None);
         let mut seen = Vec::new();
         while let Ok(Some(line)) = lines.next_line().await {
             if let Some(url) = line.strip_prefix("warden gateway: listening on ") {
-                return (url.trim().to_string(), token.expect("a bearer token"));
+                return (
+                    url.trim().to_string(),
+                    token.expect("a bearer token"),
+                    ask_token,
+                );
             }
             if line.starts_with("warden gateway: bearer token") {
                 token = line.rsplit(' ').next().map(str::to_string);
+            }
+            if line.starts_with("warden gateway: ask-client token") {
+                ask_token = line.rsplit(' ').next().map(str::to_string);
             }
             seen.push(line);
         }
@@ -453,7 +468,12 @@ async fn listen(world: &World) -> Listening {
     .await
     .expect("listening in time");
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Listening { child, url, token }
+    Listening {
+        child,
+        url,
+        token,
+        ask_token,
+    }
 }
 
 impl Listening {
@@ -782,5 +802,377 @@ async fn a_sole_resource_server_is_not_sent_a_uri_it_never_claimed() {
             .unwrap_or_else(|| panic!("no record of {uri}: {reads:?}"));
         assert_eq!(record["outcome"], "unknown_resource", "{record}");
     }
+    assert_chain_verifies(&world);
+}
+
+/// Every client's `resources/subscribe` is decided and recorded, not only
+/// the first's: the agent's client (no one may be asked for it) is refused
+/// the read and the subscription of a URI the person's client subscribed
+/// to with the person's approval, gets none of its updates, and its
+/// unsubscribe does not end the person's subscription upstream. (A second
+/// subscriber used to join the first's upstream subscription undecided,
+/// unrecorded, and receive every update.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_clients_subscription_is_decided_and_recorded_like_the_first() {
+    let world = World::new();
+    let (mut fixture, counter) = world.counting_fixture();
+    if let Some(args) = fixture["args"].as_array_mut() {
+        args.push("--legacy".into());
+    }
+    // No rule for the notes: the shipped policy asks (an untrusted
+    // server's resources), and only the person's client can be asked.
+    world.write_config(&json!({
+        "mcpServers": {"fx": fixture},
+        "permissions": {"allow": ["mcp__fx__touch"]},
+        "audit": {"path": world.path("audit.jsonl")}
+    }));
+    let gateway = listen_with(&world, &["--ask-client"]).await;
+    let person = vec![
+        gateway.url.clone(),
+        gateway.ask_token.clone().expect("ask-client token"),
+    ];
+    let agent = vec![gateway.url.clone(), gateway.token.clone()];
+    let plan_person = json!({
+        "answers": {"elicitation": {"action": "accept", "content": {"decision": "allow_once"}}},
+        "steps": [
+            {"subscribe": "fixture://notes/1"},                             // 0
+            {"sleep": 9}                                                    // 1
+        ]
+    });
+    let plan_agent = json!({"steps": [
+        {"sleep": 3},                                                       // 0
+        {"read": "fixture://notes/1"},                                      // 1
+        {"subscribe": "fixture://notes/1"},                                 // 2
+        {"unsubscribe": "fixture://notes/1"},                               // 3
+        {"call": "fx__touch", "arguments": {"uri": "fixture://notes/1"}},   // 4
+        {"sleep": 1}                                                        // 5
+    ]});
+    let (p, a) = tokio::join!(
+        run_client(&world, &plan_person, &person),
+        run_client(&world, &plan_agent, &agent)
+    );
+    // Both gone: the one upstream subscription ends with the person's.
+    assert!(
+        eventually(15.0, || calls_received(&counter)
+            .iter()
+            .any(|r| r == "resources/unsubscribe fixture://notes/1")),
+        "{:?}",
+        calls_received(&counter)
+    );
+    gateway.stop(&world).await;
+
+    ok(&p, 0);
+    for step in [1, 2] {
+        let refused = error(&a, step);
+        assert!(
+            refused.contains("Denied by warden's") && refused.contains("no one could be asked"),
+            "step {step}: {refused}"
+        );
+    }
+    ok(&a, 3);
+    // The person's subscription outlived the agent's unsubscribe.
+    assert!(
+        ok(&a, 4).to_string().contains("updated sent: true"),
+        "{}",
+        ok(&a, 4)
+    );
+    let updates = |out: &Value| {
+        out["events"]
+            .as_array()
+            .map(|events| {
+                events
+                    .iter()
+                    .filter(|e| {
+                        e["notification"]
+                            .as_str()
+                            .is_some_and(|n| n.contains("ResourceUpdated"))
+                    })
+                    .count()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(updates(&p), 1, "the person's client subscribed: {p}");
+    assert_eq!(updates(&a), 0, "the agent's client was refused: {a}");
+
+    let received = calls_received(&counter);
+    let count = |what: &str| received.iter().filter(|r| r.as_str() == what).count();
+    assert_eq!(
+        count("resources/subscribe fixture://notes/1"),
+        1,
+        "{received:?}"
+    );
+    assert_eq!(
+        count("resources/unsubscribe fixture://notes/1"),
+        1,
+        "{received:?}"
+    );
+    assert!(
+        !received.iter().any(|r| r.starts_with("resources/read")),
+        "{received:?}"
+    );
+
+    // Each client's subscribe is on record with its own decision.
+    let subscribes: Vec<Value> = requests(&world, "resource")
+        .into_iter()
+        .filter(|r| r["method"] == "resources/subscribe")
+        .collect();
+    assert_eq!(subscribes.len(), 2, "{subscribes:?}");
+    assert!(
+        subscribes.iter().any(|r| r["outcome"] == "pending"
+            && r["decision"]["effect"] == "allow"
+            && r["result"]["outcome"] == "ok"),
+        "{subscribes:?}"
+    );
+    assert!(
+        subscribes
+            .iter()
+            .any(|r| r["outcome"] == "denied" && r["decision"]["effect"] == "deny"),
+        "{subscribes:?}"
+    );
+    assert_chain_verifies(&world);
+}
+
+/// `completion/complete` is the server's data: decided like the request
+/// it prepares (a prompt argument's like `prompts/get` on the arguments
+/// known so far, a template's like a read of the template) and recorded,
+/// never passed on undecided; a template every expansion of which a deny
+/// rule covers is not listed, and completing it is refused like reading
+/// an unknown URI; an `ask` on a completion is a deny, never a question.
+/// `logging/setLevel` is recorded (kind `logging`), and a log message
+/// names its server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_is_decided_and_recorded_and_set_level_is_recorded() {
+    let world = World::new();
+    let (mut fixture, counter) = world.counting_fixture();
+    if let Some(args) = fixture["args"].as_array_mut() {
+        args.push("--legacy".into());
+    }
+    world.write_config(&json!({
+        "mcpServers": {"fx": fixture},
+        "permissions": {
+            "allow": [
+                "prompt__fx__greet",
+                "resource__fx(uri: fixture://items/**)",
+                "mcp__fx__log"
+            ],
+            "deny": [
+                "prompt__fx__greet(name: Mal*)",
+                "resource__fx(uri: fixture://wait/**)"
+            ]
+        },
+        "audit": {"path": world.path("audit.jsonl")}
+    }));
+    let plan = json!({
+        "env": stdio_env(&world),
+        "steps": [
+            {"list": "templates"},                                                        // 0
+            {"complete_prompt": "fx__greet", "argument": "name", "value": "A"},           // 1
+            {"complete_prompt": "fx__greet", "argument": "name", "value": "Mal"},         // 2
+            {"complete_resource": "fixture://wait/{ms}", "argument": "ms", "value": "1"}, // 3
+            {"complete_resource": "fixture://items/{id}", "argument": "id", "value": "7"}, // 4
+            {"set_level": "info"},                                                        // 5
+            {"call": "fx__log", "arguments": {"level": "warning", "message": "loud"}},    // 6
+            {"sleep": 0.3},                                                               // 7
+            {"complete_prompt": "fx__review", "argument": "file", "value": "a"}           // 8
+        ]
+    });
+    let out = run_client(&world, &plan, &stdio_target(&world)).await;
+
+    assert_eq!(
+        ok(&out, 0),
+        json!(["fixture://items/{id}"]),
+        "wait is denied"
+    );
+    assert_eq!(ok(&out, 1)["completion"]["values"], json!(["Ada", "Alan"]));
+    let mallory = error(&out, 2);
+    assert!(
+        mallory.contains("Denied by warden's rules stage") && mallory.contains("Mal*"),
+        "{mallory}"
+    );
+    let hidden = error(&out, 3);
+    assert!(hidden.contains("no connected server lists"), "{hidden}");
+    assert_eq!(out["steps"][3]["code"], -32602);
+    assert_eq!(ok(&out, 4)["completion"]["values"], json!([]));
+    // No rule for `review`: the shipped policy asks, and a completion is
+    // never put to anyone.
+    let unruled = error(&out, 8);
+    assert!(
+        unruled.contains("never put to the person") && unruled.contains("allow"),
+        "{unruled}"
+    );
+    let loud: Vec<Value> = events_after(&out, 6)
+        .into_iter()
+        .filter_map(|e| e.get("log").cloned())
+        .filter(|log| log["data"] == "loud")
+        .collect();
+    assert_eq!(loud.len(), 1, "{out}");
+    assert_eq!(loud[0]["logger"], "fx/fixture", "the server named first");
+
+    // Only the two allowed completions reached the server.
+    let received = calls_received(&counter);
+    assert_eq!(
+        received
+            .iter()
+            .filter(|r| r.as_str() == "completion/complete")
+            .count(),
+        2,
+        "{received:?}"
+    );
+    assert!(
+        received.iter().any(|r| r == "logging/setlevel info"),
+        "{received:?}"
+    );
+
+    // Each completion on record, decided as its kind.
+    let completions = |kind: &str| -> Vec<Value> {
+        requests(&world, kind)
+            .into_iter()
+            .filter(|r| r["method"] == "completion/complete")
+            .collect()
+    };
+    let prompts = completions("prompt");
+    assert_eq!(prompts.len(), 3, "{prompts:?}");
+    let allowed = prompts
+        .iter()
+        .find(|r| r["arguments"] == json!({"name": "A"}))
+        .expect("the allowed completion");
+    assert_eq!(allowed["target"], "prompt__fx__greet");
+    assert_eq!(allowed["outcome"], "pending");
+    assert_eq!(allowed["decision"]["effect"], "allow");
+    assert_eq!(allowed["result"]["outcome"], "ok");
+    assert!(allowed["result"]["result_sha256"].is_string());
+    let denied = prompts
+        .iter()
+        .find(|r| r["arguments"] == json!({"name": "Mal"}))
+        .expect("the denied completion");
+    assert_eq!(denied["outcome"], "denied");
+    assert_eq!(denied["decision"]["stage"], "rules");
+    let templates = completions("resource");
+    assert_eq!(templates.len(), 2, "{templates:?}");
+    let unknown = templates
+        .iter()
+        .find(|r| r["arguments"]["uri"] == "fixture://wait/{ms}")
+        .expect("the hidden template's completion");
+    assert_eq!(unknown["outcome"], "unknown_resource");
+    let items = templates
+        .iter()
+        .find(|r| r["arguments"]["uri"] == "fixture://items/{id}")
+        .expect("the template's completion");
+    assert_eq!(items["target"], "resource__fx");
+    assert_eq!(
+        items["arguments"]["argument"],
+        json!({"name": "id", "value": "7"})
+    );
+    assert_eq!(items["result"]["outcome"], "ok");
+
+    // logging/setLevel: written ahead, undecided, with its result.
+    let levels = requests(&world, "logging");
+    assert_eq!(levels.len(), 1, "{levels:?}");
+    let level = &levels[0];
+    assert_eq!(level["method"], "logging/setLevel");
+    assert_eq!(level["target"], "logging__fx");
+    assert_eq!(level["server"], "fx");
+    assert_eq!(level["caller"], "gateway");
+    assert_eq!(level["arguments"], json!({"level": "info"}));
+    assert!(level["decision"].is_null(), "{level}");
+    assert_eq!(level["outcome"], "pending");
+    assert_eq!(level["result"]["outcome"], "ok");
+    assert_chain_verifies(&world);
+}
+
+/// A server whose every tool, resource and prompt the rules deny has
+/// nothing a client may see, its log messages included (they carry its
+/// data to the model, in or outside a call): they are dropped, while
+/// another server's pass, named. What no client could use is not
+/// offered: prompts and completion when every prompt and resource is
+/// denied, logging when no server that logs has anything allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fully_denied_servers_log_messages_are_dropped_and_its_capabilities_not_offered() {
+    let world = World::new();
+    let server = |name: &str| {
+        let mut fixture = world.fixture();
+        if let Some(args) = fixture["args"].as_array_mut() {
+            args.extend(["--legacy".into(), "--announce-level".into()]);
+        }
+        (name.to_string(), fixture)
+    };
+    let (fx, fy) = (server("fx"), server("fy"));
+    world.write_config(&json!({
+        "mcpServers": {fx.0: fx.1, fy.0: fy.1},
+        "permissions": {
+            "allow": ["mcp__fy__log"],
+            "deny": [
+                "mcp__fx__*", "resource__fx", "prompt__fx",
+                "resource__fy", "prompt__fy__*"
+            ]
+        },
+        "audit": {"path": world.path("audit.jsonl")}
+    }));
+    let plan = json!({
+        "env": stdio_env(&world),
+        "steps": [
+            {"list": "tools"},                                                         // 0
+            {"set_level": "debug"},                                                    // 1
+            {"sleep": 0.5},                                                            // 2
+            {"call": "fy__log", "arguments": {"level": "info", "message": "from fy"}}, // 3
+            {"sleep": 0.3}                                                             // 4
+        ]
+    });
+    let out = run_client(&world, &plan, &stdio_target(&world)).await;
+
+    let caps = &out["capabilities"];
+    for absent in ["resources", "prompts", "completions"] {
+        assert!(caps.get(absent).is_none(), "{absent} offered: {caps}");
+    }
+    assert!(caps["logging"].is_object(), "fy logs: {caps}");
+    let tools = ok(&out, 0);
+    let tools: Vec<&str> = tools
+        .as_array()
+        .map(|t| t.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert!(tools.contains(&"fy__log"), "{tools:?}");
+    assert!(!tools.iter().any(|t| t.starts_with("fx__")), "{tools:?}");
+
+    let logs: Vec<Value> = out["events"]
+        .as_array()
+        .map(|events| {
+            events
+                .iter()
+                .filter_map(|e| e.get("log").cloned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let announced: Vec<&Value> = logs
+        .iter()
+        .filter(|l| {
+            l["data"]
+                .as_str()
+                .is_some_and(|d| d.ends_with("set the level"))
+        })
+        .collect();
+    assert_eq!(
+        announced.len(),
+        1,
+        "only fy's announcement passes: {logs:?}"
+    );
+    assert_eq!(announced[0]["logger"], "fy/fixture");
+    assert!(
+        logs.iter()
+            .any(|l| l["data"] == "from fy" && l["logger"] == "fy/fixture"),
+        "{logs:?}"
+    );
+    assert!(
+        !logs
+            .iter()
+            .any(|l| l["logger"].as_str().is_some_and(|n| n.starts_with("fx"))),
+        "{logs:?}"
+    );
+    // Both servers were asked for the level, and both asks recorded.
+    let levels = requests(&world, "logging");
+    let targets: Vec<&str> = levels.iter().filter_map(|r| r["target"].as_str()).collect();
+    assert!(
+        targets.contains(&"logging__fx") && targets.contains(&"logging__fy"),
+        "{levels:?}"
+    );
     assert_chain_verifies(&world);
 }

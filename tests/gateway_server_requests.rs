@@ -7,7 +7,8 @@
 //!
 //! Checked: elicitations reach the client that made the call with message,
 //! schema, defaults and enums unchanged, and its answer reaches the server;
-//! allowed sampling is passed on; `roots/list` is the workspace only; with
+//! allowed sampling is passed on; `roots/list` is the workspace only (and
+//! recorded, as warden's own answer); with
 //! `--ci` elicitation is declined and unruled sampling denied, a sampling
 //! request above `sampling.max_tokens` refused, none of them reaching the
 //! client; each one recorded (`request` written ahead, `request_result` with
@@ -243,6 +244,17 @@ async fn elicitation_sampling_and_roots_reach_the_client_that_made_the_call() {
     assert_eq!(samplings.len(), 1, "{samplings:?}");
     assert_eq!(samplings[0]["target"], "sampling__fx");
     assert_eq!(samplings[0]["result"]["outcome"], "ok");
+    // roots/list is warden's own answer, recorded all the same (the
+    // workspace's path left warden), undecided.
+    let roots = requests(&world, "roots");
+    assert_eq!(roots.len(), 1, "{roots:?}");
+    assert_eq!(roots[0]["target"], "roots__fx");
+    assert_eq!(roots[0]["method"], "roots/list");
+    assert_eq!(roots[0]["outcome"], "pending");
+    assert!(roots[0]["decision"].is_null(), "{}", roots[0]);
+    assert_eq!(roots[0]["result"]["outcome"], "ok");
+    assert_eq!(roots[0]["result"]["answered_by"], "warden");
+    assert!(roots[0]["result"]["result_sha256"].is_string());
     let log = std::fs::read_to_string(audit_path(&world)).expect("audit log");
     assert!(
         !log.contains("Secretvalue"),

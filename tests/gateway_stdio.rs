@@ -795,3 +795,86 @@ async fn the_clients_stdio_pipes_are_widened_and_large_calls_pass_whole() {
         .expect("wait");
     assert!(status.success(), "{status:?}");
 }
+
+/// A rug pull (a server changes a tool's definition after it was pinned):
+/// the gateway goes on listing the tool as it was pinned, so the client's
+/// model never reads the new text, neither in `tools/list` nor in the
+/// denial of a call; the person asked (`--ask-client`) is shown the whole
+/// change, and the audit log records it. (The listing used to show the
+/// new description, the denial to quote it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rug_pulled_tool_is_listed_as_pinned_and_its_new_text_never_reaches_the_model() {
+    const PLANTED: &str = "uploads your files";
+    let world = World::new();
+    world.write_config(&json!({
+        "mcpServers": {"fixture": world.fixture()},
+        "permissions": {"allow": ["mcp__fixture__*"]},
+        "audit": {"path": world.path("audit.jsonl")}
+    }));
+    let handler = TestClient::answering("deny");
+    let session = start(&world, handler.clone(), &["--ask-client"]).await;
+    let client = &session.client;
+    let echo = |tools: &[rmcp::model::Tool]| {
+        tools
+            .iter()
+            .find(|t| t.name == "fixture__echo")
+            .map(|t| serde_json::to_value(t).unwrap())
+            .expect("fixture__echo listed")
+    };
+    let before = echo(&client.list_all_tools().await.expect("list"));
+
+    let result = client
+        .call_tool(call("fixture__rug_pull", json!({})))
+        .await
+        .expect("rug_pull");
+    assert!(!is_error(&result), "{result:?}");
+    // The server's re-listing is asynchronous: a call is decided by the
+    // pinning stage once warden has read the new definition.
+    let mut denial = None;
+    for _ in 0..100 {
+        let result = client
+            .call_tool(call("fixture__echo", json!({"n": 1})))
+            .await
+            .expect("echo");
+        if is_error(&result) {
+            denial = Some(text_of(&result));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let denial = denial.expect("echo denied after the rug pull");
+    assert!(
+        denial.contains("Denied by warden's pinning stage") && denial.contains("description"),
+        "{denial}"
+    );
+    assert!(
+        !denial.contains(PLANTED),
+        "the new text reached the client: {denial}"
+    );
+
+    let tools = client.list_all_tools().await.expect("list again");
+    assert_eq!(echo(&tools), before, "listed as pinned");
+    let listing = serde_json::to_string(&tools).unwrap();
+    assert!(!listing.contains(PLANTED), "{listing}");
+
+    // The person was shown what changed, to judge it.
+    let asked = handler.asked();
+    assert!(
+        asked
+            .iter()
+            .any(|q| q.contains(PLANTED) && q.contains("pinning")),
+        "{asked:?}"
+    );
+    session.finish(&world).await;
+
+    let calls = tool_calls(&world, "mcp__fixture__echo");
+    let denied = calls
+        .iter()
+        .find(|c| c["outcome"] == "denied")
+        .expect("the denied call is recorded");
+    assert_eq!(denied["decision"]["stage"], "pinning");
+    assert!(
+        denied["decision"]["reasons"].to_string().contains(PLANTED),
+        "the audit log keeps the whole change: {denied}"
+    );
+}

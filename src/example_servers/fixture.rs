@@ -27,6 +27,9 @@
 //! `logging/setLevel` and `resources/subscribe` exist; `--tool-named NAME`
 //! (repeatable) lists one more (uncallable) tool with exactly that name,
 //! e.g. one carrying terminal escapes.
+//! `--announce-level` sends a log message (`NAME set the level`, at the
+//! level set) when a client sets its level: a log message outside any
+//! tool call.
 //! `--stubborn` ignores SIGTERM and keeps running after stdin closes (only
 //! SIGKILL ends it). `--sign-echo` makes `echo` add `"server": NAME` to its
 //! answer (the load test checks each answer came from the right server).
@@ -100,6 +103,9 @@ pub struct FixtureOptions {
     /// `echo` adds `"server": NAME` (`--name`) to what it returns, so a
     /// test can tell which server answered a call.
     pub sign_echo: bool,
+    /// After `logging/setLevel`, send a log message at that level (a
+    /// message outside any tool call).
+    pub announce_level: bool,
 }
 
 impl Default for FixtureOptions {
@@ -117,6 +123,7 @@ impl Default for FixtureOptions {
             own_resource: None,
             stubborn: false,
             sign_echo: false,
+            announce_level: false,
         }
     }
 }
@@ -142,6 +149,7 @@ impl FixtureOptions {
                 }
                 "--stubborn" => options.stubborn = true,
                 "--sign-echo" => options.sign_echo = true,
+                "--announce-level" => options.announce_level = true,
                 "--count-calls" => {
                     options.count_calls = Some(flag_value(arg, &mut iter)?.into());
                 }
@@ -152,7 +160,7 @@ impl FixtureOptions {
                     "fixture: unknown argument `{other}` (known: --name NAME, --pages N, \
                      --extra-tools N, --repeat-cursor, --silent, --ignore-discover, \
                      --legacy, --own-resource URI, --count-calls FILE, --tool-named NAME, \
-                     --stubborn, --sign-echo)"
+                     --stubborn, --sign-echo, --announce-level)"
                 ),
             }
         }
@@ -751,10 +759,14 @@ impl ServerHandler for FixtureServer {
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.record(&format!("logging/setLevel {:?}", request.level).to_lowercase());
         self.extras.set_level(request.level);
+        if self.options.announce_level {
+            let text = format!("{} set the level", self.options.name);
+            self.extras.log(&context, request.level, json!(text)).await;
+        }
         Ok(())
     }
 

@@ -6,30 +6,32 @@
 //!   own token identifies the request.
 //! - `notifications/message`: a message that belongs to no request goes
 //!   to every client that set a level with `logging/setLevel`, filtered
-//!   by that client's level; upstream servers are asked for the lowest
-//!   level any client wants. With no client listening it is logged at
-//!   debug.
-//! - `notifications/resources/updated`: only to clients subscribed to
-//!   that URI; `resources/list_changed` and `prompts/list_changed` to
-//!   every client.
+//!   by that client's level, with its `logger` naming the server first;
+//!   upstream servers are asked for the lowest level any client wants
+//!   (each `logging/setLevel` sent is recorded). A message from a server
+//!   whose every tool, resource and prompt the rules deny is dropped.
+//!   With no client listening it is logged at debug.
+//! - `notifications/resources/updated`: only to clients whose own
+//!   subscription to that URI was allowed; `resources/list_changed` and
+//!   `prompts/list_changed` to every client.
 // `logging/*` and `resources/(un)subscribe` are deprecated in rmcp
 // (SEP-2577, protocol 2026-07-28) but are the session protocol's
 // (2025-11-25) way, which the gateway speaks.
 #![allow(deprecated)]
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use rmcp::model::{
-    LoggingLevel, ProgressNotificationParam, ProgressToken, ServerNotification,
-    SetLevelRequestParams,
+    LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+    ServerNotification,
 };
 use rmcp::{Peer, RoleServer};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::host::Host;
-use crate::mcp::{Forwarded, ProgressSink, SendOptions};
+use crate::mcp::ProgressSink;
 
 /// One client's state: its log level and resource subscriptions.
 #[derive(Debug, Default)]
@@ -72,18 +74,17 @@ impl ClientState {
         lock(&self.subscriptions).remove(uri)
     }
 
-    fn subscribed(&self, uri: &str) -> bool {
+    pub(super) fn subscribed(&self, uri: &str) -> bool {
         lock(&self.subscriptions).contains(uri)
     }
 }
 
-/// Every client of one gateway, for what concerns them all.
+/// Every client of one gateway, for what concerns them all. (Upstream
+/// subscriptions are shared by the connection manager: each client's
+/// allowed subscription holds one share.)
 #[derive(Debug, Default)]
 pub(super) struct Clients {
     all: Mutex<Vec<Weak<ClientState>>>,
-    /// How many clients subscribe to each URI (upstream: subscribed on the
-    /// first, unsubscribed after the last).
-    subscribers: Mutex<HashMap<String, usize>>,
 }
 
 impl Clients {
@@ -104,30 +105,6 @@ impl Clients {
             .min_by_key(|l| rank(*l))
     }
 
-    /// Counts a client's new subscription; true for the first client.
-    pub(super) fn first_subscriber(&self, uri: &str) -> bool {
-        let mut subs = lock(&self.subscribers);
-        let n = subs.entry(uri.to_string()).or_insert(0);
-        *n += 1;
-        *n == 1
-    }
-
-    /// Counts a client's unsubscription; true when no client is left.
-    pub(super) fn last_subscriber(&self, uri: &str) -> bool {
-        let mut subs = lock(&self.subscribers);
-        match subs.get_mut(uri) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                false
-            }
-            Some(_) => {
-                subs.remove(uri);
-                true
-            }
-            None => false,
-        }
-    }
-
     /// Sets `client`'s level and asks every upstream server that logs for
     /// the lowest level any client wants.
     pub(super) async fn set_level(&self, host: &Host, client: &ClientState, level: LoggingLevel) {
@@ -137,10 +114,9 @@ impl Clients {
         };
         host.manager().set_log_level(Some(lowest));
         for server in host.servers_with(|c| c.logging.is_some()) {
-            let forwarded = Forwarded::SetLevel(SetLevelRequestParams::new(lowest));
+            // Recorded (kind `logging`), written ahead like any request.
             if let Err(error) = host
-                .manager()
-                .forward(&server, forwarded, SendOptions::default())
+                .set_log_level(&server, lowest, crate::host::Caller::Gateway)
                 .await
             {
                 tracing::debug!(%server, %error, "logging/setLevel failed upstream");
@@ -156,9 +132,7 @@ impl Clients {
         *lock(&client.level) = None;
         let uris: Vec<String> = lock(&client.subscriptions).drain().collect();
         for uri in uris {
-            if self.last_subscriber(&uri)
-                && let Err(error) = host.unsubscribe(&uri).await
-            {
+            if let Err(error) = host.unsubscribe(&uri).await {
                 tracing::debug!(%uri, %error, "unsubscribing for a client that left failed");
             }
         }
@@ -203,7 +177,15 @@ pub(super) fn forward_notifications(gateway: super::Gateway, peer: Peer<RoleServ
                         tracing::debug!(server = %note.server, level = ?m.params.level, data = %m.params.data, "upstream log message (no client wants it)");
                         continue;
                     }
-                    peer.notify_logging_message(m.params.clone()).await
+                    // A log message is the server's data on its way to the
+                    // model: from a server whose every tool, resource and
+                    // prompt the rules deny, nothing of it may pass.
+                    if gateway.inner.host.denies_everything_of(&note.server) {
+                        tracing::debug!(server = %note.server, level = ?m.params.level, "upstream log message dropped: the rules deny everything this server offers");
+                        continue;
+                    }
+                    peer.notify_logging_message(named(&note.server, &m.params))
+                        .await
                 }
                 ServerNotification::ResourceUpdatedNotification(u) => {
                     if !client.subscribed(&u.params.uri) {
@@ -232,6 +214,22 @@ pub(super) fn forward_notifications(gateway: super::Gateway, peer: Peer<RoleServ
                 .await;
         }
     });
+}
+
+/// A server's log message as a client gets it: `logger` names the
+/// server first (`S`, or `S/LOGGER` with the server's own logger name),
+/// so a client can tell which upstream wrote it and a server cannot pass
+/// for another or for warden.
+fn named(
+    server: &str,
+    params: &LoggingMessageNotificationParam,
+) -> LoggingMessageNotificationParam {
+    let mut named = params.clone();
+    named.logger = Some(match &params.logger {
+        Some(logger) => format!("{server}/{logger}"),
+        None => server.to_string(),
+    });
+    named
 }
 
 /// Runs `work` with a progress sink when the client asked for progress

@@ -6,8 +6,9 @@
 //! - `tools/list` shows the host's visible tools as `S__T` (the qualified
 //!   `mcp__S__T` without its `mcp__` prefix), or under their remote names
 //!   with `--no-prefix`, with description, schemas and annotations exactly
-//!   as the upstream server listed them. A name → qualified table is kept;
-//!   names are never parsed back.
+//!   as the upstream server listed them, or as pinned while they differ
+//!   from the pin (a rug pull: `ToolView::visible`). A name → qualified
+//!   table is kept; names are never parsed back.
 //! - `tools/call` goes through [`Host::call`] with [`Caller::Gateway`], so
 //!   the pipeline decides and the audit log records every call.
 //! - Error mapping (what a client sees):
@@ -173,15 +174,33 @@ impl Gateway {
             r.subscribe = subscribe.then_some(true);
             caps.resources = Some(r);
         }
-        if !host.servers_with(|c| c.prompts.is_some()).is_empty() {
+        // What a client could never use is not offered: prompts when a
+        // rule denies every prompt of every server that has them,
+        // completion when every server that completes has all its prompts
+        // and resources denied, logging when every server that logs has
+        // everything denied (its messages are dropped).
+        let prompts: Vec<String> = host
+            .servers_with(|c| c.prompts.is_some())
+            .into_iter()
+            .filter(|s| !host.prompts_denied(s))
+            .collect();
+        if !prompts.is_empty() {
             let mut p = PromptsCapability::default();
             p.list_changed = Some(true);
             caps.prompts = Some(p);
         }
-        if !host.servers_with(|c| c.completions.is_some()).is_empty() {
+        let completes = host
+            .servers_with(|c| c.completions.is_some())
+            .iter()
+            .any(|s| prompts.contains(s) || resources.contains(s));
+        if completes {
             caps.completions = Some(Default::default());
         }
-        if !host.servers_with(|c| c.logging.is_some()).is_empty() {
+        let logs = host
+            .servers_with(|c| c.logging.is_some())
+            .iter()
+            .any(|s| !host.denies_everything_of(s));
+        if logs {
             caps.logging = Some(Default::default());
         }
         caps
@@ -227,6 +246,14 @@ impl Gateway {
             // `S__T`, so the gateway name says the qualified name.
             view.get_visible(&format!("mcp__{name}"))
                 .map(|entry| &**entry)
+        }
+    }
+
+    /// Lets go of this client's share of the upstream subscription to
+    /// `uri` (the server is unsubscribed after the last share).
+    async fn release(&self, uri: &str) {
+        if let Err(error) = Box::pin(self.inner.host.unsubscribe(uri)).await {
+            tracing::debug!(%uri, %error, "resources/unsubscribe failed upstream");
         }
     }
 
@@ -557,6 +584,12 @@ impl ServerHandler for Gateway {
             .map(ReadResourceResponse::Complete)
     }
 
+    /// Every client's subscription is decided and recorded like a read
+    /// of the URI (CONTRACT §8), whether or not another client already
+    /// holds it upstream: only the upstream `resources/subscribe` is
+    /// shared (`Manager::send`). Updates go only to clients whose own
+    /// subscribe was allowed. A repeat is decided again, and the latest
+    /// decision holds: denied, the client's earlier subscription ends.
     #[allow(deprecated)]
     async fn subscribe(
         &self,
@@ -564,34 +597,36 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let uri = request.uri.clone();
-        if !self.client.subscribe(&uri) {
-            return Ok(());
-        }
-        if !self.inner.clients.first_subscriber(&uri) {
-            return Ok(());
-        }
+        let held = self.client.subscribed(&uri);
         let read = ReadResourceRequestParams::new(uri.clone());
         match Box::pin(self.read(read, context, true)).await {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                // Allowed, the client holds one more upstream share; if it
+                // held one already (a repeat, or two at once), one is let go.
+                if !self.client.subscribe(&uri) {
+                    self.release(&uri).await;
+                }
+                Ok(())
+            }
             Err(error) => {
-                self.client.unsubscribe(&uri);
-                self.inner.clients.last_subscriber(&uri);
+                if held && self.client.unsubscribe(&uri) {
+                    self.release(&uri).await;
+                }
                 Err(error)
             }
         }
     }
 
+    /// Not decided: it only stops data. A client that holds no allowed
+    /// subscription to the URI changes nothing upstream.
     #[allow(deprecated)]
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if self.client.unsubscribe(&request.uri)
-            && self.inner.clients.last_subscriber(&request.uri)
-            && let Err(error) = Box::pin(self.inner.host.unsubscribe(&request.uri)).await
-        {
-            tracing::debug!(uri = %request.uri, %error, "resources/unsubscribe failed upstream");
+        if self.client.unsubscribe(&request.uri) {
+            self.release(&request.uri).await;
         }
         Ok(())
     }
@@ -624,7 +659,7 @@ impl ServerHandler for Gateway {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        Box::pin(self.completion(request, context.ct.clone())).await
+        Box::pin(self.completion(request, context)).await
     }
 
     #[allow(deprecated)]

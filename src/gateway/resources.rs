@@ -1,7 +1,8 @@
 //! The gateway's resources, prompts and completion (CONTRACT §8):
 //! listing through the host (filtered), `resources/read`,
-//! `resources/subscribe` and `prompts/get` through the host's one
-//! mediated path, and what a client sees when one is refused.
+//! `resources/subscribe`, `prompts/get` and `completion/complete` through
+//! the host's one mediated path, and what a client sees when one is
+//! refused.
 //!
 //! Error mapping: a refused resource read or prompt is a JSON-RPC error
 //! whose message says why ("Denied by warden's rules stage: …"); a URI or
@@ -14,17 +15,17 @@ use std::collections::BTreeMap;
 
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, ErrorCode, GetPromptRequestParams, GetPromptResult,
-    Prompt, ReadResourceRequestParams, ReadResourceResult, Reference, ServerResult,
+    Prompt, ReadResourceRequestParams, ReadResourceResult, Reference,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
-use tokio_util::sync::CancellationToken;
 use warden_audit::Outcome;
 
 use super::Gateway;
 use super::clients::with_progress;
-use crate::host::{CallReport, Caller, ListedPrompt, PromptRef, PromptRequest, ResourceRequest};
-use crate::mcp::{Forwarded, SendOptions};
+use crate::host::{
+    CallReport, Caller, CompletionRequest, ListedPrompt, PromptRef, PromptRequest, ResourceRequest,
+};
 
 /// A prompt as the gateway shows it, and where it comes from.
 pub(super) struct ExposedPrompt {
@@ -127,78 +128,51 @@ impl Gateway {
         }
     }
 
-    /// `completion/complete`, passed on to the server that owns the prompt
-    /// or resource template it names, with that server's own prompt name.
+    /// `completion/complete`, decided and recorded like the request it
+    /// prepares (`Host::complete`), then passed on to the server that
+    /// owns the prompt or resource template, with that server's own
+    /// prompt name.
     pub(super) async fn completion(
         &self,
-        mut request: CompleteRequestParams,
-        cancel: CancellationToken,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let server = match &mut request.r#ref {
+        let prompt = match &request.r#ref {
             Reference::Prompt(prompt) => {
                 let table = self.prompt_table().await;
-                let Some(exposed) = table.get(&prompt.name) else {
-                    return Err(ErrorData::invalid_params(
-                        format!("unknown prompt `{}`", prompt.name),
-                        None,
-                    ));
-                };
-                prompt.name = exposed.listed.prompt.name.clone();
-                exposed.listed.server.clone()
+                Some(match table.get(&prompt.name) {
+                    Some(exposed) => PromptRef::Qualified(exposed.listed.qualified.clone()),
+                    None => PromptRef::Unlisted(prompt.name.clone()),
+                })
             }
-            Reference::Resource(template) => {
-                let owner = self
-                    .inner
-                    .host
-                    .list_resource_templates()
-                    .await
-                    .into_iter()
-                    .filter(|t| t.template.uri_template == template.uri)
-                    .map(|t| t.server)
-                    .collect::<Vec<_>>();
-                match owner.as_slice() {
-                    [one] => one.clone(),
-                    _ => {
-                        return Err(ErrorData::invalid_params(
-                            format!(
-                                "no single server offers the resource template `{}`",
-                                template.uri
-                            ),
-                            None,
-                        ));
-                    }
-                }
-            }
+            Reference::Resource(_) => None,
             _ => return Err(ErrorData::invalid_params("unknown reference type", None)),
         };
-        let offers = self
-            .inner
-            .host
-            .servers_with(|c| c.completions.is_some())
-            .contains(&server);
-        if !offers {
-            return Ok(CompleteResult::default());
-        }
-        let answer = self
-            .inner
-            .host
-            .manager()
-            .forward(
-                &server,
-                Forwarded::Complete(Box::new(request)),
-                SendOptions {
-                    cancel,
-                    ..SendOptions::default()
+        let token = context.meta.get_progress_token();
+        let host = &self.inner.host;
+        // Never put to the person: a client completes as its user types,
+        // so they would be asked at every keystroke. An `ask` is a deny,
+        // saying so; an `allow` rule lets completions through.
+        let report = with_progress(&context.peer, token, |progress| {
+            host.complete(
+                CompletionRequest {
+                    prompt,
+                    params: request,
+                    caller: Caller::Gateway,
                 },
-            )
-            .await;
-        match answer {
-            Ok(ServerResult::CompleteResult(result)) => Ok(result),
-            Ok(_) => Err(ErrorData::internal_error(
-                "the server's answer to completion/complete is not a completion",
                 None,
-            )),
-            Err(error) => Err(upstream_error(&error.to_string())),
+                context.ct.clone(),
+                progress,
+            )
+        })
+        .await;
+        let cannot_ask = Some(
+            "a completion is never put to the person, who would be asked at every keystroke: an \
+             `allow` rule for the prompt or resource lets its completions through",
+        );
+        match refused(&report, cannot_ask) {
+            Some(error) => Err(error),
+            None => answer(&report).ok_or_else(|| unusable(&report)),
         }
     }
 }

@@ -16,8 +16,10 @@ use futures::future::BoxFuture;
 use rmcp::model::ServerResult;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use warden_audit::{ApprovalAction, Caller, Event, Outcome, RequestResultRecord, ResultRecord};
-use warden_core::RequestKind;
+use warden_audit::{
+    ApprovalAction, Caller, Event, Outcome, RequestKind as AuditKind, RequestResultRecord,
+    ResultRecord,
+};
 use warden_core::digest::sha256_json;
 use warden_policy::{AskAnswer, AskPrompt, Asker, CallFacts, Decision, Effect, Stage};
 
@@ -251,14 +253,22 @@ const DROPPED: &str =
 /// away).
 pub(super) struct PendingCall<'a> {
     host: &'a Host,
-    kind: RequestKind,
+    /// The audit's kind: also `logging`, which warden records but does
+    /// not decide (`Host::set_log_level`).
+    kind: AuditKind,
     call_id: String,
     started: Instant,
     done: bool,
 }
 
 impl<'a> PendingCall<'a> {
-    pub(super) fn new(host: &'a Host, kind: RequestKind, call_id: &str, started: Instant) -> Self {
+    pub(super) fn new(
+        host: &'a Host,
+        kind: impl Into<AuditKind>,
+        call_id: &str,
+        started: Instant,
+    ) -> Self {
+        let kind = kind.into();
         host.in_flight.fetch_add(1, Ordering::SeqCst);
         PendingCall {
             host,
@@ -275,15 +285,34 @@ impl<'a> PendingCall<'a> {
 
     /// [`PendingCall::finish`] for a server's own request, with who
     /// answered it (`request_result.answered_by`).
-    pub(super) fn finish_answered(mut self, report: &CallReport, answered_by: Option<String>) {
+    pub(super) fn finish_answered(self, report: &CallReport, answered_by: Option<String>) {
+        self.finish_with(
+            report.outcome,
+            report.duration_ms,
+            report.result.as_ref(),
+            report.error.clone(),
+            answered_by,
+        );
+    }
+
+    /// Writes the result record: how the request ended, the digest of
+    /// what came back, and who answered a server's own request.
+    pub(super) fn finish_with(
+        mut self,
+        outcome: Outcome,
+        duration_ms: u64,
+        result: Option<&Value>,
+        error: Option<String>,
+        answered_by: Option<String>,
+    ) {
         self.done = true;
         self.write(
             ResultRecord {
                 call_id: self.call_id.clone(),
-                outcome: report.outcome,
-                duration_ms: report.duration_ms,
-                result_sha256: report.result.as_ref().map(sha256_json),
-                error: report.error.clone(),
+                outcome,
+                duration_ms,
+                result_sha256: result.map(sha256_json),
+                error,
             },
             answered_by,
         );
@@ -291,9 +320,9 @@ impl<'a> PendingCall<'a> {
 
     fn write(&self, result: ResultRecord, answered_by: Option<String>) {
         let event = match self.kind {
-            RequestKind::Tool => Event::ToolResult(result),
+            AuditKind::Tool => Event::ToolResult(result),
             kind => Event::RequestResult(RequestResultRecord {
-                kind: kind.into(),
+                kind,
                 result,
                 answered_by,
             }),

@@ -35,8 +35,8 @@ use warden_sandbox::{Helper, LaunchContext};
 pub use audit::{AuditRefusal, AuditStatus};
 pub use call::{CallReport, CallRequest, Caller, DecisionSummary, ToolRef};
 pub use requests::{
-    ListedPrompt, ListedResource, ListedTemplate, PromptRef, PromptRequest, ResourceRequest,
-    prompt_target, resource_target,
+    CompletionRequest, ListedPrompt, ListedResource, ListedTemplate, PromptRef, PromptRequest,
+    ResourceRequest, logging_target, prompt_target, resource_target,
 };
 pub use server_requests::{ServerRequestsSetup, elicitation_target, sampling_target};
 pub use tools::ToolView;

@@ -13,17 +13,25 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
-use rmcp::model::{Prompt, Resource, ResourceTemplate, ServerResult};
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, Prompt, Reference, Resource, ResourceTemplate,
+    ServerResult,
+};
+#[allow(deprecated)]
+use rmcp::model::{ListRootsResult, LoggingLevel, SetLevelRequestParams};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
-use warden_audit::{Caller, Outcome};
+use warden_audit::{Caller, Event, Outcome, RequestKind as AuditKind, RequestRecord};
+use warden_core::digest::sha256_json;
 use warden_core::{RequestKind, TransportKind};
 use warden_policy::{Asker, CallContext, CallFacts, PinState, ServerFacts, ToolFacts};
 
 use super::Host;
 use super::call::{CallReport, Refusal, Refused};
-use super::mediated::{Mediation, Resolved};
-use crate::mcp::{Forwarded, Mediated, ProgressSink, SendOptions, ServerState};
+use super::mediated::{Mediation, PendingCall, Resolved, elapsed_ms};
+use crate::mcp::{
+    CallError, Forwarded, Mediated, ProgressSink, SendOptions, ServerState, completion_arguments,
+};
 
 /// At most this many pages are read from one server's listing.
 const MAX_PAGES: usize = 100;
@@ -92,6 +100,26 @@ pub struct PromptRequest {
     pub target: PromptRef,
     pub arguments: Option<Map<String, Value>>,
     pub caller: Caller,
+}
+
+/// A `completion/complete`: decided like the request it prepares
+/// (CONTRACT §8, extended): a prompt's like its `prompts/get` (kind
+/// `prompt`, on the arguments known so far), a resource template's like a
+/// read of the template (kind `resource`, on `{"uri": TEMPLATE}`).
+#[derive(Debug, Clone)]
+pub struct CompletionRequest {
+    /// The prompt, when `params` completes a prompt's argument (a
+    /// template is named by `params` itself).
+    pub prompt: Option<PromptRef>,
+    /// As asked; a prompt's name is replaced by the server's own when sent.
+    pub params: CompleteRequestParams,
+    pub caller: Caller,
+}
+
+/// The rule-free target of a server's log level in the audit log:
+/// `logging__S`.
+pub fn logging_target(server: &str) -> String {
+    format!("logging__{}", crate::registry::sanitize(server))
 }
 
 impl Host {
@@ -204,25 +232,65 @@ impl Host {
     }
 
     /// The resource templates of every connected server that offers
-    /// resources, except servers whose resources a rule denies outright.
+    /// resources, without those every expansion of which a `deny` rule
+    /// matches (`Pipeline::template_hidden`; a server whose resources a
+    /// rule denies outright lists none), as denied tools are not listed.
     pub async fn list_resource_templates(&self) -> Vec<ListedTemplate> {
         let mut out = Vec::new();
         for server in self.servers_with(|c| c.resources.is_some()) {
+            let target = resource_target(&server);
             if self
                 .pipeline()
-                .hidden_request(RequestKind::Resource, &resource_target(&server))
+                .hidden_request(RequestKind::Resource, &target)
             {
                 continue;
             }
             match self.server_templates(&server).await {
-                Ok(templates) => out.extend(templates.into_iter().map(|template| ListedTemplate {
-                    server: server.clone(),
-                    template,
-                })),
+                Ok(templates) => out.extend(
+                    templates
+                        .into_iter()
+                        .filter(|t| !self.pipeline().template_hidden(&target, &t.uri_template))
+                        .map(|template| ListedTemplate {
+                            server: server.clone(),
+                            template,
+                        }),
+                ),
                 Err(error) => tracing::warn!(%server, %error, "resources/templates/list failed"),
             }
         }
         out
+    }
+
+    /// Whether a rule denies every prompt `server` has or may list (a
+    /// `deny` without conditions on `prompt__S`, `prompt__S__*`, …).
+    pub fn prompts_denied(&self, server: &str) -> bool {
+        let prefix = format!("prompt__{}__", crate::registry::sanitize(server));
+        self.pipeline().denies_every(RequestKind::Prompt, &prefix)
+    }
+
+    /// Whether a rule denies all of `server`'s resources outright.
+    pub fn resources_denied(&self, server: &str) -> bool {
+        self.pipeline()
+            .hidden_request(RequestKind::Resource, &resource_target(server))
+    }
+
+    /// Whether the rules deny everything `server` offers: each tool it
+    /// listed (or none listed), its resources (or it offers none) and its
+    /// prompts (or it offers none). Such a server's log messages carry its
+    /// data to a model that may see nothing else of it, so the gateway
+    /// drops them.
+    pub fn denies_everything_of(&self, server: &str) -> bool {
+        let pipeline = self.pipeline();
+        let view = self.tools();
+        let tools = view.all_of(server).all(|t| pipeline.hidden(&t.qualified));
+        let offered = self
+            .manager
+            .status_of(server)
+            .and_then(|s| s.capabilities)
+            .unwrap_or_default();
+        tools
+            && (offered.resources.is_none() || self.resources_denied(server))
+            && (offered.prompts.is_none() || self.prompts_denied(server))
     }
 
     /// The prompts of every connected server that offers them, except
@@ -393,6 +461,257 @@ impl Host {
             },
         )
         .await
+    }
+
+    /// Decides, records and performs one `completion/complete`
+    /// ([`CompletionRequest`]): a completion is the server's data (values
+    /// it proposes for a prompt argument or a resource URI), so it passes
+    /// the same pipeline and write-ahead audit as the request it prepares,
+    /// with `method: "completion/complete"`. A prompt or template the
+    /// listing does not show (hidden by a deny rule, or unknown) is
+    /// refused and recorded like a `prompts/get` or read of it.
+    pub async fn complete(
+        &self,
+        request: CompletionRequest,
+        asker: Option<&dyn Asker>,
+        cancel: CancellationToken,
+        progress: Option<ProgressSink>,
+    ) -> CallReport {
+        let started = Instant::now();
+        let call_id = uuid::Uuid::new_v4().to_string();
+        let CompletionRequest {
+            prompt,
+            mut params,
+            caller,
+        } = request;
+        // What the log keeps: what is decided, and for a template also
+        // the value being completed.
+        let recorded = match &params.r#ref {
+            Reference::Resource(template) => json!({
+                "uri": template.uri,
+                "argument": {"name": params.argument.name, "value": params.argument.value},
+            }),
+            _ => completion_arguments(&params),
+        };
+        let refused = |kind, refusal| {
+            self.refuse(
+                kind,
+                caller,
+                &recorded,
+                Refused {
+                    method: "completion/complete",
+                    call_id: call_id.clone(),
+                    refusal,
+                    started,
+                },
+            )
+        };
+        let (kind, server, subject, target) = match (&mut params.r#ref, &prompt) {
+            (Reference::Prompt(asked), Some(prompt)) => match self.resolve_prompt(prompt).await {
+                Ok((server, name, qualified)) => {
+                    asked.name = name.clone();
+                    (RequestKind::Prompt, server, name, qualified)
+                }
+                Err(refusal) => return refused(RequestKind::Prompt, refusal),
+            },
+            (Reference::Resource(template), _) => match self.template_owner(&template.uri).await {
+                Ok(server) => {
+                    let target = resource_target(&server);
+                    (RequestKind::Resource, server, template.uri.clone(), target)
+                }
+                Err(refusal) => return refused(RequestKind::Resource, refusal),
+            },
+            _ => {
+                let refusal = Refusal {
+                    outcome: Outcome::UnknownPrompt,
+                    server: None,
+                    tool: None,
+                    qualified: "completion/complete".into(),
+                    error: "a completion of an unknown kind of reference".into(),
+                };
+                return refused(RequestKind::Prompt, refusal);
+            }
+        };
+        let offers = self
+            .servers_with(|c| c.completions.is_some())
+            .contains(&server);
+        if !offers {
+            // The server completes nothing: nothing is sent to it and
+            // nothing comes back, so there is nothing to decide.
+            return CallReport {
+                server: Some(server),
+                tool: Some(subject),
+                decision: None,
+                outcome: Outcome::Ok,
+                result: serde_json::to_value(CompleteResult::default()).ok(),
+                error: None,
+                duration_ms: elapsed_ms(started),
+                qualified: target,
+                call_id,
+                kind,
+                method: "completion/complete",
+            };
+        }
+        let arguments = completion_arguments(&params);
+        let facts = self.request_facts(kind, &server, &subject, target, &arguments);
+        self.mediate(
+            Resolved {
+                facts,
+                outbound: Mediated::Complete(Box::new(params)),
+            },
+            caller,
+            &recorded,
+            Mediation {
+                asker,
+                cancel,
+                progress,
+                call_id,
+                started,
+                downstream: None,
+            },
+        )
+        .await
+    }
+
+    /// The one server whose (shown) templates include `template` exactly.
+    async fn template_owner(&self, template: &str) -> Result<String, Refusal> {
+        let mut owners: Vec<String> = self
+            .list_resource_templates()
+            .await
+            .into_iter()
+            .filter(|t| t.template.uri_template == template)
+            .map(|t| t.server)
+            .collect();
+        owners.dedup();
+        let refusal = |outcome, error: String| Refusal {
+            outcome,
+            server: None,
+            tool: Some(template.to_string()),
+            qualified: "resource__".into(),
+            error,
+        };
+        match owners.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(refusal(
+                Outcome::UnknownResource,
+                format!("no connected server lists the resource template `{template}`"),
+            )),
+            many => Err(refusal(
+                Outcome::AmbiguousResource,
+                format!(
+                    "the resource template `{template}` is listed by several servers ({}); \
+                     warden does not guess",
+                    many.join(", ")
+                ),
+            )),
+        }
+    }
+
+    /// Passes `logging/setLevel` on to `server`, recorded (CONTRACT §6,
+    /// extended): a `request` of kind `logging` (target `logging__S`,
+    /// `decision: null`) written ahead like a decided request's, then its
+    /// `request_result`. Not decided: a level only sets how much the
+    /// server logs, and what it logs is mediated on the way back (the
+    /// gateway drops the log messages of a server whose every tool,
+    /// resource and prompt is denied).
+    #[allow(deprecated)]
+    pub async fn set_log_level(
+        &self,
+        server: &str,
+        level: LoggingLevel,
+        caller: Caller,
+    ) -> Result<(), String> {
+        let started = Instant::now();
+        let call_id = uuid::Uuid::new_v4().to_string();
+        let arguments = json!({ "level": level });
+        let pending = Event::Request(RequestRecord {
+            call_id: call_id.clone(),
+            kind: AuditKind::Logging,
+            server: Some(server.to_string()),
+            target: logging_target(server),
+            method: Some("logging/setLevel".into()),
+            caller,
+            args_sha256: sha256_json(&arguments),
+            arguments,
+            decision: None,
+            outcome: Outcome::Pending,
+            error: None,
+            capped: None,
+        });
+        self.audit
+            .write_ahead(pending)
+            .map_err(|refusal| refusal.to_string())?;
+        let recorded = PendingCall::new(self, AuditKind::Logging, &call_id, started);
+        let answer = self
+            .manager
+            .forward(
+                server,
+                Forwarded::SetLevel(SetLevelRequestParams::new(level)),
+                SendOptions::default(),
+            )
+            .await;
+        let duration = elapsed_ms(started);
+        match answer {
+            Ok(result) => {
+                let result = serde_json::to_value(&result).ok();
+                recorded.finish_with(Outcome::Ok, duration, result.as_ref(), None, None);
+                Ok(())
+            }
+            Err(error) => {
+                let outcome = match error {
+                    CallError::Timeout(_) => Outcome::Timeout,
+                    CallError::Cancelled => Outcome::Cancelled,
+                    _ => Outcome::RpcError,
+                };
+                recorded.finish_with(outcome, duration, None, Some(error.to_string()), None);
+                Err(error.to_string())
+            }
+        }
+    }
+
+    /// Records warden's answer to `server`'s `roots/list` (CONTRACT §6,
+    /// extended): a `request` of kind `roots` (target `roots__S`,
+    /// `decision: null`), written ahead, then its `request_result` with
+    /// the answer's digest and `answered_by: "warden"`. `Err`: the
+    /// session fails closed and the server gets no answer.
+    // `roots/list` is the session protocol's (2025-11-25); rmcp deprecates
+    // it for 2026-07-28 (SEP-2577).
+    #[allow(deprecated)]
+    pub(super) fn record_roots(
+        &self,
+        server: &str,
+        answer: &ListRootsResult,
+        caller: Caller,
+    ) -> Result<(), String> {
+        let started = Instant::now();
+        let call_id = uuid::Uuid::new_v4().to_string();
+        let arguments = json!({});
+        let pending = Event::Request(RequestRecord {
+            call_id: call_id.clone(),
+            kind: AuditKind::Roots,
+            server: Some(server.to_string()),
+            target: format!("roots__{}", crate::registry::sanitize(server)),
+            method: Some("roots/list".into()),
+            caller,
+            args_sha256: sha256_json(&arguments),
+            arguments,
+            decision: None,
+            outcome: Outcome::Pending,
+            error: None,
+            capped: None,
+        });
+        self.audit
+            .write_ahead(pending)
+            .map_err(|refusal| refusal.to_string())?;
+        let answer = serde_json::to_value(answer).ok();
+        PendingCall::new(self, AuditKind::Roots, &call_id, started).finish_with(
+            Outcome::Ok,
+            elapsed_ms(started),
+            answer.as_ref(),
+            None,
+            Some("warden".into()),
+        );
+        Ok(())
     }
 
     /// The pipeline's facts for a request of another kind than `tool`.

@@ -32,7 +32,7 @@ use futures::future::BoxFuture;
 use rmcp::ErrorData;
 use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    ElicitationAction,
+    ElicitationAction, ListRootsResult,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -672,5 +672,14 @@ impl ServerRequests for Decider {
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<CreateMessageResult, ErrorData>> {
         Box::pin(self.sample_inner(server, params, from, cancel))
+    }
+
+    fn roots_answered(&self, server: &str, answer: &ListRootsResult) -> Result<(), String> {
+        // A session already gone records nothing, and answers nothing.
+        let host = self
+            .host
+            .upgrade()
+            .ok_or_else(|| "the session has ended".to_string())?;
+        host.record_roots(server, answer, self.caller)
     }
 }

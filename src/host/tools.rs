@@ -1,9 +1,11 @@
 //! The session's view of the tools: the registry built from every connected
-//! server's listing, each tool's pin state, and which tools are hidden
-//! because they can never be called (CONTRACT §4). Rebuilt whenever the
-//! connection manager reports a change (connect, list_changed, reconnect).
+//! server's listing, each tool's pin state, which tools are hidden
+//! because they can never be called (CONTRACT §4), and how a tool whose
+//! definition changed since it was pinned is shown (as pinned). Rebuilt
+//! whenever the connection manager reports a change (connect,
+//! list_changed, reconnect).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::mcp::ServerState;
@@ -23,6 +25,12 @@ pub struct ToolView {
     registry: Registry,
     pins: BTreeMap<String, PinState>,
     hidden: HashSet<String>,
+    /// Tools whose definition changed since it was pinned (a rug pull),
+    /// as they were pinned: what models and clients are shown instead of
+    /// the changed text, which they never read. Calls still resolve to
+    /// the registry's entry (the definition as listed now), and the
+    /// pinning stage decides them (`ask`, with what changed).
+    as_pinned: HashMap<String, Arc<ToolEntry>>,
 }
 
 impl ToolView {
@@ -36,11 +44,13 @@ impl ToolView {
         self.registry.find(server, remote)
     }
 
-    /// The tool `qualified` names, if it is shown (not hidden).
+    /// The tool `qualified` names as it is shown, if it is (not hidden):
+    /// its pinned definition while the listed one differs from its pin.
     pub fn get_visible(&self, qualified: &str) -> Option<&Arc<ToolEntry>> {
         self.registry
             .get(qualified)
             .filter(|t| !self.hidden.contains(&t.qualified))
+            .map(|t| self.as_pinned.get(&t.qualified).unwrap_or(t))
     }
 
     pub fn pin(&self, qualified: &str) -> PinState {
@@ -50,11 +60,18 @@ impl ToolView {
             .unwrap_or(PinState::Unpinned)
     }
 
-    /// What models and gateway clients are shown.
+    /// What models and gateway clients are shown: each tool not hidden,
+    /// as pinned while its listed definition differs from its pin.
     pub fn visible(&self) -> impl Iterator<Item = &ToolEntry> {
         self.registry
             .tools()
             .filter(|t| !self.hidden.contains(&t.qualified))
+            .map(|t| self.as_pinned.get(&t.qualified).map_or(t, |p| &**p))
+    }
+
+    /// Every registered tool of `server`, hidden ones included.
+    pub fn all_of<'a>(&'a self, server: &'a str) -> impl Iterator<Item = &'a ToolEntry> {
+        self.registry.tools().filter(move |t| t.server == server)
     }
 
     pub fn skipped(&self) -> &[SkippedTool] {
@@ -104,6 +121,8 @@ impl Host {
             &refuse,
         );
         let mut pins = BTreeMap::new();
+        let mut as_pinned = HashMap::new();
+        let mut withheld = HashSet::new();
         {
             let mut store = match self.pins.lock() {
                 Ok(store) => store,
@@ -119,6 +138,29 @@ impl Host {
                     &entry.definition,
                     self.locked,
                 );
+                if matches!(state, PinState::Changed { .. }) {
+                    // A rug pull: the new description, schema or
+                    // annotations are the server's words, unapproved, read
+                    // by a model as instructions. Shown as pinned; a pin
+                    // that makes no definition hides the tool instead.
+                    match store.as_pinned(&entry.server, &server.digest, &entry.definition) {
+                        Some(definition) => {
+                            tracing::warn!(tool = %entry.qualified, "the tool's definition changed since it was pinned; it is shown as pinned, and calls are decided by the pinning stage");
+                            let shown = ToolEntry {
+                                input_schema: Arc::new(serde_json::Value::Object(
+                                    (*definition.input_schema).clone(),
+                                )),
+                                definition,
+                                ..entry.clone()
+                            };
+                            as_pinned.insert(entry.qualified.clone(), Arc::new(shown));
+                        }
+                        None => {
+                            tracing::warn!(tool = %entry.qualified, "the tool's definition changed since it was pinned, and the pin cannot be shown; the tool is hidden");
+                            withheld.insert(entry.qualified.clone());
+                        }
+                    }
+                }
                 pins.insert(entry.qualified.clone(), state);
             }
             // A pin that is not on disk is no baseline: those tools are
@@ -144,15 +186,17 @@ impl Host {
                 tracing::warn!(tool = %entry.qualified, "{warning}");
             }
         }
-        let hidden = registry
+        let mut hidden: HashSet<String> = registry
             .tools()
             .filter(|t| pipeline.hidden(&t.qualified))
             .map(|t| t.qualified.clone())
             .collect();
+        hidden.extend(withheld);
         ToolView {
             registry,
             pins,
             hidden,
+            as_pinned,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! within the backoff) and sends it with the server's timeout, the
 //! caller's cancellation and its progress routed back
 //! ([`super::notify`]). [`Manager::forward`] passes on the requests that
-//! are not decided (listing, completion, log level, ping, unsubscribe).
+//! are not decided (listing, log level, ping, unsubscribe).
 // `logging/setLevel` and `resources/(un)subscribe` are deprecated in rmcp
 // (SEP-2577, protocol 2026-07-28) but are how the session protocol
 // (2025-11-25) does them.
@@ -14,10 +14,10 @@ use std::sync::atomic::Ordering;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
-    CompleteRequest, CompleteRequestParams, GetPromptRequest, GetPromptRequestParams,
+    CompleteRequest, CompleteRequestParams, EmptyResult, GetPromptRequest, GetPromptRequestParams,
     ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest, PaginatedRequestParams,
-    PingRequest, ReadResourceRequest, ReadResourceRequestParams, RequestMetaObject, ServerResult,
-    SetLevelRequest, SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams,
+    PingRequest, ReadResourceRequest, ReadResourceRequestParams, Reference, RequestMetaObject,
+    ServerResult, SetLevelRequest, SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams,
     UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::PeerRequestOptions;
@@ -48,6 +48,52 @@ pub enum Mediated {
         name: String,
         arguments: Option<Map<String, Value>>,
     },
+    /// `completion/complete` for a prompt (its remote name in `params`)
+    /// or a resource template: decided like the `prompts/get` or the
+    /// resource read it prepares ([`completion_arguments`]).
+    Complete(Box<CompleteRequestParams>),
+}
+
+/// What a `completion/complete` is decided on (CONTRACT §8, extended): for
+/// a prompt, the prompt's arguments as far as known (the context's
+/// resolved values, and the one being completed with its partial value),
+/// as a `prompts/get` with them would be; for a resource template,
+/// `{"uri": TEMPLATE}`, as a read of the template would be.
+pub fn completion_arguments(params: &CompleteRequestParams) -> Value {
+    match &params.r#ref {
+        Reference::Resource(template) => serde_json::json!({ "uri": template.uri }),
+        Reference::Prompt(_) => {
+            let mut arguments: Map<String, Value> = params
+                .context
+                .as_ref()
+                .and_then(|c| c.arguments.as_ref())
+                .map(|known| {
+                    known
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                        .collect()
+                })
+                .unwrap_or_default();
+            arguments.insert(
+                params.argument.name.clone(),
+                Value::String(params.argument.value.clone()),
+            );
+            Value::Object(arguments)
+        }
+        // A reference of a later revision: nothing warden decides on, so
+        // nothing a permit can cover (the host refuses it first).
+        _ => Value::Null,
+    }
+}
+
+/// The subject a completion's permit names: the prompt's (remote) name,
+/// or the template.
+fn completion_subject(params: &CompleteRequestParams) -> &str {
+    match &params.r#ref {
+        Reference::Resource(template) => &template.uri,
+        Reference::Prompt(prompt) => &prompt.name,
+        _ => "",
+    }
 }
 
 impl Mediated {
@@ -58,6 +104,7 @@ impl Mediated {
             Mediated::CallTool { tool, .. } => tool,
             Mediated::ReadResource { uri } | Mediated::Subscribe { uri } => uri,
             Mediated::GetPrompt { name, .. } => name,
+            Mediated::Complete(params) => completion_subject(params),
         }
     }
 
@@ -71,6 +118,7 @@ impl Mediated {
             Mediated::ReadResource { uri } | Mediated::Subscribe { uri } => {
                 serde_json::json!({ "uri": uri })
             }
+            Mediated::Complete(params) => completion_arguments(params),
         }
     }
 
@@ -88,6 +136,7 @@ impl Mediated {
             Mediated::ReadResource { uri } | Mediated::Subscribe { uri } => decided
                 .as_object()
                 .is_some_and(|o| o.len() == 1 && o.get("uri").and_then(Value::as_str) == Some(uri)),
+            Mediated::Complete(params) => completion_arguments(params) == *decided,
         }
     }
 
@@ -98,6 +147,7 @@ impl Mediated {
             Mediated::ReadResource { .. } => "resources/read",
             Mediated::Subscribe { .. } => "resources/subscribe",
             Mediated::GetPrompt { .. } => "prompts/get",
+            Mediated::Complete(_) => "completion/complete",
         }
     }
 
@@ -119,6 +169,12 @@ impl Mediated {
                 params.arguments = arguments;
                 ClientRequest::GetPromptRequest(GetPromptRequest::new(params))
             }
+            Mediated::Complete(mut params) => {
+                // warden's own request: the client's `_meta` (its progress
+                // token…) is not the server's to see.
+                params.meta = None;
+                ClientRequest::CompleteRequest(CompleteRequest::new(*params))
+            }
         }
     }
 
@@ -134,18 +190,19 @@ impl Mediated {
                 // whose fields all have defaults.
                 | ("resources/subscribe", _)
                 | ("prompts/get", ServerResult::GetPromptResult(_))
+                | ("completion/complete", ServerResult::CompleteResult(_))
         )
     }
 }
 
 /// A request passed on without a decision (CONTRACT §8: listing, which
-/// warden filters afterwards, completion, log level, ping, unsubscribe).
+/// warden filters afterwards, log level (recorded by the host), ping,
+/// unsubscribe).
 #[derive(Debug, Clone)]
 pub enum Forwarded {
     ListResources(Option<String>),
     ListResourceTemplates(Option<String>),
     ListPrompts(Option<String>),
-    Complete(Box<CompleteRequestParams>),
     SetLevel(SetLevelRequestParams),
     Ping,
     Unsubscribe(String),
@@ -176,9 +233,6 @@ impl Forwarded {
                     params: page(cursor),
                     extensions: Default::default(),
                 })
-            }
-            Forwarded::Complete(params) => {
-                ClientRequest::CompleteRequest(CompleteRequest::new(*params))
             }
             Forwarded::SetLevel(params) => {
                 ClientRequest::SetLevelRequest(SetLevelRequest::new(params))
@@ -270,16 +324,7 @@ impl Manager {
         }
         let method = request.method();
         if let Mediated::Subscribe { uri } = &request {
-            // A 2026-07-28 server without `subscriptions/listen` may still
-            // answer `resources/subscribe`.
-            match self
-                .listen_resource(permit.server(), uri, &options.cancel)
-                .await
-            {
-                Ok(Some(done)) => return Ok(done),
-                Ok(None) | Err(CallError::Rpc { code: -32601, .. }) => {}
-                Err(error) => return Err(error),
-            }
+            return self.subscribe_shared(permit.server(), uri, options).await;
         }
         let result = self
             .send_unchecked(permit.server(), request.into_request(), options)
@@ -301,11 +346,92 @@ impl Manager {
         request: Forwarded,
         options: SendOptions,
     ) -> Result<ServerResult, CallError> {
-        if let Forwarded::Unsubscribe(uri) = &request
-            && let Some(done) = self.unlisten_resource(server, uri)
-        {
+        if let Forwarded::Unsubscribe(uri) = &request {
+            return self.unsubscribe_shared(server, uri, options).await;
+        }
+        self.send_unchecked(server, request.into_request(), options)
+            .await
+    }
+
+    /// One caller's `resources/subscribe` (already allowed): the server is
+    /// subscribed on the first caller's only; a later caller joins that
+    /// subscription (each caller's own request is decided and recorded
+    /// all the same, by the host). Counted only once the server accepted,
+    /// under the connection's lock, so no caller joins a subscription that
+    /// is still being made or failed.
+    async fn subscribe_shared(
+        &self,
+        server: &str,
+        uri: &str,
+        options: SendOptions,
+    ) -> Result<ServerResult, CallError> {
+        let slot = self.slot(server).ok_or_else(|| CallError::NotConnected {
+            server: server.to_string(),
+            reason: "no server of that name is configured".into(),
+        })?;
+        let cancel = options.cancel.clone();
+        let conn = tokio::select! {
+            conn = self.ensure_connected(&slot) => conn?,
+            () = cancel.cancelled() => return Err(CallError::Cancelled),
+        };
+        let mut held = tokio::select! {
+            held = conn.subscribers.lock() => held,
+            () = cancel.cancelled() => return Err(CallError::Cancelled),
+        };
+        if let Some(n) = held.get_mut(uri) {
+            *n += 1;
+            return Ok(ServerResult::EmptyResult(EmptyResult {}));
+        }
+        // A 2026-07-28 server without `subscriptions/listen` may still
+        // answer `resources/subscribe`.
+        let result = match self.listen_resource(server, uri, &cancel).await {
+            Ok(Some(done)) => done,
+            Ok(None) | Err(CallError::Rpc { code: -32601, .. }) => {
+                let request = Mediated::Subscribe {
+                    uri: uri.to_string(),
+                };
+                self.send_unchecked(server, request.into_request(), options)
+                    .await?
+            }
+            Err(error) => return Err(error),
+        };
+        held.insert(uri.to_string(), 1);
+        Ok(result)
+    }
+
+    /// One caller's `resources/unsubscribe`: the server is unsubscribed
+    /// after the last caller that holds the subscription on this
+    /// connection lets go; a caller holding none (never allowed, or
+    /// subscribed before a reconnect) changes nothing upstream.
+    async fn unsubscribe_shared(
+        &self,
+        server: &str,
+        uri: &str,
+        options: SendOptions,
+    ) -> Result<ServerResult, CallError> {
+        let done = || ServerResult::EmptyResult(EmptyResult {});
+        let Some(conn) = self.slot(server).and_then(|slot| slot.lock().conn.clone()) else {
+            return Ok(done());
+        };
+        let mut held = conn.subscribers.lock().await;
+        match held.get_mut(uri) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                return Ok(done());
+            }
+            Some(_) => {
+                held.remove(uri);
+            }
+            None => return Ok(done()),
+        }
+        if !conn.alive() {
+            // Its subscriptions ended with it.
+            return Ok(done());
+        }
+        if let Some(done) = self.unlisten_resource(server, uri) {
             return Ok(done);
         }
+        let request = Forwarded::Unsubscribe(uri.to_string());
         self.send_unchecked(server, request.into_request(), options)
             .await
     }

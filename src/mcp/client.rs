@@ -69,7 +69,18 @@ impl ClientHandler for WardenClient {
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
         let workspace = self.roots.read().unwrap_or_else(|p| p.into_inner()).clone();
-        Ok(ListRootsResult::new(workspace_roots(&workspace)))
+        let answer = ListRootsResult::new(workspace_roots(&workspace));
+        if let Some(handler) = &self.handler
+            && let Err(error) = handler.roots_answered(&self.server, &answer)
+        {
+            return Err(ErrorData::internal_error(
+                format!(
+                    "warden could not record its answer to roots/list, so it gives none: {error}"
+                ),
+                None,
+            ));
+        }
+        Ok(answer)
     }
 
     async fn create_elicitation(

@@ -397,6 +397,7 @@ impl Manager {
                 monitor: Mutex::new(None),
                 listener: Mutex::new(listener),
                 resource_listens: Mutex::default(),
+                subscribers: tokio::sync::Mutex::default(),
                 pid,
                 exit: exit.clone(),
                 stop_note: stop_note.clone(),

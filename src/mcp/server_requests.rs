@@ -1,7 +1,8 @@
 //! Requests a server makes of warden (CONTRACT §8): `elicitation/create`,
 //! `sampling/createMessage`, `roots/list`.
 //!
-//! warden answers `roots/list` itself (the workspace, nothing else). The
+//! warden answers `roots/list` itself (the workspace, nothing else), and
+//! the host records each answer ([`ServerRequests::roots_answered`]). The
 //! other two are decided by the host ([`ServerRequests`], installed with
 //! [`super::Manager::set_server_requests`]), which needs to know on whose
 //! behalf the server asks: the party that made the request the server is
@@ -23,6 +24,7 @@ use futures::future::BoxFuture;
 use rmcp::ErrorData;
 use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    ListRootsResult,
 };
 use tokio_util::sync::CancellationToken;
 use warden_policy::{AskAnswer, AskPrompt};
@@ -84,6 +86,14 @@ pub trait ServerRequests: Send + Sync {
         from: Attribution,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<CreateMessageResult, ErrorData>>;
+
+    /// Records warden's own answer to a server's `roots/list` before it
+    /// is given (the workspace's path leaves warden): `Err` when it could
+    /// not be recorded and the session fails closed, so no answer is
+    /// given. Not decided: the answer is warden's, the workspace only.
+    fn roots_answered(&self, _server: &str, _answer: &ListRootsResult) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The warden requests in flight on one connection.

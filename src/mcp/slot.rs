@@ -155,6 +155,12 @@ pub(super) struct Connection {
     /// 2026-07-28), by URI.
     pub resource_listens:
         Mutex<std::collections::HashMap<String, (CancellationToken, JoinHandle<()>)>>,
+    /// How many of warden's callers hold each resource subscription on
+    /// this connection: the server is subscribed once, on the first, and
+    /// unsubscribed after the last ([`super::Manager::send`]). Held across
+    /// the upstream (un)subscribe, so a second subscriber never counts on
+    /// a subscription that is still being made, or that failed.
+    pub subscribers: tokio::sync::Mutex<std::collections::HashMap<String, usize>>,
     pub pid: Option<u32>,
     pub exit: Option<watch::Receiver<Option<ExitInfo>>>,
     pub stop_note: Option<stdio::SharedStopNote>,

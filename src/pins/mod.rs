@@ -27,7 +27,7 @@ use crate::mcp::Tool;
 use diff::diff_definitions;
 
 /// Fields of a tool definition that are pinned.
-const PINNED_FIELDS: &[&str] = &[
+pub(crate) const PINNED_FIELDS: &[&str] = &[
     "name",
     "title",
     "description",
@@ -188,6 +188,32 @@ impl PinStore {
                 PinState::Pinned
             }
         }
+    }
+
+    /// `tool` as it was pinned under this server configuration: the
+    /// pinned fields (name, title, description, input and output schema,
+    /// annotations) as the pin has them, the others (icons, `_meta`, which
+    /// pinning never covers) as the server lists them now. `None` without
+    /// a pin, or when the pin does not make a tool definition.
+    pub fn as_pinned(&self, server: &str, config_digest: &str, tool: &Tool) -> Option<Tool> {
+        let record = self
+            .file
+            .servers
+            .get(server)?
+            .get(config_digest)?
+            .get(tool.name.as_ref())?;
+        let pinned = record.definition.as_object()?;
+        let mut now = serde_json::to_value(tool).ok()?;
+        let fields = now.as_object_mut()?;
+        for field in PINNED_FIELDS {
+            fields.remove(*field);
+        }
+        for (field, value) in pinned {
+            if PINNED_FIELDS.contains(&field.as_str()) {
+                fields.insert(field.clone(), value.clone());
+            }
+        }
+        serde_json::from_value(now).ok()
     }
 
     /// Checks every tool of one listing and saves once if anything was pinned.

@@ -12,6 +12,7 @@ PLAN: {"steps": [STEP, ...]}, each STEP one of
   {"subscribe": URI} / {"unsubscribe": URI}
   {"prompt": NAME, "arguments": {...}}
   {"complete_prompt": NAME, "argument": NAME, "value": TEXT}
+  {"complete_resource": URI_TEMPLATE, "argument": NAME, "value": TEXT}
   {"set_level": LEVEL}
   {"call": TOOL, "arguments": {...}, "progress": true|false}
   {"sleep": SECONDS}
@@ -102,6 +103,9 @@ async def step(c, s):
         return dump(await c.get_prompt(s["prompt"], s.get("arguments")))
     if "complete_prompt" in s:
         ref = types.PromptReference(type="ref/prompt", name=s["complete_prompt"])
+        return dump(await c.complete(ref, {"name": s["argument"], "value": s["value"]}))
+    if "complete_resource" in s:
+        ref = types.ResourceTemplateReference(type="ref/resource", uri=s["complete_resource"])
         return dump(await c.complete(ref, {"name": s["argument"], "value": s["value"]}))
     if "set_level" in s:
         return dump(await c.set_logging_level(s["set_level"]))

@@ -36,7 +36,10 @@
 //! `tool_result` is a call whose end was never seen (warden was killed).
 //! An `approval` given for a call carries its `call_id`. Requests of the
 //! other kinds of CONTRACT §8 use `request` / `request_result` with a
-//! `kind` ([`RequestKind`]), under the same rules.
+//! `kind` ([`RequestKind`]), under the same rules; so do
+//! `logging/setLevel` (kind `logging`) and a server's `roots/list` (kind
+//! `roots`, answered by warden), with `decision: null`: not decided,
+//! recorded all the same.
 //!
 //! # Canonical JSON
 //!

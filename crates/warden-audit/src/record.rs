@@ -194,6 +194,15 @@ pub enum RequestKind {
     Prompt,
     Sampling,
     Elicitation,
+    /// `logging/setLevel` passed on to a server: recorded (target
+    /// `logging__S`, `decision: null`) but not decided, since a level
+    /// only sets how much a server logs and what it logs is mediated on
+    /// the way back. Not a pipeline kind (no rule or Rego targets it).
+    Logging,
+    /// A server's `roots/list`, answered by warden itself with the
+    /// workspace: recorded (target `roots__S`, `decision: null`,
+    /// `answered_by: "warden"`), not decided. Not a pipeline kind.
+    Roots,
 }
 
 impl From<warden_core::RequestKind> for RequestKind {
@@ -295,8 +304,9 @@ pub struct RequestResultRecord {
     /// Who gave the answer to a server's own request (elicitation,
     /// sampling): `person` (at warden's terminal), `file:/abs/path` (an
     /// `--answers` file), `client` (the gateway's client), `model` (the
-    /// session's model). Absent for the other kinds, and when no one
-    /// answered (added after the first release, like `capped`).
+    /// session's model); `warden` for `roots/list`, which warden answers
+    /// itself. Absent for the other kinds, and when no one answered
+    /// (added after the first release, like `capped`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered_by: Option<String>,
 }

@@ -8,6 +8,10 @@ use serde::Serialize;
 use serde_json::Value;
 use warden_core::{Mode, RequestKind, Scope, TransportKind, Trust};
 
+/// How the pinning stage's reason for a changed tool starts; what follows
+/// is the list of changes, in the words of `PinState::Changed`.
+pub const PIN_CHANGED: &str = "tool definition changed since approval:";
+
 /// Pin state of a tool definition, computed when the tool was listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]

@@ -373,6 +373,36 @@ impl Pipeline {
         v.effect == Some(Effect::Deny)
     }
 
+    /// True when a `deny` rule without conditions matches every target
+    /// of `kind` that starts with `prefix` (`prompt__S__`: every prompt of
+    /// server S, including those it has not listed yet). Used to hide what
+    /// a server offers as a whole (the gateway's `prompts` capability).
+    pub fn denies_every(&self, kind: RequestKind, prefix: &str) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.denies_every_target_from(kind, prefix))
+    }
+
+    /// True when every URI a listed resource template can expand to is
+    /// denied by a rule, so the template is not listed (CONTRACT §8: what
+    /// can never be allowed is not shown): the server's resources denied
+    /// outright, or a `deny` URI pattern `BASE**` under which the
+    /// template's literal start lies (`secret://**` covers
+    /// `secret://vault/{name}`). A template without expressions is one
+    /// URI, hidden as a listed resource is. Anything less certain is
+    /// shown: each read through it is still decided.
+    pub fn template_hidden(&self, target: &str, template: &str) -> bool {
+        if self.hidden_request(RequestKind::Resource, target) {
+            return true;
+        }
+        let Some((fixed, _)) = template.split_once('{') else {
+            return self.resource_hidden(target, template);
+        };
+        self.rules
+            .iter()
+            .any(|r| r.denies_every_uri_from(target, fixed))
+    }
+
     /// Warnings about rules that can never apply to a listed tool: a rule
     /// whose tool glob matches `qualified` but whose conditions name
     /// arguments the tool's `inputSchema` does not have. Call when a
@@ -988,5 +1018,116 @@ mod tests {
         assert_eq!(decide("x://notes/./a"), Some(Effect::Ask));
         assert!(p.resource_hidden("resource__fx", "x://secret/k"));
         assert!(!p.resource_hidden("resource__fx", "x://notes/a"));
+    }
+
+    /// A template is hidden only when every URI it can expand to is
+    /// denied: under a `deny` URI pattern `BASE**` (checked against the
+    /// rules on expansions a client could send), or with the server's
+    /// resources denied outright; a path pattern or a narrower glob
+    /// leaves it shown (each read is still decided).
+    #[test]
+    fn templates_are_hidden_only_when_a_deny_covers_every_expansion() {
+        let rule = |effect, text: &str| RuleSource {
+            effect,
+            text: text.into(),
+            scope: Scope::User,
+            file: "/c.json".into(),
+            index: 0,
+        };
+        let p = Pipeline::load(PipelineConfig {
+            rules: vec![
+                rule(RuleEffect::Allow, "resource__hs(uri: notes://**)"),
+                rule(RuleEffect::Deny, "resource__hs(uri: secret://**)"),
+                rule(RuleEffect::Deny, "resource__hs(uri: x://vault/keys/**)"),
+                rule(RuleEffect::Deny, "resource__hs(uri: /etc/**)"),
+                rule(RuleEffect::Deny, "resource__hs(uri: y://a/*)"),
+                rule(RuleEffect::Deny, "resource__gone"),
+            ],
+            policies: Some(vec![]),
+            workspace: "/w".into(),
+            ..PipelineConfig::default()
+        })
+        .expect("load");
+        for template in [
+            "secret://vault/{name}",
+            "secret://{host}/{+path}",
+            "x://vault/keys/{id}",
+            "x://vault/keys/{+rest}{?q}",
+        ] {
+            assert!(p.template_hidden("resource__hs", template), "{template}");
+            // What the hiding promises: every expansion is denied.
+            let fixed = template.split('{').next().unwrap_or_default();
+            for tail in [
+                "",
+                "k",
+                "a/b",
+                "..",
+                "../../other",
+                "%2e%2e/x",
+                "?q=1",
+                "#f",
+            ] {
+                let uri = format!("{fixed}{tail}");
+                let v = p.decide_rules(
+                    RequestKind::Resource,
+                    "resource__hs",
+                    &json!({ "uri": uri }),
+                );
+                assert_eq!(v.effect, Some(Effect::Deny), "{uri}: {v:?}");
+            }
+        }
+        for template in [
+            "notes://{path}",
+            "x://vault/{id}",
+            "file:///etc/{+path}",
+            "y://a/{id}",
+            "{+any}",
+            "SECRET://vault/{name}",
+        ] {
+            assert!(!p.template_hidden("resource__hs", template), "{template}");
+        }
+        assert!(p.template_hidden("resource__hs", "secret://vault/key"));
+        assert!(p.template_hidden("resource__gone", "notes://{path}"));
+    }
+
+    /// Every prompt of a server is denied only by a rule whose glob is a
+    /// literal start then `*` that covers the server's prefix.
+    #[test]
+    fn every_target_of_a_server_is_denied_only_by_a_covering_glob() {
+        let load = |text: &str| {
+            Pipeline::load(PipelineConfig {
+                rules: vec![RuleSource {
+                    effect: RuleEffect::Deny,
+                    text: text.into(),
+                    scope: Scope::User,
+                    file: "/c.json".into(),
+                    index: 0,
+                }],
+                policies: Some(vec![]),
+                workspace: "/w".into(),
+                ..PipelineConfig::default()
+            })
+            .expect("load")
+        };
+        for covering in ["prompt__hs", "prompt__hs__*", "prompt__*", "prompt__h*"] {
+            assert!(
+                load(covering).denies_every(RequestKind::Prompt, "prompt__hs__"),
+                "{covering}"
+            );
+        }
+        for partial in [
+            "prompt__hs__secret",
+            "prompt__hs__s*",
+            "prompt__hs__?",
+            "prompt__hs__[*]",
+            "prompt__hs__x(topic: *)",
+            "prompt__other",
+            "mcp__hs",
+        ] {
+            assert!(
+                !load(partial).denies_every(RequestKind::Prompt, "prompt__hs__"),
+                "{partial}"
+            );
+        }
     }
 }

@@ -10,7 +10,7 @@ use warden_core::{Effect, Stage, Trust};
 use super::{CompiledSchema, Pipeline, SchemaEntry};
 use crate::canon::{CanonValue, Canonical};
 use crate::decision::StageVerdict;
-use crate::facts::{CallFacts, PinState};
+use crate::facts::{CallFacts, PIN_CHANGED, PinState};
 use crate::rules::RuleMatch;
 use crate::sources::RuleEffect;
 use warden_core::{RequestKind, Scope};
@@ -193,10 +193,7 @@ impl Pipeline {
         let (effect, reasons) = match &facts.tool.pin {
             PinState::Pinned => (None, vec![]),
             PinState::Changed { changes } => {
-                let msg = format!(
-                    "tool definition changed since approval: {}",
-                    changes.join("; ")
-                );
+                let msg = format!("{PIN_CHANGED} {}", changes.join("; "));
                 if self.locked {
                     (Some(Effect::Deny), vec![format!("{msg} (--locked)")])
                 } else {

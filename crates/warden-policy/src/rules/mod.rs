@@ -294,6 +294,51 @@ impl Rule {
         &self.target_glob
     }
 
+    /// Whether this is a `deny` without conditions that matches every
+    /// target of `kind` starting with `prefix` (`prompt__S__` for every
+    /// prompt of server S): its target glob is a literal start that
+    /// `prefix` begins with, then `*` (`prompt__S__*`, `prompt__*`, the
+    /// shorthand `prompt__S`). Any other glob is not taken to cover them
+    /// all, even when it might.
+    pub(crate) fn denies_every_target_from(&self, kind: RequestKind, prefix: &str) -> bool {
+        if self.effect != RuleEffect::Deny || !self.conditions.is_empty() || self.kind != kind {
+            return false;
+        }
+        let Some(base) = self.target_glob.strip_suffix('*') else {
+            return false;
+        };
+        let base = base.trim_end_matches('*');
+        !base.contains(parse::GLOB_META) && !base.contains('\\') && prefix.starts_with(base)
+    }
+
+    /// Whether this is a `deny` rule on `target` (`resource__S`) that
+    /// fires for every URI starting with `fixed` (a resource template's
+    /// literal start, before its first expression): its `uri` pattern is
+    /// `BASE**`, a literal `BASE` ending in `/` that `fixed` begins with.
+    /// Whatever a template's expressions expand to, the URI as sent starts
+    /// with `fixed`, and a `deny` URI pattern fires on the URI as sent too
+    /// (`Condition::fires`), so every expansion is denied. Path patterns
+    /// (`file:` URIs) are never taken to cover a template: a `..` in an
+    /// expansion moves the path it names.
+    pub(crate) fn denies_every_uri_from(&self, target: &str, fixed: &str) -> bool {
+        if self.effect != RuleEffect::Deny || !self.matches_target(RequestKind::Resource, target) {
+            return false;
+        }
+        let [cond] = self.conditions.as_slice() else {
+            return false;
+        };
+        if !matches!(cond.pattern, Pattern::Uri(_)) {
+            return false;
+        }
+        let Some(base) = cond.text.strip_suffix("**") else {
+            return false;
+        };
+        base.ends_with('/')
+            && !base.contains(parse::GLOB_META)
+            && !base.contains('\\')
+            && fixed.starts_with(base)
+    }
+
     /// Whether the rule's target matches a qualified tool name.
     pub fn matches_tool(&self, qualified: &str) -> bool {
         self.matches_target(RequestKind::Tool, qualified)

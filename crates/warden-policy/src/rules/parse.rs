@@ -139,7 +139,7 @@ pub(super) fn parse(text: &str) -> Result<Parsed<'_>, (usize, String)> {
     })
 }
 
-const GLOB_META: &[char] = &['*', '?', '[', '{'];
+pub(super) const GLOB_META: &[char] = &['*', '?', '[', '{'];
 
 pub(super) struct Target {
     pub(super) kind: RequestKind,
