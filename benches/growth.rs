@@ -108,6 +108,7 @@ fn facts() -> CallFacts {
             trust: Trust::Untrusted,
             transport: warden_core::TransportKind::Stdio,
             scope: Scope::User,
+            dirs: Default::default(),
         },
         tool: ToolFacts {
             name: "read_text_file".into(),

@@ -111,3 +111,17 @@ test_certain_rule_allowed_path_passes if {
 	inp := sent({"path": "/ci/build/./README.md"}, {"path": "/ci/build/README.md"}, {}, {})
 	count(warden.deny) == 0 with input as inp
 }
+
+test_other_scheme_proc_environ_denied if {
+	uri := "x:///proc/self/environ"
+	inp := sent({"uri": uri}, {"uri": uri}, {"/uri": [uri, "/proc/self/environ", "/ci/build/x:/proc/self/environ"]}, {})
+	some msg in warden.deny with input as inp
+	contains(msg, "secret file")
+}
+
+test_json_text_denied if {
+	text := "[\"a/b\"]"
+	inp := sent({"paths": text}, {"paths": text}, {"/paths": ["/ci/build/a/b"]}, {"/paths": "it is JSON text"})
+	some msg in warden.deny with input as inp
+	contains(msg, "certainty")
+}

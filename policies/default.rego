@@ -5,10 +5,12 @@
 #
 # Paths are decided on their canonical form: `input.arguments` holds every
 # argument as warden reads it (`//etc/./shadow` is `/etc/shadow`, a `file:`
-# URI is the path it names, `../x` is resolved against the workspace), and
-# `input.strings` each string among them by JSON pointer;
+# URI is the path it names, `../x` and `src/a.rs` are resolved against the
+# workspace), and `input.strings` each string among them by JSON pointer;
 # `input.readings` every plausible meaning of a value that has several
-# (`~/…`, a `file:` URI with a fragment…), each checked; `input.uncertain`
+# (`~/…`, `$HOME/…`, a `file:` URI with a fragment, the path of an
+# `x:///…` or `http://localhost/…` URI, the strings inside JSON text, a
+# relative path from the server's `cwd`…), each checked; `input.uncertain`
 # says which values warden cannot read with certainty, and why. Text such
 # as credentials is checked as sent (`input.raw_strings`) too.
 #

@@ -61,6 +61,7 @@ test_aws_dir_denied if {
 test_env_file_denied if {
 	count(warden.deny) > 0 with input as with_args({"path": "/srv/repo/.env"})
 	count(warden.deny) > 0 with input as with_args({"path": ".env.local"})
+	count(warden.deny) > 0 with input as with_args({"path": "/srv/repo/config/.env"})
 }
 
 test_env_example_allowed if {
@@ -251,6 +252,64 @@ test_certain_paths_do_not_ask if {
 	inp := sent({"path": "/srv/repo/./README.md"}, {"path": "/srv/repo/README.md"}, {}, {})
 	count(warden.ask) == 0 with input as inp
 	count(warden.deny) == 0 with input as inp
+}
+
+# A URI of another scheme also names the files a server may open for it
+# (Python servers open `url2pathname(urlparse(uri).path)` whatever the
+# scheme): those readings are checked too.
+test_other_scheme_proc_environ_denied if {
+	uri := "x:///proc/self/environ"
+	inp := sent(
+		{"uri": uri},
+		{"uri": uri},
+		{"/uri": [uri, "/proc/self/environ", "/srv/repo/x:/proc/self/environ"]},
+		{},
+	)
+	some msg in warden.deny with input as inp
+	contains(msg, "/proc/self/environ")
+}
+
+test_http_localhost_shadow_denied if {
+	uri := "http://localhost/etc/shadow"
+	inp := sent(
+		{"uri": uri},
+		{"uri": uri},
+		{"/uri": [uri, "/etc/shadow", "/localhost/etc/shadow", "/srv/repo/http:/localhost/etc/shadow"]},
+		{},
+	)
+	some msg in warden.deny with input as inp
+	contains(msg, "/etc/shadow")
+}
+
+# JSON text: the strings inside are readings of the value.
+test_json_text_secret_denied_and_asked if {
+	text := "[\"/proc/self/environ\"]"
+	inp := sent(
+		{"paths": text},
+		{"paths": text},
+		{"/paths": ["/srv/repo/[\"/proc/self/environ\"]", "/srv/repo", "/proc/self/environ"]},
+		{"/paths": "it is JSON text, which some servers parse into a value"},
+	)
+	count(warden.deny) > 0 with input as inp
+	count(warden.ask) > 0 with input as inp
+}
+
+# `$HOME` climbs from every HOME the server may have, and from `/`.
+test_home_variable_climb_denied if {
+	inp := sent(
+		{"path": "${HOME}/../../proc/self/environ"},
+		{"path": "${HOME}/../../proc/self/environ"},
+		{"/path": ["/srv/repo/${HOME}/../../proc/self/environ", "/proc/self/environ"]},
+		{"/path": "it contains `$NAME` or `${…}`"},
+	)
+	count(warden.deny) > 0 with input as inp
+}
+
+# A relative path is the file it names in `input.arguments`/`input.strings`.
+test_relative_path_checked_as_the_file_it_names if {
+	inp := sent({"path": ".aws/credentials"}, {"path": "/srv/repo/.aws/credentials"}, {}, {})
+	some msg in warden.deny with input as inp
+	contains(msg, "/srv/repo/.aws/credentials")
 }
 
 # Resources and prompts (CONTRACT §8).

@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use warden_sandbox::{EnvInputs, HostVar, LaunchSpec, Network};
+use warden_policy::ServerDirs;
+use warden_sandbox::{EnvInputs, HomeInputs, HostVar, LaunchSpec, Network};
 
 use crate::config::{Config, NetworkSpec, ServerConfig, StdioConfig, TransportConfig, Trust};
 
@@ -68,6 +69,39 @@ pub fn protected_paths(
     );
     out.extend(extra.iter().cloned());
     out
+}
+
+/// Where a server opens the paths it is given, for the policy's reading of
+/// its arguments: its configured `cwd` (a relative path is opened from
+/// there; the workspace otherwise) and every HOME it may have (`~`,
+/// `$HOME`: the sandbox's private HOME, `env.HOME`, the host's when passed
+/// through; [`warden_sandbox::possible_homes`] says which, as the launch
+/// sets it). A remote server's are unknown: the default.
+pub fn server_dirs(server: &ServerConfig, runtime_dir: &Path) -> ServerDirs {
+    let TransportConfig::Stdio(stdio) = &server.transport else {
+        return ServerDirs::default();
+    };
+    let named = |name: &String| name == "HOME";
+    let homes = warden_sandbox::possible_homes(HomeInputs {
+        set: stdio.env.get("HOME").map(|v| v.expose()),
+        from_host: stdio.env_from.iter().any(named) || server.sandbox.env.iter().any(named),
+        enabled: server.sandbox.enabled,
+        best_effort: server.sandbox.best_effort,
+        runtime_dir,
+    });
+    let text = |p: &Path| {
+        warden_core::path::normalize(p)
+            .to_string_lossy()
+            .into_owned()
+    };
+    ServerDirs {
+        cwd: stdio.cwd.as_deref().filter(|c| c.is_absolute()).map(text),
+        homes: homes
+            .iter()
+            .filter(|h| h.is_absolute())
+            .map(|h| text(h))
+            .collect(),
+    }
 }
 
 /// The launch of a stdio server; `None` for a remote one (nothing to start).

@@ -196,6 +196,7 @@ async fn decided_permit(kind: RequestKind, subject: &str, arguments: serde_json:
             trust: Trust::Trusted,
             transport: TransportKind::Stdio,
             scope: Scope::User,
+            dirs: Default::default(),
         },
         tool: ToolFacts {
             name: subject.into(),

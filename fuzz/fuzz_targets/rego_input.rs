@@ -110,6 +110,7 @@ fuzz_target!(|data: &[u8]| {
             } else {
                 Scope::User
             },
+            dirs: Default::default(),
         },
         tool: ToolFacts {
             name: "t".into(),

@@ -478,6 +478,7 @@ impl Host {
                 TransportKind::Stdio,
                 crate::config::Scope::Project,
             ));
+        let dirs = self.server_dirs(&server);
         let call_index = self.call_index.fetch_add(1, Ordering::Relaxed) + 1;
         let (annotations, input_schema, pin) = match target {
             Target::Listed(entry) => (
@@ -505,6 +506,7 @@ impl Host {
                 trust,
                 transport,
                 scope,
+                dirs,
             },
             tool: ToolFacts {
                 name: tool,

@@ -159,8 +159,9 @@ pub struct Host {
     forwarder: Mutex<Option<(CancellationToken, tokio::task::JoinHandle<()>)>>,
     /// Servers added for this session only ([`Host::add_server`]).
     session_servers: Mutex<std::collections::BTreeMap<String, config::ServerConfig>>,
-    // Removed when the host is dropped: private HOME/TMPDIR of every server.
-    _runtime: tempfile::TempDir,
+    // Removed when the host is dropped: private HOME/TMPDIR of every server
+    // (and where a server without a view has its HOME: `server_dirs`).
+    runtime: tempfile::TempDir,
 }
 
 impl Host {
@@ -258,7 +259,7 @@ impl Host {
             stats: Stats::default(),
             forwarder: Mutex::new(None),
             session_servers: Mutex::new(Default::default()),
-            _runtime: runtime,
+            runtime,
             config,
         };
         // Written ahead like a call: a session that cannot be recorded
@@ -431,6 +432,13 @@ impl Host {
     /// this session with [`Host::add_server`].
     pub fn server_config(&self, name: &str) -> Option<config::ServerConfig> {
         self.with_server_config(name, config::ServerConfig::clone)
+    }
+
+    /// Where server `name` opens the paths it is given
+    /// ([`crate::launch::server_dirs`]), for a request's facts.
+    pub(crate) fn server_dirs(&self, name: &str) -> warden_policy::ServerDirs {
+        self.with_server_config(name, |s| crate::launch::server_dirs(s, self.runtime.path()))
+            .unwrap_or_default()
     }
 
     /// `f` of a server's configuration, without copying it (a call's facts

@@ -202,11 +202,12 @@ impl Host {
         let mut out: Vec<ListedResource> = Vec::new();
         for server in self.servers_with(|c| c.resources.is_some()) {
             let target = resource_target(&server);
+            let dirs = self.server_dirs(&server);
             match self.server_resources(&server).await {
                 Ok(resources) => out.extend(
                     resources
                         .into_iter()
-                        .filter(|r| !self.pipeline().resource_hidden(&target, &r.uri))
+                        .filter(|r| !self.pipeline().resource_hidden(&target, &r.uri, &dirs))
                         .map(|resource| ListedResource {
                             server: server.clone(),
                             resource,
@@ -245,11 +246,16 @@ impl Host {
             {
                 continue;
             }
+            let dirs = self.server_dirs(&server);
             match self.server_templates(&server).await {
                 Ok(templates) => out.extend(
                     templates
                         .into_iter()
-                        .filter(|t| !self.pipeline().template_hidden(&target, &t.uri_template))
+                        .filter(|t| {
+                            !self
+                                .pipeline()
+                                .template_hidden(&target, &t.uri_template, &dirs)
+                        })
                         .map(|template| ListedTemplate {
                             server: server.clone(),
                             template,
@@ -736,6 +742,9 @@ impl Host {
                 trust: config.map(|s| s.trust).unwrap_or_default(),
                 transport: config.map_or(TransportKind::Stdio, |s| s.transport.kind()),
                 scope: config.map_or(crate::config::Scope::Project, |s| s.scope),
+                dirs: config.map_or_else(Default::default, |s| {
+                    crate::launch::server_dirs(s, self.runtime.path())
+                }),
             },
             tool: ToolFacts {
                 name: subject.to_string(),

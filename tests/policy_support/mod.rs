@@ -93,6 +93,7 @@ pub fn facts(trust: Trust, tool: &str, annotations: Value, args: Value) -> CallF
             trust,
             transport: warden_core::TransportKind::Stdio,
             scope: Scope::User,
+            dirs: Default::default(),
         },
         tool: ToolFacts {
             name: tool.into(),

@@ -10,10 +10,17 @@ for URIs. Each read answers {"resolved": PATH, "content": TEXT} or
         stdin, print [{"path": P|null, "uri": P|null}] (the property test's
         batch: what read_file and read_uri would open, without opening)
 
-Tools: read_file(path), read_uri(uri), read_note(id: int).
+Tools: read_file(path), read_uri(uri), read_note(id: int); and, for the
+readings of a value a server may expand or parse: read_expand(path)
+(`os.path.expandvars(os.path.expanduser(p))`), read_glob(path) (every file
+`glob.glob(p)` finds, `{"read": [...]}`), read_paths(paths: str | list[str])
+(the SDK parses JSON text into the list), list_uri(uri) (`os.listdir` of
+the URI's path, `{"resolved", "entries"}`).
 """
 
+import glob
 import json
+import os
 import pathlib
 import sys
 import urllib.parse
@@ -65,6 +72,28 @@ def serve() -> None:
     @server.tool(name="read_note", description="Read a note by id.")
     def read_note(id: int) -> str:
         return NOTES.get(id, "no such note")
+
+    @server.tool(name="read_expand", description="Read a file, expanding ~ and $VARS.")
+    def read_expand(path: str) -> str:
+        return read(lambda p: resolve_path(os.path.expandvars(os.path.expanduser(p))), path)
+
+    @server.tool(name="read_glob", description="Read every file a glob finds.")
+    def read_glob(path: str) -> str:
+        return json.dumps({"read": [json.loads(read(resolve_path, p)) for p in glob.glob(path)]})
+
+    @server.tool(name="read_paths", description="Read one path or a list of paths.")
+    def read_paths(paths: str | list[str]) -> str:
+        if isinstance(paths, str):
+            paths = [paths]
+        return json.dumps({"read": [json.loads(read(resolve_path, p)) for p in paths]})
+
+    @server.tool(name="list_uri", description="List the folder a URI names.")
+    def list_uri(uri: str) -> str:
+        try:
+            resolved = resolve_uri(uri)
+            return json.dumps({"resolved": resolved, "entries": sorted(os.listdir(resolved))})
+        except Exception as e:
+            return json.dumps({"error": f"{type(e).__name__}: {e}"})
 
     import anyio
 

@@ -6,15 +6,36 @@
 //!
 //! - an absolute path (`/…`): [`warden_core::path::normalize`]d, so
 //!   `//etc/./shadow` is `/etc/shadow`;
-//! - a relative path: joined to the workspace, then normalised;
+//! - a relative path: joined to the workspace, then normalised, and to the
+//!   server's working directory when its configuration sets `cwd` (a server
+//!   opens it from there; servers that resolve against their root, from the
+//!   workspace); its canonical form is the workspace one (`src/a.rs` is
+//!   `WORKSPACE/src/a.rs`), a single word (`read`) stays as written;
 //! - a `file:` URI: the path it names (as Python's `urllib` and Node's
 //!   `fileURLToPath` decode it), *and* the relative path a server that does
 //!   not parse URIs would open (`WORKSPACE/file:/…`);
 //! - another `scheme://` URI: its WHATWG serialisation (scheme and host
-//!   lower-cased, default port and dot segments removed), and again the
-//!   relative path a path-only server would open;
+//!   lower-cased, default port and dot segments removed); the files a server
+//!   may open for it, as *path* readings: its path (Python servers open
+//!   `url2pathname(urlparse(uri).path)` whatever the scheme:
+//!   `x:///etc/shadow`, `http://localhost/etc/shadow`) and its host joined
+//!   with its path (`notes://.ssh/id_rsa` → `/.ssh/id_rsa`), decoded,
+//!   normalised; and again the relative path a path-only server would open.
+//!   Deny and ask path patterns see those paths; an `allow` on a path never
+//!   holds for such a URI (its first reading is a URI, no path);
 //! - a value starting with `~`: warden never expands `~`, because it cannot
-//!   know which home directory the server uses.
+//!   know which home directory the server uses: `~` is read at `/` (the
+//!   furthest `..` climbs), at the host's HOME and at every HOME the server
+//!   may have ([`Context::homes`]: the sandbox's private `/tmp/home`, the
+//!   configuration's `env.HOME`);
+//! - JSON text (`["secrets/key"]`, a string whose trimmed text is a JSON
+//!   array or object as Python's `json.loads` reads it): the official
+//!   Python SDK parses it into a value for an argument whose type is not
+//!   plain `str`, so the readings of every string inside (read as plain
+//!   values, one level deep) join its own; what is inside counts against
+//!   the [`Limits`];
+//! - a non-ASCII value: each path reading also in Unicode NFC and NFD where
+//!   they differ (rule patterns are matched in both forms too).
 //!
 //! Each reading is a [`Reading`]; a value is *certain* when warden knows
 //! every reading for sure. An `allow` rule needs a certain value and every
@@ -25,15 +46,25 @@
 //! percent-encoded `/`, `\`, `.`, NUL or control character, invalid
 //! percent-encoding or UTF-8, a host other than `localhost`, or no `//`
 //! (`file:x`), an empty path segment (`//`, which WHATWG parsers keep, so a
-//! later `..` climbs differently); a value starting with `~`; a URI with userinfo, a
-//! backslash, a control character or a percent-encoded `.`/`/`; and a
-//! plain path that a URL parser (Python's `urllib.parse`, which servers
-//! apply to anything they expect to be a URI) reads differently: one with
-//! a NUL or control character, whitespace at either end, a leading `//`
-//! (a host), `?` or `#`, a percent-escape, or a `NAME:` prefix before a
-//! `/`. For uncertain values the readings are every
-//! plausible one (Python's, Node's, a naive prefix strip, with and without
-//! decoding, `~` at `/` and at the host's HOME), for deny and ask rules.
+//! later `..` climbs differently); a value starting with `~`; a URI with
+//! userinfo, a backslash, a control character or a percent-encoded
+//! `.`/`/`; a plain path that a URL parser (Python's `urllib.parse`, which
+//! servers apply to anything they expect to be a URI) reads differently:
+//! one with a NUL or control character, whitespace at either end, a
+//! leading `//` (a host), `?` or `#`, a percent-escape, a `NAME:` prefix
+//! before a `/`, or `;` in its last segment (`a/..;x` is `a/..`); a plain
+//! path a server may expand: `$NAME` or `${…}` (`os.path.expandvars`), or,
+//! with a `/`, a glob character `*`, `?`, `[`, `{`; JSON text; and a value
+//! that is not in NFC (a decomposed `é` reaches the composed file on macOS
+//! and through npm's server-filesystem). For uncertain values the readings
+//! are every plausible one (Python's, Node's, a naive prefix strip, with
+//! and without decoding, `~` and `$HOME` at `/` and at each HOME, other
+//! variables at `/`, a glob cut at its first pattern segment, `;params`
+//! cut), for deny and ask rules.
+//!
+//! Readings are lexical: a symlink is never followed (what a link points
+//! to can change between the decision and the open). The sandbox's grants
+//! are what keeps a server from following a link out of its view.
 //!
 //! Numbers are compared by value: `2`, `2.0` and `2e0` are all `2`.
 //!
@@ -81,11 +112,15 @@ pub enum Shape {
     FileUri,
     /// `scheme://…` other than `file:`.
     Uri,
+    /// A JSON array or object as text (`["a/b"]`), which servers built on
+    /// the official Python SDK parse into a value when the argument's type
+    /// is not plain `str`. `paths`: some string inside is path-shaped.
+    JsonText { paths: bool },
 }
 
 /// One meaning of a value: a path (absolute, normalised) or a URI
 /// (canonical string).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Reading {
     Path(String),
     Uri(String),
@@ -125,7 +160,12 @@ impl CanonStr {
     /// scheme): what `input.readings`/`input.uncertain` report. (Text such
     /// as `Fix #42` is read every way for rules, but not reported.)
     pub fn path_shaped(&self) -> bool {
-        matches!(self.shape, Shape::Home | Shape::FileUri | Shape::Uri) || self.raw.contains('/')
+        match self.shape {
+            Shape::Home | Shape::FileUri | Shape::Uri => true,
+            // `["a\u002fb"]` holds `a/b` without a `/` of its own.
+            Shape::JsonText { paths } => paths,
+            Shape::Relative | Shape::RelativeDots | Shape::Absolute => self.raw.contains('/'),
+        }
     }
 }
 
@@ -254,12 +294,40 @@ pub(crate) fn below<T>(at: &mut String, token: &str, f: impl FnOnce(&mut String)
 }
 
 /// What is known of the world when reading values.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Context<'a> {
     /// Absolute, normalised workspace: relative paths are joined to it.
     pub workspace: &'a str,
     /// The host's HOME, for one plausible reading of `~` (deny rules only).
     pub home: Option<&'a str>,
+    /// The server's working directory (absolute, normalised), when its
+    /// configuration gives it one: a server opens a relative path from
+    /// there, while servers that resolve against their root use the
+    /// workspace, so a relative path is read against both.
+    pub cwd: Option<&'a str>,
+    /// The HOMEs the server may have besides the host's (the sandbox's
+    /// private one, `env.HOME` of its configuration): more readings of
+    /// `~` and `$HOME`.
+    pub homes: &'a [String],
+}
+
+impl Context<'_> {
+    /// Where a relative path is taken from: the workspace, then the
+    /// server's working directory when it is another.
+    fn bases(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.workspace).chain(
+            self.cwd
+                .filter(|c| c.starts_with('/') && *c != self.workspace),
+        )
+    }
+
+    /// Every HOME `~` may stand for, the host's first.
+    fn all_homes(&self) -> impl Iterator<Item = &str> {
+        self.home
+            .into_iter()
+            .chain(self.homes.iter().map(String::as_str))
+            .filter(|h| h.starts_with('/'))
+    }
 }
 
 /// Canonicalises one call's arguments; `Err` says which limit was exceeded.
@@ -281,7 +349,12 @@ struct Budget<'l> {
 
 impl Budget<'_> {
     fn value(&mut self, depth: usize) -> Result<(), String> {
-        self.values += 1;
+        self.values(1, depth)
+    }
+
+    /// `n` more values, the deepest of them at nesting `depth`.
+    fn values(&mut self, n: usize, depth: usize) -> Result<(), String> {
+        self.values = self.values.saturating_add(n);
         if self.values > self.limits.max_values {
             return Err(format!(
                 "the arguments hold more than {} values",
@@ -327,7 +400,11 @@ fn walk(
         Value::Number(n) => CanonValue::Number(canonical_number(n)),
         Value::String(s) => {
             budget.bytes(s.len())?;
-            CanonValue::Str(Box::new(canon_str(s, ctx)))
+            let mut c = canon_str(s, ctx);
+            if let Some(json) = json_text(s) {
+                with_json_readings(&mut c, json, ctx, depth, budget)?;
+            }
+            CanonValue::Str(Box::new(c))
         }
         Value::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
@@ -388,7 +465,15 @@ pub fn numeric_value(v: &CanonValue) -> Option<f64> {
 
 /// Reads one string value (see the module docs).
 pub fn canon_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
-    let literal = || Reading::Path(absolutize_str(ctx.workspace, raw));
+    let mut c = read_str(raw, ctx);
+    // Most values are ASCII: one fast scan, and nothing else to do.
+    if !raw.is_ascii() {
+        unicode_forms(&mut c);
+    }
+    c
+}
+
+fn read_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
     // URL parsers strip leading spaces and control characters.
     let trimmed = raw.trim_start_matches(|c: char| c <= ' ');
     if let Some((scheme, rest)) = split_scheme(trimmed) {
@@ -404,21 +489,26 @@ pub fn canon_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
     if leading_dots_stripped(raw).starts_with('~') {
         return home(raw, ctx);
     }
-    let why = plain_uncertainty(raw);
-    let mut readings = vec![literal()];
+    let scan = Scan::of(raw);
+    let why = scan.reason(raw);
+    let mut readings = Vec::new();
+    push_joined(&mut readings, ctx, raw);
     if why.is_some() {
         for r in uri_reference_readings(raw) {
-            push_unique(
-                &mut readings,
-                Reading::Path(absolutize_str(ctx.workspace, &r)),
-            );
+            read_path_into(&mut readings, ctx, &r);
         }
+        other_readings(&mut readings, ctx, raw, &scan);
     }
     let (shape, primary) = if raw.starts_with('/') {
         (Shape::Absolute, readings[0].as_str().to_string())
     } else if has_dot_segments(raw) {
         (Shape::RelativeDots, readings[0].as_str().to_string())
+    } else if raw.contains('/') {
+        // What a path means is the file it names: `input.arguments` shows
+        // `WORKSPACE/src/a.rs` for `src/a.rs`, as the rules read it.
+        (Shape::Relative, readings[0].as_str().to_string())
     } else {
+        // A single word (`read`, `main`) is usually no path at all.
         (Shape::Relative, raw.to_string())
     };
     let primary = if why.is_some() {
@@ -426,88 +516,202 @@ pub fn canon_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
     } else {
         primary
     };
-    let nul = why.map(str::to_string);
     CanonStr {
         raw: raw.to_string(),
         shape,
         primary,
         readings,
-        uncertain: nul,
+        uncertain: why.map(str::to_string),
     }
 }
 
-/// Why a string without a URI scheme cannot be read as a path with
-/// certainty: where Python's `urllib.parse` (which a server may apply to
-/// any string it expects to be a URI) reads it differently from a path, or
-/// where servers disagree on a path (NUL).
-fn plain_uncertainty(raw: &str) -> Option<&'static str> {
-    let bytes = raw.as_bytes();
-    // One pass over the bytes for what would otherwise be five scans of
-    // a possibly long argument. `raw` is UTF-8: a control character
-    // (`char::is_control`, Unicode Cc) is an ASCII control or DEL, or
-    // U+0080–U+009F, which UTF-8 writes as 0xC2 0x80–0x9F.
-    let (mut nul, mut control, mut query, mut escape) = (false, false, false, false);
-    // Most arguments are plain text: blocks of 32 bytes without any byte
-    // of interest are skipped with a test the compiler vectorises (a byte
-    // at a time, this loop was a 100 KB argument's largest cost: ~2 ns a
-    // byte). A block with one is read byte by byte; what follows a byte
-    // (`0xC2 0x85`, `%4F`) is read across the block's end.
-    for block in (0..bytes.len()).step_by(NOTABLE_BLOCK) {
-        let end = (block + NOTABLE_BLOCK).min(bytes.len());
-        if !bytes[block..end]
-            .iter()
-            .fold(false, |any, &b| any | notable_byte(b))
-        {
-            continue;
+/// `path` as servers open it: an absolute path as it is (normalised); a
+/// relative one joined to the workspace and to the server's working
+/// directory ([`Context::bases`]).
+fn push_joined(readings: &mut Vec<Reading>, ctx: &Context<'_>, path: &str) {
+    for base in ctx.bases() {
+        push_unique(readings, Reading::Path(absolutize_str(base, path)));
+        if path.starts_with('/') {
+            break;
         }
-        for (i, &b) in bytes.iter().enumerate().take(end).skip(block) {
-            match b {
-                0 => nul = true,
-                1..=0x1f | 0x7f => control = true,
-                0xc2 if bytes.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)) => {
-                    control = true
+    }
+}
+
+/// A path a server may open, read as [`canon_str`] reads a plain value:
+/// with the readings of `~` when it starts with one.
+fn read_path_into(readings: &mut Vec<Reading>, ctx: &Context<'_>, path: &str) {
+    if leading_dots_stripped(path).starts_with('~') {
+        home_readings(readings, ctx, path);
+    } else {
+        push_joined(readings, ctx, path);
+    }
+}
+
+/// The readings of what servers do to a path besides parsing it as a URL:
+/// expand environment variables, expand a glob.
+fn other_readings(readings: &mut Vec<Reading>, ctx: &Context<'_>, raw: &str, scan: &Scan) {
+    if scan.var {
+        for expanded in var_expansions(raw, ctx) {
+            read_path_into(readings, ctx, &expanded);
+        }
+    }
+    if scan.glob && raw.contains('/') {
+        for container in glob_readings(raw) {
+            read_path_into(readings, ctx, &container);
+        }
+    }
+}
+
+/// What one pass over a plain value's bytes found.
+#[derive(Debug, Default, Clone, Copy)]
+struct Scan {
+    nul: bool,
+    control: bool,
+    /// `?` or `#`.
+    query: bool,
+    /// `%XX`.
+    escape: bool,
+    /// `$NAME` or `${…}` (what `os.path.expandvars` replaces).
+    var: bool,
+    /// `*`, `?`, `[` or `{`: what glob expansion reads as a pattern.
+    glob: bool,
+}
+
+impl Scan {
+    fn of(raw: &str) -> Scan {
+        let bytes = raw.as_bytes();
+        let mut scan = Scan::default();
+        // One pass over the bytes for what would otherwise be a scan per
+        // question of a possibly long argument. `raw` is UTF-8: a control
+        // character (`char::is_control`, Unicode Cc) is an ASCII control
+        // or DEL, or U+0080–U+009F, which UTF-8 writes as 0xC2 0x80–0x9F.
+        // Most arguments are plain text: blocks of 32 bytes without any
+        // byte of interest are skipped with a test the compiler
+        // vectorises (a byte at a time, this loop was a 100 KB argument's
+        // largest cost: ~2 ns a byte). A block with one is read byte by
+        // byte; what follows a byte (`0xC2 0x85`, `%4F`, `$H`) is read
+        // across the block's end.
+        for block in (0..bytes.len()).step_by(NOTABLE_BLOCK) {
+            let end = (block + NOTABLE_BLOCK).min(bytes.len());
+            if !bytes[block..end]
+                .iter()
+                .fold(false, |any, &b| any | notable_byte(b))
+            {
+                continue;
+            }
+            for (i, &b) in bytes.iter().enumerate().take(end).skip(block) {
+                match b {
+                    0 => scan.nul = true,
+                    1..=0x1f | 0x7f => scan.control = true,
+                    0xc2 if bytes.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)) => {
+                        scan.control = true
+                    }
+                    b'?' => {
+                        scan.query = true;
+                        scan.glob = true;
+                    }
+                    b'#' => scan.query = true,
+                    b'%' => {
+                        scan.escape |= bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                            && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
+                    }
+                    b'$' => {
+                        scan.var |= bytes
+                            .get(i + 1)
+                            .is_some_and(|&n| n.is_ascii_alphanumeric() || n == b'_' || n == b'{')
+                    }
+                    b'*' | b'[' | b'{' => scan.glob = true,
+                    _ => {}
                 }
-                b'?' | b'#' => query = true,
-                b'%' => {
-                    escape |= bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
-                        && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
-                }
-                _ => {}
             }
         }
+        scan
     }
-    if nul {
-        Some("it contains a NUL character (C-based servers cut the path there; others fail)")
-    } else if control {
-        Some("it contains a control character (URL parsers drop tabs and line breaks)")
-    } else if raw.trim() != raw {
-        Some("it has whitespace at either end (URL parsers strip it)")
-    } else if raw.starts_with("//") && !raw.starts_with("///") {
-        Some("it starts with `//`, which URL parsers read as a host (`//HOST/PATH`)")
-    } else if query {
-        Some("it contains `?` or `#`, which URL parsers read as a query or fragment")
-    } else if escape {
-        Some("it contains a percent-escape, which URL parsers decode")
-    } else if split_scheme(raw).is_some_and(|(_, rest)| rest.contains('/')) {
-        Some("it starts with `NAME:`, which URL parsers read as a scheme")
-    } else {
-        None
+
+    /// Why a string without a URI scheme cannot be read as a path with
+    /// certainty: where Python's `urllib.parse` (which a server may apply
+    /// to any string it expects to be a URI) reads it differently from a
+    /// path, where servers disagree on a path (NUL), or where a server may
+    /// expand it (variables, globs).
+    fn reason(&self, raw: &str) -> Option<&'static str> {
+        if self.nul {
+            Some("it contains a NUL character (C-based servers cut the path there; others fail)")
+        } else if self.control {
+            Some("it contains a control character (URL parsers drop tabs and line breaks)")
+        } else if raw.trim() != raw {
+            Some("it has whitespace at either end (URL parsers strip it)")
+        } else if raw.starts_with("//") && !raw.starts_with("///") {
+            Some("it starts with `//`, which URL parsers read as a host (`//HOST/PATH`)")
+        } else if self.query {
+            Some("it contains `?` or `#`, which URL parsers read as a query or fragment")
+        } else if self.escape {
+            Some("it contains a percent-escape, which URL parsers decode")
+        } else if split_scheme(raw).is_some_and(|(_, rest)| rest.contains('/')) {
+            Some("it starts with `NAME:`, which URL parsers read as a scheme")
+        } else {
+            self.expansion_reason(raw)
+        }
+    }
+
+    /// [`Scan::reason`]'s questions that are not about URL parsers (also
+    /// asked of a value starting with `~`).
+    fn expansion_reason(&self, raw: &str) -> Option<&'static str> {
+        if self.var {
+            Some(
+                "it contains `$NAME` or `${…}`, which servers that expand environment \
+                 variables (`os.path.expandvars`) replace",
+            )
+        } else if self.glob && raw.contains('/') {
+            Some(
+                "it contains `*`, `?`, `[` or `{`, which a server that expands globs reads as a \
+                 pattern matching other paths",
+            )
+        } else if last_segment(raw).contains(';') {
+            Some(
+                "its last segment contains `;`, where URL parsers (Python's `urlparse`) cut it \
+                 (`a/..;x` is `a/..`)",
+            )
+        } else {
+            None
+        }
     }
 }
 
-/// Bytes [`plain_uncertainty`] skips in one test when none is notable.
+/// Why a string without a URI scheme cannot be read with certainty
+/// ([`Scan::reason`]).
+#[cfg(test)]
+fn plain_uncertainty(raw: &str) -> Option<&'static str> {
+    Scan::of(raw).reason(raw)
+}
+
+/// What follows the last `/` (all of `s` without one).
+fn last_segment(s: &str) -> &str {
+    s.rfind('/').map_or(s, |i| &s[i + 1..])
+}
+
+/// Bytes [`Scan::of`] skips in one test when none is notable.
 const NOTABLE_BLOCK: usize = 32;
 
-/// A byte [`plain_uncertainty`] looks at: controls (and the first byte of
-/// U+0080–U+009F), `?`, `#`, `%`.
+/// A byte [`Scan::of`] looks at: controls (and the first byte of
+/// U+0080–U+009F), `?`, `#`, `%`, `$`, `*`, `[`, `{`.
 fn notable_byte(b: u8) -> bool {
-    b < 0x20 || b == 0x7f || b == 0xc2 || b == b'?' || b == b'#' || b == b'%'
+    b < 0x20
+        || b == 0x7f
+        || b == 0xc2
+        || b == b'?'
+        || b == b'#'
+        || b == b'%'
+        || b == b'$'
+        || b == b'*'
+        || b == b'['
+        || b == b'{'
 }
 
 /// What a server that runs the string through a URL parser (Python's
 /// `urllib.parse.urlparse`, then `url2pathname`) opens: whitespace and
 /// control characters dropped, a scheme, `//HOST`, query and fragment
-/// removed, escapes decoded; and what a C-based server opens (cut at NUL).
+/// removed, `;params` cut from the last segment, escapes decoded; and what
+/// a C-based server opens (cut at NUL).
 fn uri_reference_readings(raw: &str) -> Vec<String> {
     let mut out = Vec::new();
     if let Some((before, _)) = raw.split_once('\0') {
@@ -528,10 +732,166 @@ fn uri_reference_readings(raw: &str) -> Vec<String> {
             .map_or(String::new(), |i| after[i..].to_string()),
         None => rest,
     };
-    let path = rest.split(['?', '#']).next().unwrap_or("").to_string();
-    out.push(path.clone());
-    out.push(percent_decode_lossy(&path));
+    let path = rest.split(['?', '#']).next().unwrap_or("");
+    for p in [path, without_params(path)] {
+        out.push(p.to_string());
+        out.push(percent_decode_lossy(p));
+    }
     out
+}
+
+/// `path` without the `;params` of its last segment, as Python's
+/// `urlparse` splits them off (`/a/..;x` → `/a/..`).
+fn without_params(path: &str) -> &str {
+    let from = path.rfind('/').map_or(0, |i| i + 1);
+    match path[from..].find(';') {
+        Some(i) => &path[..from + i],
+        None => path,
+    }
+}
+
+/// Each `$NAME` / `${NAME}` of `raw` replaced as `os.path.expandvars`
+/// would if it were set: by `/` (a variable may hold any path; `/` is the
+/// furthest a `..` after it can climb, as for `~`), and `$HOME` by each
+/// HOME the server may have.
+fn var_expansions(raw: &str, ctx: &Context<'_>) -> Vec<String> {
+    let mut out = vec![expand_vars(raw, |_| "/")];
+    for home in ctx.all_homes() {
+        out.push(expand_vars(
+            raw,
+            |name| if name == "HOME" { home } else { "/" },
+        ));
+    }
+    out
+}
+
+/// `raw` with every variable `value(NAME)`: `$` then ASCII letters,
+/// digits and `_`, or `${…}` up to the first `}` (Python's
+/// `\$(\w+|\{[^}]*\})` with `re.ASCII`).
+fn expand_vars<'v>(raw: &str, value: impl Fn(&str) -> &'v str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let name_len = if let Some(braced) = after.strip_prefix('{') {
+            braced.find('}').map(|close| (close + 2, &braced[..close]))
+        } else {
+            let n = after
+                .bytes()
+                .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+                .count();
+            (n > 0).then(|| (n, &after[..n]))
+        };
+        match name_len {
+            Some((len, name)) => {
+                out.push_str(value(name));
+                rest = &after[len..];
+            }
+            None => {
+                out.push('$');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Most alternatives `{a,b}` groups are expanded into for
+/// [`glob_readings`]; further groups stay as they are.
+const MAX_BRACE_EXPANSIONS: usize = 16;
+
+/// Paths that hold whatever a glob (`*`, `?`, `[…]`, `{a,b}`, `**`) may
+/// expand to, for deny and ask rules: the glob read with each pattern
+/// segment as one opaque name, normalised, and cut where the first pattern
+/// segment is left (`/ws/secret*/key` → `/ws`; `/ws/*/../../etc/x` →
+/// `/etc/x`, since the `..` undoes the segment the `*` matched). Brace
+/// groups are expanded first (an alternative may be `..`).
+///
+/// Sound for pattern segments that match one name each (every `*`, `?`,
+/// `[…]` segment, and braces without `/`): each expansion lies under the
+/// reading, so a deny on `DIR/**` holding the reading holds every match.
+/// A `**` matches any number of levels, so a `..` after it cannot be
+/// undone lexically: the reading is cut before the `**` (matches of many
+/// levels), and read again with `**` as no level at all (the furthest a
+/// `..` climbs). Not covered, and left to the value's uncertainty (no
+/// `allow` holds; the shipped policies ask): a `**` followed by more
+/// `..` than one level but fewer than it matched lands between those two,
+/// a glob whose pattern lies below a denied folder (`/ws/secret*` under a
+/// deny of `/ws/secrets/**`), and brace groups beyond
+/// [`MAX_BRACE_EXPANSIONS`].
+fn glob_readings(raw: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for alternative in brace_expansions(raw) {
+        out.push(glob_container(&alternative, false));
+        if alternative.split('/').any(|seg| seg == "**") {
+            out.push(glob_container(&alternative, true));
+        }
+    }
+    out
+}
+
+fn is_pattern_segment(seg: &str) -> bool {
+    seg.contains(['*', '?', '[', '{'])
+}
+
+/// See [`glob_readings`]; `no_globstar`: `**` segments as no level.
+fn glob_container(glob: &str, no_globstar: bool) -> String {
+    let absolute = glob.starts_with('/');
+    let mut kept: Vec<&str> = Vec::new();
+    for seg in glob.split('/') {
+        match seg {
+            "" | "." => {}
+            "**" if no_globstar => {}
+            ".." => match kept.last() {
+                // A `**` of unknown depth: what follows cannot be read.
+                Some(&"**") => break,
+                Some(&"..") | None if !absolute => kept.push(".."),
+                Some(_) => {
+                    kept.pop();
+                }
+                None => {}
+            },
+            seg => kept.push(seg),
+        }
+    }
+    let cut = kept
+        .iter()
+        .position(|seg| is_pattern_segment(seg))
+        .unwrap_or(kept.len());
+    let joined = kept[..cut].join("/");
+    if absolute {
+        format!("/{joined}")
+    } else {
+        joined
+    }
+}
+
+/// `raw` with its `{a,b,…}` groups (not nested) expanded, at most
+/// [`MAX_BRACE_EXPANSIONS`] alternatives; `raw` alone when it has none.
+fn brace_expansions(raw: &str) -> Vec<String> {
+    let mut done = Vec::new();
+    let mut todo = vec![raw.to_string()];
+    while let Some(s) = todo.pop() {
+        let group = s.find('{').and_then(|open| {
+            let close = open + s[open..].find('}')?;
+            let inner = &s[open + 1..close];
+            (!inner.contains('{') && inner.contains(',')).then_some((open, close))
+        });
+        let alternatives = group.map_or(0, |(open, close)| s[open..close].matches(',').count() + 1);
+        match group {
+            Some((open, close))
+                if done.len() + todo.len() + alternatives <= MAX_BRACE_EXPANSIONS =>
+            {
+                for alt in s[open + 1..close].split(',') {
+                    todo.push(format!("{}{alt}{}", &s[..open], &s[close + 1..]));
+                }
+            }
+            _ => done.push(s),
+        }
+    }
+    done
 }
 
 fn push_unique(readings: &mut Vec<Reading>, r: Reading) {
@@ -541,15 +901,17 @@ fn push_unique(readings: &mut Vec<Reading>, r: Reading) {
 }
 
 /// A resource URI (`resources/read`, CONTRACT §8): always parsed as a
-/// URI, so a `file:` URI means only its path, another scheme only its
-/// canonical form (no relative-path reading). A value that is not a URI
-/// is read as a path, as [`canon_str`] does.
+/// URI, so a `file:` URI means only its path, another scheme its canonical
+/// form and the paths a server of that scheme may open (no relative-path
+/// reading of the whole URI). A value that is not a URI is read as a path,
+/// as [`canon_str`] does.
 pub fn canon_resource_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
     let mut c = canon_str(raw, ctx);
     if matches!(c.shape, Shape::FileUri | Shape::Uri) {
-        let literal = Reading::Path(absolutize_str(ctx.workspace, raw));
-        if c.readings.len() > 1 {
-            c.readings.retain(|r| *r != literal);
+        let mut literal = Vec::new();
+        push_joined(&mut literal, ctx, raw);
+        if c.readings.iter().any(|r| !literal.contains(r)) {
+            c.readings.retain(|r| !literal.contains(r));
         }
     }
     c
@@ -581,29 +943,10 @@ fn leading_dots_stripped(raw: &str) -> &str {
 
 /// `~`, `~/…`, `~user/…` (and `./~/…`).
 fn home(raw: &str, ctx: &Context<'_>) -> CanonStr {
-    let stripped = leading_dots_stripped(raw);
-    let (head, tail) = stripped.split_once('/').unwrap_or((stripped, ""));
     let mut readings = Vec::new();
-    // `~` as a root of its own: `~/a/../.ssh/k` is `~/.ssh/k`; matches
-    // patterns such as `**/.ssh/**`.
-    let under = rooted(tail);
-    push_unique(
-        &mut readings,
-        Reading::Path(format!("{head}{}", under.trim_end_matches('/'))),
-    );
-    // HOME at `/`: the furthest `..` can climb (`~/../../etc` → `/etc`).
-    push_unique(&mut readings, Reading::Path(rooted(tail)));
-    // The host's own HOME (what an unsandboxed server on this machine uses).
-    if head == "~"
-        && let Some(home) = ctx.home.filter(|h| h.starts_with('/'))
-    {
-        push_unique(&mut readings, Reading::Path(absolutize_str(home, tail)));
-    }
-    // A server that does not expand `~` opens `WORKSPACE/~/…`.
-    push_unique(
-        &mut readings,
-        Reading::Path(absolutize_str(ctx.workspace, raw)),
-    );
+    home_readings(&mut readings, ctx, raw);
+    let scan = Scan::of(raw);
+    other_readings(&mut readings, ctx, raw, &scan);
     CanonStr {
         raw: raw.to_string(),
         shape: Shape::Home,
@@ -617,24 +960,58 @@ fn home(raw: &str, ctx: &Context<'_>) -> CanonStr {
     }
 }
 
+/// The readings of a path starting with `~` (after leading `.`s).
+fn home_readings(readings: &mut Vec<Reading>, ctx: &Context<'_>, raw: &str) {
+    let stripped = leading_dots_stripped(raw);
+    let (head, tail) = stripped.split_once('/').unwrap_or((stripped, ""));
+    // `~` as a root of its own: `~/a/../.ssh/k` is `~/.ssh/k`; matches
+    // patterns such as `**/.ssh/**`.
+    let under = rooted(tail);
+    push_unique(
+        readings,
+        Reading::Path(format!("{head}{}", under.trim_end_matches('/'))),
+    );
+    // HOME at `/`: the furthest `..` can climb (`~/../../etc` → `/etc`).
+    push_unique(readings, Reading::Path(rooted(tail)));
+    // The HOMEs the server may have: the host's (an unsandboxed server, or
+    // one that asks the password database), the sandbox's private one,
+    // its configuration's `env.HOME`. `~/..` climbs from each differently.
+    if head == "~" {
+        for home in ctx.all_homes() {
+            push_unique(readings, Reading::Path(absolutize_str(home, tail)));
+        }
+    }
+    // A server that does not expand `~` opens `WORKSPACE/~/…`.
+    push_joined(readings, ctx, raw);
+}
+
 /// A `file:` URI. `rest` follows the scheme's colon.
 fn file_uri(raw: &str, rest: &str, ctx: &Context<'_>) -> CanonStr {
-    let literal = Reading::Path(absolutize_str(ctx.workspace, raw));
+    let mut literal = Vec::new();
+    push_joined(&mut literal, ctx, raw);
     let strict = strict_file_path(raw, rest);
     match strict {
-        Ok(path) => CanonStr {
-            raw: raw.to_string(),
-            shape: Shape::FileUri,
-            primary: path.clone(),
-            readings: dedup(vec![Reading::Path(path), literal]),
-            uncertain: None,
-        },
+        Ok(path) => {
+            let mut readings = vec![Reading::Path(path.clone())];
+            for r in literal {
+                push_unique(&mut readings, r);
+            }
+            CanonStr {
+                raw: raw.to_string(),
+                shape: Shape::FileUri,
+                primary: path,
+                readings,
+                uncertain: None,
+            }
+        }
         Err(why) => {
             let mut readings = Vec::new();
             for r in loose_file_readings(raw, rest) {
                 push_unique(&mut readings, Reading::Path(r));
             }
-            push_unique(&mut readings, literal);
+            for r in literal {
+                push_unique(&mut readings, r);
+            }
             CanonStr {
                 raw: raw.to_string(),
                 shape: Shape::FileUri,
@@ -646,12 +1023,306 @@ fn file_uri(raw: &str, rest: &str, ctx: &Context<'_>) -> CanonStr {
     }
 }
 
-fn dedup(readings: Vec<Reading>) -> Vec<Reading> {
-    let mut out = Vec::with_capacity(readings.len());
-    for r in readings {
-        push_unique(&mut out, r);
+/// The reason a value that is not NFC is uncertain.
+const NOT_NFC: &str = "it is not in Unicode's composed form (NFC): servers that match names \
+                       by their normal form (npm's server-filesystem) or file systems that \
+                       normalise (macOS) open the composed name";
+
+/// For a value that is not ASCII: each path reading also in NFC and NFD
+/// where they differ (a pattern is matched in both forms too, see
+/// `rules::parse`; Rego policies see both), and a value that is not NFC
+/// is uncertain (a decomposed `é` reaches the composed file).
+fn unicode_forms(c: &mut CanonStr) {
+    use unicode_normalization::{UnicodeNormalization, is_nfc, is_nfd};
+    if c.uncertain.is_none() && !is_nfc(&c.raw) {
+        c.uncertain = Some(NOT_NFC.to_string());
+        c.primary = c.raw.clone();
     }
-    out
+    let mut forms = Vec::new();
+    for r in &c.readings {
+        if let Reading::Path(p) = r
+            && !p.is_ascii()
+        {
+            if !is_nfc(p) {
+                forms.push(Reading::Path(p.nfc().collect()));
+            }
+            if !is_nfd(p) {
+                forms.push(Reading::Path(p.nfd().collect()));
+            }
+        }
+    }
+    for r in forms {
+        push_unique(&mut c.readings, r);
+    }
+}
+
+/// What [`json_text`] found in a JSON array or object.
+struct JsonText {
+    /// Every string in it, keys included, decoded.
+    strings: Vec<String>,
+    /// Deepest nesting (the outer array or object is 1).
+    depth: usize,
+}
+
+/// `text` as Python's `json.loads` reads it (what servers on the official
+/// Python SDK do to a string argument whose type is not plain `str`),
+/// when that is an array or an object; `None` otherwise. Python's
+/// grammar: JSON plus `NaN`, `Infinity`, `-Infinity`, numbers of any
+/// size and lone surrogates (replaced here), which serde_json refuses: a
+/// parser stricter than the server's would miss the strings inside. One
+/// pass, no recursion (a stack of open containers).
+fn json_text(text: &str) -> Option<JsonText> {
+    let b = text.as_bytes();
+    let ws = |i: &mut usize| {
+        while b
+            .get(*i)
+            .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+        {
+            *i += 1;
+        }
+    };
+    let mut i = 0;
+    ws(&mut i);
+    // Cheap refusal of everything that is not an array or object.
+    if !matches!(b.get(i), Some(b'[' | b'{')) {
+        return None;
+    }
+    #[derive(Clone, Copy, PartialEq)]
+    enum Expect {
+        Value,
+        ValueOrClose,
+        KeyOrClose,
+        Key,
+        Colon,
+        CommaOrClose,
+    }
+    let mut stack: Vec<u8> = Vec::new();
+    let mut out = JsonText {
+        strings: Vec::new(),
+        depth: 0,
+    };
+    let mut expect = Expect::Value;
+    loop {
+        ws(&mut i);
+        let c = *b.get(i)?;
+        match expect {
+            Expect::ValueOrClose | Expect::KeyOrClose
+                if (c == b']' && expect == Expect::ValueOrClose)
+                    || (c == b'}' && expect == Expect::KeyOrClose) =>
+            {
+                stack.pop();
+                i += 1;
+            }
+            Expect::Value | Expect::ValueOrClose => match c {
+                b'[' | b'{' => {
+                    stack.push(c);
+                    out.depth = out.depth.max(stack.len());
+                    i += 1;
+                    expect = if c == b'[' {
+                        Expect::ValueOrClose
+                    } else {
+                        Expect::KeyOrClose
+                    };
+                    continue;
+                }
+                b'"' => out.strings.push(json_string(b, &mut i)?),
+                _ => i = json_scalar(b, i)?,
+            },
+            Expect::Key | Expect::KeyOrClose => {
+                if c != b'"' {
+                    return None;
+                }
+                out.strings.push(json_string(b, &mut i)?);
+                expect = Expect::Colon;
+                continue;
+            }
+            Expect::Colon => {
+                if c != b':' {
+                    return None;
+                }
+                i += 1;
+                expect = Expect::Value;
+                continue;
+            }
+            Expect::CommaOrClose => {
+                let top = *stack.last()?;
+                match (c, top) {
+                    (b',', b'[') => expect = Expect::Value,
+                    (b',', _) => expect = Expect::Key,
+                    (b']', b'[') | (b'}', b'{') => {
+                        stack.pop();
+                        i += 1;
+                        if stack.is_empty() {
+                            break;
+                        }
+                        continue;
+                    }
+                    _ => return None,
+                }
+                i += 1;
+                continue;
+            }
+        }
+        // A value (or a container) ended.
+        if stack.is_empty() {
+            break;
+        }
+        expect = Expect::CommaOrClose;
+    }
+    ws(&mut i);
+    (i == b.len()).then_some(out)
+}
+
+/// A JSON string starting at `b[*i]` (`"`), decoded; `*i` moves past it.
+fn json_string(b: &[u8], i: &mut usize) -> Option<String> {
+    let mut units: Vec<u16> = Vec::new();
+    let mut out = String::new();
+    let mut j = *i + 1;
+    // Runs of plain bytes are copied whole (the text is UTF-8, and `"`
+    // and `\` are ASCII, so a run ends on a character boundary).
+    let flush = |units: &mut Vec<u16>, out: &mut String| {
+        if !units.is_empty() {
+            out.extend(char::decode_utf16(units.drain(..)).map(|r| r.unwrap_or('\u{fffd}')));
+        }
+    };
+    loop {
+        let start = j;
+        while b
+            .get(j)
+            .is_some_and(|&c| c != b'"' && c != b'\\' && c >= 0x20)
+        {
+            j += 1;
+        }
+        if j > start {
+            flush(&mut units, &mut out);
+            out.push_str(std::str::from_utf8(&b[start..j]).ok()?);
+        }
+        match *b.get(j)? {
+            b'"' => {
+                flush(&mut units, &mut out);
+                *i = j + 1;
+                return Some(out);
+            }
+            b'\\' => {
+                let e = *b.get(j + 1)?;
+                let simple = match e {
+                    b'"' => Some('"'),
+                    b'\\' => Some('\\'),
+                    b'/' => Some('/'),
+                    b'b' => Some('\u{8}'),
+                    b'f' => Some('\u{c}'),
+                    b'n' => Some('\n'),
+                    b'r' => Some('\r'),
+                    b't' => Some('\t'),
+                    b'u' => None,
+                    _ => return None,
+                };
+                match simple {
+                    Some(ch) => {
+                        flush(&mut units, &mut out);
+                        out.push(ch);
+                        j += 2;
+                    }
+                    None => {
+                        let hex = b.get(j + 2..j + 6)?;
+                        if !hex.iter().all(u8::is_ascii_hexdigit) {
+                            return None;
+                        }
+                        let unit = u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+                        units.push(unit);
+                        j += 6;
+                    }
+                }
+            }
+            // A control character: Python's strict decoder refuses it.
+            _ => return None,
+        }
+    }
+}
+
+/// The end of a JSON scalar (Python's: `true`, `false`, `null`, `NaN`,
+/// `Infinity`, `-Infinity`, a number) starting at `b[i]`.
+fn json_scalar(b: &[u8], i: usize) -> Option<usize> {
+    let rest = &b[i..];
+    for word in [
+        &b"true"[..],
+        b"false",
+        b"null",
+        b"NaN",
+        b"Infinity",
+        b"-Infinity",
+    ] {
+        if rest.starts_with(word) {
+            return Some(i + word.len());
+        }
+    }
+    // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?
+    let digits = |j: usize| j + b[j..].iter().take_while(|c| c.is_ascii_digit()).count();
+    let mut j = i;
+    if b.get(j) == Some(&b'-') {
+        j += 1;
+    }
+    match b.get(j) {
+        Some(b'0') => j += 1,
+        Some(b'1'..=b'9') => j = digits(j),
+        _ => return None,
+    }
+    if b.get(j) == Some(&b'.') && b.get(j + 1).is_some_and(u8::is_ascii_digit) {
+        j = digits(j + 1);
+    }
+    if matches!(b.get(j), Some(b'e' | b'E')) {
+        let mut k = j + 1;
+        if matches!(b.get(k), Some(b'+' | b'-')) {
+            k += 1;
+        }
+        if b.get(k).is_some_and(u8::is_ascii_digit) {
+            j = digits(k);
+        }
+    }
+    Some(j)
+}
+
+/// The reason a JSON text value is uncertain.
+const JSON_TEXT: &str = "it is JSON text, which some servers parse into a value (the official \
+                         Python SDK does for an argument whose type is not plain `str`): the \
+                         strings inside are read too";
+
+/// A string that is JSON text (`["secrets/key"]`): the readings of every
+/// string inside (read as plain values, one level: JSON text inside is not
+/// parsed again) join the value's, for deny and ask rules, and the value is
+/// uncertain, so no `allow` on a path holds for it. The strings inside
+/// count against the limits as the arguments' own do (each is read again,
+/// and its readings kept), and so does the nesting; numbers and other
+/// scalars inside do not (they cost only the parse, which the text's own
+/// bytes paid for, and give no reading).
+fn with_json_readings(
+    c: &mut CanonStr,
+    json: JsonText,
+    ctx: &Context<'_>,
+    depth: usize,
+    budget: &mut Budget<'_>,
+) -> Result<(), String> {
+    budget.values(json.strings.len(), depth + json.depth.saturating_sub(1))?;
+    budget.bytes(json.strings.iter().map(String::len).sum())?;
+    let mut seen: std::collections::HashSet<Reading> = c.readings.iter().cloned().collect();
+    let mut paths = false;
+    for s in &json.strings {
+        let inner = canon_str(s, ctx);
+        paths |= inner.path_shaped();
+        for r in inner.readings {
+            if !seen.contains(&r) {
+                seen.insert(r.clone());
+                c.readings.push(r);
+            }
+        }
+    }
+    c.shape = Shape::JsonText { paths };
+    c.primary = c.raw.clone();
+    c.uncertain = Some(match c.uncertain.take() {
+        None => JSON_TEXT.to_string(),
+        Some(why) => format!("{why}; and {JSON_TEXT}"),
+    });
+    Ok(())
 }
 
 /// The path of a `file:` URI that every parser warden knows reads the same
@@ -791,7 +1462,6 @@ fn percent_decode_lossy(s: &str) -> String {
 
 /// `scheme://…` other than `file:`.
 fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
-    let literal = Reading::Path(absolutize_str(ctx.workspace, raw));
     let parsed = url::Url::parse(raw);
     let why = if raw.trim() != raw || raw.chars().any(char::is_control) {
         Some("with whitespace at either end or a control character (URL parsers strip them)")
@@ -832,7 +1502,14 @@ fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
             );
         }
     }
-    push_unique(&mut readings, literal);
+    // The files a server may open for it: these readings are paths, so
+    // deny and ask path patterns (and the shipped policies' secret paths)
+    // see them, while an `allow` on a path never holds for a URI of
+    // another scheme (its URI reading is no path).
+    for path in uri_path_readings(raw) {
+        push_unique(&mut readings, Reading::Path(path));
+    }
+    push_joined(&mut readings, ctx, raw);
     CanonStr {
         raw: raw.to_string(),
         shape: Shape::Uri,
@@ -843,6 +1520,39 @@ fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
         readings,
         uncertain: why.map(|w| format!("it is a URI {w}")),
     }
+}
+
+/// The paths a server may open for a URI of a scheme other than `file:`:
+/// its path (as Python servers open `url2pathname(urlparse(uri).path)`
+/// whatever the scheme: `x:///etc/shadow`, `http://localhost/etc/shadow`),
+/// and its host joined with its path (a server of its own scheme that
+/// splits by hand: `notes://.ssh/id_rsa` → `.ssh/id_rsa`); each from `/`,
+/// normalised, percent-decoded and not, with and without `;params` of the
+/// last segment, and with `\` as `/` (WHATWG parsers of web URLs).
+fn uri_path_readings(raw: &str) -> Vec<String> {
+    let uri = raw.trim_matches(|c: char| c <= ' ');
+    let rest = after_scheme(uri);
+    let host_end = rest.find(['/', '\\', '?', '#']).unwrap_or(rest.len());
+    let (host, path_all) = rest.split_at(host_end);
+    let path = path_all.split(['?', '#']).next().unwrap_or("");
+    let mut out = Vec::new();
+    let mut push = |p: String| {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    };
+    for p in [path, without_params(path)] {
+        let decoded = percent_decode_lossy(p);
+        for p in [p, decoded.as_str()] {
+            for p in [p.to_string(), p.replace('\\', "/")] {
+                push(rooted(&p));
+                if !host.is_empty() {
+                    push(rooted(&format!("{host}/{p}")));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Whether `raw` has one of WHATWG's special schemes (web URLs).
@@ -896,6 +1606,29 @@ mod tests {
             Some("it contains a percent-escape, which URL parsers decode")
         } else if split_scheme(raw).is_some_and(|(_, rest)| rest.contains('/')) {
             Some("it starts with `NAME:`, which URL parsers read as a scheme")
+        } else if raw
+            .as_bytes()
+            .windows(2)
+            .any(|w| w[0] == b'$' && (w[1].is_ascii_alphanumeric() || w[1] == b'_' || w[1] == b'{'))
+        {
+            Some(
+                "it contains `$NAME` or `${…}`, which servers that expand environment \
+                 variables (`os.path.expandvars`) replace",
+            )
+        } else if raw.contains(['*', '?', '[', '{']) && raw.contains('/') {
+            Some(
+                "it contains `*`, `?`, `[` or `{`, which a server that expands globs reads as a \
+                 pattern matching other paths",
+            )
+        } else if raw
+            .rsplit('/')
+            .next()
+            .is_some_and(|last| last.contains(';'))
+        {
+            Some(
+                "its last segment contains `;`, where URL parsers (Python's `urlparse`) cut it \
+                 (`a/..;x` is `a/..`)",
+            )
         } else {
             None
         }
@@ -904,7 +1637,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn one_pass_uncertainty_is_the_scans(
-            raw in "[a/%4f?#: \\t\\x00\\x7f\\u{80}\\u{9f}\\u{a0}\\u{c2}\\u{2028}é]{0,12}",
+            raw in "[a/%4f?#: \\t\\x00\\x7f\\u{80}\\u{9f}\\u{a0}\\u{c2}\\u{2028}é$_{}*\\[;H]{0,12}",
         ) {
             proptest::prop_assert_eq!(plain_uncertainty(&raw), plain_uncertainty_by_scans(&raw));
         }
@@ -914,7 +1647,7 @@ mod tests {
         #[test]
         fn block_skipping_uncertainty_is_the_scans(
             before in "x{0,80}",
-            notable in "[%4f?#\\t\\x00\\x1f\\x7f\\u{80}\\u{85}\\u{9f}é]{0,3}",
+            notable in "[%4f?#\\t\\x00\\x1f\\x7f\\u{80}\\u{85}\\u{9f}é$_{*\\[;/]{0,3}",
             after in "[x4]{0,80}",
         ) {
             let raw = format!("{before}{notable}{after}");
@@ -944,6 +1677,7 @@ mod tests {
             &Context {
                 workspace: WS,
                 home: Some("/home/u"),
+                ..Default::default()
             },
         )
     }
@@ -966,9 +1700,12 @@ mod tests {
         assert_eq!(c("/etc/./shadow").primary, "/etc/shadow");
         assert_eq!(c("/proc/self//environ").primary, "/proc/self/environ");
         assert_eq!(c("/w/../x").primary, "/x");
+        // A relative path means the file it names (what the rules read);
+        // a single word stays as written.
         let rel = c("src/a.rs");
-        assert_eq!(rel.primary, "src/a.rs");
+        assert_eq!(rel.primary, "/w/src/a.rs");
         assert_eq!(paths(&rel), ["/w/src/a.rs"]);
+        assert!(rel.is_certain());
         assert_eq!(c("a/../../x").primary, "/x");
         assert_eq!(c("read").primary, "read");
         assert!(c("/w/a\\..\\..\\b").is_certain());
@@ -1068,7 +1805,7 @@ mod tests {
     fn limits() {
         let ctx = Context {
             workspace: WS,
-            home: None,
+            ..Default::default()
         };
         let small = Limits {
             max_bytes: 10,
@@ -1085,7 +1822,7 @@ mod tests {
     fn input_arguments_and_notable() {
         let ctx = Context {
             workspace: WS,
-            home: None,
+            ..Default::default()
         };
         let canon = canonicalize(
             &json!({"p": "/etc//x", "n": 2.0, "u": "file:///w/a#b", "t": "hi"}),
@@ -1106,5 +1843,325 @@ mod tests {
             }),
             Some("/etc/x".to_string())
         );
+    }
+
+    fn in_ctx(raw: &str, ctx: &Context<'_>) -> CanonStr {
+        canon_str(raw, ctx)
+    }
+
+    /// Class 1: a URI of another scheme also names the file a server may
+    /// open for it: its path, and its host joined with its path.
+    #[test]
+    fn other_schemes_have_path_readings() {
+        for (uri, path) in [
+            ("x:///tmp/secret", "/tmp/secret"),
+            ("x:///proc/self/environ", "/proc/self/environ"),
+            ("http://localhost/proc/self/environ", "/proc/self/environ"),
+            ("HTTP://LOCALHOST/etc/./shadow", "/etc/shadow"),
+            ("notes://.ssh/id_rsa", "/.ssh/id_rsa"),
+            ("x:///w/a%20b", "/w/a b"),
+            ("x://h/a/%2e%2e/etc/shadow", "/etc/shadow"),
+            ("http://localhost/w/public/..;x", "/w"),
+            ("x://h/a?q#/../../etc", "/a"),
+        ] {
+            let u = c(uri);
+            assert_eq!(u.shape, Shape::Uri, "{uri}");
+            assert!(paths(&u).contains(&path), "{uri}: {u:?}");
+            // The URI reading stays first: no path pattern's allow holds.
+            assert!(matches!(u.readings[0], Reading::Uri(_)), "{uri}");
+        }
+        let notes = c("notes://.ssh/id_rsa");
+        assert!(notes.is_certain() && notes.primary == "notes://.ssh/id_rsa");
+        // A resource URI has no relative-path reading, but these.
+        let r = canon_resource_uri(
+            "notes://.ssh/id_rsa",
+            &Context {
+                workspace: WS,
+                ..Default::default()
+            },
+        );
+        assert!(paths(&r).contains(&"/.ssh/id_rsa"), "{r:?}");
+        assert!(!paths(&r).iter().any(|p| p.starts_with("/w/")), "{r:?}");
+        let f = canon_resource_uri(
+            "file:///w/a",
+            &Context {
+                workspace: WS,
+                cwd: Some("/w/sub"),
+                ..Default::default()
+            },
+        );
+        assert_eq!(paths(&f), ["/w/a"]);
+    }
+
+    /// Class 2: JSON text, which the official Python SDK parses for an
+    /// argument whose type is not plain `str`.
+    #[test]
+    fn json_text_is_read_inside() {
+        let ctx = Context {
+            workspace: WS,
+            ..Default::default()
+        };
+        let canon = |v: Value| canonicalize(&v, &ctx, &Limits::default()).unwrap();
+        let got = canon(json!({"p": "[\"secrets/key\"]"}));
+        let Some(CanonValue::Str(p)) = got.value.get("p") else {
+            panic!("{got:?}")
+        };
+        assert!(!p.is_certain(), "{p:?}");
+        assert!(p.uncertain.as_deref().unwrap().contains("JSON text"));
+        assert_eq!(p.shape, Shape::JsonText { paths: true });
+        assert!(paths(p).contains(&"/w/secrets/key"), "{p:?}");
+        assert_eq!(p.primary, p.raw);
+        assert_eq!(got.notable().len(), 1);
+        // Python's grammar, not serde_json's: NaN, huge numbers, lone
+        // surrogates, escaped `/`, keys.
+        for text in [
+            r#"[NaN, 1e999, -Infinity, "\ud800", "\/etc\/shadow"]"#,
+            r#" {"\/etc\/shadow": 1} "#,
+            r#"{"a": {"b": ["x", "/etc/shadow"]}}"#,
+        ] {
+            let got = canon(json!({ "p": text }));
+            let Some(CanonValue::Str(p)) = got.value.get("p") else {
+                panic!()
+            };
+            assert!(paths(p).contains(&"/etc/shadow"), "{text}: {p:?}");
+            assert!(p.path_shaped(), "{text}");
+        }
+        // Text inside is not parsed again (one level).
+        let got = canon(json!({"p": r#"["[\"/etc/x\"]"]"#}));
+        let Some(CanonValue::Str(p)) = got.value.get("p") else {
+            panic!()
+        };
+        assert!(!paths(p).contains(&"/etc/x"), "{p:?}");
+        // Not path-shaped inside: uncertain for path rules, not reported.
+        let got = canon(json!({"p": r#"{"limit": 5}"#}));
+        assert!(got.notable().is_empty());
+        // Not JSON: read as it is.
+        for text in [
+            "[1,]",
+            "[01]",
+            "{\"a\" 1}",
+            "[\"a\"] x",
+            "[",
+            "[wip] fix",
+            "[\"a\tb\"]",
+            "\"a\"",
+            "[\"\\x\"]",
+        ] {
+            assert!(json_text(text).is_none(), "{text}");
+        }
+        for text in [
+            " [ ] ",
+            "{}",
+            "[-0.5e+3, true, null, {\"k\": []}]",
+            "[\"\\u00e9\"]",
+        ] {
+            assert!(json_text(text).is_some(), "{text}");
+        }
+        assert_eq!(json_text("[\"\\u00e9\"]").unwrap().strings, ["é"]);
+        assert_eq!(json_text("[[[1]], 2]").unwrap().depth, 3);
+    }
+
+    /// What is inside JSON text counts against the limits.
+    #[test]
+    fn json_text_counts_against_the_limits() {
+        let ctx = Context {
+            workspace: WS,
+            ..Default::default()
+        };
+        let small = |max_bytes, max_depth, max_values| Limits {
+            max_bytes,
+            max_depth,
+            max_values,
+        };
+        let deep = json!({"a": "[[[1]]]"});
+        assert!(canonicalize(&deep, &ctx, &small(100, 4, 100)).is_ok());
+        assert!(canonicalize(&deep, &ctx, &small(100, 3, 100)).is_err());
+        // The object, the text, and the strings inside; numbers are free.
+        let many = json!({"a": r#"["a", "b", "c", 4, 5]"#});
+        assert!(canonicalize(&many, &ctx, &small(100, 8, 5)).is_ok());
+        assert!(canonicalize(&many, &ctx, &small(100, 8, 4)).is_err());
+        // 13 bytes of text, 10 more inside it.
+        let text = json!({"a": r#"["0123456789"]"#});
+        assert!(canonicalize(&text, &ctx, &small(1 + 14 + 10, 8, 100)).is_ok());
+        assert!(canonicalize(&text, &ctx, &small(1 + 14 + 9, 8, 100)).is_err());
+    }
+
+    /// Class 3: a decomposed (NFD) name reaches the composed (NFC) file.
+    #[test]
+    fn unicode_forms_are_readings() {
+        let nfc = "/w/donn\u{e9}es/key";
+        let nfd = "/w/donne\u{301}es/key";
+        let d = c(nfd);
+        assert!(!d.is_certain(), "{d:?}");
+        assert!(d.uncertain.as_deref().unwrap().contains("NFC"));
+        assert!(
+            paths(&d).contains(&nfc) && paths(&d).contains(&nfd),
+            "{d:?}"
+        );
+        assert_eq!(d.primary, nfd);
+        let composed = c(nfc);
+        assert!(composed.is_certain());
+        assert_eq!(composed.primary, nfc);
+        assert_eq!(paths(&composed), [nfc, nfd]);
+        // A relative one, and one inside `~`.
+        assert!(paths(&c("donne\u{301}es/key")).contains(&"/w/donn\u{e9}es/key"));
+        assert!(paths(&c("~/donne\u{301}es")).contains(&"/home/u/donn\u{e9}es"));
+        // ASCII and already-normal non-ASCII text without another form.
+        assert_eq!(paths(&c("/w/a")), ["/w/a"]);
+        assert_eq!(paths(&c("/w/日本")), ["/w/日本"]);
+    }
+
+    /// Class 4: a relative path is opened from the server's working
+    /// directory, and by servers that resolve against their root from the
+    /// workspace.
+    #[test]
+    fn relative_paths_are_read_from_the_server_cwd_too() {
+        let ctx = Context {
+            workspace: WS,
+            cwd: Some("/w/secrets"),
+            ..Default::default()
+        };
+        let key = in_ctx("key", &ctx);
+        assert_eq!(paths(&key), ["/w/key", "/w/secrets/key"]);
+        assert!(key.is_certain());
+        assert_eq!(paths(&in_ctx("../x", &ctx)), ["/x", "/w/x"]);
+        assert_eq!(paths(&in_ctx("/etc/x", &ctx)), ["/etc/x"]);
+        assert!(paths(&in_ctx("~/a", &ctx)).contains(&"/w/secrets/~/a"));
+        assert!(paths(&in_ctx("file:///a", &ctx)).contains(&"/w/secrets/file:/a"));
+        // The same directory as the workspace: one reading.
+        let same = Context {
+            workspace: WS,
+            cwd: Some(WS),
+            ..Default::default()
+        };
+        assert_eq!(paths(&in_ctx("key", &same)), ["/w/key"]);
+    }
+
+    /// Class 5: `~` at every HOME the server may have.
+    #[test]
+    fn tilde_reads_the_server_homes() {
+        let homes = ["/tmp/home".to_string()];
+        let ctx = Context {
+            workspace: WS,
+            home: Some("/root"),
+            homes: &homes,
+            ..Default::default()
+        };
+        let h = in_ctx("~/../redteam/outside/victim", &ctx);
+        assert!(paths(&h).contains(&"/tmp/redteam/outside/victim"), "{h:?}");
+        assert!(paths(&h).contains(&"/redteam/outside/victim"), "{h:?}");
+        assert!(paths(&in_ctx("~/.ssh/k", &ctx)).contains(&"/tmp/home/.ssh/k"));
+        // `~user` is another user's HOME, not the server's.
+        assert!(!paths(&in_ctx("~bob/x", &ctx)).contains(&"/tmp/home/x"));
+    }
+
+    /// Class 6: environment variables a server may expand.
+    #[test]
+    fn variables_are_uncertain_with_their_expansions() {
+        let homes = ["/tmp/home".to_string()];
+        let ctx = Context {
+            workspace: WS,
+            home: Some("/home/u"),
+            homes: &homes,
+            ..Default::default()
+        };
+        let v = in_ctx("$HOME/../../../../tmp/outside/victim", &ctx);
+        assert!(!v.is_certain());
+        assert!(v.uncertain.as_deref().unwrap().contains("expandvars"));
+        assert!(paths(&v).contains(&"/tmp/outside/victim"), "{v:?}");
+        let b = in_ctx("${HOME}/../../proc/self/environ", &ctx);
+        assert!(paths(&b).contains(&"/proc/self/environ"), "{b:?}");
+        assert!(paths(&in_ctx("${HOME}/../x", &ctx)).contains(&"/tmp/x"));
+        assert!(paths(&in_ctx("$HOME/../x", &ctx)).contains(&"/home/x"));
+        // Any other variable may hold any path: read at `/`.
+        let other = in_ctx("$DATA/etc/shadow", &ctx);
+        assert!(paths(&other).contains(&"/etc/shadow"), "{other:?}");
+        assert!(paths(&other).contains(&"/w/$DATA/etc/shadow"), "{other:?}");
+        assert!(!in_ctx("a/$_x", &ctx).is_certain());
+        // Not a variable to `expandvars`.
+        for text in ["a$", "a/$-b", "cost $ 5", "a/${x"] {
+            assert!(in_ctx(text, &ctx).is_certain() || text == "a/${x", "{text}");
+        }
+        assert_eq!(expand_vars("a/${x", |_| "/"), "a/${x");
+        let named = |n: &str| match n {
+            "A" => "1",
+            "B" => "2",
+            _ => "3",
+        };
+        assert_eq!(expand_vars("$A$B/${C}x$", named), "12/3x$");
+        // After `~` too.
+        assert!(!c("~/$HOME").readings.is_empty());
+    }
+
+    /// Class 7: globs a server may expand.
+    #[test]
+    fn globs_are_uncertain_with_their_containers() {
+        for (glob, container) in [
+            ("/w/secret[s]/key", "/w"),
+            ("secret*/key", "/w"),
+            ("/proc/self/enviro[n]", "/proc/self"),
+            ("/w/*/../../etc/shadow", "/etc/shadow"),
+            ("/w/a/**/../../x", "/w/a"),
+            ("/w/a/**/../../x", "/x"),
+            ("/w/public/{x,..}/secrets/key", "/w/secrets/key"),
+            ("/w/public/{x,{..}}/secrets/k", "/w/public"),
+            ("/etc/*", "/etc"),
+            ("/w/a?/b", "/w"),
+        ] {
+            let g = c(glob);
+            assert!(!g.is_certain(), "{glob}");
+            assert!(paths(&g).contains(&container), "{glob}: {g:?}");
+            assert!(paths(&g).contains(&g.readings[0].as_str()));
+        }
+        assert!(
+            c("/w/x[1]/y")
+                .uncertain
+                .as_deref()
+                .unwrap()
+                .contains("glob")
+        );
+        // Not path-shaped: text.
+        assert!(c("foo*").is_certain() && c("[wip]").is_certain());
+        // Many brace groups: at most MAX_BRACE_EXPANSIONS alternatives.
+        let many = format!("/w/{}", "{a,b}/".repeat(20));
+        assert!(brace_expansions(&many).len() <= MAX_BRACE_EXPANSIONS);
+        let wide = format!("/w/{{{}}}", vec!["a"; 10_000].join(","));
+        assert_eq!(brace_expansions(&wide).len(), 1);
+    }
+
+    /// Class 9: `;params`, which Python's `urlparse` cuts.
+    #[test]
+    fn params_in_the_last_segment_are_cut() {
+        let p = c("/w/public/..;x");
+        assert!(!p.is_certain());
+        assert!(paths(&p).contains(&"/w"), "{p:?}");
+        assert!(paths(&c("a;b")).contains(&"/w/a"));
+        // Not in the last segment: `urlparse` keeps it.
+        assert!(c("/w/a;b/c").is_certain());
+    }
+
+    /// A long argument stays linear: no reading of it is quadratic.
+    #[test]
+    fn long_values_are_read_in_linear_time() {
+        let ctx = Context {
+            workspace: WS,
+            home: Some("/home/u"),
+            ..Default::default()
+        };
+        for unit in ["a/", "$H/", "*/", "{a,b}/", "é/", "e\u{301}/", "..;/"] {
+            let raw = unit.repeat(50_000);
+            let started = std::time::Instant::now();
+            let got = in_ctx(&raw, &ctx);
+            assert!(!got.readings.is_empty());
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(2),
+                "{unit}: {:?}",
+                started.elapsed()
+            );
+        }
+        let json = format!("[{}\"x\"]", "\"a/b\", ".repeat(20_000));
+        let started = std::time::Instant::now();
+        canonicalize(&json!({ "p": json }), &ctx, &Limits::default()).unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
     }
 }

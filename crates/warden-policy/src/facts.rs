@@ -49,6 +49,22 @@ pub struct ServerFacts {
     pub trust: Trust,
     pub transport: TransportKind,
     pub scope: Scope,
+    /// Where the server opens what it is given (for reading arguments).
+    #[serde(skip)]
+    pub dirs: ServerDirs,
+}
+
+/// The directories a server resolves paths against, from its
+/// configuration (never from the server): a relative path is opened from
+/// its working directory, `~` and `$HOME` from its HOME. Unknown
+/// (a remote server, or facts built without a configuration): the
+/// default, a server working in the workspace with no HOME of its own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerDirs {
+    /// Absolute, normalised; `None` when it is the workspace.
+    pub cwd: Option<String>,
+    /// Every HOME the server may have (absolute), besides the host's.
+    pub homes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -58,7 +58,9 @@ pub use ask::{
 };
 pub use decision::{Decision, StageVerdict};
 pub use error::PolicyError;
-pub use facts::{CallContext, CallFacts, PIN_CHANGED, PinState, ServerFacts, ToolFacts};
+pub use facts::{
+    CallContext, CallFacts, PIN_CHANGED, PinState, ServerDirs, ServerFacts, ToolFacts,
+};
 pub use permit::Permit;
 pub use pipeline::{
     ArgumentLimits, DEFAULT_DEADLINE, INLINE_MAX_TEXT, INLINE_MAX_VALUES, MAX_THREADS, Pipeline,

@@ -459,6 +459,7 @@ mod tests {
                 trust,
                 transport: TransportKind::Stdio,
                 scope: Scope::User,
+                dirs: Default::default(),
             },
             tool: ToolFacts {
                 name: "t".into(),

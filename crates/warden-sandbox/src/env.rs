@@ -3,7 +3,7 @@
 //! variables it names. Nothing else from the host.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::SandboxError;
 use crate::spec::LaunchSpec;
@@ -37,4 +37,124 @@ pub(crate) fn filtered_env(
         env.insert(name.clone(), value.clone());
     }
     Ok(env)
+}
+
+/// How a server's HOME is chosen ([`filtered_env`] at launch), known from
+/// its configuration without launching it.
+#[derive(Debug, Clone, Copy)]
+pub struct HomeInputs<'a> {
+    /// `HOME` among the variables the spec sets (`env.HOME`).
+    pub set: Option<&'a str>,
+    /// `HOME` among the host variables it names (`env_from`, `sandbox.env`).
+    pub from_host: bool,
+    /// Sandboxed.
+    pub enabled: bool,
+    /// `best_effort`: a sandbox without a mount namespace view is allowed.
+    pub best_effort: bool,
+    /// The session's runtime folder ([`crate::LaunchContext::runtime_dir`]).
+    pub runtime_dir: &'a Path,
+}
+
+/// Every HOME a server launched with these inputs may get: what
+/// [`filtered_env`] sets, in the same order of precedence (the spec's own
+/// `HOME`, then the host's when named, then the private one). The private
+/// HOME is the view's [`crate::prepare::PRIVATE_HOME`], or, without a view
+/// (unsandboxed, or `best_effort` on a kernel without one), a folder of the
+/// runtime folder made at launch, `exec-PID-N/home`, whose `N` is not known
+/// before: it is written `exec-PID-*` (a reader of `~/../..` still knows
+/// where that climbs: the runtime folder).
+pub fn possible_homes(inputs: HomeInputs<'_>) -> Vec<PathBuf> {
+    if let Some(home) = inputs.set {
+        return vec![PathBuf::from(home)];
+    }
+    if inputs.from_host {
+        return std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .into_iter()
+            .collect();
+    }
+    let host_folder = inputs
+        .runtime_dir
+        .join(format!("exec-{}-*", std::process::id()))
+        .join("home");
+    match (inputs.enabled, inputs.best_effort) {
+        (true, false) => vec![PathBuf::from(crate::prepare::PRIVATE_HOME)],
+        (true, true) => vec![PathBuf::from(crate::prepare::PRIVATE_HOME), host_folder],
+        (false, _) => vec![host_folder],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{EnvInputs, HostVar, Limits, Network};
+
+    fn spec(env: EnvInputs) -> LaunchSpec {
+        LaunchSpec {
+            name: "s".into(),
+            program: PathBuf::from("/bin/true"),
+            argv0: None,
+            args: Vec::new(),
+            env,
+            cwd: None,
+            enabled: true,
+            trusted: false,
+            read: Vec::new(),
+            write: Vec::new(),
+            network: Network::None,
+            limits: Limits::default(),
+            best_effort: false,
+        }
+    }
+
+    /// What `possible_homes` says is what `filtered_env` sets.
+    #[test]
+    fn possible_homes_are_the_homes_set() {
+        let runtime = Path::new("/run/w");
+        let inputs = |set, from_host, enabled, best_effort| HomeInputs {
+            set,
+            from_host,
+            enabled,
+            best_effort,
+            runtime_dir: runtime,
+        };
+        let private = Path::new(crate::prepare::PRIVATE_HOME);
+        let set = spec(EnvInputs {
+            from_host: Vec::new(),
+            set: [("HOME".to_string(), "/srv/h".to_string())].into(),
+        });
+        let env = filtered_env(&set, private, Path::new("/tmp")).unwrap();
+        assert_eq!(
+            possible_homes(inputs(Some("/srv/h"), true, true, false)),
+            [PathBuf::from(&env["HOME"])]
+        );
+        if let Ok(host) = std::env::var("HOME") {
+            let named = spec(EnvInputs {
+                from_host: vec![HostVar {
+                    name: "HOME".into(),
+                    named_in: "env_from",
+                }],
+                set: BTreeMap::new(),
+            });
+            let env = filtered_env(&named, private, Path::new("/tmp")).unwrap();
+            assert_eq!(env["HOME"], host);
+            assert_eq!(
+                possible_homes(inputs(None, true, true, false)),
+                [PathBuf::from(host)]
+            );
+        }
+        let plain = spec(EnvInputs::default());
+        let env = filtered_env(&plain, private, Path::new("/tmp")).unwrap();
+        assert_eq!(
+            possible_homes(inputs(None, false, true, false)),
+            [PathBuf::from(&env["HOME"])]
+        );
+        // Without a view: `exec-PID-N/home` of the runtime folder.
+        let folder = format!("/run/w/exec-{}-*/home", std::process::id());
+        assert_eq!(
+            possible_homes(inputs(None, false, false, false)),
+            [PathBuf::from(&folder)]
+        );
+        assert_eq!(possible_homes(inputs(None, false, true, true)).len(), 2);
+    }
 }

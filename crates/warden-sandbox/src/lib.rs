@@ -41,6 +41,7 @@ mod summary;
 mod sys;
 mod umask;
 
+pub use env::{HomeInputs, possible_homes};
 pub use guard::ProcessGuard;
 pub use kernel::{CgroupSupport, Support, support, support_live};
 pub use launch::{

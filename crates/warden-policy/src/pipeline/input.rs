@@ -5,8 +5,9 @@
 //! Arguments appear four ways:
 //!
 //! - `arguments`: canonical ([`crate::canon`]): paths normalised
-//!   (`//etc/./shadow` → `/etc/shadow`, relative paths with `.`/`..`
-//!   resolved against the workspace), `file:` URIs as the path they name,
+//!   (`//etc/./shadow` → `/etc/shadow`, relative paths with a `/` resolved
+//!   against the workspace: `src/a.rs` → `WORKSPACE/src/a.rs`; a single
+//!   word stays as written), `file:` URIs as the path they name,
 //!   other URIs in canonical form, numbers by value (`2.0` → `2`); a value
 //!   warden cannot read with certainty stays as sent;
 //! - `raw_arguments`: exactly as sent (what the server receives; check
@@ -36,7 +37,7 @@ impl Pipeline {
     /// The `input` the Rego stage sees for one call, given the verdicts of
     /// the stages before it.
     pub fn rego_input(&self, facts: &CallFacts, mode: Mode, stages: &[StageVerdict]) -> R {
-        match self.canonical_for(facts.kind, &facts.arguments) {
+        match self.canonical_for(facts.kind, &facts.arguments, &facts.server.dirs) {
             Ok(canonical) => self.rego_input_canonical(facts, &canonical, mode, stages),
             // Refused arguments are never evaluated; shown as sent.
             Err(_) => build(facts, None, mode, stages, &self.workspace),
@@ -297,6 +298,7 @@ pub(super) fn probes(workspace: &str) -> Vec<R> {
                     trust,
                     transport: TransportKind::Stdio,
                     scope: Scope::User,
+                    dirs: Default::default(),
                 },
                 tool: ToolFacts {
                     name: "probe".into(),
@@ -329,7 +331,7 @@ pub(super) fn probes(workspace: &str) -> Vec<R> {
                 &facts.arguments,
                 &crate::canon::Context {
                     workspace,
-                    home: None,
+                    ..Default::default()
                 },
                 &crate::canon::Limits::default(),
             )
@@ -370,6 +372,7 @@ mod tests {
                 trust: Trust::Trusted,
                 transport: TransportKind::Stdio,
                 scope: Scope::User,
+                dirs: Default::default(),
             },
             tool: ToolFacts {
                 name: "t".into(),
@@ -410,6 +413,7 @@ mod tests {
                 trust: Trust::Trusted,
                 transport: TransportKind::Sse,
                 scope: Scope::Project,
+                dirs: Default::default(),
             },
             tool: ToolFacts {
                 name: "t".into(),
@@ -472,6 +476,7 @@ mod shared_tests {
                 trust: Trust::Untrusted,
                 transport: TransportKind::Stdio,
                 scope: Scope::User,
+                dirs: Default::default(),
             },
             tool: ToolFacts {
                 name: "t".into(),
@@ -499,7 +504,8 @@ mod shared_tests {
         })
         .expect("load");
         let facts = facts(arguments);
-        let Ok(canonical) = p.canonical_for(facts.kind, &facts.arguments) else {
+        let Ok(canonical) = p.canonical_for(facts.kind, &facts.arguments, &facts.server.dirs)
+        else {
             return Ok(());
         };
         let input = p.rego_input_canonical(&facts, &canonical, Mode::Interactive, &[]);
@@ -541,12 +547,12 @@ mod shared_tests {
         .expect("load");
         let sent = json!({"p": "/etc//./shadow"});
         let c = p
-            .canonical_for(RequestKind::Tool, &sent)
+            .canonical_for(RequestKind::Tool, &sent, &Default::default())
             .expect("canonical");
         assert!(!reads_as_sent(&c.value, &sent));
         let sent = json!({"message": "hello", "n": [1, 2]});
         let c = p
-            .canonical_for(RequestKind::Tool, &sent)
+            .canonical_for(RequestKind::Tool, &sent, &Default::default())
             .expect("canonical");
         assert!(reads_as_sent(&c.value, &sent));
     }

@@ -34,7 +34,7 @@ use warden_core::{Effect, Mode, RequestKind, Scope, Stage};
 use crate::canon::{self, Canonical};
 use crate::decision::{Decision, StageVerdict};
 use crate::error::PolicyError;
-use crate::facts::CallFacts;
+use crate::facts::{CallFacts, ServerDirs};
 use crate::rego::{DEFAULT_REGO, DEFAULT_REGO_NAME, PolicyInput, RegoSet};
 use crate::rules::{Rule, RuleIndex};
 use crate::schema_guard::SchemaLimits;
@@ -239,8 +239,22 @@ impl Pipeline {
     /// arguments; a resource's are `{"uri": …}`, read as a URI: a `file:`
     /// URI as its canonical path, other schemes as the canonical URI).
     /// Refused arguments are the rules stage's deny.
+    /// The server is taken to work in the workspace with no HOME of its
+    /// own ([`ServerDirs::default`]); [`Pipeline::decide_rules_at`] names
+    /// its directories.
     pub fn decide_rules(&self, kind: RequestKind, name: &str, arguments: &Value) -> StageVerdict {
-        match self.canonical_for(kind, arguments) {
+        self.decide_rules_at(kind, name, arguments, &ServerDirs::default())
+    }
+
+    /// [`Pipeline::decide_rules`] for a server with these directories.
+    pub fn decide_rules_at(
+        &self,
+        kind: RequestKind,
+        name: &str,
+        arguments: &Value,
+        dirs: &ServerDirs,
+    ) -> StageVerdict {
+        match self.canonical_for(kind, arguments, dirs) {
             Ok(canonical) => self.rules_verdict(kind, name, &canonical.value),
             Err(why) => StageVerdict::new(
                 Stage::Rules,
@@ -250,17 +264,20 @@ impl Pipeline {
         }
     }
 
-    /// The canonical form of a request's arguments: a resource's `uri`
-    /// read as a URI ([`canon::canon_resource_uri`]: a `file:` URI as its
-    /// canonical path), anything else as tool arguments are.
-    pub fn canonical_for(&self, kind: RequestKind, arguments: &Value) -> Result<Canonical, String> {
+    /// The canonical form of a request's arguments, for a server with
+    /// these directories: a resource's `uri` read as a URI
+    /// ([`canon::canon_resource_uri`]: a `file:` URI as its canonical
+    /// path), anything else as tool arguments are.
+    pub fn canonical_for(
+        &self,
+        kind: RequestKind,
+        arguments: &Value,
+        dirs: &ServerDirs,
+    ) -> Result<Canonical, String> {
+        let ctx = self.context(dirs);
         if kind != RequestKind::Resource {
-            return self.canonicalize(arguments);
+            return canon::canonicalize(arguments, &ctx, &self.argument_limits);
         }
-        let ctx = canon::Context {
-            workspace: &self.workspace,
-            home: self.home.as_deref(),
-        };
         let uri = match arguments {
             Value::Object(map) if map.len() == 1 => map.get("uri").and_then(Value::as_str),
             _ => None,
@@ -294,16 +311,21 @@ impl Pipeline {
     }
 
     /// The canonical form of a call's arguments ([`crate::canon`]), or why
-    /// they are refused before evaluation.
+    /// they are refused before evaluation, for a server working in the
+    /// workspace with no HOME of its own ([`Pipeline::canonical_for`]
+    /// names the server's directories).
     pub fn canonicalize(&self, arguments: &Value) -> Result<Canonical, String> {
-        canon::canonicalize(
-            arguments,
-            &canon::Context {
-                workspace: &self.workspace,
-                home: self.home.as_deref(),
-            },
-            &self.argument_limits,
-        )
+        self.canonical_for(RequestKind::Tool, arguments, &ServerDirs::default())
+    }
+
+    /// What canonicalisation knows of the world for a server with `dirs`.
+    fn context<'a>(&'a self, dirs: &'a ServerDirs) -> canon::Context<'a> {
+        canon::Context {
+            workspace: &self.workspace,
+            home: self.home.as_deref(),
+            cwd: dirs.cwd.as_deref(),
+            homes: &dirs.homes,
+        }
     }
 
     /// Digest of the loaded policies and data (`None` without a Rego stage).
@@ -364,11 +386,12 @@ impl Pipeline {
     /// True when a listed resource can never be read: a `deny` rule
     /// matches its target and URI (rules do not change during a session,
     /// and a rule's deny is final), so it is not listed (CONTRACT §8).
-    pub fn resource_hidden(&self, target: &str, uri: &str) -> bool {
-        let v = self.decide_rules(
+    pub fn resource_hidden(&self, target: &str, uri: &str, dirs: &ServerDirs) -> bool {
+        let v = self.decide_rules_at(
             RequestKind::Resource,
             target,
             &serde_json::json!({ "uri": uri }),
+            dirs,
         );
         v.effect == Some(Effect::Deny)
     }
@@ -391,12 +414,12 @@ impl Pipeline {
     /// `secret://vault/{name}`). A template without expressions is one
     /// URI, hidden as a listed resource is. Anything less certain is
     /// shown: each read through it is still decided.
-    pub fn template_hidden(&self, target: &str, template: &str) -> bool {
+    pub fn template_hidden(&self, target: &str, template: &str, dirs: &ServerDirs) -> bool {
         if self.hidden_request(RequestKind::Resource, target) {
             return true;
         }
         let Some((fixed, _)) = template.split_once('{') else {
-            return self.resource_hidden(target, template);
+            return self.resource_hidden(target, template, dirs);
         };
         self.rules
             .iter()
@@ -467,7 +490,7 @@ impl Pipeline {
         progress.enter(Stage::Trust);
         stages.push(stages::trust(facts));
         progress.enter(Stage::Schema);
-        let canonical = match self.canonical_for(facts.kind, &facts.arguments) {
+        let canonical = match self.canonical_for(facts.kind, &facts.arguments, &facts.server.dirs) {
             Ok(c) => c,
             Err(why) => {
                 stages.push(StageVerdict::new(
@@ -565,7 +588,8 @@ impl Pipeline {
         let mut out = map.clone();
         out.entry("kind")
             .or_insert_with(|| Value::String(kind.as_str().to_string()));
-        let Ok(canonical) = self.canonical_for(kind, &raw) else {
+        // `policy eval`: no server, so none of its directories.
+        let Ok(canonical) = self.canonical_for(kind, &raw, &ServerDirs::default()) else {
             return out;
         };
         let notable = canonical.notable();
@@ -694,6 +718,7 @@ mod tests {
                 trust: Trust::Untrusted,
                 transport: TransportKind::Stdio,
                 scope: Scope::User,
+                dirs: Default::default(),
             },
             tool: ToolFacts {
                 name: "t".into(),
@@ -1016,8 +1041,77 @@ mod tests {
         assert_eq!(decide("x://notes/a"), Some(Effect::Allow));
         assert_eq!(decide("x://notes/../secret/k"), Some(Effect::Deny));
         assert_eq!(decide("x://notes/./a"), Some(Effect::Ask));
-        assert!(p.resource_hidden("resource__fx", "x://secret/k"));
-        assert!(!p.resource_hidden("resource__fx", "x://notes/a"));
+        assert!(p.resource_hidden("resource__fx", "x://secret/k", &ServerDirs::default()));
+        assert!(!p.resource_hidden("resource__fx", "x://notes/a", &ServerDirs::default()));
+    }
+
+    /// The shipped policy decides on the readings canonicalisation gives
+    /// (not hand-written ones): the other schemes' paths, JSON text,
+    /// variables and globs, and the server's directories.
+    #[test]
+    fn the_default_policy_sees_every_new_reading() {
+        let p = with_default_policy();
+        let decide = |args: Value, dirs: ServerDirs| {
+            let mut f = facts(json!({"type": "object"}), args);
+            f.server.dirs = dirs;
+            p.decide(&f)
+        };
+        for args in [
+            json!({"uri": "x:///proc/self/environ"}),
+            json!({"uri": "http://localhost/etc/shadow"}),
+            json!({"uri": "notes://.ssh/id_rsa"}),
+            json!({"paths": "[\"/proc/self/environ\"]"}),
+            json!({"path": "${HOME}/../../proc/self/environ"}),
+            json!({"path": "/w/{x,..}/../etc/shadow"}),
+        ] {
+            let d = decide(args.clone(), ServerDirs::default());
+            assert_eq!(d.effect, Effect::Deny, "{args}: {d:?}");
+            assert!(
+                d.reasons.iter().any(|r| r.contains("secret file")),
+                "{args}: {d:?}"
+            );
+        }
+        // `~/..` from the sandbox's HOME, a relative path from a `cwd`.
+        let dirs = ServerDirs {
+            cwd: Some("/home/u".into()),
+            homes: vec!["/tmp/home".into()],
+        };
+        for args in [
+            json!({"path": "~/../../etc/shadow"}),
+            json!({"path": ".ssh/id_rsa"}),
+        ] {
+            let d = decide(args.clone(), dirs.clone());
+            assert_eq!(d.effect, Effect::Deny, "{args}: {d:?}");
+        }
+        // Uncertain, not secret: asked about.
+        for args in [
+            json!({"path": "/w/secret[s]/key"}),
+            json!({"path": "$DATA/x"}),
+            json!({"path": "/w/public/..;x"}),
+            json!({"path": "/w/donne\u{301}es/key"}),
+            json!({"paths": "[\"a/b\"]"}),
+        ] {
+            let d = decide(args.clone(), ServerDirs::default());
+            assert_eq!(d.effect, Effect::Ask, "{args}: {d:?}");
+            assert!(
+                d.reasons
+                    .iter()
+                    .any(|r| r.contains("cannot be read with certainty")),
+                "{args}: {d:?}"
+            );
+        }
+        // A relative path's canonical form in Rego is the file it names.
+        let f = facts(
+            json!({"type": "object"}),
+            json!({"path": "src/a.rs", "w": "read"}),
+        );
+        let input = p.rego_input_json(&f, Mode::Interactive, &[]);
+        assert_eq!(
+            input["arguments"],
+            json!({"path": "/w/src/a.rs", "w": "read"})
+        );
+        assert_eq!(input["strings"]["/path"], "/w/src/a.rs");
+        assert_eq!(input["raw_arguments"]["path"], "src/a.rs");
     }
 
     /// A template is hidden only when every URI it can expand to is
@@ -1054,7 +1148,10 @@ mod tests {
             "x://vault/keys/{id}",
             "x://vault/keys/{+rest}{?q}",
         ] {
-            assert!(p.template_hidden("resource__hs", template), "{template}");
+            assert!(
+                p.template_hidden("resource__hs", template, &ServerDirs::default()),
+                "{template}"
+            );
             // What the hiding promises: every expansion is denied.
             let fixed = template.split('{').next().unwrap_or_default();
             for tail in [
@@ -1084,10 +1181,13 @@ mod tests {
             "{+any}",
             "SECRET://vault/{name}",
         ] {
-            assert!(!p.template_hidden("resource__hs", template), "{template}");
+            assert!(
+                !p.template_hidden("resource__hs", template, &ServerDirs::default()),
+                "{template}"
+            );
         }
-        assert!(p.template_hidden("resource__hs", "secret://vault/key"));
-        assert!(p.template_hidden("resource__gone", "notes://{path}"));
+        assert!(p.template_hidden("resource__hs", "secret://vault/key", &ServerDirs::default()));
+        assert!(p.template_hidden("resource__gone", "notes://{path}", &ServerDirs::default()));
     }
 
     /// Every prompt of a server is denied only by a rule whose glob is a

@@ -21,9 +21,13 @@
 //!   - a `GLOB` containing `/` is a *path pattern* (absolute, or starting
 //!     with `*`; no `.`/`..` segments): it is matched against every path
 //!     reading of the value (a relative value is taken relative to the
-//!     workspace; a `file:` URI as the path it names and as the relative
-//!     path a server that does not parse URIs opens); `*` does not cross
-//!     `/`, and `DIR/**` also matches `DIR` itself;
+//!     workspace and to the server's `cwd`; a `file:` URI as the path it
+//!     names and as the relative path a server that does not parse URIs
+//!     opens; a URI of another scheme as the files a server may open for
+//!     it, which only deny and ask rules see: its first reading is a URI);
+//!     `*` does not cross `/`, and `DIR/**` also matches `DIR` itself; a
+//!     non-ASCII pattern is matched in Unicode NFC and NFD alike (values
+//!     are read in both forms);
 //!   - a `GLOB` of the form `scheme://…` (not `file:`) is a *URI pattern*,
 //!     matched against the value's canonical URI (WHATWG serialisation);
 //!   - a `GLOB` that is a JSON number is compared by value with numbers
@@ -31,7 +35,8 @@
 //!   - any other `GLOB` is matched against the text as sent.
 //! - `allow` needs a value warden can read with certainty and *every*
 //!   reading to match; a value that is uncertain (`~/…`, a `file:` URI with
-//!   a fragment…) never satisfies a path or URI condition of an `allow`,
+//!   a fragment, `$HOME/…`, a glob, JSON text…) never satisfies a path or
+//!   URI condition of an `allow`,
 //!   and the rules stage then asks, saying why. `deny`/`ask` fire when
 //!   *any* plausible reading matches (for numbers: also a numeric string
 //!   equal in value).
@@ -51,7 +56,7 @@ use serde_json::{Number, Value};
 
 use warden_core::{RequestKind, Scope};
 
-use crate::canon::{CanonStr, CanonValue, Reading, canonical_number, numeric_value};
+use crate::canon::{CanonStr, CanonValue, Reading, Shape, canonical_number, numeric_value};
 use crate::sources::{RuleEffect, RuleSource};
 
 /// A malformed rule, with where it came from and where in the text the
@@ -623,18 +628,25 @@ fn readings_hold<'a>(s: &'a CanonStr, matches: impl Fn(&'a Reading) -> bool) -> 
     let all = !s.readings.is_empty() && s.readings.iter().all(&matches);
     match &s.uncertain {
         None if all => Holds::Yes(shown(&s.primary)),
-        // A certain value with another meaning the pattern does not cover
-        // (a `file:` URI is also a relative path to a server that does not
-        // parse URIs).
+        // A certain value with another meaning the pattern does not cover:
+        // a `file:` URI is also a relative path to a server that does not
+        // parse URIs; a relative path is opened from the server's working
+        // directory and, by servers that resolve against their root, from
+        // the workspace.
         None if s.readings.first().is_some_and(&matches) => {
             let other = s
                 .readings
                 .iter()
                 .find(|r| !matches(r))
                 .map_or("", Reading::as_str);
+            let how = if matches!(s.shape, Shape::FileUri | Shape::Uri) {
+                "a server that does not parse URIs opens it relative to its working directory"
+            } else {
+                "a relative path is opened from the server's working directory and, by servers \
+                 that resolve it against their root, from the workspace"
+            };
             Holds::Uncertain(format!(
-                "`{}` also reads as `{}` (a server that does not parse URIs opens it relative \
-                 to the workspace)",
+                "`{}` also reads as `{}` ({how})",
                 shown(&s.raw),
                 shown(other)
             ))
@@ -682,6 +694,7 @@ mod tests {
             &Context {
                 workspace: WS,
                 home: Some("/home/u"),
+                ..Default::default()
             },
             &Limits::default(),
         )
@@ -692,7 +705,7 @@ mod tests {
     fn resource(uri: &str) -> CanonValue {
         let ctx = Context {
             workspace: WS,
-            home: None,
+            ..Default::default()
         };
         let mut map = std::collections::BTreeMap::new();
         map.insert(
@@ -938,6 +951,151 @@ mod tests {
         .unwrap();
         let args = canon(json!({"path": "/w/.env", "mode": "w"}));
         assert!(yes(&r.matches("mcp__a__b", &args)));
+    }
+
+    fn canon_in(args: Value, ctx: &Context<'_>) -> CanonValue {
+        canonicalize(&args, ctx, &Limits::default()).unwrap().value
+    }
+
+    fn uncertain(r: &RuleMatch) -> bool {
+        matches!(r, RuleMatch::Uncertain(_))
+    }
+
+    /// Class 1: a URI of another scheme is also the paths a server may
+    /// open for it; a path `allow` still never holds for it.
+    #[test]
+    fn other_scheme_uris_meet_path_rules() {
+        let deny = |uri: &str| {
+            m(
+                RuleEffect::Deny,
+                "mcp__*__*(uri: /etc/**)",
+                json!({ "uri": uri }),
+            )
+        };
+        for uri in [
+            "x:///etc/shadow",
+            "http://localhost/etc/shadow",
+            "https://h/etc/x",
+            "notes://etc/shadow",
+        ] {
+            assert!(yes(&deny(uri)), "{uri}");
+        }
+        assert!(!yes(&deny("https://h/srv/x")));
+        for uri in ["x:///w/public/a", "http://localhost/w/public/a"] {
+            let got = m(
+                RuleEffect::Allow,
+                "mcp__fs__read(uri: /w/public/**)",
+                json!({ "uri": uri }),
+            );
+            assert_eq!(got, RuleMatch::No, "{uri}");
+        }
+        // Resources: `resource__S(uri: GLOB)` with a path pattern.
+        let r = rule(RuleEffect::Deny, "resource__*(uri: **/.ssh/**)").unwrap();
+        let hit = r.matches_request(
+            RequestKind::Resource,
+            "resource__notes",
+            &resource("notes://.ssh/id_rsa"),
+        );
+        assert!(yes(&hit), "{hit:?}");
+        let allow = rule(RuleEffect::Allow, "resource__notes(uri: /**)").unwrap();
+        let got = allow.matches_request(
+            RequestKind::Resource,
+            "resource__notes",
+            &resource("notes://public/a"),
+        );
+        assert_eq!(got, RuleMatch::No);
+    }
+
+    /// Class 2: JSON text.
+    #[test]
+    fn json_text_meets_path_rules_inside() {
+        let args = json!({"paths": "[\"secrets/key\"]"});
+        assert!(yes(&m(
+            RuleEffect::Deny,
+            "mcp__fs__read(paths: /w/secrets/**)",
+            args.clone()
+        )));
+        assert!(uncertain(&m(
+            RuleEffect::Allow,
+            "mcp__fs__read(paths: /w/**)",
+            args
+        )));
+    }
+
+    /// Class 3: a pattern and a value in different Unicode forms.
+    #[test]
+    fn unicode_forms_meet() {
+        let nfc = "donn\u{e9}es";
+        let nfd = "donne\u{301}es";
+        for (pattern, value) in [(nfc, nfd), (nfd, nfc), (nfc, nfc), (nfd, nfd)] {
+            let deny = m(
+                RuleEffect::Deny,
+                &format!("mcp__fs__read(path: /w/{pattern}/**)"),
+                json!({ "path": format!("/w/{value}/key") }),
+            );
+            assert!(yes(&deny), "{pattern:?} {value:?}: {deny:?}");
+            let allow = m(
+                RuleEffect::Allow,
+                &format!("mcp__fs__read(path: /w/{pattern}/**)"),
+                json!({ "path": format!("/w/{value}/key") }),
+            );
+            // A composed value is certain: the allow holds whichever form
+            // the pattern is in; a decomposed one is asked about.
+            if value == nfc {
+                assert!(yes(&allow), "{pattern:?} {value:?}: {allow:?}");
+            } else {
+                assert!(uncertain(&allow), "{pattern:?} {value:?}: {allow:?}");
+            }
+        }
+    }
+
+    /// Class 4: the server's working directory.
+    #[test]
+    fn relative_paths_meet_rules_from_the_server_cwd() {
+        let ctx = Context {
+            workspace: WS,
+            cwd: Some("/w/secrets"),
+            ..Default::default()
+        };
+        let args = canon_in(json!({"path": "key"}), &ctx);
+        let deny = rule(RuleEffect::Deny, "mcp__fs__read(path: /w/secrets/**)").unwrap();
+        assert!(yes(&deny.matches("mcp__fs__read", &args)));
+        // The allow needs both readings.
+        let allow = rule(RuleEffect::Allow, "mcp__fs__read(path: /w/*)").unwrap();
+        let got = allow.matches("mcp__fs__read", &args);
+        assert!(uncertain(&got), "{got:?}");
+        let both = rule(RuleEffect::Allow, "mcp__fs__read(path: /w/**)").unwrap();
+        assert!(yes(&both.matches("mcp__fs__read", &args)));
+    }
+
+    /// Classes 5–7 and 9: `~` at the server's HOME, variables, globs,
+    /// `;params`: deny rules see them, no allow holds.
+    #[test]
+    fn expansions_meet_deny_rules_and_no_allow() {
+        let homes = ["/tmp/home".to_string()];
+        let ctx = Context {
+            workspace: WS,
+            home: Some("/root"),
+            homes: &homes,
+            ..Default::default()
+        };
+        let deny = rule(RuleEffect::Deny, "mcp__fs__read(path: /tmp/outside/**)").unwrap();
+        let allow = rule(RuleEffect::Allow, "mcp__fs__read(path: /w/**)").unwrap();
+        for value in [
+            "~/../outside/victim",
+            "$HOME/../outside/victim",
+            "${HOME}/../../../tmp/outside/victim",
+            "/tmp/outside/*",
+            "/tmp/outside/vict[i]m",
+        ] {
+            let args = canon_in(json!({ "path": value }), &ctx);
+            assert!(yes(&deny.matches("mcp__fs__read", &args)), "{value}");
+        }
+        for value in ["/w/secret[s]/key", "secret*/key", "/w/public/..;x", "$X/a"] {
+            let args = canon_in(json!({ "path": value }), &ctx);
+            let got = allow.matches("mcp__fs__read", &args);
+            assert!(uncertain(&got), "{value}: {got:?}");
+        }
     }
 
     proptest! {

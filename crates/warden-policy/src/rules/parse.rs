@@ -327,7 +327,7 @@ pub(super) fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (us
                 ),
             ));
         }
-        Pattern::Path(path_globs(&with_dir_itself(&collapsed)).map_err(invalid)?)
+        Pattern::Path(path_globs(&unicode_forms(with_dir_itself(&collapsed))).map_err(invalid)?)
     } else if !raw.glob.contains(GLOB_META)
         && let Ok(n) = serde_json::from_str::<Number>(raw.glob)
     {
@@ -357,6 +357,28 @@ fn with_dir_itself(pattern: &str) -> Vec<String> {
     {
         out.push(base.to_string());
         out.push(format!("{base}/"));
+    }
+    out
+}
+
+/// Each pattern also in Unicode's composed (NFC) and decomposed (NFD)
+/// forms where they differ. Values are read in both forms too
+/// (`canon::unicode_forms`), so a pattern written in either form matches
+/// a name written in either: a decomposed value's NFC reading meets the
+/// NFC pattern, and a composed value keeps satisfying an `allow` whose
+/// every reading must match (its NFD reading meets the NFD pattern).
+fn unicode_forms(patterns: Vec<String>) -> Vec<String> {
+    use unicode_normalization::UnicodeNormalization;
+    let mut out = Vec::with_capacity(patterns.len());
+    for p in patterns {
+        if !p.is_ascii() {
+            for form in [p.nfc().collect::<String>(), p.nfd().collect()] {
+                if form != p && !out.contains(&form) {
+                    out.push(form);
+                }
+            }
+        }
+        out.push(p);
     }
     out
 }

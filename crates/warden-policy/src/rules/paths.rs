@@ -11,6 +11,8 @@
 //! exactly as its own set would (a test holds them equal).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
+use std::marker::PhantomData;
 
 use globset::{GlobSet, GlobSetBuilder};
 
@@ -27,7 +29,6 @@ pub(crate) struct PathIndex {
     glob_slot: Vec<usize>,
     /// The first slot of each rule.
     base: Vec<usize>,
-    slots: usize,
 }
 
 impl PathIndex {
@@ -57,7 +58,6 @@ impl PathIndex {
             set,
             glob_slot,
             base,
-            slots,
         }
     }
 
@@ -66,7 +66,8 @@ impl PathIndex {
         self.set.as_ref().map(|set| PathHits {
             index: self,
             set,
-            seen: RefCell::new(Vec::new()),
+            seen: RefCell::new(HashMap::new()),
+            _readings: PhantomData,
         })
     }
 
@@ -77,38 +78,37 @@ impl PathIndex {
 }
 
 /// One request's answers: for each reading asked about, which slots its
-/// globs match. Readings are kept by reference for the memo's lifetime
-/// `'a` (they live in the request's canonical arguments), so one found by
-/// its address is the same string: no reading is hashed or compared in
-/// full, which matters when an argument is 100 KB long.
+/// globs match. Readings are kept by address for the memo's lifetime `'a`
+/// (they live in the request's canonical arguments), so one found by its
+/// address and length is the same string: no reading is hashed or compared
+/// in full, which matters when an argument is 100 KB long. Found in a hash
+/// map (a value may have thousands of readings: the strings inside JSON
+/// text), each with only the slots it matches (most match none), so the
+/// memo grows with the readings, not with readings × rules.
 pub(crate) struct PathHits<'i, 'a> {
     index: &'i PathIndex,
     set: &'i GlobSet,
-    seen: RefCell<Vec<(&'a str, Vec<bool>)>>,
+    seen: RefCell<HashMap<(usize, usize), Vec<usize>>>,
+    _readings: PhantomData<&'a str>,
 }
 
 impl<'a> PathHits<'_, 'a> {
     /// Whether the condition in `slot` matches `path`.
     pub(crate) fn is_match(&self, slot: usize, path: &'a str) -> bool {
-        let same = |seen: &&'a str| seen.as_ptr() == path.as_ptr() && seen.len() == path.len();
+        let key = (path.as_ptr() as usize, path.len());
         let mut seen = self.seen.borrow_mut();
-        if let Some((_, hits)) = seen.iter().find(|(p, _)| same(p)) {
-            return hits.get(slot).copied().unwrap_or(false);
-        }
-        let mut hits = vec![false; self.index.slots];
-        for glob in self.set.matches(path) {
-            if let Some(hit) = self
-                .index
-                .glob_slot
-                .get(glob)
-                .and_then(|&s| hits.get_mut(s))
-            {
-                *hit = true;
-            }
-        }
-        let hit = hits.get(slot).copied().unwrap_or(false);
-        seen.push((path, hits));
-        hit
+        let hits = seen.entry(key).or_insert_with(|| {
+            let mut hits: Vec<usize> = self
+                .set
+                .matches(path)
+                .into_iter()
+                .filter_map(|glob| self.index.glob_slot.get(glob).copied())
+                .collect();
+            hits.sort_unstable();
+            hits.dedup();
+            hits
+        });
+        hits.binary_search(&slot).is_ok()
     }
 }
 
@@ -168,6 +168,7 @@ mod tests {
         let ctx = Context {
             workspace: "/w",
             home: Some("/home/u"),
+            ..Default::default()
         };
         canonicalize(args, &ctx, &Limits::default()).unwrap().value
     }
