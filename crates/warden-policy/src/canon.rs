@@ -1415,6 +1415,12 @@ fn loose_file_readings(raw: &str, rest: &str) -> Vec<String> {
         .collect();
     let rest_stripped = split_scheme(&stripped).map_or("", |(_, r)| r);
     for rest in [rest, rest_stripped] {
+        // A naive server strips `file://` and decodes the rest, host and
+        // all: `file://%2Fetc/passwd` is `/etc/passwd` to it.
+        if let Some(after) = rest.strip_prefix("//") {
+            let whole = after.split(['?', '#']).next().unwrap_or("");
+            out.push(rooted(&percent_decode_lossy(whole)));
+        }
         // The part after the authority (any host is ignored).
         let path_all = match rest.strip_prefix("//") {
             Some(after) => after.find('/').map_or("", |i| &after[i..]),
@@ -1486,11 +1492,14 @@ fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
     } else {
         None
     };
-    let canonical = parsed.ok().map(|u| u.as_str().to_string());
     let mut readings = Vec::new();
-    if let Some(c) = &canonical {
-        readings.push(Reading::Uri(c.clone()));
+    if let Ok(u) = &parsed {
+        readings.push(Reading::Uri(u.as_str().to_string()));
+        for variant in authority_variants(u) {
+            push_unique(&mut readings, Reading::Uri(variant));
+        }
     }
+    let canonical = parsed.ok().map(|u| u.as_str().to_string());
     if why.is_some() {
         push_unique(&mut readings, Reading::Uri(raw.to_string()));
         // The naive reading: everything after `scheme://` as one path.
@@ -1520,6 +1529,33 @@ fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
         readings,
         uncertain: why.map(|w| format!("it is a URI {w}")),
     }
+}
+
+/// The same URI as servers that read its host through a URL parser see it
+/// (Python's `urlparse(uri).hostname` lower-cases it and drops the port
+/// and userinfo): WHATWG parsers keep the case and port of a host of a
+/// scheme they do not know, so a deny on `secret://vault/**` missed
+/// `secret://Vault/key`, `secret://vault:80/key` and
+/// `secret://user@vault/key`, which such a server opens as
+/// `secret://vault/key`.
+fn authority_variants(u: &url::Url) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(host) = u.host_str() else {
+        return out;
+    };
+    let mut bare = u.clone();
+    let lower = host.to_ascii_lowercase();
+    if lower != host && bare.set_host(Some(&lower)).is_err() {
+        return out;
+    }
+    out.push(bare.as_str().to_string());
+    let _ = bare.set_port(None);
+    let _ = bare.set_username("");
+    let _ = bare.set_password(None);
+    out.push(bare.as_str().to_string());
+    out.retain(|v| v != u.as_str());
+    out.dedup();
+    out
 }
 
 /// The paths a server may open for a URI of a scheme other than `file:`:

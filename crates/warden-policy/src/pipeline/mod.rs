@@ -1119,6 +1119,75 @@ mod tests {
     /// rules on expansions a client could send), or with the server's
     /// resources denied outright; a path pattern or a narrower glob
     /// leaves it shown (each read is still decided).
+    /// A red-team finding: a server that reads a URI's host through a URL
+    /// parser (Python's `urlparse(uri).hostname`) opens `secret://vault/key`
+    /// for `secret://Vault/key`, `secret://vault:80/key` and
+    /// `secret://user@vault/key`, and a naive one `/etc/passwd` for
+    /// `file://%2Fetc/passwd`; the denies on those must fire, and the
+    /// allows must keep holding for what they allow.
+    #[test]
+    fn a_deny_on_a_uri_covers_every_spelling_of_its_host_and_a_decoded_file_host() {
+        let rule = |effect, text: &str| RuleSource {
+            effect,
+            text: text.into(),
+            scope: Scope::User,
+            file: "/c.json".into(),
+            index: 0,
+        };
+        let p = Pipeline::load(PipelineConfig {
+            rules: vec![
+                rule(RuleEffect::Allow, "resource__hs"),
+                rule(RuleEffect::Deny, "resource__hs(uri: secret://vault/**)"),
+                rule(RuleEffect::Deny, "resource__hs(uri: /etc/**)"),
+                rule(RuleEffect::Allow, "mcp__hs__fetch"),
+                rule(
+                    RuleEffect::Deny,
+                    "mcp__hs__fetch(url: https://internal.example/**)",
+                ),
+            ],
+            policies: Some(vec![]),
+            workspace: "/w".into(),
+            ..PipelineConfig::default()
+        })
+        .expect("load");
+        let resource = |uri: &str| {
+            p.decide_rules(
+                RequestKind::Resource,
+                "resource__hs",
+                &json!({ "uri": uri }),
+            )
+            .effect
+        };
+        for uri in [
+            "secret://vault/key",
+            "secret://Vault/key",
+            "Secret://VAULT/key",
+            "secret://vault:80/key",
+            "secret://user@vault/key",
+            "secret://user:pw@VAULT:8080/key",
+            "file:///etc/passwd",
+            "file://%2Fetc/passwd",
+            "file://%2fetc%2fpasswd",
+        ] {
+            assert_eq!(resource(uri), Some(Effect::Deny), "{uri}");
+        }
+        for uri in ["notes://vault/key", "secret://other/key", "file:///w/notes"] {
+            assert_eq!(resource(uri), Some(Effect::Allow), "{uri}");
+        }
+        let fetch = |url: &str| {
+            p.decide_rules(RequestKind::Tool, "mcp__hs__fetch", &json!({ "url": url }))
+                .effect
+        };
+        for url in [
+            "https://internal.example/a",
+            "https://INTERNAL.example/a",
+            "https://internal.example:443/a",
+            "https://user@internal.example/a",
+        ] {
+            assert_eq!(fetch(url), Some(Effect::Deny), "{url}");
+        }
+    }
+
     #[test]
     fn templates_are_hidden_only_when_a_deny_covers_every_expansion() {
         let rule = |effect, text: &str| RuleSource {
