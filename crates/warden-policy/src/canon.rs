@@ -34,8 +34,9 @@
 //!   plain `str`, so the readings of every string inside (read as plain
 //!   values, one level deep) join its own; what is inside counts against
 //!   the [`Limits`];
-//! - a non-ASCII value: each path reading also in Unicode NFC and NFD where
-//!   they differ (rule patterns are matched in both forms too).
+//! - a value not in Unicode NFC (a decomposed `é`): each path reading also
+//!   in NFC and NFD (rule patterns are matched in both forms, so a value in
+//!   NFC needs no other reading).
 //!
 //! Each reading is a [`Reading`]; a value is *certain* when warden knows
 //! every reading for sure. An `allow` rule needs a certain value and every
@@ -717,11 +718,17 @@ fn uri_reference_readings(raw: &str) -> Vec<String> {
     if let Some((before, _)) = raw.split_once('\0') {
         out.push(before.to_string());
     }
-    let cleaned: String = raw
-        .trim()
-        .chars()
-        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
-        .collect();
+    let trimmed = raw.trim();
+    // Collected a character at a time only when there is one to drop: a
+    // long value with a space at its end is copied whole.
+    let cleaned: String = if trimmed.contains(['\t', '\n', '\r']) {
+        trimmed
+            .chars()
+            .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+            .collect()
+    } else {
+        trimmed.to_string()
+    };
     let rest = match split_scheme(&cleaned) {
         Some((_, rest)) => rest.to_string(),
         None => cleaned.clone(),
@@ -733,9 +740,16 @@ fn uri_reference_readings(raw: &str) -> Vec<String> {
         None => rest,
     };
     let path = rest.split(['?', '#']).next().unwrap_or("");
-    for p in [path, without_params(path)] {
+    let cut = without_params(path);
+    for p in [path, cut] {
+        if p.len() == path.len() && !std::ptr::eq(p, path) {
+            // No `;params`: the cut is the path again.
+            continue;
+        }
         out.push(p.to_string());
-        out.push(percent_decode_lossy(p));
+        if p.contains('%') {
+            out.push(percent_decode_lossy(p));
+        }
     }
     out
 }
@@ -1028,13 +1042,23 @@ const NOT_NFC: &str = "it is not in Unicode's composed form (NFC): servers that 
                        by their normal form (npm's server-filesystem) or file systems that \
                        normalise (macOS) open the composed name";
 
-/// For a value that is not ASCII: each path reading also in NFC and NFD
-/// where they differ (a pattern is matched in both forms too, see
-/// `rules::parse`; Rego policies see both), and a value that is not NFC
-/// is uncertain (a decomposed `é` reaches the composed file).
+/// For a value that is not ASCII and not in NFC (a decomposed `é`, which
+/// reaches the composed file through npm's server-filesystem and on
+/// macOS): uncertain, and each path reading also in NFC and NFD.
+///
+/// A value in NFC gets no other reading: rule patterns are compiled in
+/// both forms (`rules::parse`), so an NFC value meets a pattern written in
+/// either, and an `allow` keeps its one reading to match. That keeps the
+/// common case (accented or CJK text, almost always NFC) at one check of
+/// the value: decomposing 100 KB of French for an NFD reading cost eight
+/// times the rest of its reading. (Rego compares text as written: a policy
+/// names non-ASCII paths in NFC.)
 fn unicode_forms(c: &mut CanonStr) {
-    use unicode_normalization::{UnicodeNormalization, is_nfc, is_nfd};
-    if c.uncertain.is_none() && !is_nfc(&c.raw) {
+    use unicode_normalization::UnicodeNormalization;
+    if is_nfc(&c.raw) {
+        return;
+    }
+    if c.uncertain.is_none() {
         c.uncertain = Some(NOT_NFC.to_string());
         c.primary = c.raw.clone();
     }
@@ -1043,17 +1067,45 @@ fn unicode_forms(c: &mut CanonStr) {
         if let Reading::Path(p) = r
             && !p.is_ascii()
         {
-            if !is_nfc(p) {
-                forms.push(Reading::Path(p.nfc().collect()));
-            }
-            if !is_nfd(p) {
-                forms.push(Reading::Path(p.nfd().collect()));
-            }
+            forms.push(Reading::Path(p.nfc().collect()));
+            forms.push(Reading::Path(p.nfd().collect()));
         }
     }
     for r in forms {
         push_unique(&mut c.readings, r);
     }
+}
+
+/// Whether `s` is in NFC, deciding on its runs of characters from U+0300
+/// alone where it can. Unicode's quick check (UAX #15) keeps one state,
+/// the combining class of the last character, which every character below
+/// U+0300 resets to 0: ASCII, Latin-1 and the Latin extensions are all
+/// starters allowed in NFC (a test checks each). So each run of
+/// characters from U+0300 can be checked on its own, starting from 0,
+/// and the rest (most of a Latin text: `é` is U+00E9) is skipped a byte at
+/// a time instead of decoded and looked up. In UTF-8 a byte from 0xCC is
+/// always the first of a character from U+0300 (continuation bytes are
+/// below 0xC0, and 0xC2–0xCB start U+0080–U+02FF). Only a `Maybe` (a
+/// mark that may compose with what precedes it) needs the full comparison.
+fn is_nfc(s: &str) -> bool {
+    use unicode_normalization::{IsNormalized, is_nfc_quick};
+    let bytes = s.as_bytes();
+    let mut maybe = false;
+    let mut at = 0;
+    while let Some(start) = bytes[at..].iter().position(|&b| b >= 0xcc) {
+        let start = at + start;
+        let end = s[start..]
+            .char_indices()
+            .find(|&(_, c)| u32::from(c) < 0x300)
+            .map_or(s.len(), |(i, _)| start + i);
+        match is_nfc_quick(s[start..end].chars()) {
+            IsNormalized::Yes => {}
+            IsNormalized::No => return false,
+            IsNormalized::Maybe => maybe = true,
+        }
+        at = end;
+    }
+    !maybe || unicode_normalization::is_nfc(s)
 }
 
 /// What [`json_text`] found in a JSON array or object.
@@ -1571,20 +1623,35 @@ fn uri_path_readings(raw: &str) -> Vec<String> {
     let host_end = rest.find(['/', '\\', '?', '#']).unwrap_or(rest.len());
     let (host, path_all) = rest.split_at(host_end);
     let path = path_all.split(['?', '#']).next().unwrap_or("");
-    let mut out = Vec::new();
-    let mut push = |p: String| {
-        if !out.contains(&p) {
-            out.push(p);
+    // The variants a URI has (most have none: one path, one host join),
+    // each made only when it differs, so a long URI is copied a few times.
+    let mut paths: Vec<String> = vec![path.to_string()];
+    let cut = without_params(path);
+    if cut.len() != path.len() {
+        paths.push(cut.to_string());
+    }
+    if path.contains('%') {
+        for i in 0..paths.len() {
+            let decoded = percent_decode_lossy(&paths[i]);
+            paths.push(decoded);
         }
-    };
-    for p in [path, without_params(path)] {
-        let decoded = percent_decode_lossy(p);
-        for p in [p, decoded.as_str()] {
-            for p in [p.to_string(), p.replace('\\', "/")] {
-                push(rooted(&p));
-                if !host.is_empty() {
-                    push(rooted(&format!("{host}/{p}")));
-                }
+    }
+    if path.contains('\\') {
+        for i in 0..paths.len() {
+            let slashed = paths[i].replace('\\', "/");
+            paths.push(slashed);
+        }
+    }
+    let mut out = Vec::with_capacity(paths.len() * 2);
+    for p in &paths {
+        let rooted_path = rooted(p);
+        if !out.contains(&rooted_path) {
+            out.push(rooted_path);
+        }
+        if !host.is_empty() {
+            let joined = rooted(&format!("{host}/{p}"));
+            if !out.contains(&joined) {
+                out.push(joined);
             }
         }
     }
@@ -1702,6 +1769,31 @@ mod tests {
             .to_string_lossy()
             .into_owned();
             proptest::prop_assert_eq!(warden_core::path::absolutize_str(&base, &path), by_path);
+        }
+    }
+
+    proptest::proptest! {
+        /// The run-by-run NFC check is the library's.
+        #[test]
+        fn nfc_by_runs_is_nfc_anywhere(s in "\\PC{0,16}") {
+            proptest::prop_assert_eq!(is_nfc(&s), unicode_normalization::is_nfc(&s));
+        }
+
+        #[test]
+        fn nfc_by_runs_is_nfc(s in "[ae/\\u{301}\\u{308}\\u{e9}\\u{1100}\\u{1161}\\u{ac00}\\u{212b}\\u{327}x]{0,12}") {
+            proptest::prop_assert_eq!(is_nfc(&s), unicode_normalization::is_nfc(&s));
+        }
+    }
+
+    /// What [`is_nfc`] skips: every character below U+0300 is a starter
+    /// (combining class 0) that NFC allows wherever it stands.
+    #[test]
+    fn characters_below_u0300_are_nfc_starters() {
+        use unicode_normalization::char::canonical_combining_class;
+        use unicode_normalization::{IsNormalized, is_nfc_quick};
+        for c in (0..0x300u32).filter_map(char::from_u32) {
+            assert_eq!(canonical_combining_class(c), 0, "{c:?}");
+            assert_eq!(is_nfc_quick(std::iter::once(c)), IsNormalized::Yes, "{c:?}");
         }
     }
 
@@ -2035,10 +2127,21 @@ mod tests {
             "{d:?}"
         );
         assert_eq!(d.primary, nfd);
+        // A composed value needs no other form: patterns have both.
         let composed = c(nfc);
         assert!(composed.is_certain());
         assert_eq!(composed.primary, nfc);
-        assert_eq!(paths(&composed), [nfc, nfd]);
+        assert_eq!(paths(&composed), [nfc]);
+        // Mixed: both normal forms.
+        let mixed = c("/w/donne\u{301}es/caf\u{e9}");
+        assert!(
+            paths(&mixed).contains(&"/w/donn\u{e9}es/caf\u{e9}"),
+            "{mixed:?}"
+        );
+        assert!(
+            paths(&mixed).contains(&"/w/donne\u{301}es/cafe\u{301}"),
+            "{mixed:?}"
+        );
         // A relative one, and one inside `~`.
         assert!(paths(&c("donne\u{301}es/key")).contains(&"/w/donn\u{e9}es/key"));
         assert!(paths(&c("~/donne\u{301}es")).contains(&"/home/u/donn\u{e9}es"));
@@ -2199,5 +2302,38 @@ mod tests {
         let started = std::time::Instant::now();
         canonicalize(&json!({ "p": json }), &ctx, &Limits::default()).unwrap();
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    /// Release-mode timing of long values (not a test: `cargo test
+    /// --release -- --ignored --nocapture canon_timing`).
+    #[test]
+    #[ignore]
+    fn canon_timing() {
+        let ctx = Context {
+            workspace: WS,
+            home: Some("/home/u"),
+            ..Default::default()
+        };
+        let prose = "The quick brown fox jumps over the lazy dog. ".repeat(2300);
+        let code = "fn main() { let x = a[1] * b; }\n".repeat(3200);
+        let path = "src/module/file.rs/".repeat(5400);
+        let french = "données à l'étranger ".repeat(4400);
+        for (name, raw) in [
+            ("prose", &prose),
+            ("code", &code),
+            ("path", &path),
+            ("french", &french),
+        ] {
+            let n = 200;
+            let started = std::time::Instant::now();
+            for _ in 0..n {
+                std::hint::black_box(canon_str(std::hint::black_box(raw), &ctx));
+            }
+            println!(
+                "{name}: {} bytes, {:?} per value",
+                raw.len(),
+                started.elapsed() / n
+            );
+        }
     }
 }

@@ -26,8 +26,8 @@
 //!     opens; a URI of another scheme as the files a server may open for
 //!     it, which only deny and ask rules see: its first reading is a URI);
 //!     `*` does not cross `/`, and `DIR/**` also matches `DIR` itself; a
-//!     non-ASCII pattern is matched in Unicode NFC and NFD alike (values
-//!     are read in both forms);
+//!     non-ASCII pattern is matched in Unicode NFC and NFD alike (a value
+//!     not in NFC is read in both forms too);
 //!   - a `GLOB` of the form `scheme://…` (not `file:`) is a *URI pattern*,
 //!     matched against the value's canonical URI (WHATWG serialisation);
 //!   - a `GLOB` that is a JSON number is compared by value with numbers

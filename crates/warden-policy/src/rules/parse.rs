@@ -362,11 +362,10 @@ fn with_dir_itself(pattern: &str) -> Vec<String> {
 }
 
 /// Each pattern also in Unicode's composed (NFC) and decomposed (NFD)
-/// forms where they differ. Values are read in both forms too
-/// (`canon::unicode_forms`), so a pattern written in either form matches
-/// a name written in either: a decomposed value's NFC reading meets the
-/// NFC pattern, and a composed value keeps satisfying an `allow` whose
-/// every reading must match (its NFD reading meets the NFD pattern).
+/// forms where they differ, so a pattern written in either form matches a
+/// name written in either: a composed value (read as it is) meets the NFC
+/// form, a decomposed one as it is the NFD form (and its NFC reading,
+/// `canon::unicode_forms`, the NFC form), a mixed one by its NFC reading.
 fn unicode_forms(patterns: Vec<String>) -> Vec<String> {
     use unicode_normalization::UnicodeNormalization;
     let mut out = Vec::with_capacity(patterns.len());
