@@ -1467,12 +1467,6 @@ fn loose_file_readings(raw: &str, rest: &str) -> Vec<String> {
         .collect();
     let rest_stripped = split_scheme(&stripped).map_or("", |(_, r)| r);
     for rest in [rest, rest_stripped] {
-        // A naive server strips `file://` and decodes the rest, host and
-        // all: `file://%2Fetc/passwd` is `/etc/passwd` to it.
-        if let Some(after) = rest.strip_prefix("//") {
-            let whole = after.split(['?', '#']).next().unwrap_or("");
-            out.push(rooted(&percent_decode_lossy(whole)));
-        }
         // The part after the authority (any host is ignored).
         let path_all = match rest.strip_prefix("//") {
             Some(after) => after.find('/').map_or("", |i| &after[i..]),
@@ -1493,6 +1487,12 @@ fn loose_file_readings(raw: &str, rest: &str) -> Vec<String> {
                     out.push(rooted(before));
                 }
             }
+        }
+        // A naive server strips `file://` and decodes the rest, host and
+        // all: `file://%2Fetc/passwd` is `/etc/passwd` to it.
+        if let Some(after) = rest.strip_prefix("//") {
+            let whole = after.split(['?', '#']).next().unwrap_or("");
+            out.push(rooted(&percent_decode_lossy(whole)));
         }
     }
     out
