@@ -628,25 +628,14 @@ impl Host {
         caller: Caller,
     ) -> Result<(), String> {
         let started = Instant::now();
-        let call_id = uuid::Uuid::new_v4().to_string();
-        let arguments = json!({ "level": level });
-        let pending = Event::Request(RequestRecord {
-            call_id: call_id.clone(),
-            kind: AuditKind::Logging,
-            server: Some(server.to_string()),
-            target: logging_target(server),
-            method: Some("logging/setLevel".into()),
+        let call_id = self.write_ahead_undecided(
+            AuditKind::Logging,
+            server,
+            logging_target(server),
+            "logging/setLevel",
+            json!({ "level": level }),
             caller,
-            args_sha256: sha256_json(&arguments),
-            arguments,
-            decision: None,
-            outcome: Outcome::Pending,
-            error: None,
-            capped: None,
-        });
-        self.audit
-            .write_ahead(pending)
-            .map_err(|refusal| refusal.to_string())?;
+        )?;
         let recorded = PendingCall::new(self, AuditKind::Logging, &call_id, started);
         let answer = self
             .manager
@@ -690,14 +679,44 @@ impl Host {
         caller: Caller,
     ) -> Result<(), String> {
         let started = Instant::now();
+        let call_id = self.write_ahead_undecided(
+            AuditKind::Roots,
+            server,
+            format!("roots__{}", crate::registry::sanitize(server)),
+            "roots/list",
+            json!({}),
+            caller,
+        )?;
+        let answer = serde_json::to_value(answer).ok();
+        PendingCall::new(self, AuditKind::Roots, &call_id, started).finish_with(
+            Outcome::Ok,
+            elapsed_ms(started),
+            answer.as_ref(),
+            None,
+            Some("warden".into()),
+        );
+        Ok(())
+    }
+
+    /// Writes ahead the `request` record of something warden passes on
+    /// or answers without a decision (`decision: null`); its `call_id`.
+    /// `Err`: the log refused it, and the request must not go out.
+    fn write_ahead_undecided(
+        &self,
+        kind: AuditKind,
+        server: &str,
+        target: String,
+        method: &str,
+        arguments: Value,
+        caller: Caller,
+    ) -> Result<String, String> {
         let call_id = uuid::Uuid::new_v4().to_string();
-        let arguments = json!({});
         let pending = Event::Request(RequestRecord {
             call_id: call_id.clone(),
-            kind: AuditKind::Roots,
+            kind,
             server: Some(server.to_string()),
-            target: format!("roots__{}", crate::registry::sanitize(server)),
-            method: Some("roots/list".into()),
+            target,
+            method: Some(method.into()),
             caller,
             args_sha256: sha256_json(&arguments),
             arguments,
@@ -709,15 +728,7 @@ impl Host {
         self.audit
             .write_ahead(pending)
             .map_err(|refusal| refusal.to_string())?;
-        let answer = serde_json::to_value(answer).ok();
-        PendingCall::new(self, AuditKind::Roots, &call_id, started).finish_with(
-            Outcome::Ok,
-            elapsed_ms(started),
-            answer.as_ref(),
-            None,
-            Some("warden".into()),
-        );
-        Ok(())
+        Ok(call_id)
     }
 
     /// The pipeline's facts for a request of another kind than `tool`.

@@ -710,6 +710,17 @@ mod tests {
     use serde_json::json;
     use warden_core::{TransportKind, Trust};
 
+    /// A user's rule of `effect` from `/c.json`.
+    fn rule(effect: RuleEffect, text: &str) -> RuleSource {
+        RuleSource {
+            effect,
+            text: text.into(),
+            scope: Scope::User,
+            file: "/c.json".into(),
+            index: 0,
+        }
+    }
+
     fn facts(schema: Value, args: Value) -> CallFacts {
         CallFacts {
             kind: warden_core::RequestKind::Tool,
@@ -1013,13 +1024,6 @@ mod tests {
     /// does not cover it, a deny on `secret` does.
     #[test]
     fn resource_uris_with_dot_segments_are_never_allowed() {
-        let rule = |effect, text: &str| RuleSource {
-            effect,
-            text: text.into(),
-            scope: Scope::User,
-            file: "/c.json".into(),
-            index: 0,
-        };
         let p = Pipeline::load(PipelineConfig {
             rules: vec![
                 rule(RuleEffect::Allow, "resource__fx(uri: x://notes/**)"),
@@ -1127,13 +1131,6 @@ mod tests {
     /// allows must keep holding for what they allow.
     #[test]
     fn a_deny_on_a_uri_covers_every_spelling_of_its_host_and_a_decoded_file_host() {
-        let rule = |effect, text: &str| RuleSource {
-            effect,
-            text: text.into(),
-            scope: Scope::User,
-            file: "/c.json".into(),
-            index: 0,
-        };
         let p = Pipeline::load(PipelineConfig {
             rules: vec![
                 rule(RuleEffect::Allow, "resource__hs"),
@@ -1190,13 +1187,6 @@ mod tests {
 
     #[test]
     fn templates_are_hidden_only_when_a_deny_covers_every_expansion() {
-        let rule = |effect, text: &str| RuleSource {
-            effect,
-            text: text.into(),
-            scope: Scope::User,
-            file: "/c.json".into(),
-            index: 0,
-        };
         let p = Pipeline::load(PipelineConfig {
             rules: vec![
                 rule(RuleEffect::Allow, "resource__hs(uri: notes://**)"),
