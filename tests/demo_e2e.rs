@@ -36,7 +36,7 @@ fn the_demo_holds_every_check() {
     // The sandbox's own proof, as the person watching reads it.
     for claim in [
         "the sandbox refused to read the file behind it",
-        "the sandbox kept the audit log there read-only",
+        "the sandbox hid the audit log there",
         "audit chain verified",
     ] {
         assert!(stderr.contains(claim), "missing `{claim}`:\n{stderr}");

@@ -320,7 +320,7 @@ async fn demo(
     checks.check(
         forge["decision"]["effect"] == "allow" && forge_report["ok"] == false,
         format!(
-            "the rules let hostile write in the workspace, but the sandbox kept the audit log there read-only: {}",
+            "the rules let hostile write in the workspace, but the sandbox hid the audit log there: {}",
             forge_report["error"].as_str().unwrap_or("it was written")
         ),
     );
@@ -523,7 +523,7 @@ fn lay_out(env_token: String) -> anyhow::Result<Stage> {
             {"name": "mcp__hostile__ask_user", "arguments": {}},
             {"name": "mcp__hostile__write_file",
              "arguments": {"path": format!("{ws}/.warden/audit.jsonl"), "content": "{}\n"}}]},
-        {"expect": "Read-only file system",
+        {"expect": "Permission denied",
          "text": "Done: your notes are listed and nothing left the sandbox."}
     ]);
     let script_file = root.join("model.json");
