@@ -143,7 +143,11 @@ fn no_program_runs_from_a_memfd_when_root_starts_the_server() {
     if !is_root() {
         // vm.memfd_noexec belongs to the host's root: a user namespace of
         // another user cannot set it (README, "The sandbox").
-        eprintln!("SKIPPED: only root can set vm.memfd_noexec per pid namespace");
+        eprintln!(
+            "SKIPPED no_program_runs_from_a_memfd_when_root_starts_the_server (uid {}): only \
+             root of the host can set vm.memfd_noexec per pid namespace",
+            nix::unistd::geteuid().as_raw()
+        );
         return;
     }
     let world = set_up(false);
