@@ -471,14 +471,25 @@ impl Host {
     /// from the server's listing (a blocked server has none).
     fn facts_for(&self, target: &Target, view: &ToolView, arguments: &Value) -> CallFacts {
         let (server, tool, qualified) = target.names();
-        let (trust, transport, scope) = self
-            .with_server_config(&server, |s| (s.trust, s.transport.kind(), s.scope))
-            .unwrap_or((
-                Trust::default(),
-                TransportKind::Stdio,
-                crate::config::Scope::Project,
-            ));
-        let dirs = self.server_dirs(&server);
+        // One look-up of the configuration for everything the facts take
+        // from it.
+        let (trust, transport, scope, dirs) = self
+            .with_server_config(&server, |s| {
+                (
+                    s.trust,
+                    s.transport.kind(),
+                    s.scope,
+                    crate::launch::server_dirs(s, self.runtime.path()),
+                )
+            })
+            .unwrap_or_else(|| {
+                (
+                    Trust::default(),
+                    TransportKind::Stdio,
+                    crate::config::Scope::Project,
+                    Default::default(),
+                )
+            });
         let call_index = self.call_index.fetch_add(1, Ordering::Relaxed) + 1;
         let (annotations, input_schema, pin) = match target {
             Target::Listed(entry) => (

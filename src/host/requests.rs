@@ -239,13 +239,10 @@ impl Host {
     pub async fn list_resource_templates(&self) -> Vec<ListedTemplate> {
         let mut out = Vec::new();
         for server in self.servers_with(|c| c.resources.is_some()) {
-            let target = resource_target(&server);
-            if self
-                .pipeline()
-                .hidden_request(RequestKind::Resource, &target)
-            {
+            if self.resources_denied(&server) {
                 continue;
             }
+            let target = resource_target(&server);
             let dirs = self.server_dirs(&server);
             match self.server_templates(&server).await {
                 Ok(templates) => out.extend(
