@@ -12,14 +12,18 @@
 //! calls whose outcome is unknown, and a record stays bounded whatever the
 //! arguments.
 
+mod support;
+
+use support::{failure, lines, log_in, opts, pending, result};
+
 use std::fs::OpenOptions;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 use warden_audit::{
     AuditError, AuditLog, AuditOptions, Caller, DecisionRecord, Event, FsyncMode, Outcome, Problem,
-    RequestKind, RequestRecord, ResultRecord, ToolCallRecord, VerifyReport, accept_head, head_path,
-    read_head, verify,
+    RequestKind, RequestRecord, ResultRecord, VerifyReport, accept_head, head_path, read_head,
+    verify,
 };
 use warden_core::digest::{canonical_json, sha256_hex};
 use warden_core::{Effect, Stage};
@@ -27,57 +31,10 @@ use warden_core::{Effect, Stage};
 const KEY: &[u8] = b"an audit key of thirty-two bytes";
 const MODES: [FsyncMode; 3] = [FsyncMode::EveryRecord, FsyncMode::Batch, FsyncMode::Never];
 
-fn opts(fsync: FsyncMode, key: Option<&[u8]>) -> AuditOptions {
-    AuditOptions {
-        session: "s-1".into(),
-        fsync,
-        key: key.map(<[u8]>::to_vec),
-        ..AuditOptions::default()
-    }
-}
-
-fn pending(call_id: &str, args: Value) -> Event {
-    Event::ToolCall(ToolCallRecord {
-        call_id: call_id.into(),
-        server: Some("fs".into()),
-        tool: Some("read".into()),
-        qualified: "mcp__fs__read".into(),
-        caller: Caller::Cli,
-        args_sha256: warden_audit::args_digest(&args),
-        arguments: args,
-        decision: Some(DecisionRecord {
-            effect: Effect::Allow,
-            stage: Stage::Rules,
-            reasons: vec!["allow rule".into()],
-            policy_sha256: None,
-        }),
-        outcome: Outcome::Pending,
-        error: None,
-    })
-}
-
-fn result(call_id: &str) -> Event {
-    Event::ToolResult(ResultRecord {
-        call_id: call_id.into(),
-        outcome: Outcome::Ok,
-        duration_ms: 1,
-        result_sha256: Some("ab".repeat(32)),
-        error: None,
-    })
-}
-
 /// One call as a session records it: pending, then its result.
 fn call(log: &AuditLog, id: &str, evidence: &str) -> Result<(), AuditError> {
     log.write_ahead(pending(id, json!({"x": evidence})))?;
     log.append(result(id))
-}
-
-fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// Byte offset where record `seq` (1-based) starts.
@@ -98,17 +55,6 @@ fn cut(path: &Path, len: u64) {
         .unwrap()
         .set_len(len)
         .unwrap();
-}
-
-fn failure(report: VerifyReport) -> (u64, Problem) {
-    match report {
-        VerifyReport::Bad(f) => (f.seq, f.problem),
-        other => panic!("expected a failure, got {other:?}"),
-    }
-}
-
-fn log_in(dir: &tempfile::TempDir) -> PathBuf {
-    dir.path().join("audit.jsonl")
 }
 
 /// Waits until the head file names record `seq` (`batch` moves it after

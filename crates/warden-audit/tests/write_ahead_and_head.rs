@@ -3,62 +3,17 @@
 //! the log and catches records cut off its end, a rewritten log, and a
 //! keyed log recomputed without its key.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use support::{failure, lines, log_in, opts, pending, result};
+
+use std::path::Path;
 
 use serde_json::{Value, json};
 use warden_audit::{
-    AuditError, AuditLog, AuditOptions, Caller, DecisionRecord, Event, ExpectedHead, FsyncMode,
-    HEAD_SLOT_SIZE, HashMode, Outcome, Problem, ResultRecord, ToolCallRecord, VerifyOptions,
-    VerifyReport, head_path, read_head, verify, verify_with,
+    AuditError, AuditLog, AuditOptions, Event, ExpectedHead, FsyncMode, HEAD_SLOT_SIZE, HashMode,
+    Problem, VerifyOptions, VerifyReport, head_path, read_head, verify, verify_with,
 };
-use warden_core::{Effect, Stage};
-
-fn opts(fsync: FsyncMode, key: Option<&[u8]>) -> AuditOptions {
-    AuditOptions {
-        session: "s-1".into(),
-        fsync,
-        key: key.map(<[u8]>::to_vec),
-        ..AuditOptions::default()
-    }
-}
-
-fn pending(call_id: &str, args: Value) -> Event {
-    Event::ToolCall(ToolCallRecord {
-        call_id: call_id.into(),
-        server: Some("fs".into()),
-        tool: Some("read".into()),
-        qualified: "mcp__fs__read".into(),
-        caller: Caller::Cli,
-        args_sha256: warden_audit::args_digest(&args),
-        arguments: args,
-        decision: Some(DecisionRecord {
-            effect: Effect::Allow,
-            stage: Stage::Rules,
-            reasons: vec!["allow rule".into()],
-            policy_sha256: None,
-        }),
-        outcome: Outcome::Pending,
-        error: None,
-    })
-}
-
-fn result(call_id: &str) -> Event {
-    Event::ToolResult(ResultRecord {
-        call_id: call_id.into(),
-        outcome: Outcome::Ok,
-        duration_ms: 1,
-        result_sha256: Some("ab".repeat(32)),
-        error: None,
-    })
-}
-
-fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 fn write(path: &Path, fsync: FsyncMode, key: Option<&[u8]>, n: usize) {
     let log = AuditLog::open(path, opts(fsync, key)).unwrap();
@@ -68,17 +23,6 @@ fn write(path: &Path, fsync: FsyncMode, key: Option<&[u8]>, n: usize) {
         log.append(result(&id)).unwrap();
     }
     log.close().unwrap();
-}
-
-fn failure(report: VerifyReport) -> (u64, Problem) {
-    match report {
-        VerifyReport::Bad(f) => (f.seq, f.problem),
-        other => panic!("expected a failure, got {other:?}"),
-    }
-}
-
-fn log_in(dir: &tempfile::TempDir) -> PathBuf {
-    dir.path().join("audit.jsonl")
 }
 
 #[test]
