@@ -13,11 +13,9 @@ mod gateway_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
 
 use gateway_support::cli_support::{audit_lines, calls_received, stderr};
-use gateway_support::{TestClient, World, call, eventually, is_error, text_of};
-use rmcp::ServiceExt;
+use gateway_support::{StdioGateway, World, eventually, is_error, text_of};
 use serde_json::{Value, json};
 
 fn counting_world(audit: Value) -> (World, PathBuf) {
@@ -178,88 +176,51 @@ fn a_read_only_log_refuses_the_call_and_the_server_never_sees_it() {
     assert!(eventually(5.0, || world.leftover_processes().is_empty()));
 }
 
-/// A running `warden gateway --stdio` with SIGXFSZ ignored, and a client.
-struct Gateway {
-    client: rmcp::service::RunningService<rmcp::RoleClient, TestClient>,
-    child: tokio::process::Child,
-    stderr: tokio::task::JoinHandle<String>,
+/// The gateway of `world` with SIGXFSZ ignored (as a shell that traps it
+/// would), so a file size limit is an error, not a signal.
+async fn start(world: &World) -> StdioGateway {
+    let warden = world.warden(&["gateway", "--stdio"]);
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", r#"trap "" XFSZ; exec "$0" "$@""#])
+        .arg(warden.get_program())
+        .args(warden.get_args());
+    for (key, value) in warden.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    if let Some(dir) = warden.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    let mut cmd = tokio::process::Command::from(cmd);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    StdioGateway::spawn(cmd).await
 }
 
-impl Gateway {
-    async fn start(world: &World) -> Gateway {
-        let warden = world.warden(&["gateway", "--stdio"]);
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", r#"trap "" XFSZ; exec "$0" "$@""#])
-            .arg(warden.get_program())
-            .args(warden.get_args());
-        for (key, value) in warden.get_envs() {
-            match value {
-                Some(value) => cmd.env(key, value),
-                None => cmd.env_remove(key),
-            };
-        }
-        if let Some(dir) = warden.get_current_dir() {
-            cmd.current_dir(dir);
-        }
-        let mut cmd = tokio::process::Command::from(cmd);
-        cmd.stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().expect("spawn gateway");
-        let stdout = child.stdout.take().expect("stdout");
-        let stdin = child.stdin.take().expect("stdin");
-        let mut err = child.stderr.take().expect("stderr");
-        let stderr = tokio::spawn(async move {
-            let mut text = String::new();
-            let _ = tokio::io::AsyncReadExt::read_to_string(&mut err, &mut text).await;
-            text
-        });
-        let client = tokio::time::timeout(
-            Duration::from_secs(60),
-            TestClient::plain().serve((stdout, stdin)),
-        )
-        .await
-        .expect("initialize in time")
-        .expect("initialize");
-        Gateway {
-            client,
-            child,
-            stderr,
-        }
-    }
+/// Sets the running gateway's file size limit (`None`: unlimited), as
+/// a full disk would stop its writes.
+fn limit_file_size(gateway: &StdioGateway, bytes: Option<u64>) {
+    let pid = gateway.child.id().expect("running").to_string();
+    let limit = bytes.map_or("unlimited".to_string(), |b| format!("{b}:unlimited"));
+    let status = Command::new("prlimit")
+        .args(["--pid", &pid, &format!("--fsize={limit}")])
+        .status()
+        .expect("run prlimit");
+    assert!(status.success(), "prlimit failed");
+}
 
-    /// Sets the gateway's file size limit (`None`: unlimited).
-    fn limit_file_size(&self, bytes: Option<u64>) {
-        let pid = self.child.id().expect("running").to_string();
-        let limit = bytes.map_or("unlimited".to_string(), |b| format!("{b}:unlimited"));
-        let status = Command::new("prlimit")
-            .args(["--pid", &pid, &format!("--fsize={limit}")])
-            .status()
-            .expect("run prlimit");
-        assert!(status.success(), "prlimit failed");
-    }
-
-    async fn echo(&self) -> rmcp::model::CallToolResult {
-        self.client
-            .call_tool(call("fx__echo", json!({"message": "hi"})))
-            .await
-            .expect("a result")
-    }
-
-    async fn finish(mut self) -> String {
-        let _ = self.client.cancel().await;
-        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
-            .await
-            .expect("the gateway exits after its client disconnects")
-            .expect("wait");
-        let stderr = self.stderr.await.unwrap_or_default();
-        assert!(
-            status.success(),
-            "gateway exit {status:?}; stderr:\n{stderr}"
-        );
-        stderr
-    }
+/// Disconnects; the gateway must have exited cleanly. Its stderr.
+async fn finish(gateway: StdioGateway) -> String {
+    let (status, stderr) = gateway.finish().await;
+    assert!(
+        status.success(),
+        "gateway exit {status:?}; stderr:\n{stderr}"
+    );
+    stderr
 }
 
 fn log_size(log: &Path) -> u64 {
@@ -270,17 +231,17 @@ fn log_size(log: &Path) -> u64 {
 async fn a_log_that_fails_mid_session_refuses_the_call_and_the_server_never_sees_it() {
     let (world, counter) = counting_world(json!({"path": "audit.jsonl", "fsync": "batch"}));
     let log = world.workspace.join("audit.jsonl");
-    let gateway = Gateway::start(&world).await;
-    assert!(!is_error(&gateway.echo().await));
+    let gateway = start(&world).await;
+    assert!(!is_error(&gateway.echo("hi").await));
     assert_eq!(calls_received(&counter), ["echo"]);
     // Everything so far is in the file; then the disk "fills up".
     assert!(eventually(10.0, || audit_lines(&log)
         .iter()
         .any(|r| r["event"] == "tool_result")));
     let size = log_size(&log);
-    gateway.limit_file_size(Some(size));
+    limit_file_size(&gateway, Some(size));
 
-    let refused = gateway.echo().await;
+    let refused = gateway.echo("hi").await;
     assert!(is_error(&refused));
     let text = text_of(&refused);
     assert!(
@@ -300,10 +261,10 @@ async fn a_log_that_fails_mid_session_refuses_the_call_and_the_server_never_sees
 
     // The disk has room again: calls go through, and the log says what
     // it could not record meanwhile.
-    gateway.limit_file_size(None);
-    assert!(!is_error(&gateway.echo().await));
+    limit_file_size(&gateway, None);
+    assert!(!is_error(&gateway.echo("hi").await));
     assert_eq!(calls_received(&counter), ["echo", "echo"]);
-    gateway.finish().await;
+    finish(gateway).await;
     let records = audit_lines(&log);
     let gap = records
         .iter()
@@ -350,17 +311,17 @@ async fn on_failure_continue_runs_unaudited_loudly_and_records_the_gap() {
     assert_eq!(document["audit"]["on_failure"], "continue");
     assert_eq!(document["audit"]["state"], "ok");
 
-    let gateway = Gateway::start(&world).await;
-    assert!(!is_error(&gateway.echo().await));
+    let gateway = start(&world).await;
+    assert!(!is_error(&gateway.echo("hi").await));
     let size = log_size(&log);
-    gateway.limit_file_size(Some(size));
+    limit_file_size(&gateway, Some(size));
     // Not recorded, but sent: that is what `continue` means.
-    assert!(!is_error(&gateway.echo().await));
+    assert!(!is_error(&gateway.echo("hi").await));
     assert_eq!(calls_received(&counter), ["echo", "echo"]);
     assert_eq!(log_size(&log), size);
-    gateway.limit_file_size(None);
-    assert!(!is_error(&gateway.echo().await));
-    let stderr = gateway.finish().await;
+    limit_file_size(&gateway, None);
+    assert!(!is_error(&gateway.echo("hi").await));
+    let stderr = finish(gateway).await;
     // Loud: at start, and when a call went out unrecorded.
     assert!(stderr.contains("on_failure is \"continue\""), "{stderr}");
     assert!(stderr.contains("sending it anyway"), "{stderr}");

@@ -11,13 +11,11 @@ mod gateway_support;
 
 use std::path::Path;
 use std::process::Output;
-use std::time::Duration;
 
 use gateway_support::cli_support::calls_received;
 use gateway_support::{
-    TestClient, World, audit_lines, call, eventually, gateway_command_with, is_error, text_of,
+    StdioGateway, World, audit_lines, eventually, gateway_command_with, is_error, text_of,
 };
-use rmcp::ServiceExt;
 use serde_json::json;
 
 const KEY: &str = "an audit key of at least thirty-two bytes";
@@ -38,54 +36,11 @@ fn world(fsync: &str) -> (World, std::path::PathBuf) {
     (world, counter)
 }
 
-struct Gateway {
-    client: rmcp::service::RunningService<rmcp::RoleClient, TestClient>,
-    child: tokio::process::Child,
-    stderr: tokio::task::JoinHandle<String>,
-}
-
-impl Gateway {
-    async fn start(world: &World) -> Gateway {
-        let mut cmd = gateway_command_with(world, &[], &["--stdio"]);
-        cmd.env("WARDEN_AUDIT_KEY", KEY);
-        let mut child = cmd.spawn().expect("spawn gateway");
-        let stdout = child.stdout.take().expect("stdout");
-        let stdin = child.stdin.take().expect("stdin");
-        let mut err = child.stderr.take().expect("stderr");
-        let stderr = tokio::spawn(async move {
-            let mut text = String::new();
-            let _ = tokio::io::AsyncReadExt::read_to_string(&mut err, &mut text).await;
-            text
-        });
-        let client = tokio::time::timeout(
-            Duration::from_secs(60),
-            TestClient::plain().serve((stdout, stdin)),
-        )
-        .await
-        .expect("initialize in time")
-        .expect("initialize");
-        Gateway {
-            client,
-            child,
-            stderr,
-        }
-    }
-
-    async fn echo(&self, message: &str) -> rmcp::model::CallToolResult {
-        self.client
-            .call_tool(call("fx__echo", json!({"message": message})))
-            .await
-            .expect("a result")
-    }
-
-    async fn finish(mut self) -> String {
-        let _ = self.client.cancel().await;
-        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
-            .await
-            .expect("the gateway exits after its client disconnects")
-            .expect("wait");
-        self.stderr.await.unwrap_or_default()
-    }
+/// The gateway of `world`, its audit log keyed.
+async fn start(world: &World) -> StdioGateway {
+    let mut cmd = gateway_command_with(world, &[], &["--stdio"]);
+    cmd.env("WARDEN_AUDIT_KEY", KEY);
+    StdioGateway::spawn(cmd).await
 }
 
 fn verify(world: &World, log: &Path) -> Output {
@@ -112,7 +67,7 @@ async fn a_log_cut_while_the_gateway_runs_is_not_written_over_and_verify_fails()
     for fsync in ["every_record", "batch", "never"] {
         let (world, counter) = world(fsync);
         let log = world.path("audit.jsonl");
-        let gateway = Gateway::start(&world).await;
+        let gateway = start(&world).await;
         for i in 0..3 {
             assert!(!is_error(&gateway.echo(&format!("a{i}")).await));
         }
@@ -156,7 +111,7 @@ async fn a_log_cut_while_the_gateway_runs_is_not_written_over_and_verify_fails()
             sent,
             "{fsync}: the server saw a call"
         );
-        let stderr = gateway.finish().await;
+        let (_, stderr) = gateway.finish().await;
         assert!(stderr.contains("cut from outside"), "{fsync}: {stderr}");
         assert!(!stderr.contains("shrank"), "{fsync}: {stderr}");
 
@@ -180,7 +135,7 @@ async fn a_log_renamed_while_the_gateway_runs_refuses_later_calls() {
     let (world, counter) = world("batch");
     let log = world.path("audit.jsonl");
     let aside = world.path("elsewhere.jsonl");
-    let gateway = Gateway::start(&world).await;
+    let gateway = start(&world).await;
     assert!(!is_error(&gateway.echo("a0").await));
     std::fs::rename(&log, &aside).unwrap();
     let refused = gateway.echo("after the rename").await;
@@ -199,7 +154,7 @@ async fn a_log_renamed_while_the_gateway_runs_refuses_later_calls() {
     std::fs::remove_file(&aside).unwrap();
     assert!(is_error(&gateway.echo("after the removal").await));
     assert_eq!(calls_received(&counter), ["echo"]);
-    let stderr = gateway.finish().await;
+    let (_, stderr) = gateway.finish().await;
     assert!(stderr.contains("moved, removed or replaced"), "{stderr}");
     assert!(!log.exists(), "no new log appeared at the old path");
 }

@@ -213,3 +213,56 @@ pub fn interpreter_prefix(venv: &Path) -> PathBuf {
         .expect("a prefix")
         .to_path_buf()
 }
+
+/// A `warden gateway --stdio` process with a plain client on its stdio.
+pub struct StdioGateway {
+    pub client: rmcp::service::RunningService<RoleClient, TestClient>,
+    pub child: tokio::process::Child,
+    stderr: tokio::task::JoinHandle<String>,
+}
+
+impl StdioGateway {
+    /// Spawns `cmd` (its stdin, stdout and stderr piped) and initialises a
+    /// plain client over its stdio; stderr is collected until it exits.
+    pub async fn spawn(mut cmd: tokio::process::Command) -> StdioGateway {
+        let mut child = cmd.spawn().expect("spawn gateway");
+        let stdout = child.stdout.take().expect("stdout");
+        let stdin = child.stdin.take().expect("stdin");
+        let mut err = child.stderr.take().expect("stderr");
+        let stderr = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = tokio::io::AsyncReadExt::read_to_string(&mut err, &mut text).await;
+            text
+        });
+        let client = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            rmcp::ServiceExt::serve(TestClient::plain(), (stdout, stdin)),
+        )
+        .await
+        .expect("initialize in time")
+        .expect("initialize");
+        StdioGateway {
+            client,
+            child,
+            stderr,
+        }
+    }
+
+    /// `fx__echo` of `message`.
+    pub async fn echo(&self, message: &str) -> CallToolResult {
+        self.client
+            .call_tool(call("fx__echo", json!({ "message": message })))
+            .await
+            .expect("a result")
+    }
+
+    /// Disconnects the client: the gateway's exit status and stderr.
+    pub async fn finish(mut self) -> (std::process::ExitStatus, String) {
+        let _ = self.client.cancel().await;
+        let status = tokio::time::timeout(std::time::Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("the gateway exits after its client disconnects")
+            .expect("wait");
+        (status, self.stderr.await.unwrap_or_default())
+    }
+}
