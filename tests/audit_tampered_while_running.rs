@@ -74,14 +74,21 @@ async fn a_log_cut_while_the_gateway_runs_is_not_written_over_and_verify_fails()
         assert!(is_error(&gateway.echo("EVIDENCE-denied-call").await));
         assert!(!is_error(&gateway.echo("b0").await));
         let sent = calls_received(&counter).len();
-        // All of it in the file and under the head (batch: synced).
+        // All of it in the file and under the head (batch: synced): the
+        // four allowed calls' results written (a result record is queued,
+        // so the file may not hold the last one yet) and the head at the
+        // file's last record. Waiting only for the head to reach the last
+        // result then in the file let a queued result land after the
+        // snapshot and move the head before the cut.
         assert!(eventually(10.0, || {
             let records = audit_lines(&log);
-            let last = records.iter().rposition(|r| r["event"] == "tool_result");
+            let results = records
+                .iter()
+                .filter(|r| r["event"] == "tool_result")
+                .count();
             let head = world.run(&["audit", "head", log.to_str().unwrap()]).stdout;
-            last.is_some_and(|last| {
-                String::from_utf8_lossy(&head).starts_with(&format!("{}:", last + 1))
-            })
+            results == sent
+                && String::from_utf8_lossy(&head).starts_with(&format!("{}:", records.len()))
         }));
         let head_before =
             String::from_utf8(world.run(&["audit", "head", log.to_str().unwrap()]).stdout).unwrap();
