@@ -190,7 +190,17 @@ impl Approvals {
     /// file (which would fail closed but lose every approval).
     /// An exclusive lock on `approvals.json.lock`, held from the re-read to
     /// the write, so two warden processes approving at once lose nothing.
+    /// The wait is bounded (`warden_audit::flock`), like every lock warden
+    /// takes: a process stuck holding it fails the approval, it does not
+    /// freeze `warden approve` or a session for good.
     fn lock(&self) -> Result<nix::fcntl::Flock<std::fs::File>, ConfigError> {
+        self.lock_within(warden_audit::flock::LOCK_WAIT)
+    }
+
+    fn lock_within(
+        &self,
+        wait: std::time::Duration,
+    ) -> Result<nix::fcntl::Flock<std::fs::File>, ConfigError> {
         let fail = |e: std::io::Error| ConfigError::Approvals {
             path: self.path.clone(),
             message: format!("cannot lock: {e}"),
@@ -205,8 +215,7 @@ impl Approvals {
             .write(true)
             .open(&lock_path)
             .map_err(fail)?;
-        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
-            .map_err(|(_, errno)| fail(std::io::Error::from(errno)))
+        warden_audit::flock::lock_within(file, true, wait).map_err(|(_, e)| fail(e))
     }
 
     fn save(&self) -> Result<(), ConfigError> {
@@ -291,4 +300,27 @@ fn check_not_shared(path: &Path) -> Result<(), String> {
 #[cfg(not(unix))]
 fn check_not_shared(_path: &Path) -> Result<(), String> {
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whoever holds `approvals.json.lock` (a stuck warden, or any process
+    /// of the user's) delays an approval for a bounded time, then fails it
+    /// with a message that names the file, instead of blocking forever.
+    #[test]
+    fn a_held_lock_fails_the_approval_after_the_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let approvals = Approvals::load(dir.path()).unwrap();
+        let held = approvals.lock().unwrap();
+        let wait = std::time::Duration::from_millis(200);
+        let started = std::time::Instant::now();
+        let err = approvals.lock_within(wait).unwrap_err().to_string();
+        assert!(started.elapsed() >= wait, "gave up early");
+        assert!(err.contains("approvals.json"), "{err}");
+        assert!(err.contains("held its lock"), "{err}");
+        drop(held);
+        assert!(approvals.lock_within(wait).is_ok(), "lock free again");
+    }
 }

@@ -235,21 +235,17 @@ impl CredentialStore for FileStore {
 }
 
 fn lock_exclusive(path: &Path) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
-    use nix::fcntl::{Flock, FlockArg};
     use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .mode(0o600)
         .open(path)?;
-    loop {
-        match Flock::lock(file, FlockArg::LockExclusive) {
-            Ok(held) => return Ok(held),
-            Err((back, nix::errno::Errno::EINTR)) => file = back,
-            Err((_, errno)) => return Err(errno.into()),
-        }
-    }
+    // Bounded like every lock warden takes: a refresh stuck in another
+    // process fails this one (the caller sees a login error) instead of
+    // hanging the session.
+    warden_audit::flock::lock_within(file, true, warden_audit::flock::LOCK_WAIT).map_err(|(_, e)| e)
 }
 
 #[cfg(test)]
