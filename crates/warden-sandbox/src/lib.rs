@@ -24,6 +24,7 @@
 mod caps;
 mod cgroup;
 mod env;
+mod git;
 mod grants;
 mod guard;
 pub mod helper;
