@@ -386,6 +386,17 @@ fn init_main(
         std::fs::write("/proc/sys/kernel/pid_max", pid_max.to_string())
             .map_err(io_err("pid_max"))?;
     }
+    if plan.layers.user_ns
+        && let Err(e) = crate::counters::cap_inotify()
+    {
+        // A read-only /proc/sys (some containers): the host's own limit
+        // still holds, shared with the person.
+        eprintln!(
+            "warden sandbox: `{}`: inotify limits of its own not set ({e}); it shares the \
+             user's",
+            plan.name
+        );
+    }
     if plan.layers.pid_ns && plan.layers.memfd_noexec {
         // Per pid namespace (prepare checked): a memfd made without flags
         // is sealed non-executable, one asking for MFD_EXEC is refused,

@@ -23,6 +23,7 @@
 
 mod caps;
 mod cgroup;
+mod counters;
 mod env;
 mod git;
 mod grants;

@@ -1,0 +1,122 @@
+//! Some kernel counters are kept per user, across user namespaces: a
+//! server's inotify instances count against the person's own (128 on most
+//! hosts), so a server that takes them all leaves the person's editor,
+//! file watchers and other servers without any (`EMFILE`) for as long as
+//! it runs. The sandbox's user namespace holds at most an eighth of them.
+//! The baseline shows one process of a user taking the user's whole
+//! allowance; it runs as a scratch uid when the tests run as root, so that
+//! nothing else of root's is starved meanwhile. One test in its own binary
+//! for the same reason.
+
+mod sandbox_support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::Stdio;
+
+use sandbox_support::*;
+use warden::config::{SandboxSpec, Trust};
+
+/// Takes inotify instances until refused, prints how many and whether the
+/// descriptor table still had room (so the user's allowance, not
+/// RLIMIT_NOFILE, stopped it), then holds them until stdin closes.
+const TAKE_ALL: &str = "\
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fds = []
+while len(fds) < 100000:
+    fd = libc.inotify_init1(0)
+    if fd < 0:
+        break
+    fds.append(fd)
+try:
+    os.close(os.open('/dev/null', os.O_RDONLY)); room = 'room'
+except OSError:
+    room = 'full'
+print(len(fds), ctypes.get_errno(), room, flush=True)
+sys.stdin.readline()
+";
+
+const PYTHON: &str = "/usr/bin/python3";
+
+fn host_max() -> usize {
+    std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .expect("max_user_instances")
+        .trim()
+        .parse()
+        .expect("a number")
+}
+
+/// `count errno room` from the script's first line.
+fn report(line: &str) -> (usize, i32, String) {
+    let mut it = line.split_whitespace();
+    let count = it.next().and_then(|s| s.parse().ok()).expect("count");
+    let errno = it.next().and_then(|s| s.parse().ok()).expect("errno");
+    (count, errno, it.next().unwrap_or_default().to_string())
+}
+
+#[test]
+fn a_server_never_takes_the_users_inotify_instances() {
+    if !Path::new(PYTHON).exists() {
+        skipped("sandbox_bounds_per_user_counters", "no /usr/bin/python3");
+        return;
+    }
+    let max = host_max();
+    let emfile = nix::errno::Errno::EMFILE as i32;
+
+    // Baseline: one process takes everything the user has left.
+    let mut base = if is_root() {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65533", "--regid=65533", "--clear-groups", PYTHON]);
+        c
+    } else {
+        std::process::Command::new(PYTHON)
+    };
+    let out = base
+        .args(["-c", TAKE_ALL])
+        .stdin(Stdio::null())
+        .output()
+        .expect("baseline");
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (count, errno, room) = report(&line);
+    assert_eq!(
+        (errno, room.as_str()),
+        (emfile, "room"),
+        "baseline must run out of the user's inotify instances: {line}"
+    );
+    assert!(count <= max, "{line}");
+
+    // Sandboxed, as the test's user: an eighth at most, and the person can
+    // still make one while the server holds all it could get.
+    let fx = Fixture::new();
+    let cfg = server_config(
+        Path::new(PYTHON),
+        &["-c", TAKE_ALL],
+        SandboxSpec::default(),
+        Trust::Untrusted,
+    );
+    let prepared = prepare(&cfg, &fx.ctx()).expect("prepare");
+    let mut command = prepared.command;
+    let mut guard = prepared.guard;
+    command.stdin(Stdio::piped()).stdout(Stdio::piped());
+    let mut child = command.spawn().expect("spawn the helper");
+    guard.attach(child.id());
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read");
+    let mine = nix::sys::inotify::Inotify::init(nix::sys::inotify::InitFlags::IN_CLOEXEC);
+    let _ = child.stdin.take().expect("stdin").write_all(b"\n");
+    let _ = child.wait();
+    drop(guard);
+    let (count, errno, room) = report(&line);
+    assert!(
+        mine.is_ok(),
+        "the person got no inotify instance while the server held {count}: {mine:?}"
+    );
+    assert!(
+        count <= (max / 8).max(1),
+        "the server took {count} of {max}: {line}"
+    );
+    assert_eq!((errno, room.as_str()), (emfile, "room"), "{line}");
+}
