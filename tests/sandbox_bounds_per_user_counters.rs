@@ -2,11 +2,13 @@
 //! server's inotify instances count against the person's own (128 on most
 //! hosts), so a server that takes them all leaves the person's editor,
 //! file watchers and other servers without any (`EMFILE`) for as long as
-//! it runs. The sandbox's user namespace holds at most an eighth of them.
+//! it runs; queued signals likewise (`RLIMIT_SIGPENDING`: the person's
+//! `sigqueue` and POSIX timers fail with `EAGAIN`). The sandbox holds at
+//! most an eighth of each.
 //! The baseline shows one process of a user taking the user's whole
 //! allowance; it runs as a scratch uid when the tests run as root, so that
-//! nothing else of root's is starved meanwhile. One test in its own binary
-//! for the same reason.
+//! nothing else of root's is starved meanwhile. Its own test binary for the
+//! same reason.
 
 mod sandbox_support;
 
@@ -47,6 +49,67 @@ fn host_max() -> usize {
         .expect("a number")
 }
 
+/// Queues real-time signals to itself until refused, prints how many and
+/// the errno, then holds them until stdin closes.
+const QUEUE_ALL: &str = "\
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+sig = signal.SIGRTMIN
+signal.pthread_sigmask(signal.SIG_BLOCK, {sig})
+n = 0
+while n < 10000000 and libc.sigqueue(os.getpid(), sig, ctypes.c_void_p(0)) == 0:
+    n += 1
+print(n, ctypes.get_errno(), 'room', flush=True)
+sys.stdin.readline()
+";
+
+/// The baseline of `script`: run as a scratch uid when the tests run as
+/// root (nothing of root's is starved), else as the test's user. Its
+/// report line.
+fn baseline(script: &str) -> String {
+    let mut base = if is_root() {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65533", "--regid=65533", "--clear-groups", PYTHON]);
+        c
+    } else {
+        std::process::Command::new(PYTHON)
+    };
+    let out = base
+        .args(["-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .expect("baseline");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `script` sandboxed; once it has reported, runs `meanwhile` (the
+/// person's attempt) while it still holds what it took. Its report line
+/// and what `meanwhile` returned.
+fn sandboxed<T>(script: &str, meanwhile: impl FnOnce() -> T) -> (String, T) {
+    let fx = Fixture::new();
+    let cfg = server_config(
+        Path::new(PYTHON),
+        &["-c", script],
+        SandboxSpec::default(),
+        Trust::Untrusted,
+    );
+    let prepared = prepare(&cfg, &fx.ctx()).expect("prepare");
+    let mut command = prepared.command;
+    let mut guard = prepared.guard;
+    command.stdin(Stdio::piped()).stdout(Stdio::piped());
+    let mut child = command.spawn().expect("spawn the helper");
+    guard.attach(child.id());
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read");
+    let got = meanwhile();
+    let _ = child.stdin.take().expect("stdin").write_all(b"\n");
+    let _ = child.wait();
+    drop(guard);
+    (line, got)
+}
+
 /// `count errno room` from the script's first line.
 fn report(line: &str) -> (usize, i32, String) {
     let mut it = line.split_whitespace();
@@ -65,19 +128,7 @@ fn a_server_never_takes_the_users_inotify_instances() {
     let emfile = nix::errno::Errno::EMFILE as i32;
 
     // Baseline: one process takes everything the user has left.
-    let mut base = if is_root() {
-        let mut c = std::process::Command::new("setpriv");
-        c.args(["--reuid=65533", "--regid=65533", "--clear-groups", PYTHON]);
-        c
-    } else {
-        std::process::Command::new(PYTHON)
-    };
-    let out = base
-        .args(["-c", TAKE_ALL])
-        .stdin(Stdio::null())
-        .output()
-        .expect("baseline");
-    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = baseline(TAKE_ALL);
     let (count, errno, room) = report(&line);
     assert_eq!(
         (errno, room.as_str()),
@@ -88,27 +139,9 @@ fn a_server_never_takes_the_users_inotify_instances() {
 
     // Sandboxed, as the test's user: an eighth at most, and the person can
     // still make one while the server holds all it could get.
-    let fx = Fixture::new();
-    let cfg = server_config(
-        Path::new(PYTHON),
-        &["-c", TAKE_ALL],
-        SandboxSpec::default(),
-        Trust::Untrusted,
-    );
-    let prepared = prepare(&cfg, &fx.ctx()).expect("prepare");
-    let mut command = prepared.command;
-    let mut guard = prepared.guard;
-    command.stdin(Stdio::piped()).stdout(Stdio::piped());
-    let mut child = command.spawn().expect("spawn the helper");
-    guard.attach(child.id());
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read");
-    let mine = nix::sys::inotify::Inotify::init(nix::sys::inotify::InitFlags::IN_CLOEXEC);
-    let _ = child.stdin.take().expect("stdin").write_all(b"\n");
-    let _ = child.wait();
-    drop(guard);
+    let (line, mine) = sandboxed(TAKE_ALL, || {
+        nix::sys::inotify::Inotify::init(nix::sys::inotify::InitFlags::IN_CLOEXEC)
+    });
     let (count, errno, room) = report(&line);
     assert!(
         mine.is_ok(),
@@ -119,4 +152,47 @@ fn a_server_never_takes_the_users_inotify_instances() {
         "the server took {count} of {max}: {line}"
     );
     assert_eq!((errno, room.as_str()), (emfile, "room"), "{line}");
+}
+
+#[test]
+fn a_server_never_takes_the_users_queued_signals() {
+    if !Path::new(PYTHON).exists() {
+        skipped("sandbox_bounds_per_user_counters", "no /usr/bin/python3");
+        return;
+    }
+    let (limit, _) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_SIGPENDING)
+        .expect("getrlimit");
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let eagain = nix::errno::Errno::EAGAIN as i32;
+    let share = (limit / 8).max(1);
+
+    let line = baseline(QUEUE_ALL);
+    let (count, errno, _) = report(&line);
+    assert_eq!(errno, eagain, "baseline must run out: {line}");
+    assert!(
+        count > share,
+        "baseline must queue more than a share: {line}"
+    );
+
+    // The person's process queues one while the server holds its all.
+    let one = QUEUE_ALL.replace("n < 10000000", "n < 1");
+    let (line, person) = sandboxed(QUEUE_ALL, || {
+        std::process::Command::new(PYTHON)
+            .args(["-c", &one])
+            .stdin(Stdio::null())
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    });
+    let (count, errno, _) = report(&line);
+    let person = person.expect("the person's process");
+    assert_eq!(
+        report(&person).0,
+        1,
+        "the person could queue no signal: {person}"
+    );
+    assert!(
+        count <= share,
+        "the server queued {count} of {limit}: {line}"
+    );
+    assert_eq!(errno, eagain, "{line}");
 }

@@ -5,7 +5,8 @@
 //! editor, file watchers and other servers with none (`EMFILE`/`ENOSPC`)
 //! for as long as it runs. Each new user namespace starts with no limit of
 //! its own (only its parents'); init, which holds every capability in it,
-//! sets one: a share of the host's.
+//! sets one: a share of the host's. Queued signals are capped the same
+//! way by the server's `RLIMIT_SIGPENDING` (`helper::set_rlimits`).
 
 use std::io;
 
