@@ -50,7 +50,8 @@ use nix::sys::socket::{
 };
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{
-    ForkResult, Pid, dup2_stdin, dup2_stdout, execv, fork, getegid, geteuid, getppid, pipe2, setsid,
+    ForkResult, Pid, dup2_stdin, dup2_stdout, execve, fork, getegid, geteuid, getppid, pipe2,
+    setsid,
 };
 
 use crate::cgroup::{self, Cgroup, CgroupLimits};
@@ -574,6 +575,12 @@ fn restrict_and_exec(plan: &Plan, notify_sock: Option<OwnedFd>) -> Result<Infall
         .iter()
         .map(|a| cstring(a.as_bytes()))
         .collect::<Result<_, _>>()?;
+    // The environment warden prepared for the server, which the helper
+    // carried under other names (crate::env::SERVER_ENV_PREFIX).
+    let envp: Vec<CString> = crate::env::server_env()
+        .iter()
+        .map(|pair| cstring(pair.as_bytes()))
+        .collect::<Result<_, _>>()?;
     let filters = if plan.layers.seccomp {
         seccomp::build(&plan.network)?
     } else {
@@ -590,8 +597,7 @@ fn restrict_and_exec(plan: &Plan, notify_sock: Option<OwnedFd>) -> Result<Infall
     // umask, but nothing is asked of the kernel after it but the exec).
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(plan.umask));
     seccomp::apply(&filters)?;
-    // The environment is the one warden prepared for the helper.
-    let Err(e) = execv(&program, &argv);
+    let Err(e) = execve(&program, &argv, &envp);
     let what = match e {
         Errno::EACCES | Errno::EPERM => format!(
             "exec {} ({})",
