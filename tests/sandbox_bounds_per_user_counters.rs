@@ -3,8 +3,9 @@
 //! hosts), so a server that takes them all leaves the person's editor,
 //! file watchers and other servers without any (`EMFILE`) for as long as
 //! it runs; queued signals likewise (`RLIMIT_SIGPENDING`: the person's
-//! `sigqueue` and POSIX timers fail with `EAGAIN`). The sandbox holds at
-//! most an eighth of each.
+//! `sigqueue` and POSIX timers fail with `EAGAIN`), and locked shared
+//! memory (`RLIMIT_MEMLOCK`: the person's `SHM_LOCK` fails with `ENOMEM`).
+//! The sandbox holds at most an eighth of each.
 //! The baseline shows one process of a user taking the user's whole
 //! allowance; it runs as a scratch uid when the tests run as root, so that
 //! nothing else of root's is starved meanwhile. Its own test binary for the
@@ -86,10 +87,17 @@ fn baseline(script: &str) -> String {
 /// person's attempt) while it still holds what it took. Its report line
 /// and what `meanwhile` returned.
 fn sandboxed<T>(script: &str, meanwhile: impl FnOnce() -> T) -> (String, T) {
+    sandboxed_with(script, &[], meanwhile)
+}
+
+/// [`sandboxed`] with arguments for the script.
+fn sandboxed_with<T>(script: &str, args: &[&str], meanwhile: impl FnOnce() -> T) -> (String, T) {
     let fx = Fixture::new();
+    let mut argv = vec!["-c", script];
+    argv.extend_from_slice(args);
     let cfg = server_config(
         Path::new(PYTHON),
-        &["-c", script],
+        &argv,
         SandboxSpec::default(),
         Trust::Untrusted,
     );
@@ -195,4 +203,76 @@ fn a_server_never_takes_the_users_queued_signals() {
         "the server queued {count} of {limit}: {line}"
     );
     assert_eq!(errno, eagain, "{line}");
+}
+
+/// Locks SysV shared memory of `argv[1]` bytes (`SHM_LOCK`), prints the
+/// result and errno, then holds it until stdin closes.
+const LOCK: &str = "\
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+size = int(sys.argv[1])
+seg = libc.shmget(0, ctypes.c_size_t(size), 0o1000 | 0o600)
+r = libc.shmctl(seg, 11, None)
+print(0 if r == 0 else 1, ctypes.get_errno(), 'room', flush=True)
+sys.stdin.readline()
+libc.shmctl(seg, 0, None)
+";
+
+#[test]
+fn a_server_never_takes_the_users_locked_memory() {
+    if !Path::new(PYTHON).exists() {
+        skipped("sandbox_bounds_per_user_counters", "no /usr/bin/python3");
+        return;
+    }
+    let (limit, _) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK)
+        .expect("getrlimit");
+    if limit == nix::sys::resource::RLIM_INFINITY || limit < 64 * 4096 {
+        skipped(
+            "sandbox_bounds_per_user_counters",
+            "RLIMIT_MEMLOCK unlimited or too small to share",
+        );
+        return;
+    }
+    let whole = limit.to_string();
+    let page = "4096".to_string();
+    let run = |args: &[&str]| {
+        std::process::Command::new(PYTHON)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .expect("python")
+    };
+
+    // Baseline: one process of the user locks the user's whole allowance.
+    let line = if is_root() {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65533", "--regid=65533", "--clear-groups", PYTHON]);
+        let o = c
+            .args(["-c", LOCK, &whole])
+            .stdin(Stdio::null())
+            .output()
+            .expect("baseline");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    } else {
+        run(&["-c", LOCK, &whole])
+    };
+    assert_eq!(report(&line).0, 0, "baseline must lock it all: {line}");
+
+    // Sandboxed: the whole allowance is refused, and while the server holds
+    // all it may (an eighth), the person still locks a page.
+    let (line, _) = sandboxed_with(LOCK, &[&whole], || ());
+    assert_eq!(
+        report(&line).0,
+        1,
+        "the server locked the user's whole allowance: {line}"
+    );
+    let share = (limit / 8 / 4096 * 4096).to_string();
+    let (line, person) = sandboxed_with(LOCK, &[&share], || run(&["-c", LOCK, &page]));
+    assert_eq!(report(&line).0, 0, "a share stays the server's: {line}");
+    assert_eq!(
+        report(&person).0,
+        0,
+        "the person could lock nothing: {person}"
+    );
 }

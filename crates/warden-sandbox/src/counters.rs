@@ -5,8 +5,11 @@
 //! editor, file watchers and other servers with none (`EMFILE`/`ENOSPC`)
 //! for as long as it runs. Each new user namespace starts with no limit of
 //! its own (only its parents'); init, which holds every capability in it,
-//! sets one: a share of the host's. Queued signals are capped the same
-//! way by the server's `RLIMIT_SIGPENDING` (`helper::set_rlimits`).
+//! sets one: a share of the host's. Queued signals, locked shared memory
+//! and message queue bytes are capped the same way by the server's
+//! `RLIMIT_SIGPENDING`, `RLIMIT_MEMLOCK` and `RLIMIT_MSGQUEUE`, which the
+//! kernel checks against the count in the sandbox's namespace
+//! (`helper::set_rlimits`).
 
 use std::io;
 

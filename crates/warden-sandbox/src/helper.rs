@@ -801,19 +801,20 @@ fn set_rlimits(plan: &Plan) -> Result<(), HelperError> {
     let fsize = l.file_size_mb.saturating_mul(MB);
     set(Resource::RLIMIT_FSIZE, Some(fsize), fsize, "RLIMIT_FSIZE")?;
     set(Resource::RLIMIT_CORE, Some(0), 0, "RLIMIT_CORE")?;
-    // Queued signals are counted per user across user namespaces, checked
-    // in the sandbox's namespace against this limit: a share of the
-    // person's, or a server queueing all of them leaves the person's
-    // sigqueue and POSIX timers failing with EAGAIN (crate::counters).
-    let (pending, _) =
-        getrlimit(Resource::RLIMIT_SIGPENDING).map_err(errno("RLIMIT_SIGPENDING"))?;
-    let share = (pending / crate::counters::SHARE).max(1);
-    set(
-        Resource::RLIMIT_SIGPENDING,
-        Some(share),
-        share,
-        "RLIMIT_SIGPENDING",
-    )?;
+    // Queued signals, locked shared memory and message queue bytes are
+    // counted per user across user namespaces, checked in the sandbox's
+    // namespace against these limits: a share of the person's, or a server
+    // taking all of one leaves the person's sigqueue and POSIX timers
+    // (EAGAIN) or SHM_LOCK (ENOMEM) failing while it runs (crate::counters).
+    for (res, what) in [
+        (Resource::RLIMIT_SIGPENDING, "RLIMIT_SIGPENDING"),
+        (Resource::RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK"),
+        (Resource::RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE"),
+    ] {
+        let (soft, _) = getrlimit(res).map_err(errno(what))?;
+        let share = (soft / crate::counters::SHARE).max(1);
+        set(res, Some(share), share, what)?;
+    }
     Ok(())
 }
 
