@@ -210,3 +210,36 @@ fn a_write_grant_of_the_git_folder_itself_lets_a_server_commit() {
         "ref: refs/heads/other\n"
     );
 }
+
+#[test]
+fn a_write_grant_deeper_in_the_git_folder_leaves_the_rest_read_only() {
+    let fx = Fixture::new();
+    let Some(ws) = repository(&fx) else {
+        skipped("sandbox_protects_git_repository", "git is not installed");
+        return;
+    };
+    let canary = fx.secret_dir.path().join("ran");
+    let before = control_files(&ws);
+    let spec = SandboxSpec {
+        write: vec![ws.clone(), ws.join(".git/objects")],
+        ..SandboxSpec::default()
+    };
+    let script = format!(
+        "{}\necho blob > {w}/.git/objects/x && echo objects-ok",
+        attack(&ws, &canary),
+        w = ws.display()
+    );
+    let said = sandboxed_sh(&fx, spec, &script);
+    for ((path, was), (_, now)) in before.iter().zip(control_files(&ws)) {
+        assert_eq!(was, &now, "{} changed: {said}", path.display());
+    }
+    assert!(
+        said.contains("objects-ok"),
+        "the granted subtree stays writable: {said}"
+    );
+    person_runs_git(&fx, &ws);
+    assert!(
+        !canary.exists(),
+        "a planted command ran on the host: {said}"
+    );
+}

@@ -11,8 +11,9 @@
 //! `.git` files of the workspace's repository and of one at the root of
 //! each write grant, with the submodules and linked worktrees git records
 //! for them. Each that lies inside a write grant is bound read-only over
-//! it (`grants`), unless the operator granted a write at or inside it
-//! (`write: ["${WORKSPACE}/.git"]` for a server that commits).
+//! it (`grants`), unless the operator granted that path itself
+//! (`write: ["${WORKSPACE}/.git"]` for a server that commits); a write
+//! grant deeper inside one keeps only its own subtree writable.
 //! A repository the server creates itself, anywhere in its grant, is its
 //! own code: git there is as safe as running that code (README says so).
 
@@ -41,20 +42,18 @@ pub(crate) fn control_paths(write: &[PathBuf], workspace: &Path) -> Vec<PathBuf>
         .into_iter()
         .filter_map(|p| p.canonicalize().ok())
         .collect();
-    // Grants at or inside a repository's control paths: the operator's
-    // choice, which covers everything below them.
+    // A grant of a control path itself is the operator's choice, which
+    // covers everything below it. A grant deeper inside one (say
+    // `.git/objects`) keeps the rest read-only: its own bind, deeper, wins
+    // for its subtree only.
     let explicit: Vec<&PathBuf> = grants
         .iter()
-        .filter(|g| found.iter().any(|p| g.starts_with(p)))
+        .filter(|g| found.iter().any(|p| p == *g))
         .collect();
     let mut out: Vec<PathBuf> = found
         .iter()
-        .filter(|p| grants.iter().any(|g| p.starts_with(g)))
-        .filter(|p| {
-            !explicit
-                .iter()
-                .any(|g| g.starts_with(p) || p.starts_with(g))
-        })
+        .filter(|p| grants.iter().any(|g| p.starts_with(g) && p != &g))
+        .filter(|p| !explicit.iter().any(|g| p.starts_with(g)))
         .cloned()
         .collect();
     out.sort();
@@ -200,9 +199,12 @@ mod tests {
             vec![ws.join(".git"), ws.join("lib/.git"), wt.join(".git")],
             "the git folder (modules and worktrees inside it) and each .git file"
         );
-        // A grant at or inside the git folder is the operator's choice.
+        // A grant of the git folder is the operator's choice.
         let got = control_paths(&[ws.clone(), ws.join(".git")], &ws);
         assert_eq!(got, vec![ws.join("lib/.git")]);
+        // One deeper inside it leaves the rest of it read-only.
+        let got = control_paths(&[ws.clone(), ws.join(".git/objects")], &ws);
+        assert_eq!(got, vec![ws.join(".git"), ws.join("lib/.git")]);
         // A repository outside every write grant needs nothing.
         std::fs::create_dir_all(ws.join("out")).expect("mkdir");
         assert!(control_paths(&[ws.join("out")], &tmp.path().join("elsewhere")).is_empty());

@@ -271,8 +271,18 @@ fn own_files(write: &[PathBuf], protect: &[PathBuf]) -> Result<OwnFiles, String>
 /// files.
 fn repository_files(write: &[PathBuf], workspace: &Path) -> Result<OwnFiles, String> {
     let paths = crate::git::control_paths(write, workspace);
+    // A write grant deeper inside one of them is its own bind, which wins
+    // for its subtree (mount order is by depth); it holds none of them.
+    let outer: Vec<PathBuf> = write
+        .iter()
+        .filter(|g| {
+            g.canonicalize()
+                .is_ok_and(|g| !paths.iter().any(|p| g.starts_with(p)))
+        })
+        .cloned()
+        .collect();
     let found = inside_grants(
-        write.iter(),
+        outer.iter(),
         &paths,
         |_| true,
         |grant, named| {
@@ -436,11 +446,22 @@ fn dedup_binds(mut binds: Vec<Bind>, pinned: &BTreeSet<PathBuf>) -> Vec<Bind> {
     let mut seen = BTreeSet::new();
     binds.retain(|b| seen.insert(b.src.clone()));
     let all = binds.clone();
+    // Redundant: inside another of its kind with no bind of another kind
+    // between them (a write grant inside a read-only git folder inside a
+    // write grant stays: it is what makes its subtree writable again).
+    let between = |o: &Bind, b: &Bind| {
+        all.iter().any(|x| {
+            x.kind != b.kind
+                && x.src != o.src
+                && x.src.starts_with(&o.src)
+                && b.src.starts_with(&x.src)
+        })
+    };
     binds.retain(|b| {
         pinned.contains(&b.src)
-            || !all
-                .iter()
-                .any(|o| o.src != b.src && o.kind == b.kind && b.src.starts_with(&o.src))
+            || !all.iter().any(|o| {
+                o.src != b.src && o.kind == b.kind && b.src.starts_with(&o.src) && !between(o, b)
+            })
     });
     binds
 }
@@ -519,6 +540,10 @@ mod tests {
                 b("/w/ro", BindKind::ReadExec),
                 b("/w/pinned", BindKind::Write),
                 b("/w/nested", BindKind::Write),
+                // A write grant inside a read-only folder inside a write
+                // grant is what makes its subtree writable again.
+                b("/w/.git", BindKind::Read),
+                b("/w/.git/objects", BindKind::Write),
             ],
             &BTreeSet::from([PathBuf::from("/w/pinned")]),
         );
@@ -531,6 +556,8 @@ mod tests {
             vec![
                 ("/usr", BindKind::ReadExec),
                 ("/w", BindKind::Write),
+                ("/w/.git", BindKind::Read),
+                ("/w/.git/objects", BindKind::Write),
                 ("/w/pinned", BindKind::Write),
                 ("/w/ro", BindKind::ReadExec)
             ]
