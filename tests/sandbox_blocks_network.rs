@@ -415,3 +415,75 @@ async fn listen_and_connect(
     let _ = std::fs::remove_file(&port_file);
     r
 }
+
+/// A host service listening with `SO_REUSEPORT` shares its port with any
+/// socket of the same user that sets the option too, and the kernel then
+/// deals that service's connections out between them: a server granted
+/// `bind_tcp` on that port would take part of the host's traffic. The
+/// option is refused in ports mode, so the bind meets the host's listener
+/// (`EADDRINUSE`) as it would without the option.
+#[test]
+fn a_granted_bind_port_never_joins_a_host_listener() {
+    use nix::sys::socket::{
+        AddressFamily, Backlog, SockFlag, SockType, SockaddrIn, bind, getsockname, listen,
+        setsockopt, socket, sockopt::ReusePort,
+    };
+    use std::os::fd::AsRawFd;
+    let host = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .expect("socket");
+    setsockopt(&host, ReusePort, &true).expect("SO_REUSEPORT");
+    bind(host.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).expect("bind");
+    listen(&host, Backlog::MAXCONN).expect("listen");
+    let port = getsockname::<SockaddrIn>(host.as_raw_fd())
+        .expect("getsockname")
+        .port();
+    let script = format!(
+        "import socket\n\
+         s = socket.socket()\n\
+         try:\n    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n\
+         except OSError as e:\n    print('setsockopt refused', e.errno)\n\
+         try:\n    s.bind(('127.0.0.1', {port})); s.listen(); print('joined')\n\
+         except OSError as e:\n    print('bind refused', e.errno)\n"
+    );
+    let python = std::path::Path::new("/usr/bin/python3");
+    let baseline = std::process::Command::new(python)
+        .args(["-c", &script])
+        .output()
+        .expect("python");
+    let said = String::from_utf8_lossy(&baseline.stdout);
+    assert!(said.contains("joined"), "baseline must join: {said}");
+
+    let fx = Fixture::new();
+    let spec = SandboxSpec {
+        network: NetworkSpec::Ports {
+            connect_tcp: vec![],
+            bind_tcp: vec![port],
+        },
+        ..SandboxSpec::default()
+    };
+    let cfg = server_config(
+        python,
+        &["-c", &script],
+        spec,
+        warden::config::Trust::Untrusted,
+    );
+    let out = run_prepared(prepare(&cfg, &fx.ctx()).expect("prepare"));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !said.contains("joined"),
+        "the server joined the host's port: {said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "setsockopt refused {}",
+            nix::errno::Errno::EACCES as i32
+        )),
+        "{said}"
+    );
+    drop(host);
+}

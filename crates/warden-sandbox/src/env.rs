@@ -10,6 +10,38 @@ use crate::spec::LaunchSpec;
 
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
+/// The server's environment reaches the helper with every name behind this
+/// prefix, and the helper takes it off for the server's `execve` alone:
+/// the helper runs outside every namespace with warden's rights, and a
+/// name the dynamic loader, libc or Rust's runtime reads (`LD_PRELOAD`,
+/// `LD_LIBRARY_PATH` into a folder a server can write, `LD_AUDIT`,
+/// `LD_DEBUG_OUTPUT`, `GLIBC_TUNABLES`, `MIMALLOC_*`…) would act there,
+/// before the sandbox exists. No such name starts with it.
+pub(crate) const SERVER_ENV_PREFIX: &str = "WARDEN_SERVER_ENV_";
+
+/// The helper's environment: `env` with each name behind
+/// [`SERVER_ENV_PREFIX`].
+pub(crate) fn for_helper(env: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    env.into_iter()
+        .map(|(k, v)| (format!("{SERVER_ENV_PREFIX}{k}"), v))
+        .collect()
+}
+
+/// The server's environment, from the helper's own (the names it was
+/// given behind [`SERVER_ENV_PREFIX`]; nothing else of the helper's).
+pub(crate) fn server_env() -> Vec<std::ffi::OsString> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let name = k.as_bytes().strip_prefix(SERVER_ENV_PREFIX.as_bytes())?;
+            let mut pair = name.to_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(v.as_bytes());
+            Some(std::ffi::OsString::from_vec(pair))
+        })
+        .collect()
+}
+
 pub(crate) fn filtered_env(
     spec: &LaunchSpec,
     home: &Path,

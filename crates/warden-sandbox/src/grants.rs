@@ -96,10 +96,14 @@ pub(crate) fn grants(
     // of any of warden's files, so none can be moved aside and refilled.
     let protected: Vec<PathBuf> = ctx.protect.iter().chain(&ctx.hide).cloned().collect();
     let mut own = own_files(&spec.write, &protected).map_err(setup)?;
+    // The repositories' control files run code on the host (crate::git).
+    let mut repos = repository_files(&spec.write, &ctx.workspace).map_err(setup)?;
     // Nothing is mounted inside a hidden folder: it shows nothing at all.
     let visible = |p: &PathBuf| !hidden.iter().any(|h| p.starts_with(h));
-    own.read_only.retain(visible);
-    own.pinned.retain(visible);
+    for files in [&mut own, &mut repos] {
+        files.read_only.retain(visible);
+        files.pinned.retain(visible);
+    }
     let (mut gaps, mut notes) = (Vec::new(), Vec::new());
     for (paths, what) in [
         (
@@ -107,6 +111,10 @@ pub(crate) fn grants(
             "warden's own files, read-only inside the write grants",
         ),
         (&hidden, "hidden from the server (warden's credentials)"),
+        (
+            &repos.read_only,
+            "git control files, read-only inside the write grants (they run code on the host)",
+        ),
     ] {
         if paths.is_empty() {
             continue;
@@ -124,6 +132,7 @@ pub(crate) fn grants(
             ));
         }
     }
+    own.merge(&repos);
     let own_binds = own
         .read_only
         .iter()
@@ -254,6 +263,42 @@ fn own_files(write: &[PathBuf], protect: &[PathBuf]) -> Result<OwnFiles, String>
             )
         },
     )?;
+    Ok(read_only_binds(found))
+}
+
+/// The git folders and `.git` files inside the write grants
+/// ([`crate::git::control_paths`]), bound read-only like warden's own
+/// files.
+fn repository_files(write: &[PathBuf], workspace: &Path) -> Result<OwnFiles, String> {
+    let paths = crate::git::control_paths(write, workspace);
+    // A write grant deeper inside one of them is its own bind, which wins
+    // for its subtree (mount order is by depth); it holds none of them.
+    let outer: Vec<PathBuf> = write
+        .iter()
+        .filter(|g| {
+            g.canonicalize()
+                .is_ok_and(|g| !paths.iter().any(|p| g.starts_with(p)))
+        })
+        .cloned()
+        .collect();
+    let found = inside_grants(
+        outer.iter(),
+        &paths,
+        |_| true,
+        |grant, named| {
+            format!(
+                "sandbox.write path {} lies inside the git folder {}",
+                grant.display(),
+                named.display()
+            )
+        },
+    )?;
+    Ok(read_only_binds(found))
+}
+
+/// Read-only binds of `found` (a grant and a path below it), with the
+/// folders between each grant and its path pinned.
+fn read_only_binds(found: Vec<(&PathBuf, PathBuf)>) -> OwnFiles {
     let mut out = OwnFiles::default();
     for (grant, rest) in found {
         let mut folder = grant.clone();
@@ -272,7 +317,19 @@ fn own_files(write: &[PathBuf], protect: &[PathBuf]) -> Result<OwnFiles, String>
     let read_only = &out.read_only;
     out.pinned
         .retain(|p| !read_only.iter().any(|r| p.starts_with(r)));
-    Ok(out)
+    out
+}
+
+impl OwnFiles {
+    fn merge(&mut self, other: &OwnFiles) {
+        self.read_only.extend(other.read_only.iter().cloned());
+        self.read_only.sort();
+        self.read_only.dedup();
+        self.pinned.extend(other.pinned.iter().cloned());
+        let read_only = &self.read_only;
+        self.pinned
+            .retain(|p| !read_only.iter().any(|r| p.starts_with(r)));
+    }
 }
 
 /// Where warden's credentials ([`LaunchContext::hide`]: folders and files)
@@ -389,11 +446,22 @@ fn dedup_binds(mut binds: Vec<Bind>, pinned: &BTreeSet<PathBuf>) -> Vec<Bind> {
     let mut seen = BTreeSet::new();
     binds.retain(|b| seen.insert(b.src.clone()));
     let all = binds.clone();
+    // Redundant: inside another of its kind with no bind of another kind
+    // between them (a write grant inside a read-only git folder inside a
+    // write grant stays: it is what makes its subtree writable again).
+    let between = |o: &Bind, b: &Bind| {
+        all.iter().any(|x| {
+            x.kind != b.kind
+                && x.src != o.src
+                && x.src.starts_with(&o.src)
+                && b.src.starts_with(&x.src)
+        })
+    };
     binds.retain(|b| {
         pinned.contains(&b.src)
-            || !all
-                .iter()
-                .any(|o| o.src != b.src && o.kind == b.kind && b.src.starts_with(&o.src))
+            || !all.iter().any(|o| {
+                o.src != b.src && o.kind == b.kind && b.src.starts_with(&o.src) && !between(o, b)
+            })
     });
     binds
 }
@@ -472,6 +540,10 @@ mod tests {
                 b("/w/ro", BindKind::ReadExec),
                 b("/w/pinned", BindKind::Write),
                 b("/w/nested", BindKind::Write),
+                // A write grant inside a read-only folder inside a write
+                // grant is what makes its subtree writable again.
+                b("/w/.git", BindKind::Read),
+                b("/w/.git/objects", BindKind::Write),
             ],
             &BTreeSet::from([PathBuf::from("/w/pinned")]),
         );
@@ -484,6 +556,8 @@ mod tests {
             vec![
                 ("/usr", BindKind::ReadExec),
                 ("/w", BindKind::Write),
+                ("/w/.git", BindKind::Read),
+                ("/w/.git/objects", BindKind::Write),
                 ("/w/pinned", BindKind::Write),
                 ("/w/ro", BindKind::ReadExec)
             ]

@@ -50,7 +50,8 @@ use nix::sys::socket::{
 };
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{
-    ForkResult, Pid, dup2_stdin, dup2_stdout, execv, fork, getegid, geteuid, getppid, pipe2, setsid,
+    ForkResult, Pid, dup2_stdin, dup2_stdout, execve, fork, getegid, geteuid, getppid, pipe2,
+    setsid,
 };
 
 use crate::cgroup::{self, Cgroup, CgroupLimits};
@@ -386,6 +387,17 @@ fn init_main(
         std::fs::write("/proc/sys/kernel/pid_max", pid_max.to_string())
             .map_err(io_err("pid_max"))?;
     }
+    if plan.layers.user_ns
+        && let Err(e) = crate::counters::cap_inotify()
+    {
+        // A read-only /proc/sys (some containers): the host's own limit
+        // still holds, shared with the person.
+        eprintln!(
+            "warden sandbox: `{}`: inotify limits of its own not set ({e}); it shares the \
+             user's",
+            plan.name
+        );
+    }
     if plan.layers.pid_ns && plan.layers.memfd_noexec {
         // Per pid namespace (prepare checked): a memfd made without flags
         // is sealed non-executable, one asking for MFD_EXEC is refused,
@@ -563,6 +575,12 @@ fn restrict_and_exec(plan: &Plan, notify_sock: Option<OwnedFd>) -> Result<Infall
         .iter()
         .map(|a| cstring(a.as_bytes()))
         .collect::<Result<_, _>>()?;
+    // The environment warden prepared for the server, which the helper
+    // carried under other names (crate::env::SERVER_ENV_PREFIX).
+    let envp: Vec<CString> = crate::env::server_env()
+        .iter()
+        .map(|pair| cstring(pair.as_bytes()))
+        .collect::<Result<_, _>>()?;
     let filters = if plan.layers.seccomp {
         seccomp::build(&plan.network)?
     } else {
@@ -579,8 +597,7 @@ fn restrict_and_exec(plan: &Plan, notify_sock: Option<OwnedFd>) -> Result<Infall
     // umask, but nothing is asked of the kernel after it but the exec).
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(plan.umask));
     seccomp::apply(&filters)?;
-    // The environment is the one warden prepared for the helper.
-    let Err(e) = execv(&program, &argv);
+    let Err(e) = execve(&program, &argv, &envp);
     let what = match e {
         Errno::EACCES | Errno::EPERM => format!(
             "exec {} ({})",
@@ -784,6 +801,20 @@ fn set_rlimits(plan: &Plan) -> Result<(), HelperError> {
     let fsize = l.file_size_mb.saturating_mul(MB);
     set(Resource::RLIMIT_FSIZE, Some(fsize), fsize, "RLIMIT_FSIZE")?;
     set(Resource::RLIMIT_CORE, Some(0), 0, "RLIMIT_CORE")?;
+    // Queued signals, locked shared memory and message queue bytes are
+    // counted per user across user namespaces, checked in the sandbox's
+    // namespace against these limits: a share of the person's, or a server
+    // taking all of one leaves the person's sigqueue and POSIX timers
+    // (EAGAIN) or SHM_LOCK (ENOMEM) failing while it runs (crate::counters).
+    for (res, what) in [
+        (Resource::RLIMIT_SIGPENDING, "RLIMIT_SIGPENDING"),
+        (Resource::RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK"),
+        (Resource::RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE"),
+    ] {
+        let (soft, _) = getrlimit(res).map_err(errno(what))?;
+        let share = (soft / crate::counters::SHARE).max(1);
+        set(res, Some(share), share, what)?;
+    }
     Ok(())
 }
 

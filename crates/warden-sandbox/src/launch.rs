@@ -309,7 +309,10 @@ fn prepare_with(
     let json = serde_json::to_string(&plan).map_err(|e| setup(e.to_string()))?;
     let mut command = helper.command(json);
     // The helper calls setsid(): its pid is the process group the guard kills.
-    command.env_clear().envs(env).current_dir(&cwd);
+    command
+        .env_clear()
+        .envs(crate::env::for_helper(env))
+        .current_dir(&cwd);
     piped(&mut command);
     for gap in &summary.gaps {
         tracing::warn!(server = %spec.name, gap = %gap, "sandbox protection not enforced (best_effort)");

@@ -23,7 +23,9 @@
 
 mod caps;
 mod cgroup;
+mod counters;
 mod env;
+mod git;
 mod grants;
 mod guard;
 pub mod helper;

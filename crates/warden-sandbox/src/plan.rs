@@ -4,7 +4,8 @@
 //! chosen): it only applies. Both ends are the same build, so the format
 //! is internal. Secrets never travel here (argv is visible in
 //! `/proc/PID/cmdline`): the environment reaches the server through the
-//! helper's own environment.
+//! helper's own environment, each name behind a prefix the helper takes
+//! off only for the server's `execve` (`crate::env::SERVER_ENV_PREFIX`).
 
 use std::path::PathBuf;
 

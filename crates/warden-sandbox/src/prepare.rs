@@ -615,8 +615,8 @@ pub(crate) fn summary(
             l.seccomp,
             "deny-list plus argument rules",
             "set-id mode bits (chmod family, open/creat/mknod), AF_UNIX datagrams and addressed \
-             sends (network none), TCP Fast Open (ports), namespaces, mounts, ptrace, io_uring, \
-             x32",
+             sends (network none), TCP Fast Open and SO_REUSEPORT (ports), namespaces, mounts, \
+             ptrace, io_uring, x32",
         ),
         layer(
             "listen() supervisor",

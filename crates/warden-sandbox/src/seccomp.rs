@@ -25,10 +25,12 @@
 //!   read; stream sockets refuse `msg_name`, seqpacket ones ignore it),
 //!   `connect`, and `sendto` with an address. Never `send()` on a
 //!   socketpair: asyncio wakes its loop through one.
-//! - EACCES, ports mode: non-TCP sockets (Landlock covers TCP only), and
+//! - EACCES, ports mode: non-TCP sockets (Landlock covers TCP only),
 //!   `sendto`/`sendmsg`/`sendmmsg` with MSG_FASTOPEN (TCP Fast Open
 //!   connects inside the send, where Landlock's connect hook is not
-//!   called; `TCP_FASTOPEN_CONNECT` + `connect()` is seen by Landlock).
+//!   called; `TCP_FASTOPEN_CONNECT` + `connect()` is seen by Landlock),
+//!   and `setsockopt(SO_REUSEPORT)` (it would let a granted bind join a
+//!   host service's listener and take part of its connections).
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -296,6 +298,16 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
             rules.insert(
                 libc::SYS_socketpair,
                 vec![rule(vec![cond(0, Op::Ne, unix)?])?],
+            );
+            // SO_REUSEPORT: a socket with it joins a host listener of the
+            // same user on a granted port, and the kernel deals out that
+            // service's connections between them.
+            rules.insert(
+                libc::SYS_setsockopt,
+                vec![rule(vec![
+                    cond(1, Op::Eq, libc::SOL_SOCKET as u64)?,
+                    cond(2, Op::Eq, libc::SO_REUSEPORT as u64)?,
+                ])?],
             );
             for (nr, flags) in [
                 (libc::SYS_sendto, 3u8),
