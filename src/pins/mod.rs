@@ -389,13 +389,15 @@ impl PinStore {
         // written; a crash in between leaves a file that fails to parse,
         // which stops the next session with the file's name (never a
         // silently emptier pin set).
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&self.path)
-            .map_err(io)?;
+        // A missing pin file is never created through a link in its place.
+        let mut file = warden_audit::create::open_or_create(
+            &self.path,
+            std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(false)
+                .mode(0o600),
+        )
+        .map_err(io)?;
         file.write_all(text.as_bytes()).map_err(io)?;
         file.set_len(text.len() as u64).map_err(io)?;
         file.sync_all().map_err(io)?;
@@ -525,6 +527,22 @@ mod tests {
         };
         assert!(store.create_if_missing().is_err());
         assert!(!target.exists());
+    }
+
+    /// A link to nothing left where the pin file goes: warden creates no
+    /// file through it (it would be the link's target, say a shell start-up
+    /// file, holding the pins as text).
+    #[test]
+    fn no_pin_file_is_created_where_a_link_points() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pins.json");
+        let target = dir.path().join("profile");
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let mut store = PinStore::open(&path).unwrap();
+        store.check("s", "d", &tool("t", "one"), false);
+        let error = store.save().unwrap_err().to_string();
+        assert!(error.contains("symbolic link"), "{error}");
+        assert!(!target.exists(), "created through the link");
     }
 
     #[test]

@@ -315,14 +315,19 @@ impl HeadWriter {
         create: bool,
     ) -> Result<Option<HeadWriter>, AuditError> {
         let path = head_path(log);
-        let opened = OpenOptions::new()
+        let mut options = OpenOptions::new();
+        options
             .read(true)
             .write(true)
-            .create(create)
             .truncate(false)
             .mode(0o600)
-            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-            .open(&path);
+            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY);
+        // Created only where its path says, never through a link.
+        let opened = if create {
+            crate::create::open_or_create(&path, &options)
+        } else {
+            options.open(&path)
+        };
         let file = match opened {
             Ok(file) => file,
             Err(e) if !create && e.kind() == io::ErrorKind::NotFound => return Ok(None),

@@ -231,6 +231,7 @@
 #![forbid(unsafe_code)]
 
 mod chain;
+pub mod create;
 mod error;
 pub mod flock;
 mod head;

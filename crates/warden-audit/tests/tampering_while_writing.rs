@@ -295,6 +295,8 @@ fn a_log_reached_through_a_symlink_is_written_and_a_repointed_link_is_caught() {
     let dir = tempfile::tempdir().unwrap();
     let real = dir.path().join("real.jsonl");
     let link = dir.path().join("audit.jsonl");
+    // The target exists (warden creates no file through a link).
+    std::fs::write(&real, "").unwrap();
     std::os::unix::fs::symlink(&real, &link).unwrap();
     // As before: the link is followed, the records go to its target.
     let log = AuditLog::open(&link, opts(FsyncMode::Never, None)).unwrap();
@@ -342,6 +344,39 @@ fn a_log_path_that_is_no_regular_file_is_refused_by_name() {
         }
     }
     assert!(!head_path(&fifo).exists() && !head_path(&to_null).exists());
+}
+
+/// A link left in the log's or head's place pointing at nothing (by
+/// whoever could write the folder: a server whose write grant held a
+/// configured `audit.path`, in an earlier session) made warden create the
+/// link's target and fill it with records, lines of text servers choose:
+/// `~/.bash_profile`, say. The log and head are created only where their
+/// path says.
+#[test]
+fn no_log_or_head_is_created_where_a_link_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("bash_profile");
+    let log = dir.path().join("audit.jsonl");
+    std::os::unix::fs::symlink(&target, &log).unwrap();
+    for fsync in MODES {
+        let error = AuditLog::open(&log, opts(fsync, None)).unwrap_err();
+        assert!(error.to_string().contains("symbolic link"), "{error}");
+        assert!(!target.exists(), "the log was created through the link");
+    }
+    // The head's place: the log itself is new and regular.
+    let log = dir.path().join("other.jsonl");
+    std::os::unix::fs::symlink(&target, head_path(&log)).unwrap();
+    let error = AuditLog::open(&log, opts(FsyncMode::Never, None)).unwrap_err();
+    assert!(error.to_string().contains("symbolic link"), "{error}");
+    assert!(!target.exists(), "the head was created through the link");
+    // A link to a log that exists is still followed.
+    let real = dir.path().join("kept.jsonl");
+    let link = dir.path().join("link.jsonl");
+    AuditLog::open(&real, opts(FsyncMode::Never, None)).unwrap();
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let opened = AuditLog::open(&link, opts(FsyncMode::Never, None)).unwrap();
+    call(&opened, "a0", "x").unwrap();
+    assert!(lines(&real).len() >= 2);
 }
 
 #[test]

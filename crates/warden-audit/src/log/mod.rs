@@ -214,16 +214,18 @@ impl AuditLog {
         }
         // Symlinks are followed (a log may be a link to where it is kept);
         // what they lead to must be a regular file, checked on the opened
-        // descriptor. Non-blocking so that opening a FIFO or a device in
-        // its place cannot hang (no effect on a regular file).
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-            .open(path)
-            .map_err(|e| io_err("open", e))?;
+        // descriptor. A missing log is never created through a link
+        // (`crate::create`). Non-blocking so that opening a FIFO or a
+        // device in its place cannot hang (no effect on a regular file).
+        let file = crate::create::open_or_create(
+            path,
+            OpenOptions::new()
+                .read(true)
+                .append(true)
+                .mode(0o600)
+                .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY),
+        )
+        .map_err(|e| io_err("open", e))?;
         let session = scrubber.scrub_str(&opts.session).unwrap_or(opts.session);
         let meta = file.metadata().map_err(|e| io_err("stat", e))?;
         if !meta.file_type().is_file() {
