@@ -385,3 +385,19 @@ fn write_config(path: &Path, config: &Value, force: bool) -> anyhow::Result<()> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::valid_name;
+
+    /// An imported name is one warden's config accepts: a trailing `_`
+    /// would run into the `__` of `mcp__S__T` and let a rule for `a` cover
+    /// the tools of `a_`.
+    #[test]
+    fn imported_names_never_end_in_an_underscore() {
+        assert_eq!(valid_name("github_"), "github");
+        assert_eq!(valid_name("my.server__"), "my-server");
+        assert_eq!(valid_name("a__b"), "a_b");
+        assert_eq!(valid_name("___"), "server");
+    }
+}
