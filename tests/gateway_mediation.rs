@@ -809,7 +809,8 @@ async fn a_sole_resource_server_is_not_sent_a_uri_it_never_claimed() {
 /// the first's: the agent's client (no one may be asked for it) is refused
 /// the read and the subscription of a URI the person's client subscribed
 /// to with the person's approval, gets none of its updates, and its
-/// unsubscribe does not end the person's subscription upstream. (A second
+/// unsubscribe, decided and refused alike, does not end the person's
+/// subscription upstream. (A second
 /// subscriber used to join the first's upstream subscription undecided,
 /// unrecorded, and receive every update.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -862,14 +863,14 @@ async fn a_second_clients_subscription_is_decided_and_recorded_like_the_first() 
     gateway.stop(&world).await;
 
     ok(&p, 0);
-    for step in [1, 2] {
+    // Its unsubscribe is decided like its subscribe (and refused alike).
+    for step in [1, 2, 3] {
         let refused = error(&a, step);
         assert!(
             refused.contains("Denied by warden's") && refused.contains("no one could be asked"),
             "step {step}: {refused}"
         );
     }
-    ok(&a, 3);
     // The person's subscription outlived the agent's unsubscribe.
     assert!(
         ok(&a, 4).to_string().contains("updated sent: true"),
@@ -928,6 +929,25 @@ async fn a_second_clients_subscription_is_decided_and_recorded_like_the_first() 
             .iter()
             .any(|r| r["outcome"] == "denied" && r["decision"]["effect"] == "deny"),
         "{subscribes:?}"
+    );
+    // The agent's unsubscribe is on record, refused; warden's own release
+    // of the person's share when it left, undecided.
+    let unsubscribes: Vec<Value> = requests(&world, "resource")
+        .into_iter()
+        .filter(|r| r["method"] == "resources/unsubscribe")
+        .collect();
+    assert_eq!(unsubscribes.len(), 2, "{unsubscribes:?}");
+    assert!(
+        unsubscribes
+            .iter()
+            .any(|r| r["outcome"] == "denied" && r["decision"]["effect"] == "deny"),
+        "{unsubscribes:?}"
+    );
+    assert!(
+        unsubscribes
+            .iter()
+            .any(|r| r["decision"].is_null() && r["result"]["outcome"] == "ok"),
+        "{unsubscribes:?}"
     );
     assert_chain_verifies(&world);
 }

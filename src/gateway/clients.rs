@@ -19,25 +19,34 @@
 // (2025-11-25) way, which the gateway speaks.
 #![allow(deprecated)]
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use rmcp::model::{
     LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
-    ServerNotification,
+    ResourceUpdatedNotificationParam, ServerNotification,
 };
 use rmcp::{Peer, RoleServer};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::host::Host;
+use crate::host::{Caller, Host, ResourceRequest, Share};
 use crate::mcp::ProgressSink;
+use warden_audit::Outcome;
 
 /// One client's state: its log level and resource subscriptions.
 #[derive(Debug, Default)]
 pub(super) struct ClientState {
     level: Mutex<Option<LoggingLevel>>,
-    subscriptions: Mutex<HashSet<String>>,
+    /// By URI: where the client's share of the upstream subscription is
+    /// held.
+    subscriptions: Mutex<HashMap<String, Held>>,
+}
+
+/// One allowed subscription of a client.
+#[derive(Debug, Clone)]
+pub(super) struct Held {
+    pub share: Share,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -64,18 +73,50 @@ impl ClientState {
         lock(&self.level).is_some_and(|min| rank(level) >= rank(min))
     }
 
-    /// Records a subscription; true when it is new for this client.
-    pub(super) fn subscribe(&self, uri: &str) -> bool {
-        lock(&self.subscriptions).insert(uri.to_string())
+    /// Records an allowed subscription held as `share`; the one it
+    /// replaces (a repeat), whose share is to be let go.
+    pub(super) fn subscribe(&self, uri: &str, share: Share) -> Option<Held> {
+        lock(&self.subscriptions).insert(uri.to_string(), Held { share })
     }
 
-    /// Forgets a subscription; true when this client had it.
-    pub(super) fn unsubscribe(&self, uri: &str) -> bool {
+    /// Forgets a subscription; the one this client had.
+    pub(super) fn unsubscribe(&self, uri: &str) -> Option<Held> {
         lock(&self.subscriptions).remove(uri)
     }
 
     pub(super) fn subscribed(&self, uri: &str) -> bool {
-        lock(&self.subscriptions).contains(uri)
+        lock(&self.subscriptions).contains_key(uri)
+    }
+
+    fn subscriptions(&self) -> Vec<(String, Held)> {
+        lock(&self.subscriptions)
+            .iter()
+            .map(|(uri, held)| (uri.clone(), held.clone()))
+            .collect()
+    }
+
+    /// Moves the subscription to `uri` from `old` to `new` (made again
+    /// after a reconnect); false when the client let go of it meanwhile.
+    fn renew(&self, uri: &str, old: &Share, new: Share) -> bool {
+        match lock(&self.subscriptions).get_mut(uri) {
+            Some(held) if held.share == *old => {
+                *held = Held { share: new };
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Ends the subscription to `uri` held as `share`; false when it was
+    /// no longer that one.
+    fn end(&self, uri: &str, share: &Share) -> bool {
+        let mut subscriptions = lock(&self.subscriptions);
+        if subscriptions.get(uri).is_some_and(|h| h.share == *share) {
+            subscriptions.remove(uri);
+            true
+        } else {
+            false
+        }
     }
 }
 
@@ -130,9 +171,9 @@ impl Clients {
     /// last subscriber) and its level no longer counts.
     async fn forget(&self, host: &Host, client: &ClientState) {
         *lock(&client.level) = None;
-        let uris: Vec<String> = lock(&client.subscriptions).drain().collect();
-        for uri in uris {
-            if let Err(error) = host.unsubscribe(&uri).await {
+        let held: Vec<(String, Held)> = lock(&client.subscriptions).drain().collect();
+        for (uri, held) in held {
+            if let Err(error) = release(host, &held.share, &uri).await {
                 tracing::debug!(%uri, %error, "unsubscribing for a client that left failed");
             }
         }
@@ -145,6 +186,8 @@ impl Clients {
 /// the gateway stops; then forgets the client's subscriptions and level.
 pub(super) fn forward_notifications(gateway: super::Gateway, peer: Peer<RoleServer>) {
     let mut upstream = gateway.inner.host.manager().notifications();
+    let mut changes = gateway.inner.host.manager().subscribe();
+    let mut reloads = gateway.inner.host.policy_changes();
     let client = gateway.client.clone();
     let stop = gateway.inner.stop.clone();
     tokio::spawn(async move {
@@ -152,6 +195,23 @@ pub(super) fn forward_notifications(gateway: super::Gateway, peer: Peer<RoleServ
         loop {
             let next = tokio::select! {
                 next = upstream.recv() => next,
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    // A server connected or went away: the client's
+                    // subscriptions on it end or are made again.
+                    renew_subscriptions(&gateway, &peer, false).await;
+                    continue;
+                }
+                changed = reloads.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    // New rules: each subscription is decided again.
+                    renew_subscriptions(&gateway, &peer, true).await;
+                    continue;
+                }
                 _ = alive.tick() => {
                     if peer.is_transport_closed() {
                         break;
@@ -214,6 +274,148 @@ pub(super) fn forward_notifications(gateway: super::Gateway, peer: Peer<RoleServ
                 .await;
         }
     });
+}
+
+/// Lets go of a client's share of an upstream subscription (recorded),
+/// unless it ended with its connection (nothing to let go of).
+pub(super) async fn release(host: &Host, share: &Share, uri: &str) -> Result<(), String> {
+    if host.subscription_generation(&share.server) != Some(share.generation) {
+        return Ok(());
+    }
+    host.release_subscription(share, uri).await
+}
+
+/// A subscription lives on one upstream connection, and ends with it,
+/// and was allowed by the policy of its time. A subscription whose
+/// connection ended ends for the client too, which is told so (it may
+/// subscribe again once the server is back: the gateway does not connect
+/// to a server that went away). One whose connection was replaced while
+/// no one looked (a reconnect), and every one after a policy reload
+/// (`reloaded`), is decided again like a new `resources/subscribe`
+/// (recorded; no one is asked: an `ask` is a deny): allowed, it is made
+/// again upstream where its connection was replaced, and the client gets
+/// `notifications/resources/updated` for the URI (what changed meanwhile
+/// was not reported); refused, it ends, its share is let go, and the
+/// client is told why. What the client is told comes as
+/// `notifications/message` at level `warning` from the logger `warden`.
+async fn renew_subscriptions(gateway: &super::Gateway, peer: &Peer<RoleServer>, reloaded: bool) {
+    let host = &gateway.inner.host;
+    let client = &gateway.client;
+    for (uri, held) in client.subscriptions() {
+        let old = held.share;
+        let Some(now) = host.subscription_generation(&old.server) else {
+            if client.end(&uri, &old) {
+                tracing::warn!(server = %old.server, %uri, "the server's connection ended, and a client's subscription with it");
+                tell(
+                    peer,
+                    &uri,
+                    &old.server,
+                    format!(
+                        "warden: the subscription to `{uri}` ended: the connection to server \
+                         `{}` ended, and the server's subscription with it; subscribe again \
+                         once the server is back",
+                        old.server
+                    ),
+                )
+                .await;
+            }
+            continue;
+        };
+        let reconnected = now != old.generation;
+        if !reconnected && !reloaded {
+            continue;
+        }
+        let report = host
+            .read_resource(
+                ResourceRequest {
+                    uri: uri.clone(),
+                    server: None,
+                    subscribe: true,
+                    caller: Caller::Gateway,
+                },
+                None,
+                gateway.inner.stop.child_token(),
+                None,
+            )
+            .await;
+        let made = (report.outcome == Outcome::Ok)
+            .then(|| report.server.clone())
+            .flatten()
+            .and_then(|server| {
+                Some(Share {
+                    generation: host.subscription_generation(&server)?,
+                    server,
+                })
+            });
+        match made {
+            Some(new) => {
+                if !client.renew(&uri, &old, new.clone()) {
+                    // The client let go of it meanwhile.
+                    release_logged(host, &new, &uri).await;
+                    continue;
+                }
+                // The share held before (on the same connection, after a
+                // reload) is replaced by the new one.
+                release_logged(host, &old, &uri).await;
+                if reconnected {
+                    tracing::info!(server = %new.server, %uri, "a client's subscription was made again after a reconnect");
+                    let updated = ResourceUpdatedNotificationParam::new(uri.clone());
+                    if let Err(error) = peer.notify_resource_updated(updated).await {
+                        tracing::debug!(%error, "the client is gone");
+                    }
+                }
+            }
+            None => {
+                if !client.end(&uri, &old) {
+                    continue;
+                }
+                release_logged(host, &old, &uri).await;
+                let why = match report.outcome {
+                    Outcome::Denied => report.denial_text(),
+                    _ => report
+                        .error
+                        .clone()
+                        .unwrap_or_else(|| report.outcome.as_str().to_string()),
+                };
+                let when = if reconnected {
+                    format!("server `{}` reconnected", old.server)
+                } else {
+                    "warden's policy was reloaded".to_string()
+                };
+                tracing::warn!(server = %old.server, %uri, %why, "a client's subscription ended: {when}");
+                tell(
+                    peer,
+                    &uri,
+                    &old.server,
+                    crate::scrub::clean(&format!(
+                        "warden: the subscription to `{uri}` ended: {when}, and the \
+                         subscription, decided again, was not made: {why}"
+                    ))
+                    .into_owned(),
+                )
+                .await;
+            }
+        }
+    }
+}
+
+async fn release_logged(host: &Host, share: &Share, uri: &str) {
+    if let Err(error) = release(host, share, uri).await {
+        tracing::debug!(%uri, %error, "letting go of a subscription failed upstream");
+    }
+}
+
+/// Tells the client about one of its subscriptions, as a warning from
+/// the logger `warden`.
+async fn tell(peer: &Peer<RoleServer>, uri: &str, server: &str, message: String) {
+    let mut note = LoggingMessageNotificationParam::new(
+        LoggingLevel::Warning,
+        serde_json::json!({ "message": message, "uri": uri, "server": server }),
+    );
+    note.logger = Some("warden".into());
+    if let Err(error) = peer.notify_logging_message(note).await {
+        tracing::debug!(%error, "the client is gone");
+    }
 }
 
 /// A server's log message as a client gets it: `logger` names the

@@ -74,7 +74,7 @@ mod server_requests;
 
 pub use auth::{Tokens, generate as generate_token, read_token_file};
 
-use crate::host::{CallReport, CallRequest, Caller, Host, ToolRef, ToolView};
+use crate::host::{CallReport, CallRequest, Caller, Host, Share, ToolRef, ToolView};
 use crate::registry::ToolEntry;
 use warden_audit::Outcome;
 use warden_core::display;
@@ -250,9 +250,9 @@ impl Gateway {
     }
 
     /// Lets go of this client's share of the upstream subscription to
-    /// `uri` (the server is unsubscribed after the last share).
-    async fn release(&self, uri: &str) {
-        if let Err(error) = Box::pin(self.inner.host.unsubscribe(uri)).await {
+    /// `uri` (the server is unsubscribed after the last share; recorded).
+    async fn release(&self, share: &Share, uri: &str) {
+        if let Err(error) = Box::pin(clients::release(&self.inner.host, share, uri)).await {
             tracing::debug!(%uri, %error, "resources/unsubscribe failed upstream");
         }
     }
@@ -581,7 +581,7 @@ impl ServerHandler for Gateway {
     ) -> Result<ReadResourceResponse, ErrorData> {
         Box::pin(self.read(request, context, false))
             .await
-            .map(ReadResourceResponse::Complete)
+            .map(|(read, _)| ReadResourceResponse::Complete(read))
     }
 
     /// Every client's subscription is decided and recorded like a read
@@ -590,6 +590,9 @@ impl ServerHandler for Gateway {
     /// shared (`Manager::send`). Updates go only to clients whose own
     /// subscribe was allowed. A repeat is decided again, and the latest
     /// decision holds: denied, the client's earlier subscription ends.
+    /// The share is held on the server's current connection: when that
+    /// connection ends, so does the subscription, the client told
+    /// (`clients::renew_subscriptions`).
     #[allow(deprecated)]
     async fn subscribe(
         &self,
@@ -597,38 +600,49 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let uri = request.uri.clone();
-        let held = self.client.subscribed(&uri);
         let read = ReadResourceRequestParams::new(uri.clone());
         match Box::pin(self.read(read, context, true)).await {
-            Ok(_) => {
+            Ok((_, server)) => {
+                let host = &self.inner.host;
+                let share = server.and_then(|server| {
+                    Some(Share {
+                        generation: host.subscription_generation(&server)?,
+                        server,
+                    })
+                });
                 // Allowed, the client holds one more upstream share; if it
                 // held one already (a repeat, or two at once), one is let go.
-                if !self.client.subscribe(&uri) {
-                    self.release(&uri).await;
+                let replaced = match share {
+                    Some(share) => self.client.subscribe(&uri, share),
+                    // The connection ended as it was made: nothing is held.
+                    None => self.client.unsubscribe(&uri),
+                };
+                if let Some(old) = replaced {
+                    self.release(&old.share, &uri).await;
                 }
                 Ok(())
             }
             Err(error) => {
-                if held && self.client.unsubscribe(&uri) {
-                    self.release(&uri).await;
+                if let Some(old) = self.client.unsubscribe(&uri) {
+                    self.release(&old.share, &uri).await;
                 }
                 Err(error)
             }
         }
     }
 
-    /// Not decided: it only stops data. A client that holds no allowed
-    /// subscription to the URI changes nothing upstream.
+    /// Decided and recorded like the client's subscribe (CONTRACT §8).
+    /// The client's subscription ends here whatever the decision (no
+    /// more updates reach it); its share upstream is let go only when
+    /// allowed (refused, the upstream subscription lasts until its
+    /// connection ends, its updates reaching no one).
     #[allow(deprecated)]
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if self.client.unsubscribe(&request.uri) {
-            self.release(&request.uri).await;
-        }
-        Ok(())
+        Box::pin(self.unsubscribe_decided(request.uri, context)).await
     }
 
     async fn list_prompts(

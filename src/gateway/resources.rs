@@ -25,6 +25,7 @@ use super::Gateway;
 use super::clients::with_progress;
 use crate::host::{
     CallReport, Caller, CompletionRequest, ListedPrompt, PromptRef, PromptRequest, ResourceRequest,
+    UnsubscribeRequest,
 };
 
 /// A prompt as the gateway shows it, and where it comes from.
@@ -64,12 +65,14 @@ impl Gateway {
         table
     }
 
+    /// A `resources/read` or `resources/subscribe`: the answer, and the
+    /// server it went to.
     pub(super) async fn read(
         &self,
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
         subscribe: bool,
-    ) -> Result<ReadResourceResult, ErrorData> {
+    ) -> Result<(ReadResourceResult, Option<String>), ErrorData> {
         let token = context.meta.get_progress_token();
         let host = &self.inner.host;
         let uri = request.uri.clone();
@@ -88,11 +91,41 @@ impl Gateway {
             )
         })
         .await;
+        let server = report.server.clone();
         match refused(&report, asking.cannot_ask) {
             Some(error) => Err(error),
             // subscribe's answer is empty.
-            None if subscribe => Ok(ReadResourceResult::new(Vec::new())),
-            None => answer(&report).ok_or_else(|| unusable(&report)),
+            None if subscribe => Ok((ReadResourceResult::new(Vec::new()), server)),
+            None => answer(&report)
+                .map(|read| (read, server))
+                .ok_or_else(|| unusable(&report)),
+        }
+    }
+
+    /// A client's `resources/unsubscribe` (see `ServerHandler::unsubscribe`).
+    pub(super) async fn unsubscribe_decided(
+        &self,
+        uri: String,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let held = self.client.unsubscribe(&uri);
+        let asking = self.asking(&context, &uri);
+        let report = self
+            .inner
+            .host
+            .unsubscribe_resource(
+                UnsubscribeRequest {
+                    uri,
+                    share: held.map(|h| h.share),
+                    caller: Caller::Gateway,
+                },
+                asking.asker(),
+                context.ct.clone(),
+            )
+            .await;
+        match refused(&report, asking.cannot_ask) {
+            Some(error) => Err(error),
+            None => Ok(()),
         }
     }
 

@@ -36,7 +36,7 @@ pub use audit::{AuditRefusal, AuditStatus};
 pub use call::{CallReport, CallRequest, Caller, DecisionSummary, ToolRef};
 pub use requests::{
     CompletionRequest, ListedPrompt, ListedResource, ListedTemplate, PromptRef, PromptRequest,
-    ResourceRequest, logging_target, prompt_target, resource_target,
+    ResourceRequest, Share, UnsubscribeRequest, logging_target, prompt_target, resource_target,
 };
 pub use server_requests::{ServerRequestsSetup, elicitation_target, sampling_target};
 pub use tools::ToolView;

@@ -84,6 +84,24 @@ pub struct ResourceRequest {
     pub caller: Caller,
 }
 
+/// A client's `resources/unsubscribe`.
+#[derive(Debug, Clone)]
+pub struct UnsubscribeRequest {
+    pub uri: String,
+    /// The share of the upstream subscription the client holds, if any.
+    pub share: Option<Share>,
+    pub caller: Caller,
+}
+
+/// Where one client's share of an upstream resource subscription is held:
+/// the server, and the generation of the connection it was made on (it
+/// ends with that connection).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Share {
+    pub server: String,
+    pub generation: u64,
+}
+
 /// How a caller names a prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PromptRef {
@@ -397,25 +415,130 @@ impl Host {
         .await
     }
 
-    /// Passes `resources/unsubscribe` on to the server that owns the URI
-    /// (not decided: it only stops data).
-    pub async fn unsubscribe(&self, uri: &str) -> Result<(), String> {
-        let request = ResourceRequest {
-            uri: uri.to_string(),
-            server: None,
-            subscribe: false,
-            caller: Caller::Gateway,
+    /// Decides, records and performs a client's `resources/unsubscribe`
+    /// (kind `resource`, like its subscribe: CONTRACT §8). The upstream
+    /// share the client holds ([`UnsubscribeRequest::share`]) is let go
+    /// only when allowed; the server is unsubscribed after the last
+    /// share on its connection. A URI no server claims is refused and
+    /// recorded like a read of it.
+    pub async fn unsubscribe_resource(
+        &self,
+        request: UnsubscribeRequest,
+        asker: Option<&dyn Asker>,
+        cancel: CancellationToken,
+    ) -> CallReport {
+        let started = Instant::now();
+        let call_id = uuid::Uuid::new_v4().to_string();
+        let arguments = json!({ "uri": request.uri });
+        // A share names the server it is held on; without one the URI's
+        // owner is resolved as for a read.
+        let server = match &request.share {
+            Some(share) => share.server.clone(),
+            None => {
+                let read = ResourceRequest {
+                    uri: request.uri.clone(),
+                    server: None,
+                    subscribe: false,
+                    caller: request.caller,
+                };
+                match self.resource_owner(&read).await {
+                    Ok(server) => server,
+                    Err(refusal) => {
+                        return self.refuse(
+                            RequestKind::Resource,
+                            request.caller,
+                            &arguments,
+                            Refused {
+                                method: "resources/unsubscribe",
+                                call_id,
+                                refusal,
+                                started,
+                            },
+                        );
+                    }
+                }
+            }
         };
-        let server = self.resource_owner(&request).await.map_err(|r| r.error)?;
-        self.manager
+        let target = resource_target(&server);
+        let facts = self.request_facts(
+            RequestKind::Resource,
+            &server,
+            &request.uri,
+            target,
+            &arguments,
+        );
+        let outbound = Mediated::Unsubscribe {
+            uri: request.uri.clone(),
+            share: request.share.map(|s| s.generation),
+        };
+        self.mediate(
+            Resolved { facts, outbound },
+            request.caller,
+            &arguments,
+            Mediation {
+                asker,
+                cancel,
+                progress: None,
+                call_id,
+                started,
+                downstream: None,
+            },
+        )
+        .await
+    }
+
+    /// Lets go of a share of an upstream subscription that no client
+    /// asked to end (its client went away, or replaced or lost it):
+    /// recorded like `logging/setLevel`, a `request` of kind `resource`
+    /// and method `resources/unsubscribe` with `decision: null`, written
+    /// ahead (nothing is sent when the log refuses it), then its
+    /// `request_result`. Not decided: it only stops data.
+    pub async fn release_subscription(&self, share: &Share, uri: &str) -> Result<(), String> {
+        let started = Instant::now();
+        let call_id = self.write_ahead_undecided(
+            AuditKind::Resource,
+            &share.server,
+            resource_target(&share.server),
+            "resources/unsubscribe",
+            json!({ "uri": uri }),
+            Caller::Gateway,
+        )?;
+        let recorded = PendingCall::new(self, AuditKind::Resource, &call_id, started);
+        let answer = self
+            .manager
             .forward(
-                &server,
-                Forwarded::Unsubscribe(uri.to_string()),
+                &share.server,
+                Forwarded::Unsubscribe {
+                    uri: uri.to_string(),
+                    generation: share.generation,
+                },
                 SendOptions::default(),
             )
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+            .await;
+        let duration = elapsed_ms(started);
+        match answer {
+            Ok(result) => {
+                let result = serde_json::to_value(&result).ok();
+                recorded.finish_with(Outcome::Ok, duration, result.as_ref(), None, None);
+                Ok(())
+            }
+            Err(error) => {
+                recorded.finish_with(
+                    Outcome::RpcError,
+                    duration,
+                    None,
+                    Some(error.to_string()),
+                    None,
+                );
+                Err(error.to_string())
+            }
+        }
+    }
+
+    /// The generation of `server`'s live connection, on which a
+    /// subscription made now is held ([`Share`]).
+    pub fn subscription_generation(&self, server: &str) -> Option<u64> {
+        self.manager.subscription_generation(server)
     }
 
     /// Decides, records and performs one `prompts/get` (kind `prompt`).

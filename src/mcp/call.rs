@@ -44,6 +44,15 @@ pub enum Mediated {
     Subscribe {
         uri: String,
     },
+    /// A client's `resources/unsubscribe`, decided and recorded like its
+    /// subscribe (CONTRACT §8). `share`: the generation of the connection
+    /// on which the caller holds a share of the upstream subscription
+    /// ([`Manager::subscription_generation`]); `None`, or a connection
+    /// that has since ended, sends nothing upstream.
+    Unsubscribe {
+        uri: String,
+        share: Option<u64>,
+    },
     GetPrompt {
         name: String,
         arguments: Option<Map<String, Value>>,
@@ -102,7 +111,9 @@ impl Mediated {
     pub fn subject(&self) -> &str {
         match self {
             Mediated::CallTool { tool, .. } => tool,
-            Mediated::ReadResource { uri } | Mediated::Subscribe { uri } => uri,
+            Mediated::ReadResource { uri }
+            | Mediated::Subscribe { uri }
+            | Mediated::Unsubscribe { uri, .. } => uri,
             Mediated::GetPrompt { name, .. } => name,
             Mediated::Complete(params) => completion_subject(params),
         }
@@ -115,9 +126,9 @@ impl Mediated {
             Mediated::CallTool { arguments, .. } | Mediated::GetPrompt { arguments, .. } => {
                 arguments.clone().map_or(Value::Null, Value::Object)
             }
-            Mediated::ReadResource { uri } | Mediated::Subscribe { uri } => {
-                serde_json::json!({ "uri": uri })
-            }
+            Mediated::ReadResource { uri }
+            | Mediated::Subscribe { uri }
+            | Mediated::Unsubscribe { uri, .. } => serde_json::json!({ "uri": uri }),
             Mediated::Complete(params) => completion_arguments(params),
         }
     }
@@ -133,7 +144,9 @@ impl Mediated {
                     _ => false,
                 }
             }
-            Mediated::ReadResource { uri } | Mediated::Subscribe { uri } => decided
+            Mediated::ReadResource { uri }
+            | Mediated::Subscribe { uri }
+            | Mediated::Unsubscribe { uri, .. } => decided
                 .as_object()
                 .is_some_and(|o| o.len() == 1 && o.get("uri").and_then(Value::as_str) == Some(uri)),
             Mediated::Complete(params) => completion_arguments(params) == *decided,
@@ -146,6 +159,7 @@ impl Mediated {
             Mediated::CallTool { .. } => "tools/call",
             Mediated::ReadResource { .. } => "resources/read",
             Mediated::Subscribe { .. } => "resources/subscribe",
+            Mediated::Unsubscribe { .. } => "resources/unsubscribe",
             Mediated::GetPrompt { .. } => "prompts/get",
             Mediated::Complete(_) => "completion/complete",
         }
@@ -164,6 +178,9 @@ impl Mediated {
             Mediated::Subscribe { uri } => ClientRequest::SubscribeRequest(SubscribeRequest::new(
                 SubscribeRequestParams::new(uri),
             )),
+            Mediated::Unsubscribe { uri, .. } => ClientRequest::UnsubscribeRequest(
+                UnsubscribeRequest::new(UnsubscribeRequestParams::new(uri)),
+            ),
             Mediated::GetPrompt { name, arguments } => {
                 let mut params = GetPromptRequestParams::new(name);
                 params.arguments = arguments;
@@ -188,7 +205,7 @@ impl Mediated {
                 | ("resources/read", ServerResult::ReadResourceResult(_))
                 // `{}`: rmcp's untagged union may read it as any result
                 // whose fields all have defaults.
-                | ("resources/subscribe", _)
+                | ("resources/subscribe" | "resources/unsubscribe", _)
                 | ("prompts/get", ServerResult::GetPromptResult(_))
                 | ("completion/complete", ServerResult::CompleteResult(_))
         )
@@ -196,8 +213,9 @@ impl Mediated {
 }
 
 /// A request passed on without a decision (CONTRACT §8: listing, which
-/// warden filters afterwards, log level (recorded by the host), ping,
-/// unsubscribe).
+/// warden filters afterwards, log level (recorded by the host), ping, and
+/// warden's own release of a subscription whose client went away or
+/// replaced it (recorded by the host)).
 #[derive(Debug, Clone)]
 pub enum Forwarded {
     ListResources(Option<String>),
@@ -205,7 +223,13 @@ pub enum Forwarded {
     ListPrompts(Option<String>),
     SetLevel(SetLevelRequestParams),
     Ping,
-    Unsubscribe(String),
+    /// Lets go of one share of the upstream subscription to `uri` held on
+    /// the connection of `generation` (nothing is sent when that
+    /// connection has ended, or other shares remain).
+    Unsubscribe {
+        uri: String,
+        generation: u64,
+    },
 }
 
 impl Forwarded {
@@ -241,7 +265,7 @@ impl Forwarded {
                 method: Default::default(),
                 extensions: Default::default(),
             }),
-            Forwarded::Unsubscribe(uri) => ClientRequest::UnsubscribeRequest(
+            Forwarded::Unsubscribe { uri, .. } => ClientRequest::UnsubscribeRequest(
                 UnsubscribeRequest::new(UnsubscribeRequestParams::new(uri)),
             ),
         }
@@ -323,8 +347,22 @@ impl Manager {
             return Err(CallError::PermitMismatch);
         }
         let method = request.method();
-        if let Mediated::Subscribe { uri } = &request {
-            return self.subscribe_shared(permit.server(), uri, options).await;
+        match &request {
+            Mediated::Subscribe { uri } => {
+                return self.subscribe_shared(permit.server(), uri, options).await;
+            }
+            Mediated::Unsubscribe { uri, share } => {
+                return match share {
+                    Some(generation) => {
+                        self.unsubscribe_shared(permit.server(), uri, *generation, options)
+                            .await
+                    }
+                    // Allowed and recorded; the caller holds no share, so
+                    // there is nothing to let go of upstream.
+                    None => Ok(ServerResult::EmptyResult(EmptyResult {})),
+                };
+            }
+            _ => {}
         }
         let result = self
             .send_unchecked(permit.server(), request.into_request(), options)
@@ -346,8 +384,10 @@ impl Manager {
         request: Forwarded,
         options: SendOptions,
     ) -> Result<ServerResult, CallError> {
-        if let Forwarded::Unsubscribe(uri) = &request {
-            return self.unsubscribe_shared(server, uri, options).await;
+        if let Forwarded::Unsubscribe { uri, generation } = &request {
+            return self
+                .unsubscribe_shared(server, uri, *generation, options)
+                .await;
         }
         self.send_unchecked(server, request.into_request(), options)
             .await
@@ -399,20 +439,26 @@ impl Manager {
         Ok(result)
     }
 
-    /// One caller's `resources/unsubscribe`: the server is unsubscribed
-    /// after the last caller that holds the subscription on this
-    /// connection lets go; a caller holding none (never allowed, or
-    /// subscribed before a reconnect) changes nothing upstream.
+    /// One caller's `resources/unsubscribe` of the share it holds on the
+    /// connection of `generation`: the server is unsubscribed after the
+    /// last caller that holds the subscription on this connection lets
+    /// go. A share on a connection that has ended (a reconnect since)
+    /// ended with it: it never takes another caller's share on the new
+    /// connection.
     async fn unsubscribe_shared(
         &self,
         server: &str,
         uri: &str,
+        generation: u64,
         options: SendOptions,
     ) -> Result<ServerResult, CallError> {
         let done = || ServerResult::EmptyResult(EmptyResult {});
         let Some(conn) = self.slot(server).and_then(|slot| slot.lock().conn.clone()) else {
             return Ok(done());
         };
+        if conn.generation != generation {
+            return Ok(done());
+        }
         let mut held = conn.subscribers.lock().await;
         match held.get_mut(uri) {
             Some(n) if *n > 1 => {
@@ -431,7 +477,10 @@ impl Manager {
         if let Some(done) = self.unlisten_resource(server, uri) {
             return Ok(done);
         }
-        let request = Forwarded::Unsubscribe(uri.to_string());
+        let request = Forwarded::Unsubscribe {
+            uri: uri.to_string(),
+            generation,
+        };
         self.send_unchecked(server, request.into_request(), options)
             .await
     }

@@ -215,6 +215,16 @@ impl Manager {
         self.slots().iter().map(|slot| status(slot, true)).collect()
     }
 
+    /// The generation of `server`'s live connection, if it has one: a
+    /// resource subscription lives on one connection, so a caller notes
+    /// it to tell when its subscription ended with a reconnect.
+    pub fn subscription_generation(&self, server: &str) -> Option<u64> {
+        let slot = self.slot(server)?;
+        let inner = slot.lock();
+        let conn = inner.conn.as_ref()?;
+        (inner.state == ServerState::Connected && conn.alive()).then_some(conn.generation)
+    }
+
     /// One server's status without its tool list (the call path asks this
     /// per call: no copy of every server's tools).
     pub fn status_of(&self, name: &str) -> Option<ServerStatus> {

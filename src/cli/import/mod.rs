@@ -197,7 +197,6 @@ impl Import {
     }
 }
 
-/// `[A-Za-z0-9_-]`, no `__`, not empty.
 /// An entry that starts `warden … gateway …`: what README's client
 /// sections register, so a client set up for warden already has it.
 fn is_warden_gateway(entry: &Map<String, Value>) -> bool {
@@ -209,6 +208,7 @@ fn is_warden_gateway(entry: &Map<String, Value>) -> bool {
     is_warden && args.is_some_and(|a| a.iter().any(|v| v == "gateway"))
 }
 
+/// `[A-Za-z0-9_-]`, no `__`, no `_` at the end, not empty.
 fn valid_name(name: &str) -> String {
     let mut out = String::new();
     for c in name.chars() {
@@ -221,6 +221,11 @@ fn valid_name(name: &str) -> String {
             continue;
         }
         out.push(c);
+    }
+    // Nor ends with `_` (see config validation: it would run into the
+    // `__` after it in tool names).
+    while out.ends_with('_') {
+        out.pop();
     }
     if out.is_empty() {
         out.push_str("server");
@@ -379,4 +384,20 @@ fn write_config(path: &Path, config: &Value, force: bool) -> anyhow::Result<()> 
             .map_err(|e| fail("rename", e.error))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_name;
+
+    /// An imported name is one warden's config accepts: a trailing `_`
+    /// would run into the `__` of `mcp__S__T` and let a rule for `a` cover
+    /// the tools of `a_`.
+    #[test]
+    fn imported_names_never_end_in_an_underscore() {
+        assert_eq!(valid_name("github_"), "github");
+        assert_eq!(valid_name("my.server__"), "my-server");
+        assert_eq!(valid_name("a__b"), "a_b");
+        assert_eq!(valid_name("___"), "server");
+    }
 }

@@ -65,7 +65,7 @@ impl Ctx<'_> {
                 entry.key_pos,
                 format!("invalid server name: {why}"),
                 Some(
-                    "use letters, digits, `_` and `-` only, without `__` (tools are named mcp__SERVER__TOOL)"
+                    "use letters, digits, `_` and `-` only, without `__` and not ending in `_` (tools are named mcp__SERVER__TOOL)"
                         .into(),
                 ),
             ));
@@ -491,6 +491,13 @@ fn invalid_server_name(name: &str) -> Option<&'static str> {
         Some("only A-Z, a-z, 0-9, `_` and `-` are allowed")
     } else if name.contains("__") {
         Some("`__` separates server and tool in tool names")
+    } else if name.ends_with('_') {
+        // `mcp__a___t` (server `a_`, tool `t`) would also read as server
+        // `a`'s tool `_t`, and a rule for `a` (`mcp__a`, `mcp__a__*`)
+        // would cover every tool of `a_`.
+        Some(
+            "a name ending in `_` runs into the `__` after it (`mcp__a___t` would read as server `a`'s tool `_t`)",
+        )
     } else {
         None
     }

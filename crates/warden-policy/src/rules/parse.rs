@@ -208,6 +208,17 @@ pub(super) fn compile_target(target: &str, at: usize) -> Result<Target, (usize, 
         // `literal` starts with the kind's prefix (found above).
         let rest = literal.get(kind.target_prefix().len()..).unwrap_or("");
         match kind {
+            // A server name never ends with `_` (config validation): the
+            // shorthand for such a name (`mcp__a_` → `mcp__a___*`) would
+            // cover server `a`'s tools whose names start with `_`.
+            RequestKind::Tool | RequestKind::Prompt
+                if rest.ends_with('_') && !rest.contains("__") =>
+            {
+                return Err((
+                    at,
+                    format!("`{target}` can never match: server names do not end with `_`"),
+                ));
+            }
             RequestKind::Tool | RequestKind::Prompt => match rest.split_once("__") {
                 None if !rest.is_empty() => pattern = format!("{target}__*"),
                 Some((server, name)) if !server.is_empty() && !name.is_empty() => exact = true,
@@ -227,11 +238,12 @@ pub(super) fn compile_target(target: &str, at: usize) -> Result<Target, (usize, 
                 }
             },
             _ => {
-                if rest.is_empty() || rest.contains("__") {
+                if rest.is_empty() || rest.contains("__") || rest.ends_with('_') {
                     return Err((
                         at,
                         format!(
-                            "`{target}` can never match: write {}SERVER (server names have no `__`)",
+                            "`{target}` can never match: write {}SERVER (server names have no `__` \
+                             and do not end with `_`)",
                             kind.target_prefix()
                         ),
                     ));
