@@ -297,6 +297,51 @@ fn project_files_cannot_widen_anything() {
     boundary(&fx, r#"{"policy": ["../outside.rego"]}"#, "policy[0]");
 }
 
+/// A repository's server must not raise its own sampling caps (the
+/// person's model and token budget): `sampling.max_tokens`,
+/// `sampling.max_requests` and CONTRACT §8's `sandbox.limits.sampling_tokens`
+/// above their defaults are refused like any other raised limit; lower
+/// values restrict and load.
+#[test]
+fn project_files_cannot_raise_sampling_limits() {
+    let fx = Fx::new();
+    boundary(
+        &fx,
+        r#"{"mcpServers": {"s": {"command": "srv", "sampling": {"max_tokens": 1000000}}}}"#,
+        "mcpServers.s.sampling.max_tokens",
+    );
+    boundary(
+        &fx,
+        r#"{"mcpServers": {"s": {"command": "srv", "sampling": {"max_requests": 21}}}}"#,
+        "mcpServers.s.sampling.max_requests",
+    );
+    boundary(
+        &fx,
+        r#"{"mcpServers": {"s": {"command": "srv", "sandbox": {"limits": {"sampling_tokens": 4097}}}}}"#,
+        "mcpServers.s.sandbox.limits.sampling_tokens",
+    );
+    boundary(
+        &fx,
+        r#"{"mcpServers": {"r": {"type": "http", "url": "https://example.com/mcp", "sampling": {"max_tokens": 8192}}}}"#,
+        "mcpServers.r.sampling.max_tokens",
+    );
+    fx.project(
+        r#"{"mcpServers": {"s": {"command": "srv", "sampling": {"max_tokens": 100, "max_requests": 2},
+                                 "sandbox": {"limits": {"sampling_tokens": 50}}}}}"#,
+    );
+    let cfg = fx.load().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.servers["s"].sampling.max_tokens, 50);
+    assert_eq!(cfg.servers["s"].sampling.max_requests, 2);
+    // The user's own file may raise them.
+    fx.project("{}");
+    fx.user(
+        r#"{"mcpServers": {"s": {"command": "srv", "sampling": {"max_tokens": 100000, "max_requests": 500}}}}"#,
+    );
+    let cfg = fx.load().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.servers["s"].sampling.max_tokens, 100_000);
+    assert_eq!(cfg.servers["s"].sampling.max_requests, 500);
+}
+
 #[test]
 fn project_grants_through_a_symlink_out_of_the_workspace_are_refused() {
     let fx = Fx::new();
