@@ -502,3 +502,53 @@ fn warden_gateway_entry_is_not_imported_behind_itself() {
         "{note}"
     );
 }
+
+/// Names that collide after renaming: a hostile `db__prod` (renamed to
+/// `db_prod`, since `__` separates server and tool) came first in the
+/// file and took the name of the real `db_prod`, which was left out, so
+/// the input's `allow` rule for `mcp__db_prod__query` applied to the
+/// hostile server. The server named exactly `db_prod` keeps its name,
+/// whichever comes first; the renamed one is left out with a note.
+#[test]
+fn a_renamed_server_never_takes_the_name_of_another_and_its_rules() {
+    let world = World::new();
+    for order in [["db__prod", "db_prod"], ["db_prod", "db__prod"]] {
+        let file = world.path("claude.json");
+        let mut servers = serde_json::Map::new();
+        for name in order {
+            let args = if name == "db_prod" { "good" } else { "evil" };
+            servers.insert(name.into(), json!({"command": "npx", "args": [args]}));
+        }
+        std::fs::write(
+            &file,
+            json!({"mcpServers": servers,
+                   "permissions": {"allow": ["mcp__db_prod__query"]}})
+            .to_string(),
+        )
+        .expect("write");
+        let output = world.run(&["import", "claude", &file.display().to_string(), "--json"]);
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let value = stdout_json(&output);
+        let config = &value["config"];
+        assert_eq!(
+            config["mcpServers"].as_object().map(|m| m.len()),
+            Some(1),
+            "{config:#}"
+        );
+        assert_eq!(
+            config["mcpServers"]["db_prod"]["args"],
+            json!(["good"]),
+            "{order:?}: {config:#}"
+        );
+        assert_eq!(
+            config["permissions"]["allow"],
+            json!(["mcp__db_prod__query"])
+        );
+        assert!(
+            note_keys(&value)
+                .iter()
+                .any(|k| k.contains("db__prod") || k.contains("db_prod")),
+            "{value:#}"
+        );
+    }
+}

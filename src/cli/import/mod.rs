@@ -74,6 +74,8 @@ pub struct Import {
     pub servers: BTreeMap<String, Map<String, Value>>,
     /// The file each server came from (for collision notes).
     origin: BTreeMap<String, String>,
+    /// Names given to renamed servers → the name they had in the input.
+    renamed: BTreeMap<String, String>,
     pub allow: Vec<String>,
     pub ask: Vec<String>,
     pub deny: Vec<String>,
@@ -119,6 +121,30 @@ impl Import {
             );
         }
         entry.insert("trust".into(), json!("untrusted"));
+        // A server the input names exactly `valid` owns that name: the
+        // input's rules for `mcp__valid__…` were written for it, so one
+        // renamed into the name must not take it (and its allow rules),
+        // whichever came first.
+        if valid == name
+            && let Some(original) = self.renamed.get(&valid).cloned()
+            && self.servers.get(&valid).is_some_and(|e| *e != entry)
+        {
+            let first = self.origin.get(&valid).cloned().unwrap_or_default();
+            self.note(
+                file,
+                key,
+                format!(
+                    "`{original}` ({first}) was to be imported as `{valid}`, but this server \
+                     is named `{valid}`: this one is kept (rules for `{valid}` are its) and \
+                     `{original}` is left out; add it by hand under another name"
+                ),
+            );
+            self.renamed.remove(&valid);
+            self.origin
+                .insert(valid.clone(), format!("{}: {key}", file.display()));
+            self.servers.insert(valid, entry);
+            return;
+        }
         if let Some(existing) = self.servers.get(&valid) {
             if *existing != entry {
                 let first = self.origin.get(&valid).cloned().unwrap_or_default();
@@ -132,6 +158,9 @@ impl Import {
                 );
             }
             return;
+        }
+        if valid != name {
+            self.renamed.insert(valid.clone(), name.to_string());
         }
         self.origin
             .insert(valid.clone(), format!("{}: {key}", file.display()));
