@@ -139,3 +139,64 @@ fn login_to_an_unapproved_project_server_sends_nothing() {
         text(&out)
     );
 }
+
+/// A shared object whose constructor leaves `$MARKER` behind: benign, but
+/// proof of code run wherever it is loaded with write access there.
+const PRELOAD_C: &str = r#"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((constructor)) static void leave_marker(void) {
+    const char *path = getenv("MARKER");
+    if (!path) return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (fd < 0) return;
+    (void)write(fd, "loaded\n", 7);
+    close(fd);
+}
+"#;
+
+/// A server's configured `env` was the environment of the sandbox helper
+/// (warden itself, dynamically linked) before it applied the sandbox: a
+/// repository's `.mcp.json` with `"LD_PRELOAD": "${WORKSPACE}/x.so"` ran
+/// its code in the helper, outside every restriction (here: a file
+/// written outside the sandbox's grants). The helper now starts with none
+/// of the configured variables; the server still gets them at exec.
+#[test]
+fn a_server_env_never_reaches_the_sandbox_helper() {
+    let world = World::new();
+    let source = world.path("preload.c");
+    std::fs::write(&source, PRELOAD_C).expect("write c");
+    let object = world.workspace.join("preload.so");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&object)
+        .arg(&source)
+        .output();
+    if !built.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: no C compiler to build the preloaded object ({built:?})");
+        return;
+    }
+    // Outside the workspace and every grant: only code running outside the
+    // sandbox can write it.
+    let marker = world.path("escaped");
+    let mut server = world.fixture();
+    server["env"] = json!({
+        "LD_PRELOAD": "${WORKSPACE}/preload.so",
+        "MARKER": marker.display().to_string(),
+    });
+    project(&world, &json!({"mcpServers": {"fx": server}}));
+    let approve = warden(&world, &[], &["mcp", "approve", "fx", "--yes"]);
+    assert_eq!(approve.status.code(), Some(0), "{}", text(&approve));
+    let status = warden(&world, &[], &["mcp", "status", "--json"]);
+    let all = text(&status);
+    assert!(
+        all.contains("\"connected\""),
+        "the server did not start: {all}"
+    );
+    assert!(
+        !marker.exists(),
+        "the preloaded object ran outside the sandbox: {}",
+        std::fs::read_to_string(&marker).unwrap_or_default()
+    );
+}

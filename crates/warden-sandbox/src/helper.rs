@@ -50,7 +50,8 @@ use nix::sys::socket::{
 };
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{
-    ForkResult, Pid, dup2_stdin, dup2_stdout, execv, fork, getegid, geteuid, getppid, pipe2, setsid,
+    ForkResult, Pid, dup2_stdin, dup2_stdout, execv, execve, fork, getegid, geteuid, getppid,
+    pipe2, setsid,
 };
 
 use crate::cgroup::{self, Cgroup, CgroupLimits};
@@ -99,12 +100,40 @@ fn io_err(what: &'static str) -> impl FnOnce(io::Error) -> HelperError {
     move |e| HelperError::Sys(sys::err_from(what, e))
 }
 
+/// The one variable the helper starts with: the server's environment as a
+/// JSON list of `[NAME, VALUE]`, given to the server at `exec` only. The
+/// helper is a dynamically linked program that runs before the sandbox
+/// holds: were the server's variables its own, `LD_PRELOAD`, `LD_AUDIT`,
+/// `GLIBC_TUNABLES`… from a configuration (a repository's `.mcp.json`)
+/// would run code in it, outside every restriction. Not an argument:
+/// arguments are readable by every user of the machine, the environment
+/// only by its owner.
+pub(crate) const SERVER_ENV: &str = "WARDEN_SANDBOX_SERVER_ENV";
+
+/// The server's environment (`NAME=VALUE`), read from [`SERVER_ENV`]
+/// before anything else; `None` when the helper was started without it
+/// (then the server inherits the helper's environment).
+static EXEC_ENV: std::sync::OnceLock<Option<Vec<CString>>> = std::sync::OnceLock::new();
+
+fn exec_env_from_var() -> Result<Option<Vec<CString>>, HelperError> {
+    let Some(json) = std::env::var_os(SERVER_ENV) else {
+        return Ok(None);
+    };
+    let pairs: Vec<(String, String)> = serde_json::from_slice(json.as_bytes())?;
+    pairs
+        .into_iter()
+        .map(|(name, value)| cstring(format!("{name}={value}").as_bytes()))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
 /// Entry point: `args` are the arguments after the program name (and
 /// after `__sandbox-exec`), i.e. the plan. Must be called while the
 /// process is single-threaded. Never returns.
 pub fn main(mut args: impl Iterator<Item = OsString>) -> ! {
     let code = match args.next().ok_or(HelperError::Usage).and_then(|json| {
         let plan: Plan = serde_json::from_slice(json.as_bytes())?;
+        let _ = EXEC_ENV.set(exec_env_from_var()?);
         run(&plan)
     }) {
         Ok(code) => code,
@@ -579,8 +608,11 @@ fn restrict_and_exec(plan: &Plan, notify_sock: Option<OwnedFd>) -> Result<Infall
     // umask, but nothing is asked of the kernel after it but the exec).
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(plan.umask));
     seccomp::apply(&filters)?;
-    // The environment is the one warden prepared for the helper.
-    let Err(e) = execv(&program, &argv);
+    // The environment is the one warden prepared for the server.
+    let Err(e) = match EXEC_ENV.get() {
+        Some(Some(env)) => execve(&program, &argv, env),
+        _ => execv(&program, &argv),
+    };
     let what = match e {
         Errno::EACCES | Errno::EPERM => format!(
             "exec {} ({})",

@@ -308,8 +308,16 @@ fn prepare_with(
     };
     let json = serde_json::to_string(&plan).map_err(|e| setup(e.to_string()))?;
     let mut command = helper.command(json);
+    // The server's variables are not the helper's own (helper::SERVER_ENV:
+    // `LD_PRELOAD` and friends would run code in it before the sandbox
+    // holds); it hands them to the server at exec.
+    let env: Vec<(String, String)> = env.into_iter().collect();
+    let env = serde_json::to_string(&env).map_err(|e| setup(e.to_string()))?;
     // The helper calls setsid(): its pid is the process group the guard kills.
-    command.env_clear().envs(env).current_dir(&cwd);
+    command
+        .env_clear()
+        .env(crate::helper::SERVER_ENV, env)
+        .current_dir(&cwd);
     piped(&mut command);
     for gap in &summary.gaps {
         tracing::warn!(server = %spec.name, gap = %gap, "sandbox protection not enforced (best_effort)");
