@@ -552,3 +552,59 @@ fn a_renamed_server_never_takes_the_name_of_another_and_its_rules() {
         );
     }
 }
+
+/// Rules follow a renamed server. Claude Code names the tools of a server
+/// `my.db` `mcp__my_db__…` (and a rule may use the name as written); warden
+/// imports the server as `my-db`, and the rules were kept (or left out)
+/// under the old names, so the user's `deny` no longer applied to
+/// anything: the import loosened. A Codex `disabled_tools` entry whose
+/// name has characters warden replaces (`files.delete`, served as
+/// `mcp__fs__files_delete`) was left out the same way.
+#[test]
+fn rules_follow_a_renamed_server_and_sanitised_tool_names() {
+    let world = World::new();
+    let file = world.path("claude.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"my.db": {"command": "npx", "args": ["x"]}},
+               "permissions": {"deny": ["mcp__my_db__drop", "mcp__my.db__wipe", "mcp__my.db"],
+                               "ask": ["mcp__my.db__*(table: users)"],
+                               "allow": ["mcp__my_db__read"]}})
+        .to_string(),
+    )
+    .expect("write");
+    let output = world.run(&["import", "claude", &file.display().to_string(), "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let value = stdout_json(&output);
+    let permissions = &value["config"]["permissions"];
+    assert_eq!(
+        permissions["deny"],
+        json!(["mcp__my-db__drop", "mcp__my-db__wipe", "mcp__my-db"]),
+        "{value:#}"
+    );
+    assert_eq!(
+        permissions["ask"],
+        json!(["mcp__my-db__*(table: users)"]),
+        "{value:#}"
+    );
+    assert_eq!(
+        permissions["allow"],
+        json!(["mcp__my-db__read"]),
+        "{value:#}"
+    );
+
+    let toml = world.path("config.toml");
+    std::fs::write(
+        &toml,
+        "[mcp_servers.fs]\ncommand = \"npx\"\ndisabled_tools = [\"files.delete\", \"rm\"]\n",
+    )
+    .expect("write");
+    let output = world.run(&["import", "codex", &toml.display().to_string(), "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let value = stdout_json(&output);
+    assert_eq!(
+        value["config"]["permissions"]["deny"],
+        json!(["mcp__fs__files_delete", "mcp__fs__rm"]),
+        "{value:#}"
+    );
+}

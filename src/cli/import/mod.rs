@@ -17,6 +17,7 @@ mod claude;
 mod codex;
 mod cursor;
 mod entry;
+mod rules;
 mod secrets;
 
 use std::collections::BTreeMap;
@@ -76,6 +77,8 @@ pub struct Import {
     origin: BTreeMap<String, String>,
     /// Names given to renamed servers → the name they had in the input.
     renamed: BTreeMap<String, String>,
+    /// Rules as read, decided once every server is known ([`Import::add_rule`]).
+    rules: Vec<rules::Pending>,
     pub allow: Vec<String>,
     pub ask: Vec<String>,
     pub deny: Vec<String>,
@@ -165,39 +168,6 @@ impl Import {
         self.origin
             .insert(valid.clone(), format!("{}: {key}", file.display()));
         self.servers.insert(valid, entry);
-    }
-
-    /// A Claude-style permission rule (`mcp__S__T(…)`): kept when warden's
-    /// rule syntax reads it, otherwise a note.
-    pub fn add_rule(&mut self, file: &Path, key: &str, effect: &str, rule: &str) {
-        use warden_policy::{RuleEffect, RuleSource};
-        let source = RuleSource {
-            effect: match effect {
-                "allow" => RuleEffect::Allow,
-                "ask" => RuleEffect::Ask,
-                _ => RuleEffect::Deny,
-            },
-            text: rule.to_string(),
-            scope: warden_core::Scope::User,
-            file: file.to_path_buf(),
-            index: 0,
-        };
-        if let Err(error) = warden_policy::check_rule(&source) {
-            self.note(
-                file,
-                key,
-                format!("rule `{rule}` is not in warden's rule syntax ({error}): left out"),
-            );
-            return;
-        }
-        let list = match effect {
-            "allow" => &mut self.allow,
-            "ask" => &mut self.ask,
-            _ => &mut self.deny,
-        };
-        if !list.iter().any(|r| r == rule) {
-            list.push(rule.to_string());
-        }
     }
 
     /// warden's user-scope configuration.
@@ -313,6 +283,7 @@ pub fn import(client: Client, files: &[PathBuf]) -> Result<Import, ImportError> 
             Client::Cursor => cursor::import(file, &text, &mut out)?,
         }
     }
+    out.finish_rules();
     if out.servers.values().any(|s| s.contains_key("command")) {
         out.note(
             &files[0],
