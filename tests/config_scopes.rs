@@ -342,6 +342,42 @@ fn project_files_cannot_raise_sampling_limits() {
     assert_eq!(cfg.servers["s"].sampling.max_requests, 500);
 }
 
+/// The audit log's HMAC key (`WARDEN_AUDIT_KEY`) is what makes a changed
+/// log detectable; a server holding it could write a log that verifies.
+/// No configuration, a repository's least of all, hands it to a server:
+/// not by `${WARDEN_AUDIT_KEY}` (in arguments, env, a URL or headers), nor
+/// by `env_from` or `sandbox.env`.
+#[test]
+fn no_configuration_passes_the_audit_key_to_a_server() {
+    let mut fx = Fx::new();
+    fx.env
+        .insert("WARDEN_AUDIT_KEY".into(), "audit-key-0123456789".into());
+    let cases = [
+        r#"{"mcpServers": {"s": {"command": "srv", "args": ["--k=${WARDEN_AUDIT_KEY}"]}}}"#,
+        r#"{"mcpServers": {"s": {"command": "srv", "env": {"K": "${WARDEN_AUDIT_KEY:-x}"}}}}"#,
+        r#"{"mcpServers": {"s": {"command": "srv", "env_from": ["WARDEN_AUDIT_KEY"]}}}"#,
+        r#"{"mcpServers": {"s": {"command": "srv", "sandbox": {"env": ["WARDEN_AUDIT_KEY"]}}}}"#,
+        r#"{"mcpServers": {"r": {"type": "http", "url": "https://example.com/mcp",
+                                 "headers": {"X-K": "${WARDEN_AUDIT_KEY}"}}}}"#,
+    ];
+    for (i, text) in cases.iter().enumerate() {
+        // In a repository's file and in the user's own.
+        for user in [false, true] {
+            if user {
+                fx.project("{}");
+                fx.user(text);
+            } else {
+                let _ = std::fs::remove_file(fx.cfg_dir.join("config.json"));
+                fx.project(text);
+            }
+            let err = fx.load().expect_err(text);
+            let msg = err.to_string();
+            assert!(msg.contains("WARDEN_AUDIT_KEY"), "case {i}: {msg}");
+            assert!(!msg.contains("audit-key-0123456789"), "case {i}: {msg}");
+        }
+    }
+}
+
 #[test]
 fn project_grants_through_a_symlink_out_of_the_workspace_are_refused() {
     let fx = Fx::new();
