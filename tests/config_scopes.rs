@@ -378,6 +378,44 @@ fn no_configuration_passes_the_audit_key_to_a_server() {
     }
 }
 
+/// The nearest `.mcp.json` is searched from the workspace up to `/`, so
+/// a file another user could create above it (`/tmp/.mcp.json` for a
+/// workspace in /tmp, as git's CVE-2022-24765 with `C:\.git`) became the
+/// workspace's project file: its servers offered for approval as the
+/// project's, its rules and policies applied. A file above the workspace
+/// that belongs to neither this user nor root is passed over; the
+/// workspace's own `.mcp.json` and one of this user's above it still load.
+#[test]
+fn a_project_file_above_the_workspace_owned_by_another_user_is_passed_over() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: giving a file to another user needs root");
+        return;
+    }
+    let fx = Fx::new();
+    let planted = fx.project(r#"{"mcpServers": {"planted": {"command": "srv"}}}"#);
+    let nobody = nix::unistd::Uid::from_raw(65534);
+    nix::unistd::chown(&planted, Some(nobody), None).unwrap();
+    let cfg = fx.load().unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !cfg.servers.contains_key("planted"),
+        "another user's file above the workspace was loaded: {:?}",
+        cfg.sources
+    );
+    assert!(cfg.sources.is_empty(), "{:?}", cfg.sources);
+
+    // This user's (root's) own file above the workspace loads.
+    nix::unistd::chown(&planted, Some(nix::unistd::geteuid()), None).unwrap();
+    assert!(fx.load().unwrap().servers.contains_key("planted"));
+
+    // The workspace's own file loads whoever owns it (the user chose the
+    // workspace).
+    std::fs::remove_file(&planted).unwrap();
+    let own = fx.ws.join(".mcp.json");
+    std::fs::write(&own, r#"{"mcpServers": {"own": {"command": "srv"}}}"#).unwrap();
+    nix::unistd::chown(&own, Some(nobody), None).unwrap();
+    assert!(fx.load().unwrap().servers.contains_key("own"));
+}
+
 #[test]
 fn project_grants_through_a_symlink_out_of_the_workspace_are_refused() {
     let fx = Fx::new();
