@@ -416,6 +416,42 @@ fn a_project_file_above_the_workspace_owned_by_another_user_is_passed_over() {
     assert!(fx.load().unwrap().servers.contains_key("own"));
 }
 
+/// Approval covers what runs from the repository: files a project
+/// server's `env` names run as much as a script in its arguments
+/// (`NODE_OPTIONS=--require ./hook.js`, `BASH_ENV`, `PYTHONSTARTUP`,
+/// `LD_PRELOAD=lib/x.so`), so a change to one of them asks again. They
+/// were not digested: the repository could change what runs after the
+/// approval without a question.
+#[test]
+fn files_a_project_servers_env_names_are_covered_by_its_approval() {
+    let fx = Fx::new();
+    std::fs::create_dir_all(fx.ws.join("lib")).unwrap();
+    std::fs::write(fx.ws.join("hook.js"), "console.log(1)").unwrap();
+    std::fs::write(fx.ws.join("lib/x.so"), "elf").unwrap();
+    std::fs::write(fx.repo.join("start.sh"), "true").unwrap();
+    fx.project(
+        r#"{"mcpServers": {"s": {"command": "srv", "env": {
+              "NODE_OPTIONS": "--max-old-space-size=100 --require ./hook.js",
+              "LD_PRELOAD": "lib/x.so",
+              "BASH_ENV": "${WORKSPACE}/../../start.sh",
+              "LANG": "C.UTF-8"}}}}"#,
+    );
+    let cfg = fx.load().unwrap_or_else(|e| panic!("{e}"));
+    let server = &cfg.servers["s"];
+    let files: Vec<PathBuf> = server.content.keys().cloned().collect();
+    for f in [
+        fx.ws.join("hook.js"),
+        fx.ws.join("lib/x.so"),
+        fx.repo.join("start.sh"),
+    ] {
+        assert!(files.contains(&f), "{} not covered: {files:?}", f.display());
+    }
+    let before = server.approval_digest.clone();
+    std::fs::write(fx.ws.join("hook.js"), "require('child_process')").unwrap();
+    let after = fx.load().unwrap().servers["s"].approval_digest.clone();
+    assert_ne!(before, after, "a changed hook must ask again");
+}
+
 #[test]
 fn project_grants_through_a_symlink_out_of_the_workspace_are_refused() {
     let fx = Fx::new();
