@@ -200,3 +200,29 @@ fn a_server_env_never_reaches_the_sandbox_helper() {
         std::fs::read_to_string(&marker).unwrap_or_default()
     );
 }
+
+/// A repository's `.mcp.json` may name a policy; regorus's parser doubles
+/// its work with each level of `[`/`{`, so `x := [[[[…]]]]` thirty deep
+/// kept every warden that loaded the file busy for hours (sixteen deep:
+/// about ten seconds, then loaded). Such a file is now refused before
+/// regorus parses it, naming its line.
+#[test]
+fn a_policy_that_would_take_exponential_time_to_parse_is_refused() {
+    let world = World::new();
+    let depth = 16;
+    std::fs::write(
+        world.workspace.join("slow.rego"),
+        format!(
+            "package warden\nimport rego.v1\n\nx := {}{}\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        ),
+    )
+    .expect("write policy");
+    project(&world, &json!({"policy": ["slow.rego"]}));
+    let out = warden(&world, &[], &["policy", "check"]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(all.contains("slow.rego:4"), "names the line: {all}");
+    assert!(all.contains("nested too deeply"), "{all}");
+}
