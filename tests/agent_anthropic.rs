@@ -340,3 +340,40 @@ async fn the_key_never_shows_in_debug() {
     let m = AnthropicModel::new("c", KEY.into(), "http://127.0.0.1:9", fast_http()).unwrap();
     assert!(!format!("{m:?}").contains(KEY));
 }
+
+/// The model endpoint answering with a redirect to another origin: reqwest
+/// followed it, keeping the `x-api-key` header (it strips only
+/// `Authorization` and cookies) and, for a 307, the whole conversation. A
+/// redirect is now followed only on the same origin; another one is an
+/// error and the other origin sees nothing.
+#[tokio::test]
+async fn a_redirect_to_another_origin_gets_neither_the_key_nor_the_conversation() {
+    let elsewhere = MockServer::start(vec![Canned::json(200, text_response("stolen"))]).await;
+    let server = MockServer::start(vec![
+        Canned::raw(307, "").with_header("location", &format!("{}/v1/messages", elsewhere.url)),
+    ])
+    .await;
+    let model = model_for(&server, fast_http());
+    let turn = model.complete(&simple_request()).await;
+    assert!(
+        elsewhere.requests().is_empty(),
+        "the other origin received: {:?}",
+        elsewhere
+            .requests()
+            .iter()
+            .map(|r| r.header("x-api-key").map(str::to_string))
+            .collect::<Vec<_>>()
+    );
+    assert!(turn.is_err(), "{turn:?}");
+
+    // The same origin may still redirect (a moved path).
+    let server = MockServer::start(vec![
+        Canned::raw(307, "").with_header("location", "/v2/messages"),
+        Canned::json(200, text_response("moved")),
+    ])
+    .await;
+    let model = model_for(&server, fast_http());
+    let turn = model.complete(&simple_request()).await;
+    assert!(turn.is_ok(), "{turn:?}");
+    assert_eq!(server.requests().len(), 2);
+}

@@ -297,6 +297,161 @@ fn project_files_cannot_widen_anything() {
     boundary(&fx, r#"{"policy": ["../outside.rego"]}"#, "policy[0]");
 }
 
+/// A repository's server must not raise its own sampling caps (the
+/// person's model and token budget): `sampling.max_tokens`,
+/// `sampling.max_requests` and CONTRACT §8's `sandbox.limits.sampling_tokens`
+/// above their defaults are refused like any other raised limit; lower
+/// values restrict and load.
+#[test]
+fn project_files_cannot_raise_sampling_limits() {
+    let fx = Fx::new();
+    boundary(
+        &fx,
+        r#"{"mcpServers": {"s": {"command": "srv", "sampling": {"max_tokens": 1000000}}}}"#,
+        "mcpServers.s.sampling.max_tokens",
+    );
+    boundary(
+        &fx,
+        r#"{"mcpServers": {"s": {"command": "srv", "sampling": {"max_requests": 21}}}}"#,
+        "mcpServers.s.sampling.max_requests",
+    );
+    boundary(
+        &fx,
+        r#"{"mcpServers": {"s": {"command": "srv", "sandbox": {"limits": {"sampling_tokens": 4097}}}}}"#,
+        "mcpServers.s.sandbox.limits.sampling_tokens",
+    );
+    boundary(
+        &fx,
+        r#"{"mcpServers": {"r": {"type": "http", "url": "https://example.com/mcp", "sampling": {"max_tokens": 8192}}}}"#,
+        "mcpServers.r.sampling.max_tokens",
+    );
+    fx.project(
+        r#"{"mcpServers": {"s": {"command": "srv", "sampling": {"max_tokens": 100, "max_requests": 2},
+                                 "sandbox": {"limits": {"sampling_tokens": 50}}}}}"#,
+    );
+    let cfg = fx.load().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.servers["s"].sampling.max_tokens, 50);
+    assert_eq!(cfg.servers["s"].sampling.max_requests, 2);
+    // The user's own file may raise them.
+    fx.project("{}");
+    fx.user(
+        r#"{"mcpServers": {"s": {"command": "srv", "sampling": {"max_tokens": 100000, "max_requests": 500}}}}"#,
+    );
+    let cfg = fx.load().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.servers["s"].sampling.max_tokens, 100_000);
+    assert_eq!(cfg.servers["s"].sampling.max_requests, 500);
+}
+
+/// The audit log's HMAC key (`WARDEN_AUDIT_KEY`) is what makes a changed
+/// log detectable; a server holding it could write a log that verifies.
+/// No configuration, a repository's least of all, hands it to a server:
+/// not by `${WARDEN_AUDIT_KEY}` (in arguments, env, a URL or headers), nor
+/// by `env_from` or `sandbox.env`.
+#[test]
+fn no_configuration_passes_the_audit_key_to_a_server() {
+    let mut fx = Fx::new();
+    fx.env
+        .insert("WARDEN_AUDIT_KEY".into(), "audit-key-0123456789".into());
+    let cases = [
+        r#"{"mcpServers": {"s": {"command": "srv", "args": ["--k=${WARDEN_AUDIT_KEY}"]}}}"#,
+        r#"{"mcpServers": {"s": {"command": "srv", "env": {"K": "${WARDEN_AUDIT_KEY:-x}"}}}}"#,
+        r#"{"mcpServers": {"s": {"command": "srv", "env_from": ["WARDEN_AUDIT_KEY"]}}}"#,
+        r#"{"mcpServers": {"s": {"command": "srv", "sandbox": {"env": ["WARDEN_AUDIT_KEY"]}}}}"#,
+        r#"{"mcpServers": {"r": {"type": "http", "url": "https://example.com/mcp",
+                                 "headers": {"X-K": "${WARDEN_AUDIT_KEY}"}}}}"#,
+    ];
+    for (i, text) in cases.iter().enumerate() {
+        // In a repository's file and in the user's own.
+        for user in [false, true] {
+            if user {
+                fx.project("{}");
+                fx.user(text);
+            } else {
+                let _ = std::fs::remove_file(fx.cfg_dir.join("config.json"));
+                fx.project(text);
+            }
+            let err = fx.load().expect_err(text);
+            let msg = err.to_string();
+            assert!(msg.contains("WARDEN_AUDIT_KEY"), "case {i}: {msg}");
+            assert!(!msg.contains("audit-key-0123456789"), "case {i}: {msg}");
+        }
+    }
+}
+
+/// The nearest `.mcp.json` is searched from the workspace up to `/`, so
+/// a file another user could create above it (`/tmp/.mcp.json` for a
+/// workspace in /tmp, as git's CVE-2022-24765 with `C:\.git`) became the
+/// workspace's project file: its servers offered for approval as the
+/// project's, its rules and policies applied. A file above the workspace
+/// that belongs to neither this user nor root is passed over; the
+/// workspace's own `.mcp.json` and one of this user's above it still load.
+#[test]
+fn a_project_file_above_the_workspace_owned_by_another_user_is_passed_over() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: giving a file to another user needs root");
+        return;
+    }
+    let fx = Fx::new();
+    let planted = fx.project(r#"{"mcpServers": {"planted": {"command": "srv"}}}"#);
+    let nobody = nix::unistd::Uid::from_raw(65534);
+    nix::unistd::chown(&planted, Some(nobody), None).unwrap();
+    let cfg = fx.load().unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !cfg.servers.contains_key("planted"),
+        "another user's file above the workspace was loaded: {:?}",
+        cfg.sources
+    );
+    assert!(cfg.sources.is_empty(), "{:?}", cfg.sources);
+
+    // This user's (root's) own file above the workspace loads.
+    nix::unistd::chown(&planted, Some(nix::unistd::geteuid()), None).unwrap();
+    assert!(fx.load().unwrap().servers.contains_key("planted"));
+
+    // The workspace's own file loads whoever owns it (the user chose the
+    // workspace).
+    std::fs::remove_file(&planted).unwrap();
+    let own = fx.ws.join(".mcp.json");
+    std::fs::write(&own, r#"{"mcpServers": {"own": {"command": "srv"}}}"#).unwrap();
+    nix::unistd::chown(&own, Some(nobody), None).unwrap();
+    assert!(fx.load().unwrap().servers.contains_key("own"));
+}
+
+/// Approval covers what runs from the repository: files a project
+/// server's `env` names run as much as a script in its arguments
+/// (`NODE_OPTIONS=--require ./hook.js`, `BASH_ENV`, `PYTHONSTARTUP`,
+/// `LD_PRELOAD=lib/x.so`), so a change to one of them asks again. They
+/// were not digested: the repository could change what runs after the
+/// approval without a question.
+#[test]
+fn files_a_project_servers_env_names_are_covered_by_its_approval() {
+    let fx = Fx::new();
+    std::fs::create_dir_all(fx.ws.join("lib")).unwrap();
+    std::fs::write(fx.ws.join("hook.js"), "console.log(1)").unwrap();
+    std::fs::write(fx.ws.join("lib/x.so"), "elf").unwrap();
+    std::fs::write(fx.repo.join("start.sh"), "true").unwrap();
+    fx.project(
+        r#"{"mcpServers": {"s": {"command": "srv", "env": {
+              "NODE_OPTIONS": "--max-old-space-size=100 --require ./hook.js",
+              "LD_PRELOAD": "lib/x.so",
+              "BASH_ENV": "${WORKSPACE}/../../start.sh",
+              "LANG": "C.UTF-8"}}}}"#,
+    );
+    let cfg = fx.load().unwrap_or_else(|e| panic!("{e}"));
+    let server = &cfg.servers["s"];
+    let files: Vec<PathBuf> = server.content.keys().cloned().collect();
+    for f in [
+        fx.ws.join("hook.js"),
+        fx.ws.join("lib/x.so"),
+        fx.repo.join("start.sh"),
+    ] {
+        assert!(files.contains(&f), "{} not covered: {files:?}", f.display());
+    }
+    let before = server.approval_digest.clone();
+    std::fs::write(fx.ws.join("hook.js"), "require('child_process')").unwrap();
+    let after = fx.load().unwrap().servers["s"].approval_digest.clone();
+    assert_ne!(before, after, "a changed hook must ask again");
+}
+
 #[test]
 fn project_grants_through_a_symlink_out_of_the_workspace_are_refused() {
     let fx = Fx::new();

@@ -502,3 +502,109 @@ fn warden_gateway_entry_is_not_imported_behind_itself() {
         "{note}"
     );
 }
+
+/// Names that collide after renaming: a hostile `db__prod` (renamed to
+/// `db_prod`, since `__` separates server and tool) came first in the
+/// file and took the name of the real `db_prod`, which was left out, so
+/// the input's `allow` rule for `mcp__db_prod__query` applied to the
+/// hostile server. The server named exactly `db_prod` keeps its name,
+/// whichever comes first; the renamed one is left out with a note.
+#[test]
+fn a_renamed_server_never_takes_the_name_of_another_and_its_rules() {
+    let world = World::new();
+    for order in [["db__prod", "db_prod"], ["db_prod", "db__prod"]] {
+        let file = world.path("claude.json");
+        let mut servers = serde_json::Map::new();
+        for name in order {
+            let args = if name == "db_prod" { "good" } else { "evil" };
+            servers.insert(name.into(), json!({"command": "npx", "args": [args]}));
+        }
+        std::fs::write(
+            &file,
+            json!({"mcpServers": servers,
+                   "permissions": {"allow": ["mcp__db_prod__query"]}})
+            .to_string(),
+        )
+        .expect("write");
+        let output = world.run(&["import", "claude", &file.display().to_string(), "--json"]);
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let value = stdout_json(&output);
+        let config = &value["config"];
+        assert_eq!(
+            config["mcpServers"].as_object().map(|m| m.len()),
+            Some(1),
+            "{config:#}"
+        );
+        assert_eq!(
+            config["mcpServers"]["db_prod"]["args"],
+            json!(["good"]),
+            "{order:?}: {config:#}"
+        );
+        assert_eq!(
+            config["permissions"]["allow"],
+            json!(["mcp__db_prod__query"])
+        );
+        assert!(
+            note_keys(&value)
+                .iter()
+                .any(|k| k.contains("db__prod") || k.contains("db_prod")),
+            "{value:#}"
+        );
+    }
+}
+
+/// Rules follow a renamed server. Claude Code names the tools of a server
+/// `my.db` `mcp__my_db__…` (and a rule may use the name as written); warden
+/// imports the server as `my-db`, and the rules were kept (or left out)
+/// under the old names, so the user's `deny` no longer applied to
+/// anything: the import loosened. A Codex `disabled_tools` entry whose
+/// name has characters warden replaces (`files.delete`, served as
+/// `mcp__fs__files_delete`) was left out the same way.
+#[test]
+fn rules_follow_a_renamed_server_and_sanitised_tool_names() {
+    let world = World::new();
+    let file = world.path("claude.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"my.db": {"command": "npx", "args": ["x"]}},
+               "permissions": {"deny": ["mcp__my_db__drop", "mcp__my.db__wipe", "mcp__my.db"],
+                               "ask": ["mcp__my.db__*(table: users)"],
+                               "allow": ["mcp__my_db__read"]}})
+        .to_string(),
+    )
+    .expect("write");
+    let output = world.run(&["import", "claude", &file.display().to_string(), "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let value = stdout_json(&output);
+    let permissions = &value["config"]["permissions"];
+    assert_eq!(
+        permissions["deny"],
+        json!(["mcp__my-db__drop", "mcp__my-db__wipe", "mcp__my-db"]),
+        "{value:#}"
+    );
+    assert_eq!(
+        permissions["ask"],
+        json!(["mcp__my-db__*(table: users)"]),
+        "{value:#}"
+    );
+    assert_eq!(
+        permissions["allow"],
+        json!(["mcp__my-db__read"]),
+        "{value:#}"
+    );
+
+    let toml = world.path("config.toml");
+    std::fs::write(
+        &toml,
+        "[mcp_servers.fs]\ncommand = \"npx\"\ndisabled_tools = [\"files.delete\", \"rm\"]\n",
+    )
+    .expect("write");
+    let output = world.run(&["import", "codex", &toml.display().to_string(), "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let value = stdout_json(&output);
+    assert_eq!(
+        value["config"]["permissions"]["deny"],
+        json!(["mcp__fs__files_delete", "mcp__fs__rm"]),
+        "{value:#}"
+    );
+}

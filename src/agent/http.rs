@@ -110,8 +110,30 @@ pub(crate) fn build_client(settings: &HttpSettings) -> Result<reqwest::Client, M
     reqwest::Client::builder()
         .timeout(settings.timeout)
         .connect_timeout(settings.connect_timeout)
+        .redirect(same_origin_redirects())
         .build()
         .map_err(|e| ModelError::Config(format!("cannot build the HTTP client: {e}")))
+}
+
+/// Redirects are followed on the first request's origin only: reqwest
+/// keeps every header but `Authorization` and cookies across origins, so
+/// Anthropic's `x-api-key` (and, for a 307/308, the whole conversation)
+/// would go wherever the endpoint pointed. Another origin's answer is the
+/// redirect itself, an error for the provider.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if attempt.previous().len() > 10 {
+            attempt.error("too many redirects")
+        } else if same {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
 }
 
 /// Checks and normalises a base URL (no trailing slash).

@@ -38,6 +38,7 @@ pub fn login(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
         .get(name)
         .ok_or_else(|| session::unknown_server(&config, name))?;
     let remote = remote_of(&config, name)?.clone();
+    refuse_unapproved(&config, server)?;
     let timeout = server.timeout;
     let headers = remote
         .headers
@@ -86,6 +87,27 @@ pub fn login(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {
         }
         Ok(exit::OK)
     })
+}
+
+/// A login connects to the server with its configured headers (which a
+/// project file may fill from your environment) and hands it a token: a
+/// repository's server gets neither before it is approved, as it gets
+/// nothing before it starts.
+fn refuse_unapproved(config: &Config, server: &crate::config::ServerConfig) -> anyhow::Result<()> {
+    if !server.needs_approval() {
+        return Ok(());
+    }
+    let approvals = crate::config::Approvals::load(&config.config_dir)?;
+    if approvals.is_approved(server) {
+        return Ok(());
+    }
+    Err(CliError::usage(format!(
+        "server `{name}` comes from the project file {file} and is not approved ({why}): review \
+         it with `warden mcp approve {name}` first; a login connects to it",
+        name = server.name,
+        file = warden_core::display::line(&server.source.display().to_string()),
+        why = approvals.why_pending(server),
+    )))
 }
 
 pub fn logout(global: &GlobalArgs, name: &str) -> anyhow::Result<u8> {

@@ -105,12 +105,35 @@ pub(crate) fn load_file_unregistered(
     ))
 }
 
-/// The nearest `.mcp.json` at or above `start`.
+/// The nearest `.mcp.json` at or above `start`. One above `start` that
+/// another user owns (the file, or a symlink to it) is passed over: anyone
+/// who can write a folder above the workspace (`/tmp`, a shared parent)
+/// could otherwise give it a project file, as git's CVE-2022-24765 did
+/// with `.git`. The workspace's own file is the one the user chose.
 pub fn find_project_file(start: &Path) -> Option<PathBuf> {
     start
         .ancestors()
-        .map(|dir| dir.join(".mcp.json"))
-        .find(|candidate| candidate.is_file())
+        .map(|dir| (dir, dir.join(".mcp.json")))
+        .filter(|(_, candidate)| candidate.is_file())
+        .find(|(dir, candidate)| *dir == start || ours(candidate))
+        .map(|(_, candidate)| candidate)
+}
+
+/// Whether `file`, and the link it may be, belong to this user or root.
+fn ours(file: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let owners = [std::fs::symlink_metadata(file), std::fs::metadata(file)];
+    let ok = owners
+        .iter()
+        .all(|m| m.as_ref().is_ok_and(|m| m.uid() == me || m.uid() == 0));
+    if !ok {
+        tracing::warn!(
+            file = %file.display(),
+            "passing over a .mcp.json above the workspace that another user owns"
+        );
+    }
+    ok
 }
 
 fn merge(

@@ -195,6 +195,7 @@ fn replace_n(args: &[Value]) -> anyhow::Result<Value> {
 /// Refuses calls whose literal arguments already exceed a cap, and
 /// builtins warden does not offer; names the file and line.
 pub fn check_source(file: &str, text: &str) -> Result<(), String> {
+    crate::parse_cost::check(file, text)?;
     for (i, line) in text.lines().enumerate() {
         let code = strip_comment(line);
         let at = |msg: String| format!("{file}:{}: {msg}\n    {}", i + 1, line.trim());

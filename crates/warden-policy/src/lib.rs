@@ -40,6 +40,7 @@ mod decision;
 mod error;
 mod facts;
 mod functions;
+mod parse_cost;
 mod patterns;
 mod permit;
 mod pipeline;

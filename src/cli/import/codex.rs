@@ -123,7 +123,13 @@ fn server(
             ("tool_timeout_sec", _) => secrets::timeout(ctx, out, &sub(k), v, 1.0, &mut entry),
             ("disabled_tools", _) => {
                 for (i, tool) in ctx.strings(v, &sub(k))?.iter().enumerate() {
-                    let rule = format!("mcp__{}__{tool}", super::valid_name(name));
+                    // The tool as warden's registry names it (`files.delete`
+                    // is served as `files_delete`).
+                    let rule = format!(
+                        "mcp__{}__{}",
+                        super::valid_name(name),
+                        super::rules::claude_name(tool)
+                    );
                     out.add_rule(ctx.file, &format!("{}[{i}]", sub(k)), "deny", &rule);
                 }
             }

@@ -17,6 +17,7 @@ mod claude;
 mod codex;
 mod cursor;
 mod entry;
+mod rules;
 mod secrets;
 
 use std::collections::BTreeMap;
@@ -74,6 +75,10 @@ pub struct Import {
     pub servers: BTreeMap<String, Map<String, Value>>,
     /// The file each server came from (for collision notes).
     origin: BTreeMap<String, String>,
+    /// Names given to renamed servers → the name they had in the input.
+    renamed: BTreeMap<String, String>,
+    /// Rules as read, decided once every server is known ([`Import::add_rule`]).
+    rules: Vec<rules::Pending>,
     pub allow: Vec<String>,
     pub ask: Vec<String>,
     pub deny: Vec<String>,
@@ -119,6 +124,30 @@ impl Import {
             );
         }
         entry.insert("trust".into(), json!("untrusted"));
+        // A server the input names exactly `valid` owns that name: the
+        // input's rules for `mcp__valid__…` were written for it, so one
+        // renamed into the name must not take it (and its allow rules),
+        // whichever came first.
+        if valid == name
+            && let Some(original) = self.renamed.get(&valid).cloned()
+            && self.servers.get(&valid).is_some_and(|e| *e != entry)
+        {
+            let first = self.origin.get(&valid).cloned().unwrap_or_default();
+            self.note(
+                file,
+                key,
+                format!(
+                    "`{original}` ({first}) was to be imported as `{valid}`, but this server \
+                     is named `{valid}`: this one is kept (rules for `{valid}` are its) and \
+                     `{original}` is left out; add it by hand under another name"
+                ),
+            );
+            self.renamed.remove(&valid);
+            self.origin
+                .insert(valid.clone(), format!("{}: {key}", file.display()));
+            self.servers.insert(valid, entry);
+            return;
+        }
         if let Some(existing) = self.servers.get(&valid) {
             if *existing != entry {
                 let first = self.origin.get(&valid).cloned().unwrap_or_default();
@@ -133,42 +162,12 @@ impl Import {
             }
             return;
         }
+        if valid != name {
+            self.renamed.insert(valid.clone(), name.to_string());
+        }
         self.origin
             .insert(valid.clone(), format!("{}: {key}", file.display()));
         self.servers.insert(valid, entry);
-    }
-
-    /// A Claude-style permission rule (`mcp__S__T(…)`): kept when warden's
-    /// rule syntax reads it, otherwise a note.
-    pub fn add_rule(&mut self, file: &Path, key: &str, effect: &str, rule: &str) {
-        use warden_policy::{RuleEffect, RuleSource};
-        let source = RuleSource {
-            effect: match effect {
-                "allow" => RuleEffect::Allow,
-                "ask" => RuleEffect::Ask,
-                _ => RuleEffect::Deny,
-            },
-            text: rule.to_string(),
-            scope: warden_core::Scope::User,
-            file: file.to_path_buf(),
-            index: 0,
-        };
-        if let Err(error) = warden_policy::check_rule(&source) {
-            self.note(
-                file,
-                key,
-                format!("rule `{rule}` is not in warden's rule syntax ({error}): left out"),
-            );
-            return;
-        }
-        let list = match effect {
-            "allow" => &mut self.allow,
-            "ask" => &mut self.ask,
-            _ => &mut self.deny,
-        };
-        if !list.iter().any(|r| r == rule) {
-            list.push(rule.to_string());
-        }
     }
 
     /// warden's user-scope configuration.
@@ -289,6 +288,7 @@ pub fn import(client: Client, files: &[PathBuf]) -> Result<Import, ImportError> 
             Client::Cursor => cursor::import(file, &text, &mut out)?,
         }
     }
+    out.finish_rules();
     if out.servers.values().any(|s| s.contains_key("command")) {
         out.note(
             &files[0],

@@ -110,6 +110,20 @@ impl Ctx<'_> {
                 .as_u64()
                 .filter(|v| (1..=super::server_mediation::MAX_SAMPLING).contains(v))
             {
+                // As `sampling.max_tokens`: a project may only lower it.
+                Some(v)
+                    if self.scope == Scope::Project
+                        && v > u64::from(crate::config::SamplingLimits::default().max_tokens) =>
+                {
+                    Err(self.boundary(
+                        &k,
+                        m.value.pos,
+                        &format!(
+                            "raise a sampling limit above its default ({})",
+                            crate::config::SamplingLimits::default().max_tokens
+                        ),
+                    ))
+                }
                 Some(v) => Ok(Some(u32::try_from(v).unwrap_or(u32::MAX))),
                 None => Err(self.err(
                     ErrorKind::InvalidValue,

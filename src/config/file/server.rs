@@ -245,25 +245,38 @@ impl Ctx<'_> {
         if let Some(real) = within(&stdio.program) {
             add(real);
         }
-        if is_interpreter(&stdio.program) {
-            let base = stdio
-                .cwd
-                .clone()
-                .unwrap_or_else(|| self.workspace.to_path_buf());
-            for arg in &stdio.args {
-                // `--flag=value` names a file as much as `value` does.
-                let value = arg.split_once('=').map_or(arg.as_str(), |(_, v)| v);
-                if value.is_empty() || value.starts_with('-') {
-                    continue;
+        let base = stdio
+            .cwd
+            .clone()
+            .unwrap_or_else(|| self.workspace.to_path_buf());
+        let mut named = |value: &str| {
+            // `--flag=value` names a file as much as `value` does.
+            let value = value.split_once('=').map_or(value, |(_, v)| v);
+            if value.is_empty() || value.starts_with('-') {
+                return;
+            }
+            for candidate in [
+                absolutize(&base, Path::new(value)),
+                absolutize(&self.dir, Path::new(value)),
+            ] {
+                if let Some(real) = within(&candidate) {
+                    add(real);
+                    break;
                 }
-                for candidate in [
-                    absolutize(&base, Path::new(value)),
-                    absolutize(&self.dir, Path::new(value)),
-                ] {
-                    if let Some(real) = within(&candidate) {
-                        add(real);
-                        break;
-                    }
+            }
+        };
+        if is_interpreter(&stdio.program) {
+            for arg in &stdio.args {
+                named(arg);
+            }
+        }
+        // What the environment names runs too, for any program:
+        // `NODE_OPTIONS=--require ./hook.js`, `BASH_ENV`, `PYTHONSTARTUP`,
+        // `LD_PRELOAD=lib/x.so`; each word, and each `:`-separated entry.
+        for value in stdio.env.values() {
+            for word in value.expose().split_whitespace() {
+                for part in word.split(':') {
+                    named(part);
                 }
             }
         }

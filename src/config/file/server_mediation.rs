@@ -4,7 +4,7 @@ use super::json::{Kind, Member, push_key};
 use super::shape::get;
 use super::{Ctx, Result};
 use crate::config::error::ErrorKind;
-use crate::config::{ProtocolChoice, SamplingLimits};
+use crate::config::{ProtocolChoice, SamplingLimits, Scope};
 
 const SAMPLING_KEYS: &[&str] = &["max_tokens", "max_requests"];
 /// The largest `sampling.max_tokens` / `sampling.max_requests` accepted.
@@ -43,16 +43,21 @@ impl Ctx<'_> {
 
     /// `"sampling": {"max_tokens": N, "max_requests": N}`.
     pub(super) fn sampling(&self, fields: &[Member], key: &str) -> Result<SamplingLimits> {
-        let mut limits = SamplingLimits::default();
+        let defaults = SamplingLimits::default();
+        let mut limits = defaults;
         let Some(m) = get(fields, "sampling") else {
             return Ok(limits);
         };
         let k = push_key(key, "sampling");
         let members = self.object(&m.value, &k, "an object with max_tokens, max_requests")?;
         self.check_keys(members, &k, SAMPLING_KEYS)?;
-        for (name, slot) in [
-            ("max_tokens", &mut limits.max_tokens),
-            ("max_requests", &mut limits.max_requests),
+        for (name, slot, default) in [
+            ("max_tokens", &mut limits.max_tokens, defaults.max_tokens),
+            (
+                "max_requests",
+                &mut limits.max_requests,
+                defaults.max_requests,
+            ),
         ] {
             let Some(field) = get(members, name) else {
                 continue;
@@ -63,6 +68,15 @@ impl Ctx<'_> {
                 _ => None,
             };
             match value {
+                // The caps spend the person's model and tokens: a
+                // repository's server may lower its own, never raise them.
+                Some(v) if v > u64::from(default) && self.scope == Scope::Project => {
+                    return Err(self.boundary(
+                        &fk,
+                        field.value.pos,
+                        &format!("raise a sampling limit above its default ({default})"),
+                    ));
+                }
                 Some(v) if (1..=MAX_SAMPLING).contains(&v) => {
                     *slot = u32::try_from(v).unwrap_or(u32::MAX);
                 }

@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// Host variables that are warden's own secrets, never a server's.
+const WARDENS_OWN: &[&str] = &[warden_audit::KEY_ENV];
+
 pub(super) fn get<'n>(members: &'n [Member], key: &str) -> Option<&'n Member> {
     members.iter().find(|m| m.key == key)
 }
@@ -210,6 +213,9 @@ impl Ctx<'_> {
     }
 
     pub(super) fn expand_raw(&self, text: &str, key: &str, pos: Pos) -> Result<String> {
+        for name in expand::referenced_vars(text) {
+            self.not_wardens_own(&name, key, pos)?;
+        }
         let mut used = Vec::new();
         let out = expand::expand_tracked(text, self.workspace, self.env, &mut used);
         if self.scope == Scope::Project {
@@ -235,10 +241,30 @@ impl Ctx<'_> {
         })
     }
 
+    /// Refuses a host variable that is warden's own secret
+    /// ([`WARDENS_OWN`]): no configuration, whoever wrote it, passes it to
+    /// a server (expanded into a value, or by `env_from`/`sandbox.env`).
+    fn not_wardens_own(&self, name: &str, key: &str, pos: Pos) -> Result<()> {
+        if !WARDENS_OWN.contains(&name) {
+            return Ok(());
+        }
+        Err(self.err(
+            ErrorKind::InvalidValue,
+            key,
+            pos,
+            format!(
+                "`{name}` is warden's own secret (the audit log's HMAC key): a server that \
+                 held it could write a log that verifies, so no configuration passes it on"
+            ),
+            Some("remove it; servers never need the audit key".into()),
+        ))
+    }
+
     pub(super) fn var_names(&self, node: &Node, key: &str) -> Result<Vec<String>> {
         self.strings(node, key)?
             .into_iter()
             .map(|(s, k, pos)| {
+                self.not_wardens_own(s, &k, pos)?;
                 if expand::is_var_name(s) {
                     Ok(s.to_string())
                 } else {
