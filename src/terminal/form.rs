@@ -315,7 +315,7 @@ impl<L: Lines> Answerer for TerminalForm<L> {
         params: &'a CreateMessageRequestParams,
     ) -> BoxFuture<'a, Result<bool, String>> {
         Box::pin(async move {
-            let text = sampling_text(server, params);
+            let text = sampling_text(server, params)?;
             let answer = self
                 .read(text, "Let the model answer it? [a]pprove once / [N]o: ")
                 .await?;
@@ -411,16 +411,37 @@ fn field_prompt(field: &Field) -> String {
     format!("  {}{hint}{empty}: ", field_summary(field))
 }
 
+/// Longest system prompt or message of a sampling request put to the
+/// person, and most characters of them together. Nothing is cut: a cut
+/// text would have the person approve a tail they never saw, so a longer
+/// request is not put to them (and so not approved).
+const MAX_SAMPLING_TEXT: usize = 4_000;
+const MAX_SAMPLING_TOTAL: usize = 16_000;
+
 /// The sampling request as the person is shown it: the server's text as
-/// untrusted, quoted lines.
-fn sampling_text(server: &str, params: &CreateMessageRequestParams) -> String {
+/// untrusted, quoted lines; `Err` when it is too long to show whole.
+fn sampling_text(server: &str, params: &CreateMessageRequestParams) -> Result<String, String> {
     let mut text = format!(
         "\nwarden: the server `{}` asks to use the model (sampling), up to {} tokens. What \
          follows is the server's text, untrusted:\n",
         display::line(server),
         params.max_tokens
     );
+    let mut total = 0;
+    let mut fits = |what: &str, part: &str| {
+        let chars = part.chars().count();
+        total += chars;
+        if chars > MAX_SAMPLING_TEXT || total > MAX_SAMPLING_TOTAL {
+            return Err(format!(
+                "its {what} is too long to show whole ({chars} characters; at most \
+                 {MAX_SAMPLING_TEXT} each and {MAX_SAMPLING_TOTAL} together), so it was not \
+                 put to the person"
+            ));
+        }
+        Ok(())
+    };
     if let Some(system) = &params.system_prompt {
+        fits("system prompt", system)?;
         text.push_str("  system prompt:\n");
         text.push_str(&quoted(system));
     }
@@ -435,19 +456,11 @@ fn sampling_text(server: &str, params: &CreateMessageRequestParams) -> String {
                 .to_string(),
             other => other.to_string(),
         };
+        fits("message", &content)?;
         text.push_str(&format!("  {}:\n", display::line(&role)));
-        text.push_str(&quoted(&clip(&content, 4_000)));
+        text.push_str(&quoted(&content));
     }
-    text
-}
-
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(max).collect();
-    out.push('…');
-    out
+    Ok(text)
 }
 
 #[cfg(test)]
