@@ -88,6 +88,7 @@ impl Lines for Tty {
             let _given_up = given_up;
             tokio::task::spawn_blocking(move || {
                 let mut file = tty.open().ok()?;
+                super::discard_typed_ahead(&file);
                 file.write_all(preamble.as_bytes()).ok()?;
                 file.write_all(prompt.as_bytes()).ok()?;
                 file.flush().ok()?;
@@ -517,6 +518,27 @@ mod tests {
             tokio::spawn(async move { tty.read_line(String::new(), "second? ".into()).await })
         };
         let mut master = std::fs::File::from(pty.master);
+        // Typed once the second question shows (a line typed before a
+        // question is shown is discarded: `discard_typed_ahead`).
+        let shown = {
+            let mut master = master.try_clone().unwrap();
+            tokio::task::spawn_blocking(move || {
+                let mut screen = Vec::new();
+                let mut buf = [0u8; 256];
+                while !String::from_utf8_lossy(&screen).contains("second? ") {
+                    match std::io::Read::read(&mut master, &mut buf) {
+                        Ok(n @ 1..) => screen.extend_from_slice(&buf[..n]),
+                        _ => return false,
+                    }
+                }
+                true
+            })
+        };
+        let shown = tokio::time::timeout(std::time::Duration::from_secs(10), shown).await;
+        assert!(
+            matches!(shown, Ok(Ok(true))),
+            "the second question never showed"
+        );
         master.write_all(b"for the second\n").unwrap();
         let second = tokio::time::timeout(std::time::Duration::from_secs(10), second).await;
         assert_eq!(

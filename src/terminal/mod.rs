@@ -55,11 +55,26 @@ impl Asker for TerminalAsker {
                     Ok(r) => std::io::BufReader::new(r),
                     Err(_) => return AskAnswer::Unasked,
                 };
+                discard_typed_ahead(&file);
                 prompt_on(reader, file, &text)
             })
             .await;
             answer.unwrap_or(AskAnswer::Deny)
         })
+    }
+}
+
+/// Throws away what was typed on the terminal `fd` and not yet read, just
+/// before a question is shown: an answer is a line typed after the person
+/// saw the question. Without it a line typed ahead (`o` pressed while a
+/// server started, a pasted block whose next line is `y`, a line meant for
+/// an earlier prompt) answers a question nobody read. Not a terminal (a
+/// test's file): nothing to discard.
+pub fn discard_typed_ahead(fd: impl std::os::fd::AsFd) {
+    if let Err(error) = nix::sys::termios::tcflush(fd, nix::sys::termios::FlushArg::TCIFLUSH)
+        && error != nix::errno::Errno::ENOTTY
+    {
+        tracing::debug!(%error, "cannot discard input typed ahead of a question");
     }
 }
 
