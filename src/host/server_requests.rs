@@ -186,6 +186,14 @@ impl Decider {
     }
 
     /// Records a refusal after the decision.
+    /// Whether `server` has had `max_requests` sampling requests passed on.
+    fn sampling_used_up(&self, server: &str, max_requests: u32) -> bool {
+        let sampled = self.sampled.lock().unwrap_or_else(|p| p.into_inner());
+        sampled
+            .get(server)
+            .is_some_and(|count| *count >= max_requests)
+    }
+
     fn refuse(&self, host: &Host, pending: &Pending, decision: &Decision, why: String) -> String {
         let report = pending.report(Outcome::Denied, Some(decision), Some(why.clone()));
         host.audit.record(host.request_record(
@@ -564,6 +572,12 @@ impl Decider {
             );
             params.max_tokens = limits.max_tokens;
         }
+        // Checked before the person is asked too: a server past its limit
+        // would otherwise put question after question to them, each
+        // approved answer then refused below.
+        if self.sampling_used_up(server, limits.max_requests) {
+            return refused(self.refuse(&host, &pending, &decision, used_up(limits.max_requests)));
+        }
         if decision.effect == Effect::Ask {
             let asked = tokio::select! {
                 asked = self.approve_sampling(&host, &pending, &decision, &params, &from) => asked,
@@ -584,16 +598,15 @@ impl Decider {
         {
             let mut sampled = self.sampled.lock().unwrap_or_else(|p| p.into_inner());
             let count = sampled.entry(server.to_string()).or_default();
+            // Again: requests asked about at the same time all passed the
+            // check above.
             if *count >= limits.max_requests {
                 drop(sampled);
                 return refused(self.refuse(
                     &host,
                     &pending,
                     &decision,
-                    format!(
-                        "sampling refused by warden: this server's sampling.max_requests ({}) are used up for this session",
-                        limits.max_requests
-                    ),
+                    used_up(limits.max_requests),
                 ));
             }
             *count += 1;
@@ -618,6 +631,14 @@ impl Decider {
         };
         self.forward(&host, &pending, &decision, capped, send).await
     }
+}
+
+/// Why a server's sampling request is refused once it has had its share.
+fn used_up(max_requests: u32) -> String {
+    format!(
+        "sampling refused by warden: this server's sampling.max_requests ({max_requests}) are \
+         used up for this session"
+    )
 }
 
 /// Why a request the session made has no one to answer its server's
