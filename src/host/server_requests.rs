@@ -18,7 +18,9 @@
 //! server's `sampling.max_tokens` (the capping recorded in `capped`), or
 //! to the gateway client unchanged (so a request over the cap is refused);
 //! at most `sampling.max_requests` per server and session. The result
-//! record says who answered (`answered_by`).
+//! record says who answered (`answered_by`). At most
+//! `elicitation.max_requests` elicitations per server and session are
+//! passed on; later ones are declined unasked.
 
 // Sampling is deprecated for 2026-07-28 (SEP-2577) but is how the session
 // protocol (2025-11-25) works.
@@ -93,6 +95,7 @@ impl Host {
             model: setup.model,
             answerer: setup.answerer,
             sampled: Mutex::new(HashMap::new()),
+            elicited: Mutex::new(HashMap::new()),
         }));
     }
 }
@@ -107,6 +110,8 @@ struct Decider {
     answerer: Option<Arc<dyn Answerer>>,
     /// Sampling requests granted per server this session.
     sampled: Mutex<HashMap<String, u32>>,
+    /// Elicitations passed on (put to someone) per server this session.
+    elicited: Mutex<HashMap<String, u32>>,
 }
 
 /// One server request on its way: what is recorded about it.
@@ -186,6 +191,18 @@ impl Decider {
     }
 
     /// Records a refusal after the decision.
+    /// Counts one elicitation of `server` passed on; `false` (nothing
+    /// counted) once it has had `max_requests`.
+    fn take_elicitation(&self, server: &str, max_requests: u32) -> bool {
+        let mut elicited = self.elicited.lock().unwrap_or_else(|p| p.into_inner());
+        let count = elicited.entry(server.to_string()).or_default();
+        if *count >= max_requests {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
     /// Whether `server` has had `max_requests` sampling requests passed on.
     fn sampling_used_up(&self, server: &str, max_requests: u32) -> bool {
         let sampled = self.sampled.lock().unwrap_or_else(|p| p.into_inner());
@@ -312,6 +329,20 @@ impl Decider {
                 &decision,
                 "declined: an elicitation mode warden does not know".into(),
             );
+            return decline();
+        }
+        // A bound on questions: without it a server could ask again after
+        // every decline, as long as its call runs, until someone accepts.
+        let max = host
+            .with_server_config(server, |c| c.elicitation.max_requests)
+            .unwrap_or_else(|| crate::config::ElicitationLimits::default().max_requests);
+        if !self.take_elicitation(server, max) {
+            let why = format!(
+                "declined: this server's elicitation.max_requests ({max}) are used up for this \
+                 session"
+            );
+            let why = self.refuse(&host, &pending, &decision, why);
+            tracing::warn!(server, "elicitation {why}");
             return decline();
         }
         // Allow, or ask: the elicitation is itself the question to the person.
