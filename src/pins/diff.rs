@@ -33,9 +33,18 @@ fn quoted(chars: &[char], max: usize) -> String {
     }
 }
 
+/// A string quoted, any other value as its JSON (`true`, `3`), either
+/// one whole up to [`MAX_SHOWN`] characters.
 fn show(v: &Value) -> String {
     let chars: Vec<char> = text_of(v).chars().collect();
-    quoted(&chars, MAX_SHOWN)
+    if v.is_string() {
+        return quoted(&chars, MAX_SHOWN);
+    }
+    let shown: String = chars.iter().take(MAX_SHOWN).collect();
+    match chars.len().saturating_sub(MAX_SHOWN) {
+        0 => shown,
+        more => format!("{shown}… (+{more} more characters not shown)"),
+    }
 }
 
 /// The part of `old` that became something else in `new`: the first
