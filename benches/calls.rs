@@ -476,6 +476,7 @@ fn true_config(sandboxed: bool) -> ServerConfig {
         timeout: Duration::from_secs(30),
         protocol: Default::default(),
         sampling: Default::default(),
+        elicitation: Default::default(),
         disabled: false,
         trust: if sandboxed {
             Trust::Untrusted

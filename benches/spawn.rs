@@ -42,6 +42,7 @@ fn spec(program: &Path, args: &[&str], sandboxed: bool, ports: bool) -> LaunchSp
         timeout: Duration::from_secs(30),
         protocol: Default::default(),
         sampling: Default::default(),
+        elicitation: Default::default(),
         disabled: false,
         trust: if sandboxed {
             Trust::Untrusted

@@ -955,6 +955,7 @@ fn secrets_of_a_config_cover_env_env_from_and_headers() {
         timeout: Duration::from_secs(30),
         protocol: Default::default(),
         sampling: Default::default(),
+        elicitation: Default::default(),
         disabled: false,
         trust: Trust::Untrusted,
         sandbox: SandboxSpec::default(),

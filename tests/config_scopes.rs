@@ -301,7 +301,8 @@ fn project_files_cannot_widen_anything() {
 /// person's model and token budget): `sampling.max_tokens`,
 /// `sampling.max_requests` and CONTRACT §8's `sandbox.limits.sampling_tokens`
 /// above their defaults are refused like any other raised limit; lower
-/// values restrict and load.
+/// values restrict and load. `elicitation.max_requests` (the person's
+/// attention) likewise.
 #[test]
 fn project_files_cannot_raise_sampling_limits() {
     let fx = Fx::new();
@@ -324,6 +325,12 @@ fn project_files_cannot_raise_sampling_limits() {
         &fx,
         r#"{"mcpServers": {"r": {"type": "http", "url": "https://example.com/mcp", "sampling": {"max_tokens": 8192}}}}"#,
         "mcpServers.r.sampling.max_tokens",
+    );
+    // The same for the questions a server may put to the person.
+    boundary(
+        &fx,
+        r#"{"mcpServers": {"s": {"command": "srv", "elicitation": {"max_requests": 21}}}}"#,
+        "mcpServers.s.elicitation.max_requests",
     );
     fx.project(
         r#"{"mcpServers": {"s": {"command": "srv", "sampling": {"max_tokens": 100, "max_requests": 2},

@@ -711,6 +711,26 @@ fn protocol_and_sampling_limits_per_server() {
         "mcpServers.s.sampling.max_tokens",
         Some(3),
     );
+    let (_, r) = fx.server("{\"command\": \"srv\", \"elicitation\": {\"max_requests\": 2}}");
+    assert_eq!(r.expect("valid").servers["s"].elicitation.max_requests, 2);
+    let (_, r) = fx.server("{\"command\": \"srv\"}");
+    assert_eq!(r.expect("valid").servers["s"].elicitation.max_requests, 20);
+    let (f, r) = fx.server("{\"command\": \"srv\", \"elicitation\": {\"max_requests\": 0}}");
+    check(
+        r,
+        ErrorKind::InvalidValue,
+        &f,
+        "mcpServers.s.elicitation.max_requests",
+        Some(3),
+    );
+    let (f, r) = fx.server("{\"command\": \"srv\", \"elicitation\": {\"max\": 1}}");
+    check(
+        r,
+        ErrorKind::UnknownKey,
+        &f,
+        "mcpServers.s.elicitation.max",
+        Some(3),
+    );
     let (f, r) = fx.server("{\"command\": \"srv\", \"sampling\": {\"max_token\": 5}}");
     check(
         r,

@@ -415,25 +415,23 @@ fn prompt() -> AskPrompt {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminal_asker_reads_the_answer_from_the_tty() {
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
     let pty = nix::pty::openpty(None, None).unwrap();
     let slave = std::fs::read_link(format!("/proc/self/fd/{}", pty.slave.as_raw_fd())).unwrap();
     let mut master = std::fs::File::from(pty.master);
-    master.write_all(b"s\n").unwrap();
     let asker = warden::terminal::TerminalAsker::with_device(&slave);
-    let p = prompt();
-    assert_eq!(asker.ask(&p).await, AskAnswer::AllowSession);
-    // The prompt reached the terminal, with escape sequences neutralised.
-    // The pty hands data over asynchronously (the echo of the answer may
-    // come first), so read until the question arrived or 5 s passed.
+    let asked = tokio::spawn(async move { asker.ask(&prompt()).await });
+    // The prompt reaches the terminal, with escape sequences neutralised;
+    // the answer is typed once the question shows (what was typed before
+    // it is discarded).
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     use std::os::fd::AsFd;
     let mut seen = Vec::new();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !String::from_utf8_lossy(&seen).contains("mcp__fs__write_file")
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !String::from_utf8_lossy(&seen).contains("Allow? [o]nce")
         && std::time::Instant::now() < deadline
     {
         let mut fds = [PollFd::new(master.as_fd(), PollFlags::POLLIN)];
@@ -444,6 +442,8 @@ async fn terminal_asker_reads_the_answer_from_the_tty() {
         let n = master.read(&mut buf).unwrap();
         seen.extend_from_slice(&buf[..n]);
     }
+    master.write_all(b"s\n").unwrap();
+    assert_eq!(asked.await.unwrap(), AskAnswer::AllowSession);
     let shown = String::from_utf8_lossy(&seen);
     assert!(shown.contains("mcp__fs__write_file"), "{shown}");
     assert!(!shown.contains('\u{1b}'), "{shown}");

@@ -653,6 +653,35 @@ fn ctrl_c_at_an_ask_denies_the_call_and_cancels_the_turn() {
     env.assert_no_server_left();
 }
 
+/// A pasted block (`read note 2`, then `o`) must not answer the `ask` its
+/// first line causes with its second: that would be a call approved by a
+/// line typed before the question existed. (The line editor drops what it
+/// read ahead with a line, and a question also discards what waits in the
+/// terminal when it is shown; this guards the pasted case end to end.)
+#[test]
+fn a_line_typed_before_an_ask_never_answers_it() {
+    let env = Env::new(json!([
+        {"tool_calls": [{"name": "mcp__notes__read_note", "arguments": {"id": 2}}]},
+        {"text": "Told about the denial."}
+    ]));
+    let mut pty = Pty::spawn(&env, &env.args());
+    pty.expect("warden> ");
+    pty.send("read note 2\ro\r");
+    pty.expect("Allow? [o]nce / [s]ession / [N]o: ");
+    pty.send("n\r");
+    pty.expect("→ denied");
+    pty.expect("Told about the denial.");
+    pty.line("/quit");
+    assert_eq!(pty.wait_exit(), 0, "screen:\n{}", pty.text());
+    let calls = cli_support::audit_calls(&env.path("audit.jsonl"));
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(
+        calls[0]["outcome"], "denied",
+        "the pasted `o` answered the ask"
+    );
+    env.assert_no_server_left();
+}
+
 #[test]
 fn sigterm_at_the_prompt_stops_the_servers_and_exits_1() {
     let env = Env::new(json!([{"text": "unused"}]));

@@ -196,6 +196,71 @@ fn an_ask_about_sampling_is_put_to_the_person_and_recorded() {
     }
 }
 
+/// A server past its `sampling.max_requests` was still put to the person
+/// (here the answers file) for every further request, each approved answer
+/// then refused: a server could ask again and again. Now a request past the
+/// limit is refused before anyone is asked.
+#[test]
+fn sampling_past_its_limit_is_refused_without_asking_the_person() {
+    let world = World::new();
+    write_config(
+        &world,
+        json!({"max_requests": 1}),
+        json!({"allow": ["mcp__fx__*"]}),
+    );
+    let answers = world.path("answers.json");
+    let approve = json!({"kind": "sampling", "action": "approve", "server": "fx"});
+    std::fs::write(&answers, json!([approve, approve]).to_string()).expect("answers");
+    let call = json!({"name": "mcp__fx__test_sampling", "arguments": {"prompt": "say hello"}});
+    let model = write_script(
+        &world,
+        json!([
+            {"tool_calls": [call]},
+            {"expect": "<server_messages>", "text": "first answer"},
+            {"expect": "LLM response: first answer", "tool_calls": [call]},
+            {"text": "done"}
+        ]),
+    );
+    let answers_arg = answers.to_str().expect("utf-8");
+    let out = run_detached(
+        &world,
+        &[
+            "--model",
+            &model,
+            "run",
+            "--task",
+            "go",
+            "--answers",
+            answers_arg,
+        ],
+        "",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("done"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records = audit_lines(&world.path("audit.jsonl"));
+    let approvals: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "approval" && r["subject"] == "sampling__fx")
+        .collect();
+    assert_eq!(approvals.len(), 1, "asked past the limit: {approvals:#?}");
+    let requests: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "request" && r["kind"] == "sampling")
+        .collect();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert!(
+        requests[1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("sampling.max_requests (1) are used up")),
+        "{}",
+        requests[1]
+    );
+}
+
 #[test]
 fn the_repl_samples_with_its_model_and_workspace_narrows_the_roots() {
     let world = World::new();

@@ -280,6 +280,84 @@ fn with_no_terminal_and_no_answers_file_it_is_declined_with_the_reason() {
     );
 }
 
+/// A server could put elicitation after elicitation to the person, asking
+/// again after every decline for as long as it ran, until someone said
+/// yes: there was no bound. Now at most `elicitation.max_requests` per
+/// server and session are passed on; later ones are declined unasked,
+/// with the reason recorded.
+#[test]
+fn elicitations_past_the_servers_limit_are_declined_unasked() {
+    let world = World::new();
+    let venv = python_venv();
+    world.write_config(&json!({
+        "mcpServers": {"fx": {
+            "command": venv.join("bin/python"),
+            "args": [scripts().join("conformance_fixture_server.py"), "--marker", world.marker],
+            "timeout": 30,
+            "elicitation": {"max_requests": 1},
+            "sandbox": {"read": [venv, interpreter_prefix(&venv), scripts()]}
+        }},
+        "permissions": allow_tools(),
+        "audit": {"path": world.path("audit.jsonl")}
+    }));
+    let answers = write_answers(
+        &world,
+        json!([{"action": "decline", "server": "fx"}, {"action": "accept", "server": "fx", "content": {}}]),
+    );
+    let call = json!({"name": "mcp__fx__test_elicitation", "arguments": {"message": "who?"}});
+    let script = world.path("script.json");
+    std::fs::write(
+        &script,
+        json!([{"tool_calls": [call]}, {"tool_calls": [call]}, {"text": "done"}]).to_string(),
+    )
+    .expect("script");
+    let model = format!("scripted:{}", script.display());
+    let out = run_detached(
+        &world,
+        &[
+            "--model",
+            &model,
+            "run",
+            "--task",
+            "go",
+            "--answers",
+            answers.to_str().expect("utf-8"),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("done"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records = audit_lines(&world.path("audit.jsonl"));
+    let requests: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "request" && r["kind"] == "elicitation")
+        .collect();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert_eq!(
+        requests[1]["outcome"], "denied",
+        "asked again: {}",
+        requests[1]
+    );
+    assert!(
+        requests[1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("elicitation.max_requests (1) are used up")),
+        "{}",
+        requests[1]
+    );
+    let answered = records
+        .iter()
+        .filter(|r| {
+            r["event"] == "request_result" && requests.iter().any(|q| q["call_id"] == r["call_id"])
+        })
+        .count();
+    assert_eq!(answered, 1, "{records:#?}");
+    verify_audit(&world);
+}
+
 /// Every byte the terminal received (escape sequences included), and
 /// whether it has closed.
 type Screen = Arc<(Mutex<(Vec<u8>, bool)>, Condvar)>;

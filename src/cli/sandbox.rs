@@ -396,6 +396,7 @@ fn exec_spec(command: Vec<String>, spec: SandboxSpec, trust: Trust) -> anyhow::R
         timeout: Duration::from_secs(30),
         protocol: Default::default(),
         sampling: Default::default(),
+        elicitation: Default::default(),
         disabled: false,
         trust,
         sandbox: spec,

@@ -223,6 +223,8 @@ pub struct ServerConfig {
     pub protocol: ProtocolChoice,
     /// Limits on the server's `sampling/createMessage` (`sampling`).
     pub sampling: SamplingLimits,
+    /// Limits on the server's `elicitation/create` (`elicitation`).
+    pub elicitation: ElicitationLimits,
     pub disabled: bool,
     pub trust: Trust,
     pub sandbox: SandboxSpec,
@@ -263,6 +265,21 @@ pub struct SamplingLimits {
     pub max_tokens: u32,
     /// At most this many sampling requests per session (default 20).
     pub max_requests: u32,
+}
+
+/// A server's elicitation limit (`"elicitation": {"max_requests"}`): how
+/// many questions it may put to the person (or the client) in a session,
+/// so a server cannot ask again and again until someone says yes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElicitationLimits {
+    /// At most this many elicitations passed on per session (default 20).
+    pub max_requests: u32,
+}
+
+impl Default for ElicitationLimits {
+    fn default() -> Self {
+        ElicitationLimits { max_requests: 20 }
+    }
 }
 
 impl Default for SamplingLimits {

@@ -817,8 +817,8 @@ fn elicitation_message(prompt: &AskPrompt, exposed_name: &str) -> String {
     } else {
         ("tool call", "tool")
     };
-    // Every key, values shortened (the pipeline denies rather than asking
-    // when they cannot all be shown).
+    // Every key and every value in full (the pipeline denies rather than
+    // asking when they cannot all be shown).
     let args = if prompt.argument_lines.is_empty() {
         " (none)".to_string()
     } else {

@@ -18,7 +18,9 @@
 //! server's `sampling.max_tokens` (the capping recorded in `capped`), or
 //! to the gateway client unchanged (so a request over the cap is refused);
 //! at most `sampling.max_requests` per server and session. The result
-//! record says who answered (`answered_by`).
+//! record says who answered (`answered_by`). At most
+//! `elicitation.max_requests` elicitations per server and session are
+//! passed on; later ones are declined unasked.
 
 // Sampling is deprecated for 2026-07-28 (SEP-2577) but is how the session
 // protocol (2025-11-25) works.
@@ -93,6 +95,7 @@ impl Host {
             model: setup.model,
             answerer: setup.answerer,
             sampled: Mutex::new(HashMap::new()),
+            elicited: Mutex::new(HashMap::new()),
         }));
     }
 }
@@ -107,6 +110,8 @@ struct Decider {
     answerer: Option<Arc<dyn Answerer>>,
     /// Sampling requests granted per server this session.
     sampled: Mutex<HashMap<String, u32>>,
+    /// Elicitations passed on (put to someone) per server this session.
+    elicited: Mutex<HashMap<String, u32>>,
 }
 
 /// One server request on its way: what is recorded about it.
@@ -186,6 +191,26 @@ impl Decider {
     }
 
     /// Records a refusal after the decision.
+    /// Counts one elicitation of `server` passed on; `false` (nothing
+    /// counted) once it has had `max_requests`.
+    fn take_elicitation(&self, server: &str, max_requests: u32) -> bool {
+        let mut elicited = self.elicited.lock().unwrap_or_else(|p| p.into_inner());
+        let count = elicited.entry(server.to_string()).or_default();
+        if *count >= max_requests {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
+    /// Whether `server` has had `max_requests` sampling requests passed on.
+    fn sampling_used_up(&self, server: &str, max_requests: u32) -> bool {
+        let sampled = self.sampled.lock().unwrap_or_else(|p| p.into_inner());
+        sampled
+            .get(server)
+            .is_some_and(|count| *count >= max_requests)
+    }
+
     fn refuse(&self, host: &Host, pending: &Pending, decision: &Decision, why: String) -> String {
         let report = pending.report(Outcome::Denied, Some(decision), Some(why.clone()));
         host.audit.record(host.request_record(
@@ -304,6 +329,20 @@ impl Decider {
                 &decision,
                 "declined: an elicitation mode warden does not know".into(),
             );
+            return decline();
+        }
+        // A bound on questions: without it a server could ask again after
+        // every decline, as long as its call runs, until someone accepts.
+        let max = host
+            .with_server_config(server, |c| c.elicitation.max_requests)
+            .unwrap_or_else(|| crate::config::ElicitationLimits::default().max_requests);
+        if !self.take_elicitation(server, max) {
+            let why = format!(
+                "declined: this server's elicitation.max_requests ({max}) are used up for this \
+                 session"
+            );
+            let why = self.refuse(&host, &pending, &decision, why);
+            tracing::warn!(server, "elicitation {why}");
             return decline();
         }
         // Allow, or ask: the elicitation is itself the question to the person.
@@ -564,6 +603,12 @@ impl Decider {
             );
             params.max_tokens = limits.max_tokens;
         }
+        // Checked before the person is asked too: a server past its limit
+        // would otherwise put question after question to them, each
+        // approved answer then refused below.
+        if self.sampling_used_up(server, limits.max_requests) {
+            return refused(self.refuse(&host, &pending, &decision, used_up(limits.max_requests)));
+        }
         if decision.effect == Effect::Ask {
             let asked = tokio::select! {
                 asked = self.approve_sampling(&host, &pending, &decision, &params, &from) => asked,
@@ -584,16 +629,15 @@ impl Decider {
         {
             let mut sampled = self.sampled.lock().unwrap_or_else(|p| p.into_inner());
             let count = sampled.entry(server.to_string()).or_default();
+            // Again: requests asked about at the same time all passed the
+            // check above.
             if *count >= limits.max_requests {
                 drop(sampled);
                 return refused(self.refuse(
                     &host,
                     &pending,
                     &decision,
-                    format!(
-                        "sampling refused by warden: this server's sampling.max_requests ({}) are used up for this session",
-                        limits.max_requests
-                    ),
+                    used_up(limits.max_requests),
                 ));
             }
             *count += 1;
@@ -618,6 +662,14 @@ impl Decider {
         };
         self.forward(&host, &pending, &decision, capped, send).await
     }
+}
+
+/// Why a server's sampling request is refused once it has had its share.
+fn used_up(max_requests: u32) -> String {
+    format!(
+        "sampling refused by warden: this server's sampling.max_requests ({max_requests}) are \
+         used up for this session"
+    )
 }
 
 /// Why a request the session made has no one to answer its server's

@@ -80,6 +80,7 @@ pub fn server_config(
         timeout: Duration::from_secs(30),
         protocol: Default::default(),
         sampling: Default::default(),
+        elicitation: Default::default(),
         disabled: false,
         trust,
         sandbox: spec,

@@ -28,6 +28,7 @@ fn server(name: &str, transport: TransportConfig, timeout: Duration) -> ServerCo
         timeout,
         protocol: Default::default(),
         sampling: Default::default(),
+        elicitation: Default::default(),
         disabled: false,
         trust: Trust::Untrusted,
         sandbox: SandboxSpec::default(),

@@ -54,8 +54,8 @@ pub mod testing;
 mod vm;
 
 pub use ask::{
-    ArgumentLine, AskAnswer, AskPrompt, Asker, MAX_ARGUMENT_LINES, MAX_KEY_CHARS, MAX_VALUE_CHARS,
-    argument_lines, shorten,
+    ArgumentLine, AskAnswer, AskPrompt, Asker, MAX_ARGUMENT_LINES, MAX_KEY_CHARS, MAX_SHOWN_CHARS,
+    MAX_VALUE_CHARS, argument_lines,
 };
 pub use decision::{Decision, StageVerdict};
 pub use error::PolicyError;

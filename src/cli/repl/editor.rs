@@ -26,7 +26,8 @@ struct Request {
     /// Written to stderr just before the prompt (e.g. what an `ask` is about).
     preamble: String,
     prompt: String,
-    /// Keep the line in the history (not for answers to questions).
+    /// Keep the line in the history (not for answers to questions, which
+    /// also discard what was typed before they were shown).
     history: bool,
     reply: oneshot::Sender<Read>,
 }
@@ -80,6 +81,11 @@ fn serve(mut editor: DefaultEditor, requests: mpsc::Receiver<Request>, history: 
         if request.reply.is_closed() {
             // Asked for by a turn that has been cancelled meanwhile.
             continue;
+        }
+        if !request.history {
+            // A question (an `ask`, a server's form): only a line typed
+            // after it was shown answers it.
+            crate::terminal::discard_typed_ahead(std::io::stdin());
         }
         if !request.preamble.is_empty() {
             eprint!("{}", request.preamble);

@@ -40,8 +40,22 @@ const TOP_KEYS: &[&str] = &[
     "audit",
 ];
 const SERVER_KEYS: &[&str] = &[
-    "type", "command", "args", "env", "env_from", "cwd", "timeout", "disabled", "trust", "sandbox",
-    "url", "headers", "protocol", "sampling", "oauth",
+    "type",
+    "command",
+    "args",
+    "env",
+    "env_from",
+    "cwd",
+    "timeout",
+    "disabled",
+    "trust",
+    "sandbox",
+    "url",
+    "headers",
+    "protocol",
+    "sampling",
+    "elicitation",
+    "oauth",
 ];
 const STDIO_ONLY: &[&str] = &["command", "args", "env", "env_from", "cwd", "sandbox"];
 const REMOTE_ONLY: &[&str] = &["url", "headers", "oauth"];

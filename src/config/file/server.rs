@@ -145,6 +145,7 @@ impl Ctx<'_> {
 
         let protocol = self.protocol(fields, &key)?;
         let mut sampling = self.sampling(fields, &key)?;
+        let elicitation = self.elicitation(fields, &key)?;
 
         let (transport, sandbox, program) = if kind == "stdio" {
             for k in REMOTE_ONLY {
@@ -211,6 +212,7 @@ impl Ctx<'_> {
             timeout,
             protocol,
             sampling,
+            elicitation,
             disabled,
             trust,
             sandbox,
