@@ -386,13 +386,31 @@ async fn without_ask_client_an_eager_client_is_not_asked() {
 }
 
 /// Class 10 of issue 11: a long first argument cut the question at 2,000
-/// characters, so later keys were never shown. Every key is shown now.
+/// characters, so later keys were never shown. Every key is shown now,
+/// each value whole; a value too long to show whole is not asked about
+/// at all (a cut value hides its tail): the call is denied, saying why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_question_shows_every_key_after_a_long_first_value() {
     let world = world_with_standard_config();
     let handler = TestClient::answering("deny");
     let session = start(&world, handler.clone(), &["--ask-client"]).await;
-    let long = "x".repeat(20_000);
+    let too_long = "x".repeat(20_000);
+    let refused = session
+        .client
+        .call_tool(call(
+            "notes__add_note",
+            json!({"body": too_long, "title": "zz-the-real-title"}),
+        ))
+        .await
+        .expect("add_note");
+    assert!(is_error(&refused));
+    assert!(
+        text_of(&refused).contains("characters long"),
+        "{}",
+        text_of(&refused)
+    );
+    assert!(handler.asked().is_empty(), "asked about a value it cut");
+    let long = "x".repeat(1_500);
     let _ = session
         .client
         .call_tool(call(

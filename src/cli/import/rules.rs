@@ -107,17 +107,9 @@ impl Import {
 }
 
 /// A name as MCP clients put it in tool names: every character outside
-/// `[A-Za-z0-9_-]` as `_` (also how warden's registry names a tool).
+/// `[A-Za-z0-9_-]` as `_`, which is how warden's registry names a tool.
 pub(super) fn claude_name(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    crate::registry::sanitize(name)
 }
 
 #[cfg(test)]
