@@ -112,6 +112,9 @@ fn on_pty_typed_ahead(command: &Command, typed_ahead: &[u8], answers: &[(&str, &
     let mut master = std::fs::File::from(pty.master);
     master.write_all(typed_ahead).expect("type ahead");
     let mut child = wrapped.spawn().expect("spawn warden on a pty");
+    // The command keeps its own copies of the slave side: dropped, so the
+    // reader sees the terminal close when warden and its servers exit.
+    drop(wrapped);
     drop(slave);
     let shown = Arc::new(Mutex::new(Vec::new()));
     let reader = {
