@@ -247,11 +247,21 @@ fn join_paths(paths: &[PathBuf]) -> String {
 }
 
 /// A profile file: a server's `sandbox` value (`false`, `true`, or an object).
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 enum ProfileFile {
     Flag(bool),
     Spec(Box<ProfileSpec>),
+}
+
+impl ProfileFile {
+    /// `true`/`false`, else the object, whose errors then name the line,
+    /// column and key (an untagged enum said only that nothing matched).
+    fn parse(text: &str) -> serde_json::Result<ProfileFile> {
+        match serde_json::from_str::<bool>(text) {
+            Ok(flag) => Ok(ProfileFile::Flag(flag)),
+            Err(_) => serde_json::from_str(text).map(ProfileFile::Spec),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -301,7 +311,7 @@ fn workspace(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
 fn load_profile(file: &Path, ws: &Path) -> anyhow::Result<SandboxSpec> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| CliError::usage(format!("profile {}: {e}", file.display())))?;
-    let parsed: ProfileFile = serde_json::from_str(&text)
+    let parsed = ProfileFile::parse(&text)
         .map_err(|e| CliError::usage(format!("profile {}: {e}", file.display())))?;
     let spec = match parsed {
         ProfileFile::Flag(enabled) => SandboxSpec {
@@ -464,4 +474,30 @@ fn exec(global: &GlobalArgs, profile: Option<&Path>, command: &[String]) -> anyh
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(1);
     Ok(u8::try_from(code).unwrap_or(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A mistyped profile once said only "did not match any variant of
+    /// untagged enum ProfileFile"; the error names the key and where it is.
+    #[test]
+    fn a_bad_profile_names_the_key_and_its_place() {
+        assert!(matches!(
+            ProfileFile::parse("false"),
+            Ok(ProfileFile::Flag(false))
+        ));
+        assert!(matches!(
+            ProfileFile::parse(r#"{"write": ["/x"]}"#),
+            Ok(ProfileFile::Spec(_))
+        ));
+        let error = ProfileFile::parse("{\n  \"filesystem\": {}\n}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("unknown field `filesystem`") && error.contains("line 2"),
+            "{error}"
+        );
+    }
 }
