@@ -766,6 +766,62 @@ async fn a_url_mode_elicitation_reaches_only_a_client_that_declared_url_mode() {
     );
 }
 
+/// A URL whose text hides where it leads (a user name before `@`, a
+/// scheme a person cannot judge) is not passed on even to a client that
+/// declared URL mode: its person would be asked about `bank.example` and
+/// sent to `evil.example`. The server gets a decline; the record says why.
+/// (The tool call itself is asked about, its argument being a URL with a
+/// user name; the client allows it, so the server's elicitation is what
+/// is tried.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_that_hides_its_site_never_reaches_the_client() {
+    let world = World::new();
+    let mut config = standard_config(&world);
+    config["permissions"]["allow"]
+        .as_array_mut()
+        .expect("allow list")
+        .push(json!("mcp__fixture__open_url"));
+    world.write_config(&config);
+    let client = TestClient {
+        url_mode: true,
+        ..TestClient::answering("allow_once")
+    };
+    let session = start(&world, client.clone(), &["--ask-client"]).await;
+    let hidden = [
+        "https://accounts.bank.example@evil.example/login",
+        "https://bank.example:pw@evil.example/",
+        "javascript:alert(1)",
+    ];
+    for url in hidden {
+        let result = session
+            .client
+            .call_tool(call(
+                "fixture__open_url",
+                json!({"url": url, "message": "Sign in"}),
+            ))
+            .await
+            .expect("open_url");
+        assert_eq!(text_of(&result), "action: decline", "{url}: {result:?}");
+    }
+    let asked = client.asked();
+    assert!(
+        !asked.iter().any(|a| a.contains("UrlElicitationParams")),
+        "{asked:?}"
+    );
+    session.finish(&world).await;
+    let records = audit_lines(&audit_path(&world));
+    let asks: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "request" && r["kind"] == "elicitation")
+        .collect();
+    assert_eq!(asks.len(), hidden.len(), "{records:?}");
+    for ask in asks {
+        assert_eq!(ask["outcome"], "denied", "{ask}");
+        let why = ask["error"].as_str().unwrap_or_default();
+        assert!(why.contains("does not pass on the URL"), "{ask}");
+    }
+}
+
 /// The pipes from the MCP client are widened too (a plain pipe holds 64
 /// KiB, so a 100 KB message crossed it in two turns), and a 200 KB
 /// argument and its echo pass through whole.

@@ -409,7 +409,7 @@ fn a_url_that_hides_its_site_is_declined_unasked() {
             "{url} was put to the person:\n{shown}"
         );
         assert!(shown.contains("action: decline"), "{shown}");
-        assert!(shown.contains("warden did not show the URL"), "{shown}");
+        assert!(shown.contains("does not pass on the URL"), "{shown}");
     }
     assert_no_process_left(&world);
 }

@@ -18,6 +18,7 @@ mod sampling_model;
 mod server_requests;
 mod tools;
 mod uri_template;
+pub mod url_site;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -345,6 +345,20 @@ impl Decider {
             tracing::warn!(server, "elicitation {why}");
             return decline();
         }
+        // A URL whose text hides where it leads (a user name before `@`,
+        // `javascript:`, `file:`) goes to no one: not the person at the
+        // terminal, not an answers file, not a gateway client's person.
+        if let ElicitRequestParams::UrlElicitationParams { url, .. } = &params
+            && let Err(why) = super::url_site::url_site(url)
+        {
+            let why = format!(
+                "declined: warden does not pass on the URL `{}`: {why}",
+                warden_core::display::line(url)
+            );
+            let why = self.refuse(&host, &pending, &decision, why);
+            tracing::warn!(server, "elicitation {why}");
+            return decline();
+        }
         // Allow, or ask: the elicitation is itself the question to the person.
         if let Attribution::Exact(None) = from {
             return self
