@@ -382,14 +382,6 @@ impl Host {
                 );
             }
         };
-        let target = resource_target(&server);
-        let facts = self.request_facts(
-            RequestKind::Resource,
-            &server,
-            &request.uri,
-            target,
-            &arguments,
-        );
         let outbound = if request.subscribe {
             Mediated::Subscribe {
                 uri: request.uri.clone(),
@@ -399,8 +391,10 @@ impl Host {
                 uri: request.uri.clone(),
             }
         };
-        self.mediate(
-            Resolved { facts, outbound },
+        self.mediate_resource(
+            &server,
+            &request.uri,
+            outbound,
             request.caller,
             &arguments,
             Mediation {
@@ -413,6 +407,29 @@ impl Host {
             },
         )
         .await
+    }
+
+    /// The one decided path of a resource request once its server is
+    /// known (read, subscribe, unsubscribe): facts of the URI on that
+    /// server, then [`Host::mediate`].
+    async fn mediate_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        outbound: Mediated,
+        caller: Caller,
+        arguments: &Value,
+        how: Mediation<'_>,
+    ) -> CallReport {
+        let facts = self.request_facts(
+            RequestKind::Resource,
+            server,
+            uri,
+            resource_target(server),
+            arguments,
+        );
+        self.mediate(Resolved { facts, outbound }, caller, arguments, how)
+            .await
     }
 
     /// Decides, records and performs a client's `resources/unsubscribe`
@@ -459,20 +476,14 @@ impl Host {
                 }
             }
         };
-        let target = resource_target(&server);
-        let facts = self.request_facts(
-            RequestKind::Resource,
-            &server,
-            &request.uri,
-            target,
-            &arguments,
-        );
         let outbound = Mediated::Unsubscribe {
             uri: request.uri.clone(),
             share: request.share.map(|s| s.generation),
         };
-        self.mediate(
-            Resolved { facts, outbound },
+        self.mediate_resource(
+            &server,
+            &request.uri,
+            outbound,
             request.caller,
             &arguments,
             Mediation {
