@@ -952,3 +952,57 @@ async fn a_rug_pulled_tool_is_listed_as_pinned_and_its_new_text_never_reaches_th
         "the audit log keeps the whole change: {denied}"
     );
 }
+
+/// A server whose process dies is connected again in the background
+/// (after the backoff): its tools come back to the client's view and
+/// calls to them work, with no reconnect asked for. Before, a call could
+/// only resolve to a connected server's tools, so the tools of a server
+/// that crashed once were gone for the rest of the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_dies_is_connected_again_and_its_tools_come_back() {
+    let world = World::new();
+    let mut config = standard_config(&world);
+    config["permissions"]["allow"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("mcp__fixture__crash"));
+    world.write_config(&config);
+    let session = start(&world, TestClient::plain(), &[]).await;
+    let client = &session.client;
+    let first_pid = world.leftover_processes();
+
+    let crashed = client.call_tool(call("fixture__crash", json!({}))).await;
+    assert!(
+        crashed.as_ref().map_or(true, is_error),
+        "the crash is an error: {crashed:?}"
+    );
+
+    // The tools are back once the server is: polled, with a deadline far
+    // beyond the first backoff (0.5 s), not slept through.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let tools = client.list_all_tools().await.expect("list");
+        if tools.iter().any(|t| t.name == "fixture__echo") {
+            let echoed = client
+                .call_tool(call("fixture__echo", json!({"message": "back"})))
+                .await
+                .expect("echo");
+            if !is_error(&echoed) {
+                assert_eq!(echoed.structured_content, Some(json!({"message": "back"})));
+                break;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the fixture server was never connected again: {:?}",
+            tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_ne!(
+        world.leftover_processes(),
+        first_pid,
+        "a new server process serves the call"
+    );
+    session.finish(&world).await;
+}

@@ -288,8 +288,8 @@ pub(super) async fn release(host: &Host, share: &Share, uri: &str) -> Result<(),
 /// A subscription lives on one upstream connection, and ends with it,
 /// and was allowed by the policy of its time. A subscription whose
 /// connection ended ends for the client too, which is told so (it may
-/// subscribe again once the server is back: the gateway does not connect
-/// to a server that went away). One whose connection was replaced while
+/// subscribe again once the server is back: the manager connects it
+/// again after a backoff). One whose connection was replaced while
 /// no one looked (a reconnect), and every one after a policy reload
 /// (`reloaded`), is decided again like a new `resources/subscribe`
 /// (recorded; no one is asked: an `ask` is a deny): allowed, it is made

@@ -2,7 +2,7 @@
 //! reconnecting and stopping. The call path is in `call`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -32,12 +32,13 @@ impl Manager {
     pub fn new(servers: Vec<(ServerConfig, Admission)>, launch: LaunchContext) -> Arc<Manager> {
         let (changed, _) = watch::channel(0);
         let (events, events_rx) = mpsc::unbounded_channel();
+        let (revive, revive_rx) = mpsc::unbounded_channel();
         let slots = servers
             .into_iter()
             .map(|(config, admission)| Slot::new(config, admission))
             .collect();
         let roots = Arc::new(std::sync::RwLock::new(launch.workspace.clone()));
-        Arc::new(Manager {
+        let manager = Arc::new(Manager {
             launch,
             slots: Mutex::new(slots),
             shared: Arc::new(Shared {
@@ -49,9 +50,15 @@ impl Manager {
                 shutdown: CancellationToken::new(),
                 server_requests: Mutex::new(None),
                 roots,
+                revive,
             }),
             events_rx: Mutex::new(Some(events_rx)),
-        })
+        });
+        // Outside a runtime (a synchronous test) nothing is revived.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(revive_dead(Arc::downgrade(&manager), revive_rx));
+        }
+        manager
     }
 
     /// Installs what decides servers' `elicitation/create` and
@@ -399,6 +406,7 @@ impl Manager {
             inner.generation += 1;
             let conn = Arc::new(Connection {
                 generation: inner.generation,
+                connected_at: tokio::time::Instant::now(),
                 peer: peer.clone(),
                 router,
                 ct: ct.clone(),
@@ -454,6 +462,54 @@ impl Manager {
             return Err("warden is shutting down".into());
         }
         Ok(conn)
+    }
+}
+
+/// Connects again, in the background, each server whose connection died
+/// on its own: without this its tools would leave every model's and
+/// client's view for the rest of the session, since a call resolves only
+/// to the tools of a connected server. Ends with the manager.
+async fn revive_dead(manager: Weak<Manager>, mut dead: mpsc::UnboundedReceiver<Arc<Slot>>) {
+    while let Some(slot) = dead.recv().await {
+        let Some(manager) = manager.upgrade() else {
+            return;
+        };
+        tokio::spawn(async move { manager.revive(slot).await });
+    }
+}
+
+impl Manager {
+    /// Tries to connect `slot` again after each backoff (doubling to
+    /// [`super::BACKOFF_MAX`]), until it is connected (by this or anyone),
+    /// removed or shut down. Never given up on: a remote server may be
+    /// down for an hour, and a try every 30 s costs one start.
+    async fn revive(&self, slot: Arc<Slot>) {
+        loop {
+            let retry_at = slot.lock().retry_at;
+            if let Some(at) = retry_at {
+                tokio::select! {
+                    () = tokio::time::sleep_until(at) => {}
+                    () = self.shared.shutdown.cancelled() => return,
+                }
+            }
+            // Removed or replaced (readmitted) meanwhile: not ours to connect.
+            if !self.slots().iter().any(|s| Arc::ptr_eq(s, &slot)) {
+                return;
+            }
+            let _connecting = slot.connecting.lock().await;
+            if self.shared.shutting_down.load(Ordering::SeqCst)
+                || slot.lock().conn.as_ref().is_some_and(|c| c.alive())
+            {
+                return;
+            }
+            tracing::info!(
+                server = slot.name(),
+                "connecting again after the server's connection died"
+            );
+            if self.connect_slot(&slot).await.is_ok() {
+                return;
+            }
+        }
     }
 }
 

@@ -66,6 +66,10 @@ pub const MAX_TOOLS: usize = 1000;
 pub const BACKOFF_START: Duration = Duration::from_millis(500);
 /// Longest reconnect delay.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// A connection that lived this long before dying starts its server's
+/// backoff afresh: a server that dies once a day is back in 0.5 s, one
+/// that dies as it starts is tried every 30 s.
+pub const LONG_LIVED: Duration = Duration::from_secs(60);
 
 /// A server's connection state as shown by `warden mcp status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

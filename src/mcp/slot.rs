@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use warden_sandbox::SandboxSummary;
 
 use super::stdio::{self, ExitInfo};
-use super::{Admission, BACKOFF_MAX, BACKOFF_START, LifecycleEvent, ServerState, Tool};
+use super::{Admission, BACKOFF_MAX, BACKOFF_START, LONG_LIVED, LifecycleEvent, ServerState, Tool};
 use crate::config::ServerConfig;
 
 /// State shared with the per-connection tasks.
@@ -34,6 +34,9 @@ pub(super) struct Shared {
     pub server_requests: Mutex<Option<Arc<dyn super::ServerRequests>>>,
     /// The one root servers are given (`roots/list`).
     pub roots: super::client::Roots,
+    /// Where a slot whose connection died goes to be connected again
+    /// (the manager's reviver).
+    pub revive: mpsc::UnboundedSender<Arc<Slot>>,
 }
 
 impl Shared {
@@ -121,6 +124,13 @@ impl Slot {
         {
             return false;
         }
+        if inner
+            .conn
+            .as_ref()
+            .is_some_and(|c| c.connected_at.elapsed() >= LONG_LIVED)
+        {
+            inner.failures = 0;
+        }
         inner.conn = None;
         Slot::fail(
             &mut inner,
@@ -139,6 +149,7 @@ pub(super) fn backoff(failures: u32) -> Duration {
 /// One live client session with a server.
 pub(super) struct Connection {
     pub generation: u64,
+    pub connected_at: Instant,
     pub peer: Peer<RoleClient>,
     /// Routes this connection's progress and other notifications.
     pub router: Arc<super::notify::Router>,

@@ -69,6 +69,7 @@ impl Monitor {
         if !stopped && slot.connection_lost(generation, &reason) {
             tracing::warn!(server = slot.name(), %reason, "server disconnected");
             shared.bump();
+            let _ = shared.revive.send(slot.clone());
         }
         let _ = dead.send(Some(reason.clone()));
         if transport != TransportKind::Stdio {
