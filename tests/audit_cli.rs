@@ -1,5 +1,6 @@
 //! `warden audit verify` and `warden audit show`, run as the real binary.
 
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -321,4 +322,73 @@ fn show_prints_a_table_json_lines_and_filters() {
     let o = warden(home, &["audit", "show", file, "--effect", "maybe"], None);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("allow, ask or deny"));
+}
+
+/// `warden ARGS…` under a data limit (RLIMIT_DATA) of 128 MiB, far above
+/// what checking a log of bounded records needs.
+fn warden_in_128_mib(home: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--data={}", 128 * 1024 * 1024))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_warden"))
+        .args(args)
+        .env("HOME", home)
+        .env("WARDEN_CONFIG_DIR", home.join("config"))
+        .env_remove("WARDEN_AUDIT_KEY")
+        .env_remove("RUST_LOG");
+    cmd.output().expect("run prlimit")
+}
+
+/// The attack: one line of 300 MB after the records (a hole of NUL bytes
+/// here, which costs no disk). `verify`, `show` and the next session's
+/// read of the log's last record each took the whole line into memory
+/// (verify about four times its size): whoever could write the file made
+/// checking it, or starting a session, exhaust memory (under 128 MiB they
+/// aborted). No record warden writes comes near [`MAX_LINE_BYTES`]: a
+/// longer line is reported, or skipped, without being read whole.
+#[test]
+fn a_huge_line_is_reported_without_reading_it_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let log = home.join("audit.jsonl");
+    let file = log.to_str().unwrap();
+    write_sample(&log, "aaaaaaaa-1111", None);
+    let records = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
+    let f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let len = f.metadata().unwrap().len();
+    f.set_len(len + 300_000_000).unwrap();
+    (&f).write_all(b"\n").unwrap();
+    drop(f);
+    const { assert!(300_000_000 > warden_audit::MAX_LINE_BYTES) };
+
+    let o = warden_in_128_mib(home, &["--json", "audit", "verify", file]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["problem"], "too_long", "{v}");
+    assert_eq!(v["seq"], records + 1);
+    assert_eq!(v["verified"], records);
+
+    let o = warden_in_128_mib(home, &["--json", "audit", "show", file]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["records"].as_array().map(Vec::len),
+        Some(records as usize)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("longer than"),
+        "{o:?}"
+    );
+
+    // A session refuses to extend the log, saying why.
+    let o = warden_in_128_mib(home, &["--audit", file, "--json", "mcp", "status"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["outcome"], "audit_failed", "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("longer than")),
+        "{v}"
+    );
 }

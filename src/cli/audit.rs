@@ -374,15 +374,29 @@ fn show(json_out: bool, file: &Path, filter: &Filter) -> anyhow::Result<u8> {
     let mut calls: std::collections::HashMap<String, (Value, Value)> = Default::default();
     let mut line_no = 0u64;
     let mut buf = Vec::new();
+    let read_err =
+        |e: std::io::Error| CliError::with_code(exit::FAILED, format!("{}: {e}", file.display()));
     loop {
         buf.clear();
-        let n = reader
+        // At most a line's limit is taken in: a 1 GB line (no record is
+        // near the limit) is skipped, not read into memory.
+        let n = std::io::Read::take(&mut reader, audit::MAX_LINE_BYTES as u64 + 1)
             .read_until(b'\n', &mut buf)
-            .map_err(|e| CliError::with_code(exit::FAILED, format!("{}: {e}", file.display())))?;
+            .map_err(read_err)?;
         if n == 0 {
             break;
         }
         line_no += 1;
+        if buf.last() != Some(&b'\n') && buf.len() > audit::MAX_LINE_BYTES {
+            tracing::warn!(
+                "{}: line {line_no} is longer than {} bytes, not a record; not shown",
+                file.display(),
+                audit::MAX_LINE_BYTES
+            );
+            buf = Vec::new();
+            reader.skip_until(b'\n').map_err(read_err)?;
+            continue;
+        }
         if buf.last() != Some(&b'\n') {
             tracing::warn!(
                 "{}: line {line_no} is a torn tail, not shown",

@@ -184,7 +184,9 @@
 //! canonical form of its record; a malformed record (missing chain field,
 //! `v` ≠ 1); a record in the other mode (`alg`; with a key every record
 //! must be `hmac-sha256`); a hash mismatch; a `seq` gap, reordering or
-//! duplicate; a `prev` that does not name the previous record. It reports the
+//! duplicate; a `prev` that does not name the previous record.
+//! A line longer than [`MAX_LINE_BYTES`] is [`Problem::TooLong`], read no
+//! further (memory stays bounded whatever the file holds). It reports the
 //! `seq` the bad line should have had, its line number, and how many records
 //! before it verified. The CLI exits 0 (count, last hash, mode), 1 (first
 //! bad `seq` and why), or 2 (file unreadable, or an `hmac-sha256` log and
@@ -246,8 +248,8 @@ pub use head::{Head, HeadError, HeadRead, SLOT_SIZE as HEAD_SLOT_SIZE, head_path
 pub use key::{args_digest, load_key, result_digest};
 pub use log::{
     AcceptedHead, AuditLog, AuditOptions, BATCH_INTERVAL, BATCH_MAX_RECORDS, BATCH_QUEUE_CAP,
-    DEFAULT_MAX_VALUE_BYTES, MAX_ARGUMENTS_BYTES, MAX_REASONS, MAX_TEXT_BYTES, TEXT_KEPT,
-    accept_head,
+    DEFAULT_MAX_VALUE_BYTES, MAX_ARGUMENTS_BYTES, MAX_LINE_BYTES, MAX_REASONS, MAX_TEXT_BYTES,
+    TEXT_KEPT, accept_head,
 };
 pub use record::{
     ApprovalAction, Caller, DecisionRecord, Event, FsyncMode, KEY_ENV, OnFailure, Outcome,

@@ -56,6 +56,13 @@ pub const TEXT_KEPT: usize = 4 * 1024;
 /// A decision with more reasons than this keeps the first ones and one
 /// saying how many more there were (and their digest).
 pub const MAX_REASONS: usize = 32;
+/// The longest line a reader of the log takes in (16 MiB, without its
+/// `\n`). Every record warden writes is bounded well under 1 MiB (the
+/// limits above), so a longer line is not one of its records: `verify`
+/// reports it, `show` skips it and a session refuses to extend the log,
+/// each without reading it whole (a 1 GB line, written by whoever can
+/// write the file, took four times its size in memory to check).
+pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// How a session writes its log.
 #[derive(Debug, Clone)]
