@@ -392,3 +392,92 @@ fn a_huge_line_is_reported_without_reading_it_whole() {
         "{v}"
     );
 }
+
+/// `lines` re-chained as plain SHA-256 from the first: what anyone who
+/// can write an unkeyed log can do after editing it.
+fn rechain(lines: &mut [Value]) -> String {
+    let mut prev = "0".repeat(64);
+    for record in lines.iter_mut() {
+        let map = record.as_object_mut().unwrap();
+        map.remove("hash");
+        map.insert("prev".into(), prev.clone().into());
+        let canonical = warden_core::digest::canonical_json(&Value::Object(map.clone()));
+        let hash = warden_core::digest::sha256_hex(canonical.as_bytes());
+        map.insert("hash".into(), hash.clone().into());
+        prev = hash;
+    }
+    lines
+        .iter()
+        .map(|r| warden_core::digest::canonical_json(r) + "\n")
+        .collect()
+}
+
+/// The attack: an unkeyed log edited (a deny made an allow), re-chained,
+/// its head removed and accepted again, as anyone who can write the file
+/// can. `verify` said "ok: chain intact" and nothing more: an auditor
+/// took that for "not altered". It cannot show that (an unkeyed chain is
+/// recomputed by anyone), so it now says what it checked and what it
+/// cannot show, in text and in `--json` (`caveats`): `unkeyed`, and with a
+/// key, `rollback` (the log and its head put back together to an earlier
+/// copy) until a head kept elsewhere covers the end.
+#[test]
+fn verify_says_what_it_cannot_show() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let log = home.join("audit.jsonl");
+    let file = log.to_str().unwrap();
+    write_sample(&log, "s", None);
+    let mut lines: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let denied = lines
+        .iter()
+        .position(|r| r["decision"]["effect"] == "deny")
+        .unwrap();
+    lines[denied]["decision"]["effect"] = "allow".into();
+    std::fs::write(&log, rechain(&mut lines)).unwrap();
+    std::fs::remove_file(warden_audit::head_path(&log)).unwrap();
+    let o = warden(home, &["audit", "verify", file, "--accept-head"], None);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+
+    // The forgery passes (nothing in the file can show it), and says so.
+    let o = warden(home, &["audit", "verify", file], None);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let out = stdout(&o);
+    assert!(
+        out.contains("unkeyed") && out.contains("cannot show") && out.contains("rewritten"),
+        "{out}"
+    );
+    let o = warden(home, &["--json", "audit", "verify", file], None);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let kinds = |v: &Value| -> Vec<String> {
+        v["caveats"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no caveats: {v}"))
+            .iter()
+            .map(|c| c["kind"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(kinds(&v), ["unkeyed", "rollback"], "{v}");
+
+    // Keyed and checked with the key: only the rollback is left, and a
+    // head kept elsewhere at the end takes that away too.
+    let keyed = home.join("keyed.jsonl");
+    let keyed_file = keyed.to_str().unwrap();
+    write_sample(&keyed, "k", Some(KEY));
+    let o = warden(home, &["--json", "audit", "verify", keyed_file], Some(KEY));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(kinds(&v), ["rollback"], "{v}");
+    let o = warden(home, &["audit", "verify", keyed_file], Some(KEY));
+    assert!(stdout(&o).contains("--head"), "{}", stdout(&o));
+    let spec = format!("{}:{}", v["count"], v["last_hash"].as_str().unwrap());
+    let o = warden(
+        home,
+        &["--json", "audit", "verify", keyed_file, "--head", &spec],
+        Some(KEY),
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(kinds(&v), Vec::<String>::new(), "{v}");
+}

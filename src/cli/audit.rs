@@ -174,18 +174,30 @@ fn verify(
             mode,
             heads,
             unfinished,
-        } => (
-            exit::OK,
-            format!(
-                "{accepted_text}ok: {name}: {count} records, chain intact ({mode})\nlast hash: {last_hash}{}{}",
-                heads_text(heads, *count),
-                unfinished_text(unfinished)
-            ),
-            json!({"ok": true, "file": file, "count": count, "last_hash": last_hash,
-                   "mode": mode.as_str(), "heads": heads_json(heads),
-                   "unfinished": unfinished_json(unfinished),
-                   "accepted_head": accepted_json}),
-        ),
+        } => {
+            let caveats = caveats(*mode, heads, *count);
+            // `no_head` has its own line already (with how to go on).
+            let caveats_text: String = caveats
+                .iter()
+                .filter(|(kind, _)| *kind != "no_head")
+                .map(|(kind, why)| format!("\ncannot show ({kind}): {why}"))
+                .collect();
+            (
+                exit::OK,
+                format!(
+                    "{accepted_text}ok: {name}: {count} records, chain intact ({mode})\nlast hash: {last_hash}{}{caveats_text}{}",
+                    heads_text(heads, *count),
+                    unfinished_text(unfinished)
+                ),
+                json!({"ok": true, "file": file, "count": count, "last_hash": last_hash,
+                       "mode": mode.as_str(), "heads": heads_json(heads),
+                       "unfinished": unfinished_json(unfinished),
+                       "caveats": caveats.iter()
+                           .map(|(kind, why)| json!({"kind": kind, "message": why}))
+                           .collect::<Vec<_>>(),
+                       "accepted_head": accepted_json}),
+            )
+        }
         VerifyReport::KeyRequired {
             count,
             last_hash,
@@ -244,6 +256,46 @@ fn verify(
         write_stdout(&format!("{text}\n"))?;
     }
     Ok(code)
+}
+
+/// What a whole chain cannot show, as `(kind, why)`: an auditor must not
+/// read "chain intact" as "not altered" where the file cannot prove it.
+/// `unkeyed`: anyone who can write the files can edit, re-chain and
+/// re-head them. `no_head`: a cut end is not noticed. `rollback`: the log
+/// and its head put back together to an earlier copy look the same, until
+/// a head kept elsewhere (`--head`) reaches the end.
+fn caveats(
+    mode: audit::HashMode,
+    heads: &[ExpectedHead],
+    count: u64,
+) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    if mode == audit::HashMode::Sha256 {
+        out.push((
+            "unkeyed",
+            "the records agree with each other and with the head, but the log is unkeyed \
+             (sha256): anyone who can write it and its head can edit, re-chain and re-head \
+             them, so this cannot show the records were not rewritten (a key, WARDEN_AUDIT_KEY, \
+             can)"
+                .to_string(),
+        ));
+    }
+    let kept_elsewhere = heads.iter().any(|h| h.source == "--head" && h.seq == count);
+    if heads.iter().all(|h| h.source == "--head") && !kept_elsewhere {
+        out.push((
+            "no_head",
+            "no head file: records cut off the end would not be noticed".to_string(),
+        ));
+    } else if !kept_elsewhere {
+        out.push((
+            "rollback",
+            "the log and its head put back together to an earlier copy (later records \
+             dropped) look the same: check the end against a head kept elsewhere (`warden \
+             audit head FILE` → `warden audit verify FILE --head SEQ:HASH`)"
+                .to_string(),
+        ));
+    }
+    out
 }
 
 /// `warden audit head FILE`: the head file's `SEQ:HASH` on stdout (for

@@ -66,6 +66,7 @@ pub fn fields(command: &str) -> &'static [&'static str] {
             "last_hash",
             "mode",
             "heads",
+            "caveats",
             "seq",
             "line",
             "problem",
