@@ -481,3 +481,45 @@ fn verify_says_what_it_cannot_show() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(kinds(&v), Vec::<String>::new(), "{v}");
 }
+
+/// The attack: a record edited in place, a deny made an allow (or the
+/// key given twice, `{"effect":"deny","effect":"allow"}`, which a reader
+/// takes as its last value). `audit show` showed the edit like any other
+/// record, with no sign that the log does not verify; it now warns on
+/// stderr and says so in `--json` (`verified`).
+#[test]
+fn show_warns_when_the_log_does_not_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let log = home.join("audit.jsonl");
+    let file = log.to_str().unwrap();
+    write_sample(&log, "s", None);
+    let o = warden(home, &["--json", "audit", "show", file], None);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verified"]["ok"], true, "{v}");
+    assert!(o.stderr.is_empty(), "{o:?}");
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    for edited in [
+        text.replacen("\"effect\":\"deny\"", "\"effect\":\"allow\"", 1),
+        text.replacen(
+            "\"effect\":\"deny\"",
+            "\"effect\":\"deny\",\"effect\":\"allow\"",
+            1,
+        ),
+    ] {
+        assert_ne!(edited, text);
+        std::fs::write(&log, edited).unwrap();
+        let o = warden(home, &["audit", "show", file, "--effect", "deny"], None);
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("does not verify from seq 5") && err.contains("altered"),
+            "{err}"
+        );
+        let o = warden(home, &["--json", "audit", "show", file], None);
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["verified"]["ok"], false, "{v}");
+        assert_eq!(v["verified"]["seq"], 5, "{v}");
+    }
+}

@@ -502,12 +502,53 @@ fn show(json_out: bool, file: &Path, filter: &Filter) -> anyhow::Result<u8> {
             rows.push(row(&shown));
         }
     }
+    // What is shown is only as good as the chain: a record edited in place
+    // (a deny made an allow, a key given twice) reads as any other.
+    let checked = chain_check(file);
+    if let Some(warning) = &checked.1 {
+        eprintln!("warden: warning: {}", warden_core::display::text(warning));
+    }
     if json_out {
-        super::json::print("audit show", json!({"file": file, "records": records}))?;
+        super::json::print(
+            "audit show",
+            json!({"file": file, "records": records, "verified": checked.0}),
+        )?;
     } else {
         write_stdout(&table(&rows))?;
     }
     Ok(exit::OK)
+}
+
+/// `show`'s check of the chain (with `WARDEN_AUDIT_KEY` when set): the
+/// `verified` field of `--json` (`{"ok", "seq", "problem"}`) and a warning
+/// for a log that does not verify.
+fn chain_check(file: &Path) -> (Value, Option<String>) {
+    let key = audit::load_key(None).ok().flatten();
+    match audit::verify(file, key.as_deref()) {
+        VerifyReport::Ok { .. } => (json!({"ok": true, "seq": null, "problem": null}), None),
+        VerifyReport::KeyRequired { .. } => (
+            json!({"ok": null, "seq": null, "problem": "key_required"}),
+            Some(format!(
+                "{} is keyed and {} is not set: its records' hashes were not checked",
+                file.display(),
+                audit::KEY_ENV
+            )),
+        ),
+        VerifyReport::Bad(f) => (
+            json!({"ok": false, "seq": f.seq, "problem": f.problem.kind()}),
+            Some(format!(
+                "{} does not verify from seq {} ({}): records from there on may be altered, \
+                 inserted or missing; `warden audit verify` says more",
+                file.display(),
+                f.seq,
+                f.problem.kind()
+            )),
+        ),
+        VerifyReport::Unreadable { message } => (
+            json!({"ok": null, "seq": null, "problem": "unreadable"}),
+            Some(format!("the chain could not be checked: {message}")),
+        ),
+    }
 }
 
 const HEADER: [&str; 8] = [
