@@ -613,10 +613,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Mcp(McpCommand::Approve { name, yes }) => {
             let config = session::load_config(&cli.global)?;
-            let (code, action) = mcp_config::approve(&config, &session::config_dir()?, &name, yes)?;
-            if action == "approved" {
-                session::audit_approval(&cli.global, &config, &name, ApprovalAction::Approved)?;
-            }
+            // The approval record is written before the approval is saved.
+            let (code, action) =
+                mcp_config::approve(&config, &session::config_dir()?, &name, yes, || {
+                    session::audit_approval(&cli.global, &config, &name, ApprovalAction::Approved)
+                })?;
             approval_json(&cli.global, "mcp approve", &config, &name, action)?;
             Ok(code)
         }

@@ -238,7 +238,14 @@ pub fn audit_approval(
         CliError::kind(
             super::exit::FAILED,
             "audit_failed",
-            format!("the approval change was made but could not be recorded: {e}"),
+            match action {
+                // Recorded first: nothing was changed.
+                warden_audit::ApprovalAction::Approved => {
+                    format!("not approved: the approval could not be recorded: {e}")
+                }
+                // A revocation only takes a permission away: made first.
+                _ => format!("the approval change was made but could not be recorded: {e}"),
+            },
         )
     };
     let log = AuditLog::open(
