@@ -602,7 +602,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             match cmd {
                 PinCommand::List => pin::list(&store, cli.global.json),
                 PinCommand::Reset { server } => {
-                    pin::reset(&mut store, server.as_deref(), cli.global.json)
+                    pin::reset(&mut store, server.as_deref(), cli.global.json, || {
+                        let config = session::load_config(&cli.global)?;
+                        session::audit_approval(
+                            &cli.global,
+                            &config,
+                            server.as_deref().unwrap_or("*"),
+                            ApprovalAction::PinsReset,
+                        )
+                    })
                 }
             }
         }
