@@ -422,3 +422,86 @@ async fn on_failure_continue_runs_unaudited_loudly_and_records_the_gap() {
     let status = world.run(&["mcp", "status"]);
     assert!(String::from_utf8_lossy(&status.stdout).contains("fail-closed"));
 }
+
+/// The same attack on every other kind of request a gateway client can
+/// make (CONTRACT §8), straight after the gateway started, while records
+/// of `batch` mode still waited in its queue: a resource read, a
+/// subscription, a prompt and a completion are each refused and never
+/// reach the server. That write took the queued records down with it, and
+/// the log then refused every record for the rest of the session, the
+/// disk free again or not, with nothing in it saying records were lost.
+/// Now a failed write that left the file as it was (a full disk, a size
+/// limit) loses only what it carried: the next write that succeeds starts
+/// with an `audit_gap` record counting them, and the requests go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_kind_is_refused_when_its_record_cannot_be_written() {
+    use rmcp::model::{
+        ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, PromptReference,
+        ReadResourceRequestParams, Reference, SubscribeRequestParams,
+    };
+    let world = World::new();
+    let (fixture, counter) = world.counting_fixture();
+    world.write_config(&json!({
+        "mcpServers": {"fx": fixture},
+        "permissions": {"allow": [
+            "mcp__fx__*", "resource__fx(uri: fixture://notes/**)", "prompt__fx__greet"
+        ]},
+        "audit": {"path": "audit.jsonl", "fsync": "batch"},
+    }));
+    let log = world.workspace.join("audit.jsonl");
+    let gateway = start_with(&world, "trap - XFSZ").await;
+    let client = &gateway.client;
+    let uri = "fixture://notes/1";
+    let requests = || async {
+        let read = client
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .map_err(|e| eprintln!("read: {e}"))
+            .is_ok();
+        #[allow(deprecated)] // the legacy request a 2025-11-25 client still sends
+        let subscribed = client
+            .subscribe(SubscribeRequestParams::new(uri))
+            .await
+            .map_err(|e| eprintln!("subscribe: {e}"))
+            .is_ok();
+        let prompt = client
+            .get_prompt(GetPromptRequestParams::new("fx__greet").with_arguments(
+                serde_json::Map::from_iter([("name".to_string(), json!("Ada"))]),
+            ))
+            .await
+            .map_err(|e| eprintln!("prompt: {e}"))
+            .is_ok();
+        let completed = client
+            .complete(CompleteRequestParams::new(
+                Reference::Prompt(PromptReference::new("fx__greet")),
+                ArgumentInfo::new("name", "A"),
+            ))
+            .await
+            .map_err(|e| eprintln!("complete: {e}"))
+            .is_ok();
+        [read, subscribed, prompt, completed]
+    };
+    let size = log_size(&log);
+    limit_file_size(&gateway, Some(size));
+    assert_eq!(requests().await, [false; 4], "answered unrecorded");
+    assert!(
+        calls_received(&counter).is_empty(),
+        "the server saw {:?}",
+        calls_received(&counter)
+    );
+    assert_eq!(log_size(&log), size);
+    limit_file_size(&gateway, None);
+    assert_eq!(requests().await, [true; 4]);
+    finish(gateway).await;
+    let verify = world.run(&["audit", "verify", log.to_str().unwrap()]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+    let records = audit_lines(&log);
+    let lost: u64 = records
+        .iter()
+        .filter(|r| r["event"] == "audit_gap")
+        .filter_map(|r| r["lost"].as_u64())
+        .sum();
+    // The four refused requests, and anything that waited with them.
+    assert!(lost >= 4, "{records:?}");
+    assert!(records.iter().any(|r| r["event"] == "session_end"));
+}

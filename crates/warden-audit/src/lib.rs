@@ -129,8 +129,15 @@
 //! waits for the next `write_ahead` or for that sync, at most
 //! [`BATCH_INTERVAL`]) or the queue holds a batch: a call's result record
 //! then costs no thread switch, and goes out with the next call's pending
-//! record in one `write(2)`. A write or sync failure is returned by the
-//! next `append` and by `close`. A sync failure makes the log refuse further appends (the
+//! record in one `write(2)`. A failed write that left the file as it was
+//! (a full disk, a file size limit: the part written is cut back) loses
+//! the queued records it carried, and only those: the next write that
+//! succeeds begins with an `audit_gap` record counting them (a session's
+//! own `audit_gap` among them counts for its `lost`), and the chain goes
+//! on from the last record in the file. (It used to stop the log for the
+//! rest of the session, the disk free again or not, with nothing in the
+//! log saying so; two refused calls in a row were enough.) A sync failure,
+//! or a write that could not be cut back, makes the log refuse further appends (the
 //! kernel may have dropped the pages; retrying would claim durability
 //! falsely). Lines are written whole with `O_APPEND`, so a crash mid-write
 //! leaves at worst one torn final line (no `\n`), which [`verify`] reports
