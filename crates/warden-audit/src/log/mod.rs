@@ -473,7 +473,19 @@ impl AuditLog {
             }
         }
         let st = self.inner.lock_state();
-        self.inner.check_failed(&st)
+        self.inner.check_failed(&st)?;
+        // Records a failed write took with it, and no later write to say
+        // so in the log: the caller must hear it.
+        match &st.dropped {
+            Some(gap) => Err(AuditError::Failed {
+                path: self.inner.path.clone(),
+                detail: format!(
+                    "{} record(s) since {} could not be written: {}",
+                    gap.lost, gap.since, gap.error
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 }
 
