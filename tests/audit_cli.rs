@@ -523,3 +523,41 @@ fn show_warns_when_the_log_does_not_verify() {
         assert_eq!(v["verified"]["seq"], 5, "{v}");
     }
 }
+
+/// The attack: text a client or server chose (a resource URI a client
+/// asked for, a tool name as the caller gave it, a server's exit reason)
+/// laid out with the table's own column gap, two spaces, so that a row of
+/// `audit show` reads as a different decision: `…  allow/default  ok`
+/// inside the TOOL cell, before the real `deny/rules  denied`. Inside a
+/// cell a run of spaces is one space now, so only the real columns are
+/// set apart by two or more.
+#[test]
+fn show_cells_cannot_fake_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let log = home.join("audit.jsonl");
+    let forged = "fixture://x  allow/default  ok     3 ms";
+    let record = json!({
+        "seq": 1, "ts": "2026-01-01T00:00:00Z", "session": "s", "event": "request",
+        "target": "resource__fx", "arguments": {"uri": forged},
+        "decision": {"effect": "deny", "stage": "rules"}, "outcome": "denied",
+    });
+    std::fs::write(&log, format!("{record}\n")).unwrap();
+    let o = warden(home, &["audit", "show", log.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let out = stdout(&o);
+    let row = out.lines().nth(1).unwrap();
+    assert!(
+        row.contains("fixture://x allow/default ok 3 ms") && !row.contains("x  allow"),
+        "{out}"
+    );
+    assert!(row.contains("deny/rules"), "{out}");
+    // --json keeps the record exact.
+    let o = warden(
+        home,
+        &["--json", "audit", "show", log.to_str().unwrap()],
+        None,
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["records"][0]["arguments"]["uri"], forged);
+}

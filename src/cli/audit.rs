@@ -636,9 +636,31 @@ fn row(r: &Value) -> [String; 8] {
         _ => {}
     }
     // A record's strings come from servers (names, reasons) and from
-    // whoever wrote the file: each cell is one neutralised field.
+    // whoever wrote the file: each cell is one neutralised field, its runs
+    // of spaces one space, so that only the table's own gaps (two or more)
+    // set columns apart (`x  allow/default  ok` inside a URI once read as
+    // a decision of its own).
     [seq, time, session, event, tool, decision, outcome, duration]
-        .map(|c| warden_core::display::line(&c).into_owned())
+        .map(|c| one_space(&warden_core::display::line(&c)))
+}
+
+/// `text` with every run of whitespace (spaces of any width included) as
+/// one space.
+fn one_space(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut gap = false;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            gap = true;
+            continue;
+        }
+        if gap && !out.is_empty() {
+            out.push(' ');
+        }
+        gap = false;
+        out.push(c);
+    }
+    out
 }
 
 fn table(rows: &[[String; 8]]) -> String {
