@@ -179,9 +179,16 @@ fn a_read_only_log_refuses_the_call_and_the_server_never_sees_it() {
 /// The gateway of `world` with SIGXFSZ ignored (as a shell that traps it
 /// would), so a file size limit is an error, not a signal.
 async fn start(world: &World) -> StdioGateway {
+    start_with(world, r#"trap "" XFSZ"#).await
+}
+
+/// The gateway of `world`, started by a shell that first runs `setup`
+/// (e.g. `trap - XFSZ`: SIGXFSZ with its default action, which ends the
+/// process).
+async fn start_with(world: &World, setup: &str) -> StdioGateway {
     let warden = world.warden(&["gateway", "--stdio"]);
     let mut cmd = Command::new("sh");
-    cmd.args(["-c", r#"trap "" XFSZ; exec "$0" "$@""#])
+    cmd.args(["-c", &format!(r#"{setup}; exec "$0" "$@""#)])
         .arg(warden.get_program())
         .args(warden.get_args());
     for (key, value) in warden.get_envs() {
@@ -288,6 +295,76 @@ async fn a_log_that_fails_mid_session_refuses_the_call_and_the_server_never_sees
     assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
 }
 
+/// The attack: the log's next record crosses the file size limit
+/// (`ulimit -f`, RLIMIT_FSIZE), with SIGXFSZ at its default action, as a
+/// login shell leaves it. The kernel's answer to the write is that
+/// signal, which ended warden mid-write (status 153): a torn record in the
+/// log, no `audit_failed` and no JSON object for the call, a gateway gone
+/// for every client, and the next session refusing the log until someone
+/// cut the torn line. warden blocks SIGXFSZ, so the write fails (EFBIG)
+/// and is refused, and cut back, like any failed write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_size_limit_refuses_the_call_instead_of_killing_warden() {
+    let (world, counter) = counting_world(json!({"path": "audit.jsonl", "fsync": "batch"}));
+    let log = world.workspace.join("audit.jsonl");
+    let output = world.run(&["call", "fx", "echo"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let before = std::fs::read(&log).unwrap();
+
+    // `warden call` whose session_start record only partly fits.
+    let warden = world.warden(&["--json", "call", "fx", "echo"]);
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", r#"trap - XFSZ; exec prlimit --fsize="$0" -- "$@""#])
+        .arg((before.len() + 100).to_string())
+        .arg(warden.get_program())
+        .args(warden.get_args());
+    for (key, value) in warden.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    if let Some(dir) = warden.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    let output = cmd.output().expect("run prlimit");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report = json_of(&output);
+    assert_eq!(report["outcome"], "audit_failed", "{report}");
+    assert_eq!(std::fs::read(&log).unwrap(), before, "a part was left");
+    assert_eq!(
+        calls_received(&counter),
+        ["echo"],
+        "the server saw the call"
+    );
+
+    // A gateway that reaches the limit mid-session stays up and refuses.
+    let gateway = start_with(&world, "trap - XFSZ").await;
+    assert!(!is_error(&gateway.echo("hi").await));
+    assert!(eventually(10.0, || audit_lines(&log)
+        .iter()
+        .filter(|r| r["event"] == "tool_result")
+        .count()
+        == 2));
+    let size = log_size(&log);
+    limit_file_size(&gateway, Some(size + 100));
+    let refused = gateway.echo("hi").await;
+    assert!(is_error(&refused));
+    assert!(
+        text_of(&refused).contains("audit_failed"),
+        "{}",
+        text_of(&refused)
+    );
+    assert_eq!(calls_received(&counter), ["echo", "echo"]);
+    assert_eq!(log_size(&log), size, "a part was left");
+    limit_file_size(&gateway, None);
+    assert!(!is_error(&gateway.echo("hi").await));
+    assert_eq!(calls_received(&counter), ["echo", "echo", "echo"]);
+    finish(gateway).await;
+    let verify = world.run(&["audit", "verify", log.to_str().unwrap()]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_failure_continue_runs_unaudited_loudly_and_records_the_gap() {
     let (world, counter) = counting_world(json!({"path": "audit.jsonl", "on_failure": "continue"}));
@@ -344,4 +421,87 @@ async fn on_failure_continue_runs_unaudited_loudly_and_records_the_gap() {
     assert_eq!(document["audit"]["on_failure"], "fail_closed");
     let status = world.run(&["mcp", "status"]);
     assert!(String::from_utf8_lossy(&status.stdout).contains("fail-closed"));
+}
+
+/// The same attack on every other kind of request a gateway client can
+/// make (CONTRACT §8), straight after the gateway started, while records
+/// of `batch` mode still waited in its queue: a resource read, a
+/// subscription, a prompt and a completion are each refused and never
+/// reach the server. That write took the queued records down with it, and
+/// the log then refused every record for the rest of the session, the
+/// disk free again or not, with nothing in it saying records were lost.
+/// Now a failed write that left the file as it was (a full disk, a size
+/// limit) loses only what it carried: the next write that succeeds starts
+/// with an `audit_gap` record counting them, and the requests go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_kind_is_refused_when_its_record_cannot_be_written() {
+    use rmcp::model::{
+        ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, PromptReference,
+        ReadResourceRequestParams, Reference, SubscribeRequestParams,
+    };
+    let world = World::new();
+    let (fixture, counter) = world.counting_fixture();
+    world.write_config(&json!({
+        "mcpServers": {"fx": fixture},
+        "permissions": {"allow": [
+            "mcp__fx__*", "resource__fx(uri: fixture://notes/**)", "prompt__fx__greet"
+        ]},
+        "audit": {"path": "audit.jsonl", "fsync": "batch"},
+    }));
+    let log = world.workspace.join("audit.jsonl");
+    let gateway = start_with(&world, "trap - XFSZ").await;
+    let client = &gateway.client;
+    let uri = "fixture://notes/1";
+    let requests = || async {
+        let read = client
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .map_err(|e| eprintln!("read: {e}"))
+            .is_ok();
+        #[allow(deprecated)] // the legacy request a 2025-11-25 client still sends
+        let subscribed = client
+            .subscribe(SubscribeRequestParams::new(uri))
+            .await
+            .map_err(|e| eprintln!("subscribe: {e}"))
+            .is_ok();
+        let prompt = client
+            .get_prompt(GetPromptRequestParams::new("fx__greet").with_arguments(
+                serde_json::Map::from_iter([("name".to_string(), json!("Ada"))]),
+            ))
+            .await
+            .map_err(|e| eprintln!("prompt: {e}"))
+            .is_ok();
+        let completed = client
+            .complete(CompleteRequestParams::new(
+                Reference::Prompt(PromptReference::new("fx__greet")),
+                ArgumentInfo::new("name", "A"),
+            ))
+            .await
+            .map_err(|e| eprintln!("complete: {e}"))
+            .is_ok();
+        [read, subscribed, prompt, completed]
+    };
+    let size = log_size(&log);
+    limit_file_size(&gateway, Some(size));
+    assert_eq!(requests().await, [false; 4], "answered unrecorded");
+    assert!(
+        calls_received(&counter).is_empty(),
+        "the server saw {:?}",
+        calls_received(&counter)
+    );
+    assert_eq!(log_size(&log), size);
+    limit_file_size(&gateway, None);
+    assert_eq!(requests().await, [true; 4]);
+    finish(gateway).await;
+    let verify = world.run(&["audit", "verify", log.to_str().unwrap()]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+    let records = audit_lines(&log);
+    let lost: u64 = records
+        .iter()
+        .filter(|r| r["event"] == "audit_gap")
+        .filter_map(|r| r["lost"].as_u64())
+        .sum();
+    // The four refused requests, and anything that waited with them.
+    assert!(lost >= 4, "{records:?}");
+    assert!(records.iter().any(|r| r["event"] == "session_end"));
 }

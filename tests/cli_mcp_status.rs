@@ -3,7 +3,7 @@
 
 mod cli_support;
 
-use cli_support::{WARDEN, World, stderr, stdout_json};
+use cli_support::{WARDEN, World, audit_lines, stderr, stdout_json};
 use serde_json::{Value, json};
 
 fn server<'a>(doc: &'a Value, name: &str) -> &'a Value {
@@ -193,4 +193,59 @@ fn concurrent_approvals_lose_nothing() {
             "{name} lost: {approvals}\n{text}"
         );
     }
+}
+
+/// The attack: `mcp approve` when the audit log cannot take the record
+/// (here `--audit /dev/full`, refused as no regular file; a full disk or a
+/// read-only log alike). The approval was saved first and the failure
+/// reported after ("the approval change was made but could not be
+/// recorded"): the project server then ran in later sessions with no
+/// approval anywhere in the log. The record is written first now; an
+/// approval that cannot be recorded is not made. (A revocation still is:
+/// it only takes a permission away.)
+#[test]
+fn an_approval_that_cannot_be_recorded_is_not_made() {
+    let world = World::new();
+    let project = json!({"mcpServers": {"proj": world.notes("proj")}});
+    std::fs::write(world.workspace.join(".mcp.json"), project.to_string()).unwrap();
+    let warden = |args: &[&str]| {
+        std::process::Command::new(WARDEN)
+            .args(args)
+            .arg("--workspace")
+            .arg(&world.workspace)
+            .env("WARDEN_CONFIG_DIR", &world.config_dir)
+            .env("HOME", &world.home)
+            .env_remove("WARDEN_AUDIT_KEY")
+            .output()
+            .unwrap()
+    };
+    let state = || {
+        let out = warden(&["mcp", "status", "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        server(&stdout_json(&out), "proj")["state"].clone()
+    };
+    let out = warden(&[
+        "--audit",
+        "/dev/full",
+        "--json",
+        "mcp",
+        "approve",
+        "proj",
+        "--yes",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = stdout_json(&out);
+    assert_eq!(report["outcome"], "audit_failed", "{report}");
+    assert_eq!(state(), "pending_approval", "approved, unrecorded");
+
+    let out = warden(&["mcp", "approve", "proj", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(state(), "connected");
+    let log = world.config_dir.join("audit.jsonl");
+    let approvals: Vec<Value> = audit_lines(&log)
+        .into_iter()
+        .filter(|r| r["event"] == "approval" && r["server"] == "proj")
+        .collect();
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(approvals[0]["action"], "approved");
 }

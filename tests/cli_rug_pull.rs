@@ -73,3 +73,47 @@ fn locked_mode_denies_tools_missing_from_the_lock_file() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+/// The attack: `warden pin reset` accepts whatever a server defines now
+/// (a rug pull included; README: "accepts the new definitions"), yet it
+/// left no trace in the audit log, where an `ask` answered for the same
+/// change is an `approval`: an auditor saw calls to a changed tool that
+/// nobody had approved. It is an `approval` (action `pins_reset`, the
+/// server, or `*` for all) written before the pins are forgotten; one the
+/// log cannot take forgets nothing.
+#[test]
+fn pin_reset_is_an_approval_recorded_before_the_pins_are_forgotten() {
+    let world = World::new();
+    let log = world.path("audit.jsonl");
+    world.write_config(&json!({
+        "mcpServers": {"fx": world.fixture()},
+        "permissions": {"allow": ["mcp__fx__*"]},
+        "audit": {"path": log},
+    }));
+    let out = world.run(&["call", "fx", "echo", "--args", "{}"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let pins = |world: &World| {
+        let out = world.run(&["pin", "list", "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stdout_json(&out)["pins"].as_array().map_or(0, Vec::len)
+    };
+    let pinned = pins(&world);
+    assert!(pinned > 0);
+
+    let out = world.run(&["--audit", "/dev/full", "--json", "pin", "reset", "fx"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["outcome"], "audit_failed");
+    assert_eq!(pins(&world), pinned, "forgotten, unrecorded");
+
+    let out = world.run(&["pin", "reset", "fx"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(pins(&world), 0);
+    let approvals: Vec<serde_json::Value> = cli_support::audit_lines(&log)
+        .into_iter()
+        .filter(|r| r["event"] == "approval")
+        .collect();
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(approvals[0]["action"], "pins_reset");
+    assert_eq!(approvals[0]["server"], "fx");
+    assert_eq!(approvals[0]["subject"], "tool pins");
+}

@@ -392,7 +392,7 @@ fn pin_cli_lists_and_resets() {
     );
     assert_eq!(warden::cli::pin::list(&store, true).unwrap(), 0);
     assert_eq!(
-        warden::cli::pin::reset(&mut store, Some("fs"), false).unwrap(),
+        warden::cli::pin::reset(&mut store, Some("fs"), false, || Ok(())).unwrap(),
         0
     );
     assert!(

@@ -732,3 +732,48 @@ fn the_model_text_is_shown_neutralised() {
     assert_eq!(pty.wait_exit(), 0, "screen:\n{}", pty.text());
     env.assert_no_server_left();
 }
+
+/// The attack: the audit log stops taking records mid-session (here it is
+/// moved away, which fails every later write) and the person approves a
+/// project server at the repl. The approval was saved first and its
+/// record then lost: the server ran, in this and every later session, with
+/// no approval in any log. The record is written first now, so the
+/// approval is not made.
+#[test]
+fn an_approval_the_log_cannot_take_is_not_made_in_the_repl() {
+    let env = Env::new(json!([{"text": "unused"}]));
+    let project = json!({
+        "mcpServers": {
+            "proj": {"command": WARDEN, "args": ["example-server", "notes", "--name", env.marker]}
+        }
+    });
+    std::fs::write(
+        env.path("ws/.mcp.json"),
+        serde_json::to_vec_pretty(&project).expect("json"),
+    )
+    .expect("write .mcp.json");
+    let audit = env.path("audit.jsonl");
+    let args = vec![
+        "--audit".to_string(),
+        audit.display().to_string(),
+        "repl".to_string(),
+    ];
+    let mut pty = Pty::spawn(&env, &args);
+    pty.expect("Approve `proj` with exactly this configuration? [y/N] ");
+    pty.send("n\r");
+    pty.expect("Not approved; `proj` will not start.");
+    std::fs::rename(&audit, env.path("audit-moved.jsonl")).expect("move the log");
+    pty.line("/mcp approve proj");
+    pty.expect("Approve `proj` with exactly this configuration? [y/N] ");
+    pty.send("y\r");
+    pty.expect("the approval could not be recorded");
+    pty.line("/quit");
+    pty.wait_exit();
+    let approvals = std::fs::read_to_string(env.path("cfg/approvals.json")).unwrap_or_default();
+    assert!(
+        !approvals.contains("proj"),
+        "approved, unrecorded: {approvals}"
+    );
+    // It never started.
+    assert!(processes_with(&env.marker).is_empty());
+}

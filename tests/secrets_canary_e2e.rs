@@ -286,3 +286,68 @@ fn a_config_error_near_a_secret_does_not_show_it() {
         }
     }
 }
+
+/// The attack: a value your own (or a `--config`) file expands from the
+/// environment was a secret only in a project file. README sends a token
+/// that sits in a URL's path, or on a command line, to a `${VAR}` (and
+/// `warden import` writes one there), yet a server that echoed its
+/// argument on stderr and died put the token in the audit log (the
+/// `server_exit` reason and the refused call's error) and on stderr, and
+/// rmcp's error line printed the URL with the token in its path. Every
+/// host value a file expands is a secret now (in your own files the
+/// variables naming where you are, `HOME`, `PWD`, `TMPDIR`, `XDG_*` and
+/// the like, are not: they are paths the log shows anyway).
+#[test]
+fn a_value_your_own_file_expands_from_the_environment_is_a_secret_too() {
+    let world = World::new();
+    let m = &world.marker[1..13];
+    let (arg, path) = (format!("argvar{m}"), format!("pathvar{m}"));
+    let audit = world.path("audit.jsonl");
+    world.write_config(&json!({
+        "mcpServers": {
+            "echoer": {
+                "command": "/bin/sh",
+                "args": ["-c", "echo token rejected: $0 >&2; exit 3", "${CANARY_ARG}"],
+                "trust": "trusted",
+                "sandbox": false
+            },
+            // Nothing listens on port 1: a connection error naming the URL.
+            "hook": {"type": "http", "url": "http://127.0.0.1:1/hooks/${CANARY_PATH}/mcp"}
+        },
+        "audit": {"path": audit},
+    }));
+    let canaries = [arg.as_str(), path.as_str()];
+    for level in LEVELS {
+        for args in [
+            &["call", "echoer", "x", "--args", "{}"][..],
+            &["--json", "call", "echoer", "x", "--args", "{}"],
+            &["call", "hook", "x", "--args", "{}"],
+            &["--json", "call", "hook", "x", "--args", "{}"],
+            &["mcp", "status"],
+        ] {
+            let (name, rust_log, flags) = level;
+            let mut cmd = world.warden(&[]);
+            cmd.args(flags)
+                .args(args)
+                .env("CANARY_ARG", &arg)
+                .env("CANARY_PATH", &path);
+            if let Some(filter) = rust_log {
+                cmd.env("RUST_LOG", filter);
+            }
+            let out = cmd.output().expect("run warden");
+            assert_clean(
+                &format!("`warden {}` at {name}", args.join(" ")),
+                &out,
+                &canaries,
+            );
+        }
+    }
+    let log = std::fs::read_to_string(&audit).expect("the audit log");
+    assert!(
+        log.contains("token rejected"),
+        "the server's line is recorded"
+    );
+    for canary in canaries {
+        assert!(!log.contains(canary), "a canary in the audit log:\n{log}");
+    }
+}

@@ -100,7 +100,7 @@ fuzz_target!(|data: &[u8]| {
                     "Debug of a secret-bearing field shows an expanded host value: {shown}"
                 );
             }
-            for (_, secret) in &config.project_secrets {
+            for (_, secret) in &config.expanded_secrets {
                 assert!(!format!("{secret:?}").contains(CANARY));
             }
             // The rules as the session compiles them (no Rego: that is

@@ -174,18 +174,30 @@ fn verify(
             mode,
             heads,
             unfinished,
-        } => (
-            exit::OK,
-            format!(
-                "{accepted_text}ok: {name}: {count} records, chain intact ({mode})\nlast hash: {last_hash}{}{}",
-                heads_text(heads, *count),
-                unfinished_text(unfinished)
-            ),
-            json!({"ok": true, "file": file, "count": count, "last_hash": last_hash,
-                   "mode": mode.as_str(), "heads": heads_json(heads),
-                   "unfinished": unfinished_json(unfinished),
-                   "accepted_head": accepted_json}),
-        ),
+        } => {
+            let caveats = caveats(*mode, heads, *count);
+            // `no_head` has its own line already (with how to go on).
+            let caveats_text: String = caveats
+                .iter()
+                .filter(|(kind, _)| *kind != "no_head")
+                .map(|(kind, why)| format!("\ncannot show ({kind}): {why}"))
+                .collect();
+            (
+                exit::OK,
+                format!(
+                    "{accepted_text}ok: {name}: {count} records, chain intact ({mode})\nlast hash: {last_hash}{}{caveats_text}{}",
+                    heads_text(heads, *count),
+                    unfinished_text(unfinished)
+                ),
+                json!({"ok": true, "file": file, "count": count, "last_hash": last_hash,
+                       "mode": mode.as_str(), "heads": heads_json(heads),
+                       "unfinished": unfinished_json(unfinished),
+                       "caveats": caveats.iter()
+                           .map(|(kind, why)| json!({"kind": kind, "message": why}))
+                           .collect::<Vec<_>>(),
+                       "accepted_head": accepted_json}),
+            )
+        }
         VerifyReport::KeyRequired {
             count,
             last_hash,
@@ -244,6 +256,46 @@ fn verify(
         write_stdout(&format!("{text}\n"))?;
     }
     Ok(code)
+}
+
+/// What a whole chain cannot show, as `(kind, why)`: an auditor must not
+/// read "chain intact" as "not altered" where the file cannot prove it.
+/// `unkeyed`: anyone who can write the files can edit, re-chain and
+/// re-head them. `no_head`: a cut end is not noticed. `rollback`: the log
+/// and its head put back together to an earlier copy look the same, until
+/// a head kept elsewhere (`--head`) reaches the end.
+fn caveats(
+    mode: audit::HashMode,
+    heads: &[ExpectedHead],
+    count: u64,
+) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    if mode == audit::HashMode::Sha256 {
+        out.push((
+            "unkeyed",
+            "the records agree with each other and with the head, but the log is unkeyed \
+             (sha256): anyone who can write it and its head can edit, re-chain and re-head \
+             them, so this cannot show the records were not rewritten (a key, WARDEN_AUDIT_KEY, \
+             can)"
+                .to_string(),
+        ));
+    }
+    let kept_elsewhere = heads.iter().any(|h| h.source == "--head" && h.seq == count);
+    if heads.iter().all(|h| h.source == "--head") && !kept_elsewhere {
+        out.push((
+            "no_head",
+            "no head file: records cut off the end would not be noticed".to_string(),
+        ));
+    } else if !kept_elsewhere {
+        out.push((
+            "rollback",
+            "the log and its head put back together to an earlier copy (later records \
+             dropped) look the same: check the end against a head kept elsewhere (`warden \
+             audit head FILE` → `warden audit verify FILE --head SEQ:HASH`)"
+                .to_string(),
+        ));
+    }
+    out
 }
 
 /// `warden audit head FILE`: the head file's `SEQ:HASH` on stdout (for
@@ -374,15 +426,29 @@ fn show(json_out: bool, file: &Path, filter: &Filter) -> anyhow::Result<u8> {
     let mut calls: std::collections::HashMap<String, (Value, Value)> = Default::default();
     let mut line_no = 0u64;
     let mut buf = Vec::new();
+    let read_err =
+        |e: std::io::Error| CliError::with_code(exit::FAILED, format!("{}: {e}", file.display()));
     loop {
         buf.clear();
-        let n = reader
+        // At most a line's limit is taken in: a 1 GB line (no record is
+        // near the limit) is skipped, not read into memory.
+        let n = std::io::Read::take(&mut reader, audit::MAX_LINE_BYTES as u64 + 1)
             .read_until(b'\n', &mut buf)
-            .map_err(|e| CliError::with_code(exit::FAILED, format!("{}: {e}", file.display())))?;
+            .map_err(read_err)?;
         if n == 0 {
             break;
         }
         line_no += 1;
+        if buf.last() != Some(&b'\n') && buf.len() > audit::MAX_LINE_BYTES {
+            tracing::warn!(
+                "{}: line {line_no} is longer than {} bytes, not a record; not shown",
+                file.display(),
+                audit::MAX_LINE_BYTES
+            );
+            buf = Vec::new();
+            reader.skip_until(b'\n').map_err(read_err)?;
+            continue;
+        }
         if buf.last() != Some(&b'\n') {
             tracing::warn!(
                 "{}: line {line_no} is a torn tail, not shown",
@@ -436,12 +502,53 @@ fn show(json_out: bool, file: &Path, filter: &Filter) -> anyhow::Result<u8> {
             rows.push(row(&shown));
         }
     }
+    // What is shown is only as good as the chain: a record edited in place
+    // (a deny made an allow, a key given twice) reads as any other.
+    let checked = chain_check(file);
+    if let Some(warning) = &checked.1 {
+        eprintln!("warden: warning: {}", warden_core::display::text(warning));
+    }
     if json_out {
-        super::json::print("audit show", json!({"file": file, "records": records}))?;
+        super::json::print(
+            "audit show",
+            json!({"file": file, "records": records, "verified": checked.0}),
+        )?;
     } else {
         write_stdout(&table(&rows))?;
     }
     Ok(exit::OK)
+}
+
+/// `show`'s check of the chain (with `WARDEN_AUDIT_KEY` when set): the
+/// `verified` field of `--json` (`{"ok", "seq", "problem"}`) and a warning
+/// for a log that does not verify.
+fn chain_check(file: &Path) -> (Value, Option<String>) {
+    let key = audit::load_key(None).ok().flatten();
+    match audit::verify(file, key.as_deref()) {
+        VerifyReport::Ok { .. } => (json!({"ok": true, "seq": null, "problem": null}), None),
+        VerifyReport::KeyRequired { .. } => (
+            json!({"ok": null, "seq": null, "problem": "key_required"}),
+            Some(format!(
+                "{} is keyed and {} is not set: its records' hashes were not checked",
+                file.display(),
+                audit::KEY_ENV
+            )),
+        ),
+        VerifyReport::Bad(f) => (
+            json!({"ok": false, "seq": f.seq, "problem": f.problem.kind()}),
+            Some(format!(
+                "{} does not verify from seq {} ({}): records from there on may be altered, \
+                 inserted or missing; `warden audit verify` says more",
+                file.display(),
+                f.seq,
+                f.problem.kind()
+            )),
+        ),
+        VerifyReport::Unreadable { message } => (
+            json!({"ok": null, "seq": null, "problem": "unreadable"}),
+            Some(format!("the chain could not be checked: {message}")),
+        ),
+    }
 }
 
 const HEADER: [&str; 8] = [
@@ -529,9 +636,31 @@ fn row(r: &Value) -> [String; 8] {
         _ => {}
     }
     // A record's strings come from servers (names, reasons) and from
-    // whoever wrote the file: each cell is one neutralised field.
+    // whoever wrote the file: each cell is one neutralised field, its runs
+    // of spaces one space, so that only the table's own gaps (two or more)
+    // set columns apart (`x  allow/default  ok` inside a URI once read as
+    // a decision of its own).
     [seq, time, session, event, tool, decision, outcome, duration]
-        .map(|c| warden_core::display::line(&c).into_owned())
+        .map(|c| one_space(&warden_core::display::line(&c)))
+}
+
+/// `text` with every run of whitespace (spaces of any width included) as
+/// one space.
+fn one_space(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut gap = false;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            gap = true;
+            continue;
+        }
+        if gap && !out.is_empty() {
+            out.push(' ');
+        }
+        gap = false;
+        out.push(c);
+    }
+    out
 }
 
 fn table(rows: &[[String; 8]]) -> String {

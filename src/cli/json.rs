@@ -66,6 +66,7 @@ pub fn fields(command: &str) -> &'static [&'static str] {
             "last_hash",
             "mode",
             "heads",
+            "caveats",
             "seq",
             "line",
             "problem",
@@ -73,7 +74,7 @@ pub fn fields(command: &str) -> &'static [&'static str] {
             "verified",
             "last_good_hash",
         ],
-        "audit show" => &["file", "records"],
+        "audit show" => &["file", "records", "verified"],
         "import" => &["config", "notes", "written"],
         "doctor" => &["ok", "checks"],
         "audit head" => &[

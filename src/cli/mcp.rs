@@ -61,7 +61,9 @@ pub fn status_document(host: &Host) -> Value {
                 "state": status.state,
                 "transport": status.transport,
                 "protocol": status.protocol,
-                "error": status.error,
+                // A server's own words (its last stderr line) may hold a
+                // secret it was given.
+                "error": status.error.as_deref().map(|e| crate::scrub::clean(e).into_owned()),
                 "sandbox": status.sandbox,
                 "oauth": oauth_status(host.server_config(&status.name).as_ref(), status.oauth_challenged),
                 "tools": tools,

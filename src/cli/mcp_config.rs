@@ -125,6 +125,7 @@ pub fn approve(
     config_dir: &Path,
     name: &str,
     assume_yes: bool,
+    record: impl FnOnce() -> anyhow::Result<()>,
 ) -> anyhow::Result<(u8, &'static str)> {
     let server = find(cfg, name)?;
     if !server.needs_approval() {
@@ -159,7 +160,19 @@ pub fn approve(
             return Ok((exit::FAILED, "not_approved"));
         }
     }
-    approvals.approve(server)?;
+    // Written ahead, as a call is: an approval the audit log cannot take
+    // is not made (made first, it let the server run in later sessions
+    // with no approval anywhere in the log).
+    record()?;
+    approvals.approve(server).map_err(|e| {
+        CliError::with_code(
+            exit::FAILED,
+            format!(
+                "the approval is in the audit log but could not be saved, so `{name}` is still \
+                 not approved: {e:#}"
+            ),
+        )
+    })?;
     eprintln!(
         "Approved `{name}` (digest {}); recorded in {}.",
         &server.approval_digest[..server.approval_digest.len().min(12)],
@@ -439,7 +452,7 @@ mod tests {
         let (tmp, cfg) = project_config(r#"{"mcpServers": {"s": {"command": "srv"}}}"#);
         let dir = tmp.path().join("cfg");
         assert_eq!(
-            approve(&cfg, &dir, "s", true).unwrap(),
+            approve(&cfg, &dir, "s", true, || Ok(())).unwrap(),
             (exit::OK, "approved")
         );
         assert!(
@@ -447,7 +460,16 @@ mod tests {
                 .unwrap()
                 .is_approved(&cfg.servers["s"])
         );
-        assert!(approve(&cfg, &dir, "nope", true).is_err());
+        assert!(approve(&cfg, &dir, "nope", true, || Ok(())).is_err());
+        // An approval whose record cannot be written is not made.
+        assert_eq!(revoke(&cfg, &dir, "s").unwrap(), (exit::OK, "revoked"));
+        assert!(approve(&cfg, &dir, "s", true, || anyhow::bail!("log full")).is_err());
+        assert!(
+            !Approvals::load(&dir)
+                .unwrap()
+                .is_approved(&cfg.servers["s"])
+        );
+        approve(&cfg, &dir, "s", true, || Ok(())).unwrap();
         assert_eq!(revoke(&cfg, &dir, "s").unwrap(), (exit::OK, "revoked"));
         assert!(
             !Approvals::load(&dir)

@@ -448,6 +448,7 @@ pub fn main() -> ExitCode {
     // Before any thread: the umask servers get, whatever a library (the
     // repl's editor) sets for a moment later (warden_sandbox's umask).
     warden_sandbox::remember_umask();
+    block_file_size_signal();
     quiet_on_closed_stdout();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let json_requested = json::requested(&args);
@@ -601,7 +602,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             match cmd {
                 PinCommand::List => pin::list(&store, cli.global.json),
                 PinCommand::Reset { server } => {
-                    pin::reset(&mut store, server.as_deref(), cli.global.json)
+                    pin::reset(&mut store, server.as_deref(), cli.global.json, || {
+                        let config = session::load_config(&cli.global)?;
+                        session::audit_approval(
+                            &cli.global,
+                            &config,
+                            server.as_deref().unwrap_or("*"),
+                            ApprovalAction::PinsReset,
+                        )
+                    })
                 }
             }
         }
@@ -612,10 +621,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Mcp(McpCommand::Approve { name, yes }) => {
             let config = session::load_config(&cli.global)?;
-            let (code, action) = mcp_config::approve(&config, &session::config_dir()?, &name, yes)?;
-            if action == "approved" {
-                session::audit_approval(&cli.global, &config, &name, ApprovalAction::Approved)?;
-            }
+            // The approval record is written before the approval is saved.
+            let (code, action) =
+                mcp_config::approve(&config, &session::config_dir()?, &name, yes, || {
+                    session::audit_approval(&cli.global, &config, &name, ApprovalAction::Approved)
+                })?;
             approval_json(&cli.global, "mcp approve", &config, &name, action)?;
             Ok(code)
         }
@@ -720,6 +730,22 @@ fn completions(shell: CompletionShell) -> anyhow::Result<u8> {
             Err(anyhow::anyhow!("writing to stdout: {e}"))
         }
         _ => Ok(exit::OK),
+    }
+}
+
+/// Blocks SIGXFSZ in this thread, before any other exists (threads inherit
+/// the mask). A write past the file size limit (`ulimit -f`) raises it, and
+/// its default action ended warden mid-record: a torn line in the audit
+/// log and no `audit_failed` for the call. Blocked, the write fails with
+/// EFBIG and is refused and cut back like any failed write. Children start
+/// with an empty mask (std's spawn resets it), so servers keep the default.
+fn block_file_size_signal() {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGXFSZ);
+    if let Err(e) = set.thread_block() {
+        // Not fatal: the limit then ends warden as before, never silently.
+        eprintln!("warden: cannot block SIGXFSZ: {e}");
     }
 }
 

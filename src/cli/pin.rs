@@ -36,8 +36,20 @@ pub fn list(store: &PinStore, json: bool) -> anyhow::Result<u8> {
 }
 
 /// Forgets the pins of one server (or all) and saves the file.
-pub fn reset(store: &mut PinStore, server: Option<&str>, json: bool) -> anyhow::Result<u8> {
+/// `warden pin reset [SERVER]`. Forgetting pins accepts whatever the
+/// server defines now, so `record` (the `approval` record) runs first,
+/// once there is something to forget: a reset the audit log cannot take
+/// forgets nothing.
+pub fn reset(
+    store: &mut PinStore,
+    server: Option<&str>,
+    json: bool,
+    record: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<u8> {
     let removed = store.reset(server);
+    if removed > 0 {
+        record()?;
+    }
     store
         .save()
         .map_err(|e| super::CliError::with_code(exit::FAILED, e.to_string()))?;

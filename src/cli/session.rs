@@ -238,7 +238,17 @@ pub fn audit_approval(
         CliError::kind(
             super::exit::FAILED,
             "audit_failed",
-            format!("the approval change was made but could not be recorded: {e}"),
+            match action {
+                // Recorded first: nothing was changed.
+                warden_audit::ApprovalAction::Approved => {
+                    format!("not approved: the approval could not be recorded: {e}")
+                }
+                warden_audit::ApprovalAction::PinsReset => {
+                    format!("no pin was forgotten: the reset could not be recorded: {e}")
+                }
+                // A revocation only takes a permission away: made first.
+                _ => format!("the approval change was made but could not be recorded: {e}"),
+            },
         )
     };
     let log = AuditLog::open(
@@ -257,7 +267,11 @@ pub fn audit_approval(
         server: server.to_string(),
         config_sha256,
         action,
-        subject: "server configuration".to_string(),
+        subject: match action {
+            warden_audit::ApprovalAction::PinsReset => "tool pins",
+            _ => "server configuration",
+        }
+        .to_string(),
         call_id: None,
     })
     .map_err(failed)?;

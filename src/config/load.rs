@@ -148,7 +148,7 @@ fn merge(
     let mut own_policy_key = false;
     let mut audit = AuditConfig::default();
     let mut policy_data = Vec::new();
-    let mut project_secrets = Vec::new();
+    let mut expanded_secrets = Vec::new();
     // Files arrive in precedence order (user, then project): the first
     // definition of a name wins.
     for (file, scope) in files {
@@ -175,7 +175,7 @@ fn merge(
         }
         rules.extend(file.rules);
         policy_data.extend(file.policy_data);
-        project_secrets.extend(
+        expanded_secrets.extend(
             file.secrets
                 .into_iter()
                 .map(|(name, value)| (name, super::Secret::new(value))),
@@ -242,6 +242,6 @@ fn merge(
         digest,
         default_policy,
         config_dir,
-        project_secrets,
+        expanded_secrets,
     }
 }

@@ -347,10 +347,11 @@ pub struct Config {
     pub default_policy: bool,
     /// The directory holding `config.json`, `approvals.json` and `pins.json`.
     pub config_dir: PathBuf,
-    /// Every `(NAME, value)` a project file expanded from the host
-    /// environment (`${NAME}`): the values are secrets, scrubbed from every
-    /// output ([`secrets_of`]) and shown as `${NAME}` ([`Config::hide`]).
-    pub project_secrets: Vec<(String, Secret)>,
+    /// Every `(NAME, value)` a file expanded from the host environment
+    /// (`${NAME}`; in your own files not the variables naming a place,
+    /// such as `HOME`): the values are secrets, scrubbed from every output
+    /// ([`secrets_of`]) and shown as `${NAME}` ([`Config::hide`]).
+    pub expanded_secrets: Vec<(String, Secret)>,
 }
 
 impl Config {
@@ -359,7 +360,7 @@ impl Config {
     /// server before approval).
     pub fn hide(&self, text: &str) -> String {
         let mut out = text.to_string();
-        let mut secrets: Vec<&(String, Secret)> = self.project_secrets.iter().collect();
+        let mut secrets: Vec<&(String, Secret)> = self.expanded_secrets.iter().collect();
         secrets.sort_by_key(|(_, v)| std::cmp::Reverse(v.expose().len()));
         for (name, value) in secrets {
             if value.expose().len() >= 2 {
@@ -405,13 +406,13 @@ pub fn raw_server_entry(server: &ServerConfig) -> Result<serde_json::Value, Conf
 /// The values the audit log must never contain, from a configuration: every
 /// server's `env` values, the host values of its `env_from` variables, its
 /// `headers` values (for `Scheme credential` headers also the credential
-/// alone), and every value a project file expanded from the host
-/// environment. A project file's literal `env` and `headers` values are
+/// alone), and every value a file expanded from the host environment
+/// (see [`Config::expanded_secrets`]). A project file's literal `env` and `headers` values are
 /// not secrets: the repository that ships them has published them. Feed them to
 /// [`warden_audit::AuditOptions::secrets`].
 pub fn secrets_of(config: &Config) -> Vec<String> {
     let mut out: Vec<String> = config
-        .project_secrets
+        .expanded_secrets
         .iter()
         .map(|(_, s)| s.expose().to_string())
         .collect();
@@ -419,7 +420,7 @@ pub fn secrets_of(config: &Config) -> Vec<String> {
         // A project file's own literal values are public (committed to the
         // repository), and scrubbing them let a repository blank whatever
         // text it liked in the user's records; the host values it expanded
-        // are secrets (`project_secrets`, above).
+        // are secrets (`expanded_secrets`, above).
         let literal_values_are_secrets = server.scope != Scope::Project;
         match &server.transport {
             TransportConfig::Stdio(stdio) => {

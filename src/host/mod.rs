@@ -518,6 +518,13 @@ impl Host {
         self.audit.record(event);
     }
 
+    /// Writes `event` ahead of what it records (an approval before it is
+    /// saved): `Err` when the log could not take it, and the caller must
+    /// not go on (fail closed, unless `on_failure: continue`).
+    pub(crate) fn audit_ahead(&self, event: Event) -> Result<(), audit::AuditRefusal> {
+        self.audit.write_ahead(event)
+    }
+
     /// Writes server start/exit events to the audit log as they happen.
     /// [`Host::shutdown`] stops the forwarder after draining what is left.
     fn forward_lifecycle_events(&self) {

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::{AuditError, HashMode};
+use crate::{AuditError, HashMode, MAX_LINE_BYTES};
 use warden_core::digest::canonical_json;
 
 type HmacSha256 = Hmac<Sha256>;
@@ -111,19 +111,27 @@ pub(crate) fn read_tail(
     }
     let mut last = [0u8; 1];
     file.read_exact_at(&mut last, size - 1).map_err(io_err)?;
+    let too_long = || AuditError::CorruptTail {
+        path: path.to_path_buf(),
+        offset: size.saturating_sub(MAX_LINE_BYTES as u64 + 1),
+        detail: format!(
+            "it starts before that offset and is longer than {MAX_LINE_BYTES} bytes: \
+             not a record warden writes"
+        ),
+    };
     if last[0] != b'\n' {
-        let start = prev_newline(file, size)
+        let start = line_start(file, size)
             .map_err(io_err)?
-            .map_or(0, |p| p + 1);
+            .ok_or_else(too_long)?;
         return Err(AuditError::TornTail {
             path: path.to_path_buf(),
             offset: start,
             len: size - start,
         });
     }
-    let start = prev_newline(file, size - 1)
+    let start = line_start(file, size - 1)
         .map_err(io_err)?
-        .map_or(0, |p| p + 1);
+        .ok_or_else(too_long)?;
     let len = usize::try_from(size - 1 - start).map_err(|_| AuditError::CorruptTail {
         path: path.to_path_buf(),
         offset: start,
@@ -184,7 +192,7 @@ pub(crate) fn line_is(file: &File, start: u64, end: u64, seq: u64, hash: &str) -
     let Some(len) = end.checked_sub(start).and_then(|n| usize::try_from(n).ok()) else {
         return Ok(false);
     };
-    if len < 2 {
+    if !(2..=MAX_LINE_BYTES + 1).contains(&len) {
         return Ok(false);
     }
     if start > 0 {
@@ -219,14 +227,19 @@ pub(crate) fn hash_at(file: &File, size: u64, seq: u64) -> io::Result<Option<Str
         let mut last = [0u8; 1];
         file.read_exact_at(&mut last, end - 1)?;
         if last[0] != b'\n' {
-            end = prev_newline(file, end)?.map_or(0, |p| p + 1);
+            let Some(start) = line_start(file, end)? else {
+                return Ok(None);
+            };
+            end = start;
         }
     }
     let mut line = Vec::new();
     while end > 0 {
         // `end` is just past a line's `\n`; its line starts after the
         // previous `\n`.
-        let start = prev_newline(file, end - 1)?.map_or(0, |p| p + 1);
+        let Some(start) = line_start(file, end - 1)? else {
+            return Ok(None);
+        };
         let Ok(len) = usize::try_from(end - 1 - start) else {
             return Ok(None);
         };
@@ -244,20 +257,24 @@ pub(crate) fn hash_at(file: &File, size: u64, seq: u64) -> io::Result<Option<Str
     Ok(None)
 }
 
-/// Offset of the last `\n` strictly before `before`, scanning backwards.
-fn prev_newline(file: &File, before: u64) -> io::Result<Option<u64>> {
+/// Where the line ending just before `end` starts: after the last `\n`
+/// before `end`, or 0. Looked for at most [`MAX_LINE_BYTES`] + 1 bytes
+/// back, scanning backwards: `None` when the line is longer (no record
+/// warden writes is; a 1 GB line is not read through).
+fn line_start(file: &File, end: u64) -> io::Result<Option<u64>> {
     const CHUNK: u64 = 8192;
-    let mut end = before;
+    let floor = end.saturating_sub(MAX_LINE_BYTES as u64 + 1);
+    let mut at = end;
     let mut buf = vec![0u8; CHUNK as usize];
-    while end > 0 {
-        let start = end.saturating_sub(CHUNK);
+    while at > floor {
+        let start = at.saturating_sub(CHUNK).max(floor);
         // The chunk is at most CHUNK bytes, so the cast cannot truncate.
-        let chunk = &mut buf[..(end - start) as usize];
+        let chunk = &mut buf[..(at - start) as usize];
         file.read_exact_at(chunk, start)?;
         if let Some(pos) = chunk.iter().rposition(|&b| b == b'\n') {
-            return Ok(Some(start + pos as u64));
+            return Ok(Some(start + pos as u64 + 1));
         }
-        end = start;
+        at = start;
     }
-    Ok(None)
+    Ok((floor == 0).then_some(0))
 }

@@ -129,8 +129,15 @@
 //! waits for the next `write_ahead` or for that sync, at most
 //! [`BATCH_INTERVAL`]) or the queue holds a batch: a call's result record
 //! then costs no thread switch, and goes out with the next call's pending
-//! record in one `write(2)`. A write or sync failure is returned by the
-//! next `append` and by `close`. A sync failure makes the log refuse further appends (the
+//! record in one `write(2)`. A failed write that left the file as it was
+//! (a full disk, a file size limit: the part written is cut back) loses
+//! the queued records it carried, and only those: the next write that
+//! succeeds begins with an `audit_gap` record counting them (a session's
+//! own `audit_gap` among them counts for its `lost`), and the chain goes
+//! on from the last record in the file. (It used to stop the log for the
+//! rest of the session, the disk free again or not, with nothing in the
+//! log saying so; two refused calls in a row were enough.) A sync failure,
+//! or a write that could not be cut back, makes the log refuse further appends (the
 //! kernel may have dropped the pages; retrying would claim durability
 //! falsely). Lines are written whole with `O_APPEND`, so a crash mid-write
 //! leaves at worst one torn final line (no `\n`), which [`verify`] reports
@@ -184,7 +191,9 @@
 //! canonical form of its record; a malformed record (missing chain field,
 //! `v` ≠ 1); a record in the other mode (`alg`; with a key every record
 //! must be `hmac-sha256`); a hash mismatch; a `seq` gap, reordering or
-//! duplicate; a `prev` that does not name the previous record. It reports the
+//! duplicate; a `prev` that does not name the previous record.
+//! A line longer than [`MAX_LINE_BYTES`] is [`Problem::TooLong`], read no
+//! further (memory stays bounded whatever the file holds). It reports the
 //! `seq` the bad line should have had, its line number, and how many records
 //! before it verified. The CLI exits 0 (count, last hash, mode), 1 (first
 //! bad `seq` and why), or 2 (file unreadable, or an `hmac-sha256` log and
@@ -246,8 +255,8 @@ pub use head::{Head, HeadError, HeadRead, SLOT_SIZE as HEAD_SLOT_SIZE, head_path
 pub use key::{args_digest, load_key, result_digest};
 pub use log::{
     AcceptedHead, AuditLog, AuditOptions, BATCH_INTERVAL, BATCH_MAX_RECORDS, BATCH_QUEUE_CAP,
-    DEFAULT_MAX_VALUE_BYTES, MAX_ARGUMENTS_BYTES, MAX_REASONS, MAX_TEXT_BYTES, TEXT_KEPT,
-    accept_head,
+    DEFAULT_MAX_VALUE_BYTES, MAX_ARGUMENTS_BYTES, MAX_LINE_BYTES, MAX_REASONS, MAX_TEXT_BYTES,
+    TEXT_KEPT, accept_head,
 };
 pub use record::{
     ApprovalAction, Caller, DecisionRecord, Event, FsyncMode, KEY_ENV, OnFailure, Outcome,

@@ -31,6 +31,10 @@ pub enum ApprovalAction {
     AllowSession,
     /// An `ask` was denied.
     Deny,
+    /// `warden pin reset`: a server's tool pins (`server` `*`: every
+    /// server's) forgotten, so its definitions as they are now are
+    /// accepted at the next listing, a changed one included.
+    PinsReset,
 }
 
 /// When `append` returns and what survives a crash (module docs,

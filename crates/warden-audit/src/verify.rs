@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::chain::Hasher;
 use crate::head::{HeadError, head_path, read_head};
-use crate::{HashMode, RECORD_VERSION, ZERO_HASH};
+use crate::{HashMode, MAX_LINE_BYTES, RECORD_VERSION, ZERO_HASH};
 use warden_core::digest::canonical_json;
 
 /// The outcome of [`verify`].
@@ -166,6 +166,9 @@ pub enum Problem {
     HeadMismatch { head_hash: String, source: String },
     /// The head file cannot be read or does not verify.
     HeadInvalid { detail: String },
+    /// A line longer than [`MAX_LINE_BYTES`]: no record warden writes is,
+    /// and it was not read whole.
+    TooLong { limit: usize },
 }
 
 impl Problem {
@@ -185,6 +188,7 @@ impl Problem {
             Problem::Truncated { .. } => "truncated",
             Problem::HeadMismatch { .. } => "head_mismatch",
             Problem::HeadInvalid { .. } => "head_invalid",
+            Problem::TooLong { .. } => "too_long",
         }
     }
 }
@@ -243,6 +247,11 @@ impl fmt::Display for Problem {
                 "not the record the head ({source}) names (hash {head_hash}): the log was rewritten"
             ),
             Problem::HeadInvalid { detail } => write!(f, "head file: {detail}"),
+            Problem::TooLong { limit } => write!(
+                f,
+                "a line longer than {limit} bytes: no record warden writes comes near that \
+                 (not read further)"
+            ),
         }
     }
 }
@@ -347,18 +356,32 @@ pub fn verify_with(path: &Path, opts: &VerifyOptions<'_>) -> VerifyReport {
 struct RawLine {
     bytes: Vec<u8>,
     terminated: bool,
+    /// Longer than [`MAX_LINE_BYTES`]: only its first bytes were read.
+    too_long: bool,
 }
 
+/// The next line, reading at most [`MAX_LINE_BYTES`] + 1 bytes of it: a
+/// longer one is [`RawLine::too_long`], the rest of it unread.
 fn read_line<R: BufRead>(reader: &mut R) -> std::io::Result<Option<RawLine>> {
+    use std::io::Read;
     let mut bytes = Vec::new();
-    if reader.read_until(b'\n', &mut bytes)? == 0 {
+    let limit = MAX_LINE_BYTES as u64 + 1;
+    if (&mut *reader).take(limit).read_until(b'\n', &mut bytes)? == 0 {
         return Ok(None);
     }
     let terminated = bytes.last() == Some(&b'\n');
     if terminated {
         bytes.pop();
     }
-    Ok(Some(RawLine { bytes, terminated }))
+    let too_long = !terminated && bytes.len() > MAX_LINE_BYTES;
+    if too_long {
+        bytes = Vec::new();
+    }
+    Ok(Some(RawLine {
+        bytes,
+        terminated,
+        too_long,
+    }))
 }
 
 /// [`verify`] over any reader (e.g. `&bytes[..]`), without a head.
@@ -420,6 +443,15 @@ pub fn verify_reader_with<R: BufRead>(mut reader: R, opts: &VerifyOptions<'_>) -
                 mode,
             })
         };
+        if line.too_long {
+            return fail(
+                Problem::TooLong {
+                    limit: MAX_LINE_BYTES,
+                },
+                mode,
+                &last_hash,
+            );
+        }
         if !line.terminated {
             return fail(
                 Problem::TornTail {
@@ -669,4 +701,36 @@ fn parse_record(bytes: &[u8]) -> Result<Parsed, Problem> {
         hash,
         alg,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem_of(input: &[u8]) -> Problem {
+        match verify_reader(input, None) {
+            VerifyReport::Bad(f) => f.problem,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The limit is exact: a line of `MAX_LINE_BYTES` is read (and found
+    /// not to be a record), one byte more is not read further.
+    #[test]
+    fn a_line_longer_than_the_limit_is_too_long_and_one_at_it_is_read() {
+        let mut at_limit = vec![b'x'; MAX_LINE_BYTES];
+        at_limit.push(b'\n');
+        assert!(matches!(problem_of(&at_limit), Problem::Unparseable { .. }));
+        let mut over = vec![b'x'; MAX_LINE_BYTES + 1];
+        over.push(b'\n');
+        assert_eq!(
+            problem_of(&over),
+            Problem::TooLong {
+                limit: MAX_LINE_BYTES
+            }
+        );
+        // Without its newline too (not a torn tail: nothing warden writes).
+        over.pop();
+        assert_eq!(problem_of(&over).kind(), "too_long");
+    }
 }

@@ -364,6 +364,20 @@ impl Repl {
             eprintln!("Not approved; `{name}` will not start.");
             return;
         }
+        // Written ahead: an approval the audit log cannot take is not made.
+        if let Err(refusal) = self.host.audit_ahead(Event::Approval {
+            server: name.to_string(),
+            config_sha256: server.digest.clone(),
+            action: warden_audit::ApprovalAction::Approved,
+            subject: "server configuration".to_string(),
+            call_id: None,
+        }) {
+            eprintln!(
+                "Not approved; `{name}` will not start: the approval could not be recorded ({})",
+                refusal.0
+            );
+            return;
+        }
         let recorded = Approvals::load(&self.host.config().config_dir)
             .and_then(|mut approvals| approvals.approve(server).map(|()| approvals));
         match recorded {
@@ -372,17 +386,13 @@ impl Repl {
                 approvals.path().display()
             ),
             Err(error) => {
-                eprintln!("cannot record the approval: {error}");
+                eprintln!(
+                    "the approval is in the audit log but could not be saved, so `{name}` is \
+                     still not approved: {error}"
+                );
                 return;
             }
         }
-        self.host.audit_event(Event::Approval {
-            server: name.to_string(),
-            config_sha256: server.digest.clone(),
-            action: warden_audit::ApprovalAction::Approved,
-            subject: "server configuration".to_string(),
-            call_id: None,
-        });
         if connect {
             self.spinner.start(&format!("connecting {name}…"));
             let result = self.host.admit_server(name).await;

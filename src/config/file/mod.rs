@@ -94,8 +94,9 @@ pub struct FileConfig {
     /// `policy_data`: JSON documents loaded as Rego data.
     pub policy_data: Vec<DataSource>,
     pub audit: Option<AuditConfig>,
-    /// `(NAME, value)` this (project) file expanded from the host
-    /// environment: the values are secrets, scrubbed from every output.
+    /// `(NAME, value)` this file expanded from the host environment (in
+    /// your own files, not the variables naming a place): the values are
+    /// secrets, scrubbed from every output.
     pub secrets: Vec<(String, String)>,
 }
 
@@ -107,8 +108,9 @@ pub struct Ctx<'a> {
     /// Absolute, canonical workspace root.
     pub workspace: &'a Path,
     pub env: EnvLookup<'a>,
-    /// In a project file, every `(NAME, value)` expanded from the host
-    /// environment so far: the values are secrets (errors show `${NAME}`).
+    /// Every `(NAME, value)` expanded from the host environment so far
+    /// (in your own files, not the variables naming a place): the values
+    /// are secrets (errors show `${NAME}`).
     pub expanded: std::cell::RefCell<Vec<(String, String)>>,
 }
 
@@ -271,13 +273,7 @@ impl Ctx<'_> {
             Some(m) => Some(self.audit(&m.value)?),
             None => None,
         };
-        let secrets = self
-            .expanded
-            .borrow()
-            .iter()
-            .filter(|_| self.scope == Scope::Project)
-            .cloned()
-            .collect();
+        let secrets = self.expanded.borrow().clone();
         Ok(FileConfig {
             servers,
             rules,

@@ -218,9 +218,15 @@ impl Ctx<'_> {
         }
         let mut used = Vec::new();
         let out = expand::expand_tracked(text, self.workspace, self.env, &mut used);
-        if self.scope == Scope::Project {
-            self.expanded.borrow_mut().extend(used);
-        }
+        // Every host value a file expands is a secret: README sends a token
+        // in a URL's path or on a command line to a `${VAR}`, and a server
+        // echoing its argument put it in the audit log. Your own files may
+        // name where you are (`${HOME}/notes`) without every path under it
+        // becoming `[REDACTED]`; a project file's are all secret.
+        self.expanded.borrow_mut().extend(
+            used.into_iter()
+                .filter(|(name, _)| self.scope == Scope::Project || !names_a_place(name)),
+        );
         out.map_err(|e| match e {
             ExpandError::Unset(name) => self.err(
                 ErrorKind::UnsetVariable,
@@ -279,4 +285,14 @@ impl Ctx<'_> {
             })
             .collect()
     }
+}
+
+/// Variables that say where the person is (their home, folders, user
+/// name, search path), not credentials: in their own files an expanded
+/// value of one is not scrubbed, since the log shows those paths anyway.
+fn names_a_place(name: &str) -> bool {
+    matches!(
+        name,
+        "HOME" | "PWD" | "TMPDIR" | "USER" | "LOGNAME" | "PATH" | "SHELL"
+    ) || name.starts_with("XDG_")
 }

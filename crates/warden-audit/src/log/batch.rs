@@ -2,7 +2,7 @@
 
 use std::sync::PoisonError;
 
-use super::{BATCH_INTERVAL, BATCH_MAX_RECORDS, BATCH_QUEUE_CAP, Inner};
+use super::{BATCH_INTERVAL, BATCH_MAX_RECORDS, BATCH_QUEUE_CAP, Dropped, Inner, note_dropped};
 
 /// `batch` mode: drains the queue whenever it wakes (an `append` wakes it
 /// only when no sync is pending or the queue holds a batch; a pending
@@ -48,11 +48,16 @@ pub(super) fn batch_writer(inner: &Inner) {
                 inner.space.notify_all();
             }
             if !batch.is_empty() && st.failed.is_none() {
+                let gap = st.dropped.take();
                 drop(st);
+                let carried = Dropped::count(&batch);
                 for (_, event) in &mut batch {
                     inner.clean_arguments_of(event);
                 }
-                let result = inner.write_records(&mut chain, batch);
+                let result = inner.write_records(
+                    &mut chain,
+                    gap.as_ref().map(Dropped::record).into_iter().chain(batch),
+                );
                 let mut st = inner.lock_state();
                 match result {
                     Ok(n) => {
@@ -61,7 +66,7 @@ pub(super) fn batch_writer(inner: &Inner) {
                     }
                     Err(e) => {
                         tracing::error!("{e}");
-                        st.failed = Some(e.to_string());
+                        note_dropped(&mut st, gap, carried, &e);
                     }
                 }
             }

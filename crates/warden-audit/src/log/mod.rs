@@ -56,6 +56,13 @@ pub const TEXT_KEPT: usize = 4 * 1024;
 /// A decision with more reasons than this keeps the first ones and one
 /// saying how many more there were (and their digest).
 pub const MAX_REASONS: usize = 32;
+/// The longest line a reader of the log takes in (16 MiB, without its
+/// `\n`). Every record warden writes is bounded well under 1 MiB (the
+/// limits above), so a longer line is not one of its records: `verify`
+/// reports it, `show` skips it and a session refuses to extend the log,
+/// each without reading it whole (a 1 GB line, written by whoever can
+/// write the file, took four times its size in memory to check).
+pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// How a session writes its log.
 #[derive(Debug, Clone)]
@@ -173,9 +180,14 @@ struct State {
     written: Option<(u64, String)>,
     shutdown: bool,
     /// A failed `fdatasync` (or a write that could not be undone, or a
-    /// failed batch) makes the log unusable: the kernel may have dropped
-    /// the dirty pages, and retrying would claim durability falsely.
+    /// permanent failure: the log cut, moved or replaced) makes the log
+    /// unusable: the kernel may have dropped the dirty pages, and retrying
+    /// would claim durability falsely.
     failed: Option<String>,
+    /// `batch`: queued records a failed write took with it (the file left
+    /// as it was: a full disk, a size limit). The next write that succeeds
+    /// starts with an `audit_gap` record counting them.
+    dropped: Option<Dropped>,
     /// The head file could not be updated (reported once).
     head_failed: bool,
 }
@@ -278,6 +290,7 @@ impl AuditLog {
                 written: None,
                 shutdown: false,
                 failed: None,
+                dropped: None,
                 head_failed: false,
             }),
             wake: Condvar::new(),
@@ -357,15 +370,20 @@ impl AuditLog {
             // Only then can appends be waiting for space.
             inner.space.notify_all();
         }
+        let gap = st.dropped.take();
         drop(st);
-        let had_queued = !queued.is_empty();
+        let carried = Dropped::count(&queued);
         for (_, queued) in &mut queued {
             inner.clean_arguments_of(queued);
         }
         inner.clean_arguments_of(&mut event);
         let result = inner.write_records(
             &mut chain,
-            queued.into_iter().chain(std::iter::once((ts, event))),
+            gap.as_ref()
+                .map(Dropped::record)
+                .into_iter()
+                .chain(queued)
+                .chain(std::iter::once((ts, event))),
         );
         let mut st = inner.lock_state();
         match result {
@@ -374,11 +392,9 @@ impl AuditLog {
                 Ok(())
             }
             Err(e) => {
-                // Records queued by `append` were in this write: they are
-                // lost, so the log stops, as when the writer thread fails.
-                if had_queued || e.is_permanent() {
-                    st.failed.get_or_insert_with(|| e.to_string());
-                }
+                // The pending record is the caller's to count; the records
+                // queued by `append` were in this write too.
+                note_dropped(&mut st, gap, carried, &e);
                 Err(e)
             }
         }
@@ -457,7 +473,19 @@ impl AuditLog {
             }
         }
         let st = self.inner.lock_state();
-        self.inner.check_failed(&st)
+        self.inner.check_failed(&st)?;
+        // Records a failed write took with it, and no later write to say
+        // so in the log: the caller must hear it.
+        match &st.dropped {
+            Some(gap) => Err(AuditError::Failed {
+                path: self.inner.path.clone(),
+                detail: format!(
+                    "{} record(s) since {} could not be written: {}",
+                    gap.lost, gap.since, gap.error
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -538,6 +566,66 @@ pub(crate) fn file_kind(meta: &std::fs::Metadata) -> &'static str {
     } else {
         "not a regular file"
     }
+}
+
+/// Queued records a failed `batch` write took with it (see
+/// [`State::dropped`]).
+#[derive(Debug, Clone)]
+struct Dropped {
+    lost: u64,
+    since: String,
+    error: String,
+}
+
+impl Dropped {
+    /// How many records `batch` stands for: an `audit_gap` queued by the
+    /// session (it counts calls that went unrecorded) for its `lost`, any
+    /// other record for one.
+    fn count(batch: &[(DateTime<Utc>, Event)]) -> u64 {
+        batch
+            .iter()
+            .map(|(_, event)| match event {
+                Event::AuditGap { lost, .. } => *lost,
+                _ => 1,
+            })
+            .sum()
+    }
+
+    /// The `audit_gap` record that says so, first in the next write.
+    fn record(&self) -> (DateTime<Utc>, Event) {
+        (
+            Utc::now(),
+            Event::AuditGap {
+                lost: self.lost,
+                since: self.since.clone(),
+                error: self.error.clone(),
+            },
+        )
+    }
+}
+
+/// After a failed `batch` write of `carried` queued records (and `gap`,
+/// the `audit_gap` record it began with, if any): a permanent failure
+/// stops the log; otherwise the file is as it was before the write (a
+/// failed write is cut back), the chain goes on from its last record, and
+/// the records are counted for the next `audit_gap`. Stopping here lost
+/// every later record of the session too, with nothing in the log saying
+/// so, once the disk had room again.
+fn note_dropped(st: &mut State, gap: Option<Dropped>, carried: u64, e: &AuditError) {
+    if e.is_permanent() {
+        st.failed.get_or_insert_with(|| e.to_string());
+        return;
+    }
+    if carried == 0 && gap.is_none() {
+        return;
+    }
+    let mut gap = gap.unwrap_or_else(|| Dropped {
+        lost: 0,
+        since: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+        error: e.to_string(),
+    });
+    gap.lost += carried;
+    st.dropped = Some(gap);
 }
 
 #[cfg(test)]
