@@ -16,15 +16,17 @@ pub enum Stdout {
     /// Byte for byte: stdout is a pipe or a file (the text is data for
     /// whatever reads it), or `--raw` asked for it.
     Exact,
-    /// Through [`display::text`]: a person reads it on a terminal.
+    /// Through [`display::text`]: a person reads it on a terminal, or in a
+    /// CI job's log.
     Shown,
 }
 
 impl Stdout {
-    /// Exact unless a person is reading: stdout is a terminal and
-    /// `--raw` was not given.
+    /// Exact unless a person is reading (stdout is a terminal, or the log
+    /// of a CI job: see [`ci_log`]) and `--raw` was not given.
     pub fn for_results(global: &GlobalArgs) -> Stdout {
-        if global.raw || !std::io::stdout().is_terminal() {
+        let read = std::io::stdout().is_terminal() || ci_log(global, &|k| std::env::var_os(k));
+        if global.raw || !read {
             Stdout::Exact
         } else {
             Stdout::Shown
@@ -37,6 +39,19 @@ impl Stdout {
             Stdout::Shown => display::text(text),
         }
     }
+}
+
+/// Whether stdout is a CI job's log: `--ci`, or a runner that acts on
+/// workflow commands it reads in the log (GitHub Actions and the Gitea
+/// and Forgejo runners set `GITHUB_ACTIONS`, Azure Pipelines `TF_BUILD`).
+/// Such a log is a pipe, yet a person reads it and the runner obeys a
+/// `::add-mask::` or `##vso[` line in it: a model's or server's text must
+/// not reach it exactly.
+pub fn ci_log(global: &GlobalArgs, env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> bool {
+    global.ci
+        || ["GITHUB_ACTIONS", "TF_BUILD"]
+            .iter()
+            .any(|k| env(k).is_some_and(|v| !v.is_empty()))
 }
 
 /// Prints one result text on stdout (with a final newline); a closed pipe
