@@ -8,7 +8,7 @@ use serde_json::json;
 use super::{CliError, GlobalArgs, exit, session};
 use crate::agent::HostExecutor;
 use crate::agent::model_from_spec;
-use crate::agent::{Limits, RunStatus, run_task};
+use crate::agent::{Limits, RunReport, RunStatus, run_task};
 use crate::host::{Host, ServerRequestsSetup};
 use crate::mcp::ServerState;
 use warden_policy::Mode;
@@ -49,7 +49,17 @@ pub fn run(
             ..ServerRequestsSetup::new(warden_audit::Caller::Model)
         });
         if !session::connect_or_cancel(&host, &cancel).await {
-            return Ok(exit::FAILED);
+            // Stopped before the run began: still the one verdict (and,
+            // with --json, the one object) every run ends with.
+            let report = RunReport {
+                final_text: None,
+                status: RunStatus::Cancelled,
+                calls: Vec::new(),
+                usage: Default::default(),
+                turns: 0,
+                denied_calls: 0,
+            };
+            return finish(&report, host.session(), json_out, stdout, fail_on_deny);
         }
         if let Some(server) = host
             .statuses()
@@ -77,33 +87,45 @@ pub fn run(
         let executor = HostExecutor::new(&host, asker, cancel.clone());
         let report = run_task(model.as_ref(), &executor, &task, &limits, cancel.clone()).await;
         host.shutdown().await;
-        if json_out {
-            let mut document = report.to_json();
-            document["session"] = json!(host.session());
-            // An error in the object is on stderr too (CONTRACT §2).
-            if let Some(message) = document["error"].as_str() {
-                eprintln!(
+        finish(&report, host.session(), json_out, stdout, fail_on_deny)
+    })
+}
+
+/// Prints how the run ended (the JSON object, or the answer and a line on
+/// stderr) and returns its exit code.
+fn finish(
+    report: &RunReport,
+    session: &str,
+    json_out: bool,
+    stdout: super::output::Stdout,
+    fail_on_deny: bool,
+) -> anyhow::Result<u8> {
+    if json_out {
+        let mut document = report.to_json();
+        document["session"] = json!(session);
+        // An error in the object is on stderr too (CONTRACT §2).
+        if let Some(message) = document["error"].as_str() {
+            eprintln!(
+                "warden: run ended: model error: {}",
+                warden_core::display::text(message)
+            );
+        }
+        super::json::print("run", document)?;
+    } else {
+        if let Some(text) = &report.final_text {
+            super::output::print_result_text(text, stdout);
+        }
+        if report.status != RunStatus::Completed {
+            match &report.status {
+                RunStatus::ModelError(error) => eprintln!(
                     "warden: run ended: model error: {}",
-                    warden_core::display::text(message)
-                );
-            }
-            super::json::print("run", document)?;
-        } else {
-            if let Some(text) = &report.final_text {
-                super::output::print_result_text(text, stdout);
-            }
-            if report.status != RunStatus::Completed {
-                match &report.status {
-                    RunStatus::ModelError(error) => eprintln!(
-                        "warden: run ended: model error: {}",
-                        warden_core::display::text(&error.to_string())
-                    ),
-                    other => eprintln!("warden: run ended: {}", other.as_str()),
-                }
+                    warden_core::display::text(&error.to_string())
+                ),
+                other => eprintln!("warden: run ended: {}", other.as_str()),
             }
         }
-        Ok(report.exit_code(fail_on_deny))
-    })
+    }
+    Ok(report.exit_code(fail_on_deny))
 }
 
 pub fn limits(global: &GlobalArgs) -> anyhow::Result<Limits> {
