@@ -382,6 +382,33 @@ pub async fn run_conversation(
         if turn.text.is_some() {
             report.final_text.clone_from(&turn.text);
         }
+        if turn.truncated {
+            // Running a call whose arguments were cut (`/home/u/build`
+            // cut to `/home/u`) is running a call nobody proposed; and a
+            // cut answer is no finished task. The run ends as a model
+            // failure, the calls listed as not run.
+            let reason = "not run: the model's turn was cut at its output-token limit, \
+                          so its arguments may be incomplete";
+            for call in &turn.tool_calls {
+                report.calls.push(unrun_record(call, "skipped", reason));
+            }
+            tracing::warn!(
+                calls = turn.tool_calls.len(),
+                "model turn cut at its output-token limit"
+            );
+            report.status = RunStatus::ModelError(format!(
+                "the model's answer was cut at its output-token limit{}",
+                if turn.tool_calls.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; its {} tool call(s) were not run (their arguments may be incomplete)",
+                        turn.tool_calls.len()
+                    )
+                }
+            ));
+            return report;
+        }
         for call in &mut turn.tool_calls {
             if call.id.is_empty() || seen_ids.contains(&call.id) {
                 call.id = format!("call_{}", uuid::Uuid::new_v4().simple());
