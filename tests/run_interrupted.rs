@@ -4,6 +4,7 @@
 //! (an exit code, not death by the signal), prints its one JSON object
 //! with the honest status, audits the call in flight as `abandoned`,
 //! closes the session in the audit log and leaves no server process.
+//! `--timeout` ends it the same way, while servers connect included.
 
 mod cli_support;
 
@@ -147,4 +148,84 @@ fn sigint_while_connecting_still_prints_the_report() {
 #[test]
 fn sighup_while_connecting_still_prints_the_report() {
     while_connecting(Signal::SIGHUP);
+}
+
+/// `--timeout` bounds the whole run: a call still running when it passes
+/// is given up, audited as ended (`abandoned`), and the verdict is
+/// `timeout` (exit 1), with its one JSON object.
+#[test]
+fn a_timeout_mid_call_is_audited_and_reported() {
+    let (world, _) = world(false);
+    let model = format!("scripted:{}", world.path("model.json").display());
+    let output = world.run(&[
+        "run",
+        "--ci",
+        "--json",
+        "--timeout",
+        "3",
+        "--model",
+        &model,
+        "--task",
+        "sleep",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    assert_eq!(report["status"], "timeout", "{report}");
+    let records = audit_lines(&world.path("audit.jsonl"));
+    let call = records
+        .iter()
+        .find(|r| r["event"] == "tool_call")
+        .expect("a tool_call record");
+    assert!(
+        records
+            .iter()
+            .any(|r| r["event"] == "tool_result" && r["call_id"] == call["call_id"]),
+        "the call given up at the deadline has no tool_result: {records:?}"
+    );
+    assert!(records.iter().any(|r| r["event"] == "session_end"));
+    assert!(
+        eventually(8.0, || world.leftover_processes().is_empty()),
+        "left behind: {:?}",
+        world.leftover_processes()
+    );
+}
+
+/// `--timeout` covers connecting too: a server that never answers its
+/// `initialize` (its own timeout far longer) does not hold the job past
+/// the deadline; the verdict is `timeout`, not a run without that server.
+#[test]
+fn a_timeout_while_connecting_ends_the_run() {
+    let world = World::new();
+    let mut silent = world.fixture();
+    if let Some(args) = silent["args"].as_array_mut() {
+        args.push("--silent".into());
+    }
+    silent["timeout"] = json!(30);
+    world.write_config(&json!({
+        "mcpServers": {"slow": silent},
+        "audit": {"path": world.path("audit.jsonl")},
+    }));
+    let script = world.path("model.json");
+    std::fs::write(&script, json!([{"text": "done"}]).to_string()).expect("script");
+    let model = format!("scripted:{}", script.display());
+    let output = world.run(&[
+        "run",
+        "--ci",
+        "--json",
+        "--timeout",
+        "1",
+        "--model",
+        &model,
+        "--task",
+        "t",
+    ]);
+    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    assert_eq!(report["status"], "timeout", "{report}");
+    assert_eq!(report["turns"], 0, "{report}");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        eventually(8.0, || world.leftover_processes().is_empty()),
+        "left behind: {:?}",
+        world.leftover_processes()
+    );
 }

@@ -48,12 +48,26 @@ pub fn run(
             answerer,
             ..ServerRequestsSetup::new(warden_audit::Caller::Model)
         });
-        if !session::connect_or_cancel(&host, &cancel).await {
+        // `--timeout` bounds the whole run, connecting included: a server
+        // that never answers its `initialize` (its own timeout up to
+        // 600 s) must not hold a CI job past the deadline.
+        let started = tokio::time::Instant::now();
+        let stopped = tokio::select! {
+            connected = session::connect_or_cancel(&host, &cancel) => {
+                (!connected).then_some(RunStatus::Cancelled)
+            }
+            () = tokio::time::sleep(limits.timeout) => {
+                tracing::warn!("--timeout reached while servers were connecting");
+                host.shutdown().await;
+                Some(RunStatus::Timeout)
+            }
+        };
+        if let Some(status) = stopped {
             // Stopped before the run began: still the one verdict (and,
             // with --json, the one object) every run ends with.
             let report = RunReport {
                 final_text: None,
-                status: RunStatus::Cancelled,
+                status,
                 calls: Vec::new(),
                 usage: Default::default(),
                 turns: 0,
@@ -61,6 +75,8 @@ pub fn run(
             };
             return finish(&report, host.session(), json_out, stdout, fail_on_deny);
         }
+        let mut limits = limits;
+        limits.timeout = limits.timeout.saturating_sub(started.elapsed());
         if let Some(server) = host
             .statuses()
             .iter()
