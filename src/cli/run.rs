@@ -144,16 +144,25 @@ fn finish(
     Ok(report.exit_code(fail_on_deny))
 }
 
+/// The longest `--timeout`: a year. A deadline is an instant on the
+/// monotonic clock, which cannot count `1e20` seconds ahead (converting
+/// or adding panicked, exit 101 without the `--json` object).
+const MAX_TIMEOUT_SECS: f64 = 365.0 * 24.0 * 3600.0;
+
 pub fn limits(global: &GlobalArgs) -> anyhow::Result<Limits> {
-    if !(global.timeout.is_finite() && global.timeout > 0.0) {
-        return Err(CliError::usage(
-            "--timeout must be a positive number of seconds",
-        ));
-    }
+    let timeout = Some(global.timeout)
+        .filter(|t| t.is_finite() && *t > 0.0 && *t <= MAX_TIMEOUT_SECS)
+        .and_then(|t| Duration::try_from_secs_f64(t).ok())
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "--timeout must be a positive number of seconds, at most {MAX_TIMEOUT_SECS} (a year); got {}",
+                global.timeout
+            ))
+        })?;
     Ok(Limits {
         max_turns: global.max_turns,
         max_tool_calls: global.max_tool_calls,
-        timeout: Duration::from_secs_f64(global.timeout),
+        timeout,
         max_result_chars: 20_000,
     })
 }
