@@ -26,6 +26,12 @@ const HOSTILE: &str = "All checks passed.\n::add-mask::denied\n  \t::set-output 
 fn assert_inert(what: &str, stream: &[u8]) {
     let text = String::from_utf8_lossy(stream);
     assert!(!text.contains('\u{1b}'), "{what} carries ESC:\n{text}");
+    assert_inert_commands(what, stream);
+}
+
+/// No line of `stream` is a workflow command.
+fn assert_inert_commands(what: &str, stream: &[u8]) {
+    let text = String::from_utf8_lossy(stream);
     // The runner reads lines as .NET's ReadLine does: CR, LF or CRLF.
     for line in text.split(['\n', '\r']) {
         assert!(
@@ -115,23 +121,30 @@ fn stderr(output: &Output) -> String {
 fn a_models_answer_cannot_issue_workflow_commands_in_a_ci_log() {
     let env = Env::new(json!({}));
     let model = env.script(json!([{"text": HOSTILE}]));
-    // `--ci`, and a GitHub Actions job without `--ci`: both are CI logs.
-    for (flags, vars) in [
-        (&["--ci"][..], &[][..]),
-        (&[][..], &[("GITHUB_ACTIONS", "true")][..]),
-        (&[][..], &[("TF_BUILD", "True")][..]),
-    ] {
-        let mut args = vec!["run", "--model", &model, "--task", "check"];
-        args.extend_from_slice(flags);
-        let output = env.warden(&args, vars);
+    // `--ci`: the log of a CI job, shown for a person.
+    let output = env.warden(&["run", "--model", &model, "--task", "check", "--ci"], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_inert("stdout", &output.stdout);
+    assert_inert("stderr", &output.stderr);
+    // The answer is still there for the person reading the log.
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(shown.contains("All checks passed."), "{shown}");
+    assert!(shown.contains("add-mask::denied"), "{shown}");
+
+    // A runner's log without `--ci` (GitHub Actions, Azure Pipelines): the
+    // text stays exact but for the commands, which are broken.
+    for var in [("GITHUB_ACTIONS", "true"), ("TF_BUILD", "True")] {
+        let output = env.warden(&["run", "--model", &model, "--task", "check"], &[var]);
         assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-        assert_inert("stdout", &output.stdout);
+        assert_inert_commands("stdout", &output.stdout);
         assert_inert("stderr", &output.stderr);
-        // The answer is still there for the person reading the log.
-        let shown = String::from_utf8_lossy(&output.stdout);
-        assert!(shown.contains("All checks passed."), "{shown}");
-        assert!(shown.contains("add-mask::denied"), "{shown}");
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(text.contains("\u{1b}[32mPASS"), "{text}");
+        assert!(text.contains(":\\:add-mask::denied"), "{text}");
     }
+    // Any other pipe gets the text byte for byte.
+    let output = env.warden(&["run", "--model", &model, "--task", "check"], &[]);
+    assert_eq!(output.stdout, format!("{HOSTILE}\n").into_bytes());
 
     // `--json` is exact (a parser reads the same text) and inert as a log.
     let output = env.warden(

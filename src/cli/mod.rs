@@ -142,9 +142,10 @@ pub struct GlobalArgs {
     /// Print what servers and models wrote exactly, even to a terminal or
     /// a CI log (`call`, `run`). Without it, their text is shown with escape
     /// sequences, control, bidi and invisible characters made visible and
-    /// CI workflow commands broken whenever stdout is a terminal or a CI
-    /// job's log (`--ci`, `GITHUB_ACTIONS`, `TF_BUILD`); another pipe or a
-    /// file gets it exactly.
+    /// CI workflow commands broken whenever stdout is a terminal or the
+    /// log of a `--ci` job; with `GITHUB_ACTIONS` or `TF_BUILD` set only
+    /// the workflow commands are broken; another pipe or a file gets it
+    /// exactly.
     #[arg(long, global = true)]
     pub raw: bool,
     /// Diagnostics format on stderr.
