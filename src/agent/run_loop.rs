@@ -137,6 +137,10 @@ pub enum RunStatus {
     Cancelled,
     /// The model failed (HTTP, key, malformed response, script…).
     ModelError(String),
+    /// The audit log lost records of this run although it fails closed
+    /// (calls it could not record were not sent): set by the host's side
+    /// after the run, whatever the model said.
+    AuditFailed(String),
 }
 
 impl RunStatus {
@@ -149,6 +153,7 @@ impl RunStatus {
             Self::Timeout => "timeout",
             Self::Cancelled => "cancelled",
             Self::ModelError(_) => "model_error",
+            Self::AuditFailed(_) => "audit_failed",
         }
     }
 }
@@ -179,7 +184,7 @@ impl RunReport {
         // CONTRACT §2: `outcome` names what happened, `error` is the
         // message stderr also carries.
         let error = match &self.status {
-            RunStatus::ModelError(e) => Some(e.to_string()),
+            RunStatus::ModelError(e) | RunStatus::AuditFailed(e) => Some(e.to_string()),
             _ => None,
         };
         json!({

@@ -101,8 +101,14 @@ pub fn run(
         let asker = session::terminal_asker(host.mode());
         let asker = asker.as_ref().map(|a| a as &dyn warden_policy::Asker);
         let executor = HostExecutor::new(&host, asker, cancel.clone());
-        let report = run_task(model.as_ref(), &executor, &task, &limits, cancel.clone()).await;
+        let mut report = run_task(model.as_ref(), &executor, &task, &limits, cancel.clone()).await;
         host.shutdown().await;
+        // After the shutdown, so a lost `session_end` counts too.
+        if let Some((lost, error)) = host.audit_records_lost() {
+            report.status = RunStatus::AuditFailed(format!(
+                "the audit log lost {lost} record(s) of this run (calls it could not record were not sent): {error}"
+            ));
+        }
         finish(&report, host.session(), json_out, stdout, fail_on_deny)
     })
 }
@@ -122,7 +128,8 @@ fn finish(
         // An error in the object is on stderr too (CONTRACT §2).
         if let Some(message) = document["error"].as_str() {
             eprintln!(
-                "warden: run ended: model error: {}",
+                "warden: run ended: {}: {}",
+                report.status.as_str().replace('_', " "),
                 warden_core::display::text(message)
             );
         }
@@ -133,9 +140,10 @@ fn finish(
         }
         if report.status != RunStatus::Completed {
             match &report.status {
-                RunStatus::ModelError(error) => eprintln!(
-                    "warden: run ended: model error: {}",
-                    warden_core::display::text(&error.to_string())
+                RunStatus::ModelError(error) | RunStatus::AuditFailed(error) => eprintln!(
+                    "warden: run ended: {}: {}",
+                    report.status.as_str().replace('_', " "),
+                    warden_core::display::text(error)
                 ),
                 other => eprintln!("warden: run ended: {}", other.as_str()),
             }
