@@ -70,7 +70,16 @@ pub fn neutralise(text: &str, layout: Layout) -> Cow<'_, str> {
 /// compares culture-sensitively (some marks weigh nothing there), every
 /// non-ASCII character that is not a letter or digit.
 pub fn workflow_commands(text: &str) -> Cow<'_, str> {
-    if !text.contains("::") && !text.contains("##") {
+    // Most text has no command (log lines are full of `warden::mcp`): one
+    // look before anything is copied.
+    let commands = (text.contains("::") || text.contains("##"))
+        && text.split('\n').any(|line| {
+            line[lead_len(line)..].starts_with("::")
+                || line
+                    .match_indices("##")
+                    .any(|(at, _)| hash_command(line, at))
+        });
+    if !commands {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
@@ -79,11 +88,7 @@ pub fn workflow_commands(text: &str) -> Cow<'_, str> {
         if i > 0 {
             out.push('\n');
         }
-        let lead = line
-            .char_indices()
-            .find(|&(_, c)| !(c.is_whitespace() || (!c.is_ascii() && !c.is_alphanumeric())))
-            .map_or(line.len(), |(at, _)| at);
-        let (blank, rest) = line.split_at(lead);
+        let (blank, rest) = line.split_at(lead_len(line));
         out.push_str(blank);
         let rest = match rest.strip_prefix("::") {
             Some(after) => {
@@ -95,12 +100,7 @@ pub fn workflow_commands(text: &str) -> Cow<'_, str> {
         };
         let mut last = 0;
         for (at, _) in rest.match_indices("##") {
-            let tail = &rest.as_bytes()[at + 2..];
-            let command = tail.first() == Some(&b'[')
-                || tail
-                    .get(..4)
-                    .is_some_and(|t| t.eq_ignore_ascii_case(b"vso["));
-            if command && at >= last {
+            if hash_command(rest, at) && at >= last {
                 out.push_str(&rest[last..=at]);
                 out.push('\\');
                 last = at + 1;
@@ -114,6 +114,23 @@ pub fn workflow_commands(text: &str) -> Cow<'_, str> {
     } else {
         Cow::Borrowed(text)
     }
+}
+
+/// The blanks a runner skips before looking for `::` (see
+/// [`workflow_commands`]), in bytes.
+fn lead_len(line: &str) -> usize {
+    line.char_indices()
+        .find(|&(_, c)| !(c.is_whitespace() || (!c.is_ascii() && !c.is_alphanumeric())))
+        .map_or(line.len(), |(at, _)| at)
+}
+
+/// Whether the `##` at byte `at` of `line` opens `##[` or `##vso[`.
+fn hash_command(line: &str, at: usize) -> bool {
+    let tail = line.as_bytes().get(at + 2..).unwrap_or_default();
+    tail.first() == Some(&b'[')
+        || tail
+            .get(..4)
+            .is_some_and(|t| t.eq_ignore_ascii_case(b"vso["))
 }
 
 /// [`neutralise`] without [`workflow_commands`]: characters only.
