@@ -641,6 +641,7 @@ impl Model for SloppyIds {
                     input_tokens: 5,
                     output_tokens: 1,
                 },
+                truncated: false,
             })
         })
     }

@@ -107,6 +107,13 @@ fn sigint_mid_call_leaves_nothing_and_audits_abandoned() {
     interrupt_mid_call(Signal::SIGINT);
 }
 
+/// SIGHUP (a CI runner cancelling the job, a closed terminal): its default
+/// action killed warden outright, with the call never recorded as ended.
+#[test]
+fn sighup_mid_call_leaves_nothing_and_audits_abandoned() {
+    interrupt_mid_call(Signal::SIGHUP);
+}
+
 #[test]
 fn sigkill_of_warden_leaves_nothing() {
     let (world, counter) = world_counting();

@@ -314,3 +314,30 @@ fn a_bad_model_spec_is_a_usage_error() {
     assert_eq!(code(&output), 2);
     assert!(String::from_utf8_lossy(&output.stderr).contains("--model"));
 }
+
+/// `--timeout` beyond what a clock can count (`1e20` seconds) panicked
+/// (exit 101, no JSON object); it is a usage error like `--timeout 0`.
+#[test]
+fn an_out_of_range_timeout_is_a_usage_error_with_its_object() {
+    let env = Env::new();
+    let script = env.script("t.json", json!([{"text": "done"}]));
+    for timeout in ["1e20", "0", "NaN", "1e300"] {
+        let output = env.run(&[
+            "--timeout",
+            timeout,
+            "--model",
+            &model_arg(&script),
+            "--task",
+            "t",
+        ]);
+        assert_eq!(code(&output), 2, "--timeout {timeout}: {output:?}");
+        let report = parse_report(&output);
+        assert_eq!(report["outcome"], "usage_error", "{report}");
+        assert!(
+            report["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("--timeout")),
+            "{report}"
+        );
+    }
+}

@@ -265,6 +265,11 @@ fn parse_response(v: &Value) -> Result<ModelTurn, String> {
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
+    // Cut at a limit: `max_tokens`, or the context window filled up.
+    let truncated = matches!(
+        v.get("stop_reason").and_then(Value::as_str),
+        Some("max_tokens" | "model_context_window_exceeded")
+    );
     Ok(ModelTurn {
         text,
         tool_calls,
@@ -272,6 +277,7 @@ fn parse_response(v: &Value) -> Result<ModelTurn, String> {
             input_tokens: count("input_tokens"),
             output_tokens: count("output_tokens"),
         },
+        truncated,
     })
 }
 

@@ -3,7 +3,7 @@
 //! permission pipeline and the audit log, like any other caller's.
 
 use futures::future::BoxFuture;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::run_loop::{ToolExecutor, ToolOutcome};
@@ -25,6 +25,32 @@ impl<'a> HostExecutor<'a> {
             asker,
             cancel,
         }
+    }
+}
+
+/// The largest result (as canonical JSON) a call's record in the run
+/// report keeps whole. The report holds every call of the run until it is
+/// printed, and a server may answer each call with a 16 MiB message: kept
+/// whole, `--max-tool-calls` such results were held (and copied again to
+/// print), although the model saw at most `max_result_chars` of each.
+pub const MAX_REPORTED_RESULT_BYTES: usize = 1 << 20;
+
+/// A result over [`MAX_REPORTED_RESULT_BYTES`] becomes `{"omitted",
+/// "bytes", "sha256"}` (of its canonical JSON), as the audit log names a
+/// value too large to record.
+fn bound_result(result: &mut Value) {
+    if result.is_null() {
+        return;
+    }
+    let canonical = warden_core::digest::canonical_json(result);
+    if canonical.len() > MAX_REPORTED_RESULT_BYTES {
+        *result = json!({
+            "omitted": format!(
+                "too large for the run report: more than {MAX_REPORTED_RESULT_BYTES} bytes"
+            ),
+            "bytes": canonical.len(),
+            "sha256": warden_core::digest::sha256_hex(canonical.as_bytes()),
+        });
     }
 }
 
@@ -51,6 +77,7 @@ impl ToolExecutor for HostExecutor<'_> {
                 .await;
             let mut record = serde_json::to_value(&report).unwrap_or_default();
             record["qualified"] = json!(report.qualified);
+            bound_result(&mut record["result"]);
             let content = report.text_for_model();
             match report.outcome {
                 Outcome::Ok => ToolOutcome::ok(content, record),

@@ -92,6 +92,11 @@ pub struct ModelTurn {
     pub text: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
+    /// The provider says the turn was cut at its output-token limit
+    /// (Anthropic `stop_reason: max_tokens`, OpenAI `finish_reason:
+    /// length`): its text is incomplete and a tool call in it may carry
+    /// cut arguments (a path cut to its parent folder).
+    pub truncated: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -262,6 +262,7 @@ fn parse_response(v: &Value) -> Result<ModelTurn, String> {
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
+    let truncated = choice.get("finish_reason").and_then(Value::as_str) == Some("length");
     Ok(ModelTurn {
         text,
         tool_calls,
@@ -269,6 +270,7 @@ fn parse_response(v: &Value) -> Result<ModelTurn, String> {
             input_tokens: count("prompt_tokens"),
             output_tokens: count("completion_tokens"),
         },
+        truncated,
     })
 }
 

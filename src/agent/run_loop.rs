@@ -137,6 +137,10 @@ pub enum RunStatus {
     Cancelled,
     /// The model failed (HTTP, key, malformed response, script…).
     ModelError(String),
+    /// The audit log lost records of this run although it fails closed
+    /// (calls it could not record were not sent): set by the host's side
+    /// after the run, whatever the model said.
+    AuditFailed(String),
 }
 
 impl RunStatus {
@@ -149,6 +153,7 @@ impl RunStatus {
             Self::Timeout => "timeout",
             Self::Cancelled => "cancelled",
             Self::ModelError(_) => "model_error",
+            Self::AuditFailed(_) => "audit_failed",
         }
     }
 }
@@ -179,7 +184,7 @@ impl RunReport {
         // CONTRACT §2: `outcome` names what happened, `error` is the
         // message stderr also carries.
         let error = match &self.status {
-            RunStatus::ModelError(e) => Some(e.to_string()),
+            RunStatus::ModelError(e) | RunStatus::AuditFailed(e) => Some(e.to_string()),
             _ => None,
         };
         json!({
@@ -381,6 +386,33 @@ pub async fn run_conversation(
         report.usage.add(&turn.usage);
         if turn.text.is_some() {
             report.final_text.clone_from(&turn.text);
+        }
+        if turn.truncated {
+            // Running a call whose arguments were cut (`/home/u/build`
+            // cut to `/home/u`) is running a call nobody proposed; and a
+            // cut answer is no finished task. The run ends as a model
+            // failure, the calls listed as not run.
+            let reason = "not run: the model's turn was cut at its output-token limit, \
+                          so its arguments may be incomplete";
+            for call in &turn.tool_calls {
+                report.calls.push(unrun_record(call, "skipped", reason));
+            }
+            tracing::warn!(
+                calls = turn.tool_calls.len(),
+                "model turn cut at its output-token limit"
+            );
+            report.status = RunStatus::ModelError(format!(
+                "the model's answer was cut at its output-token limit{}",
+                if turn.tool_calls.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; its {} tool call(s) were not run (their arguments may be incomplete)",
+                        turn.tool_calls.len()
+                    )
+                }
+            ));
+            return report;
         }
         for call in &mut turn.tool_calls {
             if call.id.is_empty() || seen_ids.contains(&call.id) {

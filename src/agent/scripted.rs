@@ -120,6 +120,7 @@ impl ScriptedModel {
             text: turn.text.clone(),
             tool_calls: turn.tool_calls.clone(),
             usage: Usage::default(),
+            truncated: false,
         })
     }
 }

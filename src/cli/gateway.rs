@@ -110,81 +110,85 @@ pub fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<u8> {
             .chain(&args.ask_client_token)
             .cloned(),
     );
-    session::run_async(|cancel| async move {
-        // A signal, or the gateway ending: calls in flight are given up and
-        // recorded as `abandoned` (a client's own cancel is `cancelled`).
-        options.exit = Some(cancel.clone());
-        let host = Arc::new(Host::open(options).map_err(session::host_error)?);
-        host.install_server_requests(warden_audit::Caller::Gateway);
-        spawn_reload_on_hangup(Arc::clone(&host), cancel.clone());
-        tokio::select! {
-            () = host.connect() => {}
-            () = cancel.cancelled() => {
-                host.shutdown().await;
-                return Ok(exit::FAILED);
+    // SIGHUP reloads the policy (spawn_reload_on_hangup), never stops.
+    session::run_async_with(
+        session::Stops::HangupHandledElsewhere,
+        |cancel| async move {
+            // A signal, or the gateway ending: calls in flight are given up and
+            // recorded as `abandoned` (a client's own cancel is `cancelled`).
+            options.exit = Some(cancel.clone());
+            let host = Arc::new(Host::open(options).map_err(session::host_error)?);
+            host.install_server_requests(warden_audit::Caller::Gateway);
+            spawn_reload_on_hangup(Arc::clone(&host), cancel.clone());
+            tokio::select! {
+                () = host.connect() => {}
+                () = cancel.cancelled() => {
+                    host.shutdown().await;
+                    return Ok(exit::FAILED);
+                }
             }
-        }
-        for status in host.statuses() {
-            if status.state != ServerState::Connected {
-                tracing::warn!(
-                    server = %status.name,
-                    state = ?status.state,
-                    error = status.error.as_deref().unwrap_or(""),
-                    "upstream server is not available; its tools are not served"
-                );
+            for status in host.statuses() {
+                if status.state != ServerState::Connected {
+                    tracing::warn!(
+                        server = %status.name,
+                        state = ?status.state,
+                        error = status.error.as_deref().unwrap_or(""),
+                        "upstream server is not available; its tools are not served"
+                    );
+                }
             }
-        }
-        if args.no_prefix {
-            let connected: Vec<String> = host
-                .statuses()
-                .into_iter()
-                .filter(|s| s.state == ServerState::Connected)
-                .map(|s| s.name)
-                .collect();
-            if connected.len() != 1 {
-                host.shutdown().await;
-                return Err(CliError::usage(format!(
-                    "--no-prefix needs exactly one connected upstream server, not {} ({})",
-                    connected.len(),
-                    if connected.is_empty() {
-                        "none".to_string()
-                    } else {
-                        connected.join(", ")
-                    }
-                )));
+            if args.no_prefix {
+                let connected: Vec<String> = host
+                    .statuses()
+                    .into_iter()
+                    .filter(|s| s.state == ServerState::Connected)
+                    .map(|s| s.name)
+                    .collect();
+                if connected.len() != 1 {
+                    host.shutdown().await;
+                    return Err(CliError::usage(format!(
+                        "--no-prefix needs exactly one connected upstream server, not {} ({})",
+                        connected.len(),
+                        if connected.is_empty() {
+                            "none".to_string()
+                        } else {
+                            connected.join(", ")
+                        }
+                    )));
+                }
             }
-        }
-        let gateway = Gateway::new(
-            host.clone(),
-            GatewayOptions {
-                no_prefix: args.no_prefix,
-                ask_client: args.ask_client,
-            },
-            cancel.clone(),
-        );
-        let result = match (listen, tokens) {
-            (Some(addr), Some(tokens)) => {
-                serve_http(
-                    gateway,
-                    addr,
-                    args.allow_remote,
-                    args.allow_hosts,
-                    tokens,
-                    cancel.clone(),
-                )
-                .await
-            }
-            _ => crate::gateway::serve_stdio(gateway, cancel.clone()).await,
-        };
-        cancel.cancel();
-        host.shutdown().await;
-        result
-            .map(|()| exit::OK)
-            .map_err(|e| match e.downcast::<CliError>() {
-                Ok(cli) => cli.into(),
-                Err(other) => CliError::with_code(exit::FAILED, format!("gateway: {other:#}")),
-            })
-    })
+            let gateway = Gateway::new(
+                host.clone(),
+                GatewayOptions {
+                    no_prefix: args.no_prefix,
+                    ask_client: args.ask_client,
+                },
+                cancel.clone(),
+            );
+            let result = match (listen, tokens) {
+                (Some(addr), Some(tokens)) => {
+                    serve_http(
+                        gateway,
+                        addr,
+                        args.allow_remote,
+                        args.allow_hosts,
+                        tokens,
+                        cancel.clone(),
+                    )
+                    .await
+                }
+                _ => crate::gateway::serve_stdio(gateway, cancel.clone()).await,
+            };
+            cancel.cancel();
+            host.shutdown().await;
+            result
+                .map(|()| exit::OK)
+                .map_err(|e| match e.downcast::<CliError>() {
+                    Ok(cli) => cli.into(),
+                    Err(other) => CliError::with_code(exit::FAILED, format!("gateway: {other:#}")),
+                })
+        },
+    )
 }
 
 async fn serve_http(

@@ -139,10 +139,13 @@ pub struct GlobalArgs {
     /// More diagnostics on stderr (repeatable); `RUST_LOG` also works.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
-    /// Print what servers and models wrote exactly, even to a terminal
-    /// (`call`, `run`). Without it, their text is shown with escape
-    /// sequences, control, bidi and invisible characters made visible
-    /// whenever stdout is a terminal; a pipe or file always gets it exactly.
+    /// Print what servers and models wrote exactly, even to a terminal or
+    /// a CI log (`call`, `run`). Without it, their text is shown with escape
+    /// sequences, control, bidi and invisible characters made visible and
+    /// CI workflow commands broken whenever stdout is a terminal or the
+    /// log of a `--ci` job; with `GITHUB_ACTIONS` or `TF_BUILD` set only
+    /// the workflow commands are broken; another pipe or a file gets it
+    /// exactly.
     #[arg(long, global = true)]
     pub raw: bool,
     /// Diagnostics format on stderr.

@@ -16,27 +16,48 @@ pub enum Stdout {
     /// Byte for byte: stdout is a pipe or a file (the text is data for
     /// whatever reads it), or `--raw` asked for it.
     Exact,
-    /// Through [`display::text`]: a person reads it on a terminal.
+    /// Exact but for [`display::workflow_commands`]: a pipe that a CI
+    /// runner reads (`GITHUB_ACTIONS`, `TF_BUILD`) without `--ci`. The
+    /// runner would obey a `::add-mask::` line in the text.
+    ExactForRunner,
+    /// Through [`display::text`]: a person reads it on a terminal, or in
+    /// the log of a `--ci` job.
     Shown,
 }
 
 impl Stdout {
-    /// Exact unless a person is reading: stdout is a terminal and
-    /// `--raw` was not given.
+    /// Exact unless a person is reading (stdout is a terminal, or `--ci`
+    /// says it is a CI job's log) or a CI runner is (see [`ci_runner`]),
+    /// and `--raw` was not given.
     pub fn for_results(global: &GlobalArgs) -> Stdout {
-        if global.raw || !std::io::stdout().is_terminal() {
+        if global.raw {
             Stdout::Exact
-        } else {
+        } else if global.ci || std::io::stdout().is_terminal() {
             Stdout::Shown
+        } else if ci_runner(&|k| std::env::var_os(k)) {
+            Stdout::ExactForRunner
+        } else {
+            Stdout::Exact
         }
     }
 
     pub fn apply<'a>(self, text: &'a str) -> Cow<'a, str> {
         match self {
             Stdout::Exact => Cow::Borrowed(text),
+            Stdout::ExactForRunner => display::workflow_commands(text),
             Stdout::Shown => display::text(text),
         }
     }
+}
+
+/// Whether a CI runner that acts on workflow commands in the log reads
+/// this process's output: GitHub Actions and the Gitea and Forgejo runners
+/// set `GITHUB_ACTIONS`, Azure Pipelines `TF_BUILD`. Its log is a pipe, yet
+/// the runner obeys a `::add-mask::` or `##vso[` line in it.
+pub fn ci_runner(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> bool {
+    ["GITHUB_ACTIONS", "TF_BUILD"]
+        .iter()
+        .any(|k| env(k).is_some_and(|v| !v.is_empty()))
 }
 
 /// Prints one result text on stdout (with a final newline); a closed pipe
@@ -90,7 +111,8 @@ pub fn render_result(result: &Value, stdout: Stdout) -> Vec<String> {
         let kind = block.get("type").and_then(Value::as_str).unwrap_or("?");
         let field = |text: &'_ str| -> String {
             match stdout {
-                Stdout::Exact => text.to_string(),
+                // The printer breaks workflow commands in the whole line.
+                Stdout::Exact | Stdout::ExactForRunner => text.to_string(),
                 Stdout::Shown => display::line(text).into_owned(),
             }
         };

@@ -186,10 +186,32 @@ where
     F: FnOnce(CancellationToken) -> Fut,
     Fut: Future<Output = anyhow::Result<u8>>,
 {
+    run_async_with(Stops::OnHangupToo, body)
+}
+
+/// Which signals cancel a session command's token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stops {
+    /// SIGINT, SIGTERM and SIGHUP. SIGHUP's default action would kill
+    /// warden outright (a CI runner cancelling a job, a closed terminal
+    /// or ssh session): no `--json` object, a call in flight never
+    /// recorded as ended, no `session_end`.
+    OnHangupToo,
+    /// SIGINT and SIGTERM: the command gives SIGHUP a meaning of its own
+    /// (the gateway reloads its policy).
+    HangupHandledElsewhere,
+}
+
+/// [`run_async`], choosing what SIGHUP does.
+pub fn run_async_with<F, Fut>(stops: Stops, body: F) -> anyhow::Result<u8>
+where
+    F: FnOnce(CancellationToken) -> Fut,
+    Fut: Future<Output = anyhow::Result<u8>>,
+{
     let runtime = runtime().context("cannot start the async runtime")?;
     let result = runtime.block_on(async move {
         let cancel = CancellationToken::new();
-        spawn_signal_watch(cancel.clone());
+        spawn_signal_watch(cancel.clone(), stops);
         body(cancel).await
     });
     // Dropping a runtime waits for every blocking task (a terminal read
@@ -199,19 +221,38 @@ where
     result
 }
 
-fn spawn_signal_watch(cancel: CancellationToken) {
+fn spawn_signal_watch(cancel: CancellationToken, stops: Stops) {
     use tokio::signal::unix::{SignalKind, signal};
+    // Installed before the body runs: a signal that arrives while servers
+    // start is already ours, not the default action.
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        tracing::warn!("cannot install signal handlers");
+        return;
+    };
+    let mut hangup = match stops {
+        Stops::OnHangupToo => match signal(SignalKind::hangup()) {
+            Ok(hangup) => Some(hangup),
+            Err(error) => {
+                tracing::warn!(%error, "cannot install the SIGHUP handler");
+                None
+            }
+        },
+        Stops::HangupHandledElsewhere => None,
+    };
     tokio::spawn(async move {
-        let (Ok(mut int), Ok(mut term)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
-            tracing::warn!("cannot install signal handlers");
-            return;
+        let hung_up = async {
+            match hangup.as_mut() {
+                Some(h) => h.recv().await,
+                None => std::future::pending().await,
+            }
         };
         tokio::select! {
             _ = int.recv() => tracing::info!("interrupted"),
             _ = term.recv() => tracing::info!("terminated"),
+            _ = hung_up => tracing::info!("hung up"),
         }
         cancel.cancel();
     });

@@ -19,6 +19,9 @@ pub(crate) struct SessionAudit {
     /// a fail-closed session does not start without its log).
     unavailable: Option<String>,
     gap: Mutex<Option<Gap>>,
+    /// Records lost in this session, reported by an `audit_gap` or not,
+    /// and the first error: what a run's verdict must not hide.
+    lost_in_session: Mutex<(u64, Option<String>)>,
     /// The [`crate::scrub::generation`] whose secrets the log has: a value
     /// registered later (an OAuth token refreshed during the session) is
     /// handed to the log before its next record.
@@ -69,6 +72,7 @@ impl SessionAudit {
             on_failure,
             unavailable: None,
             gap: Mutex::new(None),
+            lost_in_session: Mutex::new((0, None)),
             secrets_seen: AtomicU64::new(NOT_YET),
         }
     }
@@ -85,6 +89,7 @@ impl SessionAudit {
                 error: error.clone(),
             })),
             unavailable: Some(error),
+            lost_in_session: Mutex::new((0, None)),
             secrets_seen: AtomicU64::new(NOT_YET),
         }
     }
@@ -148,7 +153,25 @@ impl SessionAudit {
         }
     }
 
+    /// Records lost in this session when it fails closed (`None`: none,
+    /// or `on_failure: continue`, where running unaudited was chosen):
+    /// how many, and the first error.
+    pub(crate) fn lost_when_failing_closed(&self) -> Option<(u64, String)> {
+        if self.on_failure != OnFailure::FailClosed {
+            return None;
+        }
+        let lost = lock(&self.lost_in_session);
+        (lost.0 > 0).then(|| (lost.0, lost.1.clone().unwrap_or_default()))
+    }
+
     fn lost(&self, error: Option<&AuditError>) {
+        {
+            let mut total = lock(&self.lost_in_session);
+            total.0 += 1;
+            if total.1.is_none() {
+                total.1 = error.map(ToString::to_string);
+            }
+        }
         let mut gap = lock(&self.gap);
         let gap = gap.get_or_insert_with(|| Gap {
             lost: 0,

@@ -355,6 +355,12 @@ impl Host {
                     ToolRef::Qualified(_) => view.get(name),
                     _ => None,
                 };
+                if listed.is_none()
+                    && let ToolRef::Qualified(name) = target
+                    && let Some(blocked) = self.blocked_target(name)
+                {
+                    return Ok(blocked);
+                }
                 return match listed {
                     Some(entry) => Ok(Target::Listed(entry.clone())),
                     None => Err(Refusal {
@@ -464,6 +470,31 @@ impl Host {
                 ))
             }
         }
+    }
+
+    /// A qualified name on a `blocked` server (`mcp__S__T` with `S` a
+    /// blocked server's name as the registry writes it): a blocked server
+    /// never starts, so it lists nothing, yet a call to it is a `trust`
+    /// deny through the pipeline (CONTRACT §2), not an unknown tool, from
+    /// a model as from `warden call`. Only the server part is matched, by
+    /// its exact prefix; the longest blocked name wins.
+    fn blocked_target(&self, name: &str) -> Option<Target> {
+        let mut servers: Vec<String> = self.config.servers.keys().cloned().collect();
+        servers.extend(super::lock(&self.session_servers).keys().cloned());
+        servers
+            .into_iter()
+            .filter(|server| {
+                self.manager
+                    .status_of(server)
+                    .is_some_and(|s| s.state == ServerState::Blocked)
+            })
+            .filter_map(|server| {
+                let prefix = format!("mcp__{}__", crate::registry::sanitize(&server));
+                let tool = name.strip_prefix(&prefix)?;
+                (!tool.is_empty()).then(|| (prefix.len(), server, tool.to_string()))
+            })
+            .max_by_key(|(len, _, _)| *len)
+            .map(|(_, server, tool)| Target::Blocked { server, tool })
     }
 
     /// The pipeline's facts, from warden's own state only: trust, scope and

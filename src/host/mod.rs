@@ -425,6 +425,13 @@ impl Host {
         self.audit.status()
     }
 
+    /// Records the audit log lost in this session although it fails
+    /// closed (a full disk mid-run): how many, and the first error. A run
+    /// with lost records is not a success, whatever the model said.
+    pub fn audit_records_lost(&self) -> Option<(u64, String)> {
+        self.audit.lost_when_failing_closed()
+    }
+
     pub fn statuses(&self) -> Vec<ServerStatus> {
         self.manager.statuses()
     }

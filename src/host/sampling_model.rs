@@ -54,13 +54,58 @@ pub(super) async fn sample(
         .map_err(|e| ErrorData::internal_error(format!("the model failed: {e}"), None))?;
     let text = turn.text.unwrap_or_default();
     let mut result = CreateMessageResult::new(SamplingMessage::assistant_text(text), model.name());
-    result.stop_reason = Some(CreateMessageResult::STOP_REASON_END_TURN.to_string());
+    // The server learns that the answer was cut, as the protocol says.
+    let stop = if turn.truncated {
+        CreateMessageResult::STOP_REASON_END_MAX_TOKEN
+    } else {
+        CreateMessageResult::STOP_REASON_END_TURN
+    };
+    result.stop_reason = Some(stop.to_string());
     Ok(result)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::{ModelError, ModelTurn, Usage};
+    use futures::future::BoxFuture;
+
+    /// Answers every request with one turn, cut or not.
+    struct Cut(bool);
+
+    impl Model for Cut {
+        fn name(&self) -> String {
+            "cut".into()
+        }
+        fn complete<'a>(
+            &'a self,
+            _: &'a ModelRequest,
+        ) -> BoxFuture<'a, Result<ModelTurn, ModelError>> {
+            let truncated = self.0;
+            Box::pin(async move {
+                Ok(ModelTurn {
+                    text: Some("partial".into()),
+                    tool_calls: Vec::new(),
+                    usage: Usage::default(),
+                    truncated,
+                })
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cut_answer_is_reported_as_cut_to_the_server() {
+        let params =
+            CreateMessageRequestParams::new(vec![SamplingMessage::user_text("write a lot")], 5);
+        for (cut, stop) in [
+            (true, CreateMessageResult::STOP_REASON_END_MAX_TOKEN),
+            (false, CreateMessageResult::STOP_REASON_END_TURN),
+        ] {
+            let result = sample(&Cut(cut), "s", &params).await;
+            let stop_reason = result.ok().and_then(|r| r.stop_reason);
+            assert_eq!(stop_reason.as_deref(), Some(stop));
+        }
+    }
 
     #[test]
     fn the_servers_data_cannot_close_its_wrapper() {

@@ -50,9 +50,91 @@ pub enum Layout {
     Line,
 }
 
-/// `text` as it may be shown on a terminal: borrowed when nothing needed
-/// neutralising (the common case costs one scan).
+/// `text` as it may be shown on a terminal or in a CI job's log: borrowed
+/// when nothing needed neutralising (the common case costs one scan).
 pub fn neutralise(text: &str, layout: Layout) -> Cow<'_, str> {
+    match neutralise_chars(text, layout) {
+        Cow::Borrowed(shown) => workflow_commands(shown),
+        Cow::Owned(shown) => Cow::Owned(workflow_commands(&shown).into_owned()),
+    }
+}
+
+/// `text` with every CI workflow command broken by a backslash, so a CI
+/// runner reading the log takes none of them for its own: a line that
+/// starts, after blanks, with `::` (GitHub Actions, Gitea and Forgejo:
+/// `::add-mask::`, `::set-output`, `::stop-commands::`, `::error …::`)
+/// becomes `:\:`, and `##[` (GitHub's older form) or `##vso[` (Azure
+/// Pipelines), read anywhere in a line, become `#\#[` and `#\#vso[`.
+/// A person still reads the text; a runner sees no command. The blanks
+/// skipped are every Unicode space and, to be safe where a runner
+/// compares culture-sensitively (some marks weigh nothing there), every
+/// non-ASCII character that is not a letter or digit.
+pub fn workflow_commands(text: &str) -> Cow<'_, str> {
+    // Most text has no command (log lines are full of `warden::mcp`): one
+    // look before anything is copied.
+    let commands = (text.contains("::") || text.contains("##"))
+        && text.split('\n').any(|line| {
+            line[lead_len(line)..].starts_with("::")
+                || line
+                    .match_indices("##")
+                    .any(|(at, _)| hash_command(line, at))
+        });
+    if !commands {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut changed = false;
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let (blank, rest) = line.split_at(lead_len(line));
+        out.push_str(blank);
+        let rest = match rest.strip_prefix("::") {
+            Some(after) => {
+                out.push_str(":\\:");
+                changed = true;
+                after
+            }
+            None => rest,
+        };
+        let mut last = 0;
+        for (at, _) in rest.match_indices("##") {
+            if hash_command(rest, at) && at >= last {
+                out.push_str(&rest[last..=at]);
+                out.push('\\');
+                last = at + 1;
+                changed = true;
+            }
+        }
+        out.push_str(&rest[last..]);
+    }
+    if changed {
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// The blanks a runner skips before looking for `::` (see
+/// [`workflow_commands`]), in bytes.
+fn lead_len(line: &str) -> usize {
+    line.char_indices()
+        .find(|&(_, c)| !(c.is_whitespace() || (!c.is_ascii() && !c.is_alphanumeric())))
+        .map_or(line.len(), |(at, _)| at)
+}
+
+/// Whether the `##` at byte `at` of `line` opens `##[` or `##vso[`.
+fn hash_command(line: &str, at: usize) -> bool {
+    let tail = line.as_bytes().get(at + 2..).unwrap_or_default();
+    tail.first() == Some(&b'[')
+        || tail
+            .get(..4)
+            .is_some_and(|t| t.eq_ignore_ascii_case(b"vso["))
+}
+
+/// [`neutralise`] without [`workflow_commands`]: characters only.
+fn neutralise_chars(text: &str, layout: Layout) -> Cow<'_, str> {
     let mut previous: Option<char> = None;
     let mut chars = text.char_indices().peekable();
     while let Some((at, c)) = chars.next() {
@@ -125,15 +207,22 @@ pub fn neutralise_json(value: &mut serde_json::Value, layout: Layout) {
 /// escapes only C0 controls, so a raw U+009B or U+202E would otherwise
 /// reach a terminal from `--json`. The JSON value is the same (a parser
 /// reads the escape back as the character); outside strings serde_json
-/// writes only ASCII, so every replaced character is inside a string.
+/// writes only ASCII and no `#`, so every replaced character is inside a
+/// string. A `#` followed by another is written `\u0023` too, so no CI
+/// runner finds a `##[` or `##vso[` command in the line
+/// ([`workflow_commands`]; the pretty layout never starts a line with
+/// `::`).
 pub fn json_inert(json: &str) -> Cow<'_, str> {
     let escaped = |c: char| c == '\u{7f}' || ('\u{80}'..='\u{9f}').contains(&c) || hidden(c);
-    if !json.chars().any(escaped) {
+    if !json.chars().any(escaped) && !json.contains("##") {
         return Cow::Borrowed(json);
     }
     let mut out = String::with_capacity(json.len() + 16);
-    for c in json.chars() {
-        if escaped(c) {
+    let mut chars = json.chars().peekable();
+    while let Some(c) = chars.next() {
+        // `#` before `#`: no `##[` or `##vso[` (a CI runner's command,
+        // read anywhere in a line) is left in the text ([`workflow_commands`]).
+        if escaped(c) || (c == '#' && chars.peek() == Some(&'#')) {
             let mut units = [0u16; 2];
             for unit in c.encode_utf16(&mut units) {
                 let _ = write!(out, "\\u{unit:04x}");
@@ -238,6 +327,30 @@ mod tests {
             );
             previous = Some(c);
         }
+    }
+
+    #[test]
+    fn workflow_commands_are_broken_for_ci_runners() {
+        let hostile = "ok\n::add-mask::x\n \t\u{3000}::set-output name=a::b\nsee ##[error]x and ##VSO[task]y\na::b ## [ #vso[";
+        let shown = text(hostile);
+        assert_eq!(
+            shown,
+            "ok\n:\\:add-mask::x\n \t\u{3000}:\\:set-output name=a::b\nsee #\\#[error]x and #\\#VSO[task]y\na::b ## [ #vso["
+        );
+        // One-line fields too, and a field that starts a line.
+        assert_eq!(line("::warning::w"), ":\\:warning::w");
+        assert_eq!(line("x^J::y"), "x^J::y");
+        // Nothing else changes, and plain text stays borrowed.
+        assert!(matches!(text("a::b\n# ## #[x]"), Cow::Borrowed(_)));
+        // JSON: the same value, with no `##` left in the text.
+        let value = serde_json::json!({"t": "##[set-output]x ##vso[ ###"});
+        let pretty = serde_json::to_string_pretty(&value).unwrap_or_default();
+        let inert = json_inert(&pretty);
+        assert!(!inert.contains("##"), "{inert}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&inert).ok(),
+            Some(value)
+        );
     }
 
     #[test]
