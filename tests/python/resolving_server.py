@@ -15,13 +15,15 @@ readings of a value a server may expand or parse: read_expand(path)
 (`os.path.expandvars(os.path.expanduser(p))`), read_glob(path) (every file
 `glob.glob(p)` finds, `{"read": [...]}`), read_paths(paths: str | list[str])
 (the SDK parses JSON text into the list), list_uri(uri) (`os.listdir` of
-the URI's path, `{"resolved", "entries"}`).
+the URI's path, `{"resolved", "entries"}`); run_shell(cmd) runs the
+command in a shell, as servers that run commands do (`{"stdout", "code"}`).
 """
 
 import glob
 import json
 import os
 import pathlib
+import subprocess
 import sys
 import urllib.parse
 import urllib.request
@@ -94,6 +96,11 @@ def serve() -> None:
             return json.dumps({"resolved": resolved, "entries": sorted(os.listdir(resolved))})
         except Exception as e:
             return json.dumps({"error": f"{type(e).__name__}: {e}"})
+
+    @server.tool(name="run_shell", description="Run a command in a shell.")
+    def run_shell(cmd: str) -> str:
+        done = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+        return json.dumps({"stdout": done.stdout, "code": done.returncode})
 
     import anyio
 

@@ -32,7 +32,10 @@
 //!     matched against the value's canonical URI (WHATWG serialisation);
 //!   - a `GLOB` that is a JSON number is compared by value with numbers
 //!     (`id: 2` matches `2`, `2.0`, `2e0`);
-//!   - any other `GLOB` is matched against the text as sent.
+//!   - any other `GLOB` is matched against the text as sent, and, since a
+//!     server may hand text to a shell, as the commands a shell runs for
+//!     it ([`command`]): an `allow` with a wildcard never holds for a value
+//!     with shell syntax, a `deny`/`ask` fires on any command it runs.
 //! - `allow` needs a value warden can read with certainty and *every*
 //!   reading to match; a value that is uncertain (`~/…`, a `file:` URI with
 //!   a fragment, `$HOME/…`, a glob, JSON text…) never satisfies a path or
@@ -553,7 +556,17 @@ impl Condition {
             // Not echoed: a non-path value may be a secret, and reasons
             // reach the audit log and the model unredacted.
             (Pattern::Text(m), CanonValue::Str(s)) if m.is_match(&s.raw) => {
-                Holds::Yes(format!("<value matching `{}`>", self.text))
+                // A wildcard would also cover what a shell runs besides
+                // the named command (`ls*` and `ls; cat /etc/shadow`).
+                match command::shell_syntax(&s.raw) {
+                    Some(c) if command::has_wildcard(&self.text) => Holds::Uncertain(format!(
+                        "the value holds shell syntax ({}): a server that passes it to a \
+                         shell runs more than `{}` names",
+                        c.escape_debug(),
+                        self.text
+                    )),
+                    _ => Holds::Yes(format!("<value matching `{}`>", self.text)),
+                }
             }
             _ => Holds::No,
         }
@@ -583,10 +596,24 @@ impl Condition {
                         .is_some_and(|(a, b)| a == b);
                     (s.raw == self.text || by_value).then(hidden)
                 }
-                Pattern::Text(m) => (m.is_match(&s.raw)
-                    || m.is_match(&s.primary)
-                    || s.readings.iter().any(|r| m.is_match(r.as_str())))
-                .then(hidden),
+                Pattern::Text(m) => {
+                    if m.is_match(&s.raw)
+                        || m.is_match(&s.primary)
+                        || s.readings.iter().any(|r| m.is_match(r.as_str()))
+                    {
+                        return Some(hidden());
+                    }
+                    match command::any_command(&s.raw, &self.text, |c| m.is_match(c)) {
+                        command::CommandHit::Yes => Some(format!(
+                            "<value running a command matching `{}` in a shell>",
+                            self.text
+                        )),
+                        command::CommandHit::TooLong => {
+                            Some("a value too long to read as shell commands (fails closed)".into())
+                        }
+                        command::CommandHit::No => None,
+                    }
+                }
             },
             CanonValue::Number(v) => match &self.pattern {
                 Pattern::Number(n) => numbers_equal(n, v).then(|| v.to_string()),
@@ -660,6 +687,7 @@ fn readings_hold<'a>(s: &'a CanonStr, matches: impl Fn(&'a Reading) -> bool) -> 
     }
 }
 
+mod command;
 mod index;
 mod parse;
 mod paths;
