@@ -15,7 +15,10 @@
 //!   `[A-Za-z0-9_-]`, a literal start that is no kind's) is a load-time
 //!   error. The parser is total: no text makes it panic.
 //! - `ARG` is a top-level argument name or a JSON pointer (`/a/b`). Several
-//!   conditions must all hold. A missing argument never matches.
+//!   conditions must all hold. A missing argument never matches. Each key
+//!   is matched as servers bind it ([`keys`]): every key equal to it with
+//!   case folded (`PATH` is `path`) names it; `deny`/`ask` fire on any of
+//!   them, `allow` needs all of them to hold.
 //! - Values are matched in their canonical form ([`crate::canon`]), never
 //!   as raw text where the meaning differs:
 //!   - a `GLOB` containing `/` is a *path pattern* (absolute, or starting
@@ -97,10 +100,15 @@ enum ArgRef {
 }
 
 impl ArgRef {
-    fn lookup<'a>(&self, args: &'a CanonValue) -> Option<&'a CanonValue> {
+    /// Every value the argument may be to a server, with the name to show
+    /// for it ([`keys`]: keys equal when case is folded).
+    fn lookup<'a>(&'a self, args: &'a CanonValue) -> Vec<(&'a str, &'a CanonValue)> {
         match self {
-            ArgRef::Name(name) => args.get(name),
-            ArgRef::Pointer(pointer) => args.pointer(pointer),
+            ArgRef::Name(name) => keys::by_name(args, name),
+            ArgRef::Pointer(pointer) => keys::by_pointer(args, pointer)
+                .into_iter()
+                .map(|v| (pointer.as_str(), v))
+                .collect(),
         }
     }
     fn as_str(&self) -> &str {
@@ -449,10 +457,41 @@ impl Rule {
         args: &'a CanonValue,
         paths: PathMatcher<'_, 'a>,
     ) -> Holds {
-        let Some(value) = cond.arg.lookup(args) else {
+        let found = cond.arg.lookup(args);
+        if found.is_empty() {
             return Holds::No;
-        };
-        let name = cond.arg.as_str();
+        }
+        let restrict = self.effect != RuleEffect::Allow;
+        // Several keys may name the argument (`path`, `PATH`): a
+        // restriction fires on any, an allow needs every one.
+        let mut shown = Vec::with_capacity(found.len());
+        let mut uncertain = None;
+        for (name, value) in found {
+            match self.eval_value(cond, name, value, paths) {
+                Holds::Yes(detail) if restrict => return Holds::Yes(detail),
+                Holds::Yes(detail) => shown.push(detail),
+                Holds::No if restrict => {}
+                Holds::No => return Holds::No,
+                Holds::Uncertain(why) => {
+                    uncertain.get_or_insert(why);
+                }
+            }
+        }
+        match uncertain {
+            Some(why) => Holds::Uncertain(why),
+            None if shown.is_empty() => Holds::No,
+            None => Holds::Yes(shown.join(", ")),
+        }
+    }
+
+    /// One value of a condition's argument, under the key `name`.
+    fn eval_value<'a>(
+        &self,
+        cond: &Condition,
+        name: &str,
+        value: &'a CanonValue,
+        paths: PathMatcher<'_, 'a>,
+    ) -> Holds {
         let restrict = self.effect != RuleEffect::Allow;
         match value {
             CanonValue::Array(items) if restrict => items
@@ -689,6 +728,7 @@ fn readings_hold<'a>(s: &'a CanonStr, matches: impl Fn(&'a Reading) -> bool) -> 
 
 mod command;
 mod index;
+mod keys;
 mod parse;
 mod paths;
 
@@ -800,6 +840,26 @@ mod tests {
         ] {
             assert!(rule(RuleEffect::Deny, text).is_err(), "{text}");
         }
+    }
+
+    /// Keys equal with case folded name the argument, at every level of a
+    /// pointer too: a deny fires on any, an allow needs all.
+    #[test]
+    fn every_spelling_of_a_key_is_read() {
+        let deny = "mcp__fs__read(/options/cwd: /etc/**)";
+        let hit = m(RuleEffect::Deny, deny, json!({"OPTIONS": {"Cwd": "/etc"}}));
+        assert!(yes(&hit), "{hit:?}");
+        let hit = m(
+            RuleEffect::Deny,
+            "mcp__fs__read(path: /etc/**)",
+            json!({"PATH": "/etc/x"}),
+        );
+        assert!(yes(&hit), "{hit:?}");
+        let allow = "mcp__fs__read(paths: /w/**)";
+        let both = json!({"paths": ["/w/a"], "path\u{17f}": ["/etc/x"]});
+        assert_eq!(m(RuleEffect::Allow, allow, both), RuleMatch::No);
+        let both = json!({"paths": ["/w/a"], "PATHS": ["/w/b"]});
+        assert!(yes(&m(RuleEffect::Allow, allow, both)));
     }
 
     #[test]
