@@ -10,7 +10,8 @@ for URIs. Each read answers {"resolved": PATH, "content": TEXT} or
         stdin, print [{"path": P|null, "uri": P|null}] (the property test's
         batch: what read_file and read_uri would open, without opening)
 
-Tools: read_file(path), read_uri(uri), read_note(id: int); and, for the
+Tools: read_file(path), read_uri(uri), read_note(id: int),
+read_latest_note(id: int = 2) (the SDK applies the default); and, for the
 readings of a value a server may expand or parse: read_expand(path)
 (`os.path.expandvars(os.path.expanduser(p))`), read_glob(path) (every file
 `glob.glob(p)` finds, `{"read": [...]}`), read_paths(paths: str | list[str])
@@ -73,6 +74,10 @@ def serve() -> None:
 
     @server.tool(name="read_note", description="Read a note by id.")
     def read_note(id: int) -> str:
+        return NOTES.get(id, "no such note")
+
+    @server.tool(name="read_latest_note", description="Read a note; the latest without an id.")
+    def read_latest_note(id: int = 2) -> str:
         return NOTES.get(id, "no such note")
 
     @server.tool(name="read_expand", description="Read a file, expanding ~ and $VARS.")

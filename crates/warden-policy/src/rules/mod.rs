@@ -15,7 +15,9 @@
 //!   `[A-Za-z0-9_-]`, a literal start that is no kind's) is a load-time
 //!   error. The parser is total: no text makes it panic.
 //! - `ARG` is a top-level argument name or a JSON pointer (`/a/b`). Several
-//!   conditions must all hold. A missing argument never matches. Each key
+//!   conditions must all hold. A missing argument never matches (the
+//!   rules stage also reads a tool's arguments with its schema's
+//!   defaults, for deny and ask rules only). Each key
 //!   is matched as servers bind it ([`keys`]): every key equal to it with
 //!   case folded (`PATH` is `path`) names it; `deny`/`ask` fire on any of
 //!   them, `allow` needs all of them to hold.
