@@ -11,7 +11,8 @@ for URIs. Each read answers {"resolved": PATH, "content": TEXT} or
         batch: what read_file and read_uri would open, without opening)
 
 Tools: read_file(path), read_uri(uri), read_note(id: int),
-read_latest_note(id: int = 2) (the SDK applies the default); and, for the
+read_latest_note(id: int = 2) (the SDK applies the default), fetch(url)
+(`urllib.request.urlopen`); and, for the
 readings of a value a server may expand or parse: read_expand(path)
 (`os.path.expandvars(os.path.expanduser(p))`), read_glob(path) (every file
 `glob.glob(p)` finds, `{"read": [...]}`), read_paths(paths: str | list[str])
@@ -79,6 +80,15 @@ def serve() -> None:
     @server.tool(name="read_latest_note", description="Read a note; the latest without an id.")
     def read_latest_note(id: int = 2) -> str:
         return NOTES.get(id, "no such note")
+
+    @server.tool(name="fetch", description="Fetch a URL.")
+    def fetch(url: str) -> str:
+        try:
+            with urllib.request.urlopen(url) as response:
+                content = response.read().decode("utf-8", "replace")
+            return json.dumps({"url": url, "content": content})
+        except Exception as e:
+            return json.dumps({"error": f"{type(e).__name__}: {e}"})
 
     @server.tool(name="read_expand", description="Read a file, expanding ~ and $VARS.")
     def read_expand(path: str) -> str:

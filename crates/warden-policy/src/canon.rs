@@ -49,7 +49,8 @@
 //! (`file:x`), an empty path segment (`//`, which WHATWG parsers keep, so a
 //! later `..` climbs differently); a value starting with `~`; a URI with
 //! userinfo, a backslash, a control character or a percent-encoded
-//! `.`/`/`; a plain path that a URL parser (Python's `urllib.parse`, which
+//! `.`/`/`, or of a web scheme without `//` (`https:host/x`, which WHATWG
+//! parsers read as `https://host/x`); a plain path that a URL parser (Python's `urllib.parse`, which
 //! servers apply to anything they expect to be a URI) reads differently:
 //! one with a NUL or control character, whitespace at either end, a
 //! leading `//` (a host), `?` or `#`, a percent-escape, a `NAME:` prefix
@@ -481,7 +482,10 @@ fn read_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
         if scheme.eq_ignore_ascii_case("file") {
             return file_uri(raw, rest, ctx);
         }
-        if rest.starts_with("//") {
+        // WHATWG parsers (Node's `fetch`, browsers) read a web scheme's
+        // host without the `//`: `https:evil.com/x` is
+        // `https://evil.com/x`.
+        if rest.starts_with("//") || special_scheme(trimmed) {
             return other_uri(raw, ctx);
         }
     }
@@ -1523,6 +1527,11 @@ fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
     let parsed = url::Url::parse(raw);
     let why = if raw.trim() != raw || raw.chars().any(char::is_control) {
         Some("with whitespace at either end or a control character (URL parsers strip them)")
+    } else if split_scheme(raw).is_some_and(|(_, rest)| !rest.starts_with("//")) {
+        Some(
+            "of a web scheme without `//` (WHATWG parsers, Node's `fetch` among them, read \
+             `https:host/x` as `https://host/x`; others read a path)",
+        )
     } else if raw.contains('\\') {
         Some("with a backslash (WHATWG parsers read it as `/`, others do not)")
     } else if authority(raw).contains('@') {
@@ -1547,7 +1556,12 @@ fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
     let mut readings = Vec::new();
     if let Ok(u) = &parsed {
         readings.push(Reading::Uri(u.as_str().to_string()));
-        for variant in authority_variants(u) {
+        let variants = authority_variants(u);
+        let same_host: Vec<String> = std::iter::once(u.clone())
+            .chain(variants.iter().filter_map(|v| url::Url::parse(v).ok()))
+            .flat_map(|v| same_host_variants(&v))
+            .collect();
+        for variant in variants.into_iter().chain(same_host) {
             push_unique(&mut readings, Reading::Uri(variant));
         }
     }
@@ -1607,6 +1621,34 @@ fn authority_variants(u: &url::Url) -> Vec<String> {
     out.push(bare.as_str().to_string());
     out.retain(|v| v != u.as_str());
     out.dedup();
+    out
+}
+
+/// The same URI with its host spelt as the one it reaches: a domain
+/// without its trailing dot (`evil.com.` is the fully qualified
+/// `evil.com`; WHATWG keeps the dot, so a deny on `https://evil.com/**`
+/// missed it) and an IPv4-mapped IPv6 address as its IPv4 address
+/// (`[::ffff:127.0.0.1]` connects to `127.0.0.1`).
+fn same_host_variants(u: &url::Url) -> Vec<String> {
+    let mut out = Vec::new();
+    match u.host() {
+        Some(url::Host::Domain(domain)) if domain.ends_with('.') => {
+            let bare = domain.trim_end_matches('.');
+            let mut v = u.clone();
+            if !bare.is_empty() && v.set_host(Some(bare)).is_ok() {
+                out.push(v.as_str().to_string());
+            }
+        }
+        Some(url::Host::Ipv6(addr)) => {
+            if let Some(v4) = addr.to_ipv4_mapped() {
+                let mut v = u.clone();
+                if v.set_ip_host(std::net::IpAddr::V4(v4)).is_ok() {
+                    out.push(v.as_str().to_string());
+                }
+            }
+        }
+        _ => {}
+    }
     out
 }
 

@@ -1053,6 +1053,44 @@ mod tests {
 
     /// Class 1: a URI of another scheme is also the paths a server may
     /// open for it; a path `allow` still never holds for it.
+    /// Spellings of a host that reach it: a trailing dot, an IPv4-mapped
+    /// IPv6 address, a web scheme without `//` (WHATWG), and an IPv6
+    /// literal in the pattern itself.
+    #[test]
+    fn every_spelling_of_a_host_meets_a_uri_rule() {
+        let deny = |pattern: &str, url: &str| {
+            m(
+                RuleEffect::Deny,
+                &format!("mcp__fs__read(url: {pattern})"),
+                json!({ "url": url }),
+            )
+        };
+        for url in [
+            "https://evil.com./x",
+            "https://EVIL.com../x",
+            "https://evil.com%2e/x",
+            "https:evil.com/x",
+            "https:/evil.com/x",
+            "https:\\\\evil.com/x",
+        ] {
+            assert!(yes(&deny("https://evil.com/**", url)), "{url}");
+        }
+        for url in ["http://[::ffff:127.0.0.1]/x", "http://[::ffff:7f00:1]/x"] {
+            assert!(yes(&deny("http://127.0.0.1/**", url)), "{url}");
+        }
+        for url in ["http://[::1]/x", "http://[0:0::1]/x"] {
+            assert!(yes(&deny("http://[::1]/**", url)), "{url}");
+        }
+        // Nor does an allow hold for them.
+        let allow = "mcp__fs__read(url: https://evil.com/**)";
+        for url in ["https://evil.com./x", "https:evil.com/x"] {
+            assert!(
+                !yes(&m(RuleEffect::Allow, allow, json!({ "url": url }))),
+                "{url}"
+            );
+        }
+    }
+
     #[test]
     fn other_scheme_uris_meet_path_rules() {
         let deny = |uri: &str| {
