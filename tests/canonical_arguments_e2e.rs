@@ -172,3 +172,55 @@ fn class4_numbers_are_compared_by_value() {
     }
     assert!(world.leftover_processes().is_empty());
 }
+
+/// `/proc`'s magic links: `/proc/self/root/X` is `X` to the kernel (and
+/// `/proc/self/root/../X` too, where a lexical `..` removed `root`), so
+/// both servers open the secret behind a deny on its folder. Each is
+/// denied, and the shipped policy denies `/etc/shadow` reached that way.
+#[test]
+fn proc_magic_links_are_read_where_they_lead() {
+    if !npm_ready() {
+        panic!("run scripts/test-deps.sh first (tests/npm)");
+    }
+    let world = World::new();
+    populate(&world);
+    let secret = world.path("outside/secret").display().to_string();
+    let attacks = [
+        ("py", format!("/proc/self/root{secret}")),
+        ("node", format!("/proc/self/root{secret}")),
+        ("py", format!("/proc/self/root/..{secret}")),
+        ("py", format!("/proc/thread-self/root{secret}")),
+        ("py", format!("file:///proc/self/root/..{secret}")),
+    ];
+    for (s, path) in &attacks {
+        let (tool, key) = if path.starts_with("file:") {
+            ("read_uri", "uri")
+        } else {
+            ("read_file", "path")
+        };
+        let args = json!({ key: path });
+        control_reads(&world, s, tool, &args, OUTSIDE);
+        world.write_config(&json!({
+            "mcpServers": {*s: server(&world, s)},
+            "permissions": {
+                "allow": [format!("mcp__{s}__{tool}")],
+                "deny": [format!("mcp__{s}__{tool}(/{key}: {}/outside/**)", root(&world))],
+            },
+            "policy": [],
+        }));
+        let (code, report) = call(&world, s, tool, &args);
+        assert_denied(code, &report, "deny rule");
+        assert!(!report.to_string().contains(OUTSIDE), "{report}");
+    }
+    world.write_config(&json!({
+        "mcpServers": {"py": server(&world, "py")},
+        "permissions": {"allow": ["mcp__py__read_file"]},
+    }));
+    let (code, report) = call(
+        &world,
+        "py",
+        "read_file",
+        &json!({"path": "/proc/self/root/../etc/shadow"}),
+    );
+    assert_denied(code, &report, "secret file");
+}

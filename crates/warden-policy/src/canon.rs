@@ -468,6 +468,9 @@ pub fn numeric_value(v: &CanonValue) -> Option<f64> {
 /// Reads one string value (see the module docs).
 pub fn canon_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
     let mut c = read_str(raw, ctx);
+    if raw.contains("proc") {
+        proc_link_readings(&mut c, ctx);
+    }
     // Most values are ASCII: one fast scan, and nothing else to do.
     if !raw.is_ascii() {
         unicode_forms(&mut c);
@@ -527,6 +530,30 @@ fn read_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
         primary,
         readings,
         uncertain: why.map(str::to_string),
+    }
+}
+
+/// Where `/proc`'s magic links in the value lead ([`crate::proc_links`]),
+/// from the path as sent (a lexical `..` after `root` is not the kernel's)
+/// and from each path reading.
+fn proc_link_readings(c: &mut CanonStr, ctx: &Context<'_>) {
+    let sent = c.raw.trim_start_matches(|ch: char| ch <= ' ');
+    let sent = match split_scheme(sent) {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("file") => rest
+            .strip_prefix("//")
+            .map(|r| r.strip_prefix("localhost").unwrap_or(r))
+            .unwrap_or(rest),
+        _ => sent,
+    };
+    let cwds: Vec<&str> = ctx.bases().collect();
+    let mut found = crate::proc_links::readings(sent, &cwds);
+    for r in &c.readings {
+        if let Reading::Path(p) = r {
+            found.extend(crate::proc_links::readings(p, &cwds));
+        }
+    }
+    for path in found {
+        push_unique(&mut c.readings, Reading::Path(path));
     }
 }
 

@@ -44,6 +44,7 @@ mod parse_cost;
 mod patterns;
 mod permit;
 mod pipeline;
+mod proc_links;
 mod rego;
 mod rules;
 pub mod schema_guard;
