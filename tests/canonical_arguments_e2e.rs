@@ -224,3 +224,31 @@ fn proc_magic_links_are_read_where_they_lead() {
     );
     assert_denied(code, &report, "secret file");
 }
+
+/// `~NAME` is NAME's home to Python's `expanduser` (the password
+/// database): `~bin/ldd` opens `/bin/ldd` behind a deny on `/bin/**`.
+#[test]
+fn another_users_home_is_read_as_theirs() {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    if !passwd
+        .lines()
+        .any(|l| l.starts_with("bin:") && l.contains(":/bin:"))
+        || !std::path::Path::new("/bin/ldd").exists()
+    {
+        println!("SKIPPED: this host has no user `bin` with home /bin, or no /bin/ldd");
+        return;
+    }
+    let world = World::new();
+    let args = json!({"path": "~bin/ldd"});
+    control_reads(&world, "py", "read_file", &args, "GNU C Library");
+    world.write_config(&json!({
+        "mcpServers": {"py": server(&world, "py")},
+        "permissions": {
+            "allow": ["mcp__py__read_file"],
+            "deny": ["mcp__py__read_file(path: /bin/**)"],
+        },
+        "policy": [],
+    }));
+    let (code, report) = call(&world, "py", "read_file", &args);
+    assert_denied(code, &report, "deny rule");
+}

@@ -1025,6 +1025,11 @@ fn home_readings(readings: &mut Vec<Reading>, ctx: &Context<'_>, raw: &str) {
         for home in ctx.all_homes() {
             push_unique(readings, Reading::Path(absolutize_str(home, tail)));
         }
+    } else if let Some(name) = head.strip_prefix('~') {
+        // `~NAME`: NAME's home, as Python's `expanduser` finds it.
+        for home in crate::user_homes::homes(name) {
+            push_unique(readings, Reading::Path(absolutize_str(&home, tail)));
+        }
     }
     // A server that does not expand `~` opens `WORKSPACE/~/…`.
     push_joined(readings, ctx, raw);

@@ -52,6 +52,7 @@ mod sources;
 #[cfg(test)]
 mod strategies;
 pub mod testing;
+mod user_homes;
 mod vm;
 
 pub use ask::{
