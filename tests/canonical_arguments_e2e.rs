@@ -252,3 +252,27 @@ fn another_users_home_is_read_as_theirs() {
     let (code, report) = call(&world, "py", "read_file", &args);
     assert_denied(code, &report, "deny rule");
 }
+
+/// Numbers as JavaScript reads them: Node reads the id 9007199254740993 as
+/// the double 9007199254740992 and returns that note, behind a deny on it.
+#[test]
+fn numbers_are_read_as_javascript_reads_them() {
+    if !npm_ready() {
+        panic!("run scripts/test-deps.sh first (tests/npm)");
+    }
+    let world = World::new();
+    let args: serde_json::Value =
+        serde_json::from_str(r#"{"id": 9007199254740993}"#).expect("json");
+    control_reads(&world, "node", "read_note", &args, "vault code");
+    world.write_config(&json!({
+        "mcpServers": {"node": server(&world, "node")},
+        "permissions": {
+            "allow": ["mcp__node__read_note"],
+            "deny": ["mcp__node__read_note(id: 9007199254740992)"],
+        },
+        "policy": [],
+    }));
+    let (code, report) = call(&world, "node", "read_note", &args);
+    assert_denied(code, &report, "deny rule");
+    assert!(!report.to_string().contains("vault code"), "{report}");
+}

@@ -63,7 +63,14 @@ function exponentialSchema(depth) {
   return { type: "object", $ref: "#/$defs/n0", $defs: defs };
 }
 
-const NOTES = { 1: "note one", 2: "note two: the secret plan", 3: "note three" };
+// Note ids are JSON numbers, which JavaScript reads as doubles: above 2^53
+// an id means the nearest double (9007199254740993 is the last note).
+const NOTES = {
+  1: "note one",
+  2: "note two: the secret plan",
+  3: "note three",
+  9007199254740992: "the last note: the vault code",
+};
 
 async function serve() {
   const { Server } = await import("@modelcontextprotocol/sdk/server/index.js");

@@ -657,7 +657,11 @@ impl Condition {
                 }
             },
             CanonValue::Number(v) => match &self.pattern {
-                Pattern::Number(n) => numbers_equal(n, v).then(|| v.to_string()),
+                // Also as JavaScript reads JSON numbers (a double): a Node
+                // server reads 9007199254740993 as 9007199254740992.
+                Pattern::Number(n) => (numbers_equal(n, v)
+                    || n.as_f64().zip(v.as_f64()).is_some_and(|(a, b)| a == b))
+                .then(|| v.to_string()),
                 other => glob_text(other, &v.to_string()).then(hidden),
             },
             CanonValue::Bool(b) => match &self.pattern {
@@ -842,6 +846,27 @@ mod tests {
         ] {
             assert!(rule(RuleEffect::Deny, text).is_err(), "{text}");
         }
+    }
+
+    /// A deny on a number fires on every integer a JavaScript server reads
+    /// as it (doubles above 2^53 are every other integer).
+    #[test]
+    fn numbers_are_also_read_as_doubles() {
+        let deny = "mcp__fs__read(id: 9007199254740992)";
+        for id in [json!(9007199254740992u64), json!(9007199254740993u64)] {
+            assert!(yes(&m(RuleEffect::Deny, deny, json!({ "id": id }))), "{id}");
+        }
+        assert!(!yes(&m(
+            RuleEffect::Deny,
+            deny,
+            json!({"id": 9007199254740994u64})
+        )));
+        let allow = "mcp__fs__read(id: 9007199254740992)";
+        assert!(!yes(&m(
+            RuleEffect::Allow,
+            allow,
+            json!({"id": 9007199254740993u64})
+        )));
     }
 
     /// Keys equal with case folded name the argument, at every level of a
