@@ -98,3 +98,35 @@ fn a_host_rule_holds_for_every_spelling_of_the_host() {
         assert!(!report.to_string().contains(PAGE), "{report}");
     }
 }
+
+/// A host rule for every scheme, `*://HOST/**`, loaded as a path pattern
+/// (it starts with `*`) and never matched a URL: the deny never fired.
+#[test]
+fn a_host_rule_for_every_scheme_holds() {
+    let world = World::new();
+    let port = serve_page();
+    let url = format!("http://localhost:{port}/x");
+    world.write_config(&json!({
+        "mcpServers": {"py": fetching(&world, "py", port)},
+        "permissions": {"allow": ["mcp__py__*"]},
+        "policy": [],
+    }));
+    let (code, report) = fetch(&world, "py", &url);
+    assert_eq!(code, Some(0), "{report}");
+    assert!(answer(&report).to_string().contains(PAGE), "control: {report}");
+    for pattern in [
+        format!("*://localhost:{port}/**"),
+        format!("{{http,https}}://localhost:{port}/**"),
+    ] {
+        world.write_config(&json!({
+            "mcpServers": {"py": fetching(&world, "py", port)},
+            "permissions": {
+                "allow": ["mcp__py__fetch"],
+                "deny": [format!("mcp__py__fetch(url: {pattern})")],
+            },
+            "policy": [],
+        }));
+        let (code, report) = fetch(&world, "py", &url);
+        assert_denied(code, &report, "deny rule");
+    }
+}

@@ -33,8 +33,9 @@
 //!     `*` does not cross `/`, and `DIR/**` also matches `DIR` itself; a
 //!     non-ASCII pattern is matched in Unicode NFC and NFD alike (a value
 //!     not in NFC is read in both forms too);
-//!   - a `GLOB` of the form `scheme://…` (not `file:`) is a *URI pattern*,
-//!     matched against the value's canonical URI (WHATWG serialisation);
+//!   - a `GLOB` of the form `scheme://…` (not `file:`; the scheme may be a
+//!     glob, `*://…`) is a *URI pattern*, matched against the value's
+//!     canonical URI (WHATWG serialisation);
 //!   - a `GLOB` that is a JSON number is compared by value with numbers
 //!     (`id: 2` matches `2`, `2.0`, `2e0`);
 //!   - any other `GLOB` is matched against the text as sent, and, since a
@@ -1105,6 +1106,21 @@ mod tests {
         }
         for url in ["http://[::1]/x", "http://[0:0::1]/x"] {
             assert!(yes(&deny("http://[::1]/**", url)), "{url}");
+        }
+        // A pattern for any scheme is a URI pattern (it was a path pattern
+        // that never matched a URL).
+        for pattern in ["*://evil.com/**", "{http,https,gopher}://evil.com/**"] {
+            for url in [
+                "https://evil.com/x",
+                "gopher://evil.com/x",
+                "https:evil.com/x",
+            ] {
+                assert!(yes(&deny(pattern, url)), "{pattern} {url}");
+            }
+            assert!(
+                !yes(&deny(pattern, "https://good.com/evil.com/x")),
+                "{pattern}"
+            );
         }
         // Nor does an allow hold for them.
         let allow = "mcp__fs__read(url: https://evil.com/**)";

@@ -313,6 +313,12 @@ pub(super) fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (us
         }
         let glob = ip_literal_escaped(raw.glob);
         Pattern::Uri(glob_set(&with_dir_itself(&glob), true).map_err(invalid)?)
+    } else if scheme_glob(raw.glob) {
+        // `*://evil.com/**`, `{http,https}://…`: a URI pattern for any of
+        // those schemes. Read as a path pattern (it starts with `*`), it
+        // loaded and never matched a URL, so a deny never fired.
+        let glob = ip_literal_escaped(raw.glob);
+        Pattern::Uri(glob_set(&with_dir_itself(&glob), true).map_err(invalid)?)
     } else if raw.glob.contains('/') {
         if !(raw.glob.starts_with('/') || raw.glob.starts_with('*')) {
             return Err((
@@ -358,6 +364,19 @@ pub(super) fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (us
         arg,
         text: raw.glob.to_string(),
         pattern,
+    })
+}
+
+/// Whether `glob` starts with a scheme that has glob characters, then
+/// `://` (`*://`, `http*://`, `{http,https}://`).
+fn scheme_glob(glob: &str) -> bool {
+    glob.find("://").is_some_and(|i| {
+        let scheme = &glob[..i];
+        !scheme.is_empty()
+            && scheme.contains(GLOB_META)
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.*?[]{},!^".contains(c))
     })
 }
 
