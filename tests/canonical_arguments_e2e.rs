@@ -276,3 +276,27 @@ fn numbers_are_read_as_javascript_reads_them() {
     assert_denied(code, &report, "deny rule");
     assert!(!report.to_string().contains("vault code"), "{report}");
 }
+
+/// A pointer rule (`/paths/0`) on an argument sent as JSON text: the
+/// Python SDK parses `"[\"…\"]"` into the list the server reads
+/// (`paths: str | list[str]`), and the pointer found no element in a
+/// string. The text stands for what the pointer reaches: denied.
+#[test]
+fn a_pointer_reaches_into_json_text() {
+    let world = World::new();
+    populate(&world);
+    let key = format!("{}/secrets/key", ws(&world));
+    let args = json!({"paths": json!([key]).to_string()});
+    control_reads(&world, "py", "read_paths", &args, SECRET);
+    world.write_config(&json!({
+        "mcpServers": {"py": server(&world, "py")},
+        "permissions": {
+            "allow": ["mcp__py__read_paths"],
+            "deny": [format!("mcp__py__read_paths(/paths/0: {}/secrets/**)", ws(&world))],
+        },
+        "policy": [],
+    }));
+    let (code, report) = call(&world, "py", "read_paths", &args);
+    assert_denied(code, &report, "deny rule");
+    assert!(!report.to_string().contains(SECRET), "{report}");
+}

@@ -113,7 +113,10 @@ fn a_host_rule_for_every_scheme_holds() {
     }));
     let (code, report) = fetch(&world, "py", &url);
     assert_eq!(code, Some(0), "{report}");
-    assert!(answer(&report).to_string().contains(PAGE), "control: {report}");
+    assert!(
+        answer(&report).to_string().contains(PAGE),
+        "control: {report}"
+    );
     for pattern in [
         format!("*://localhost:{port}/**"),
         format!("{{http,https}}://localhost:{port}/**"),

@@ -13,6 +13,7 @@
 //! any of them fires, an `allow` holds only when all of them hold.
 
 use super::CanonValue;
+use crate::canon::Shape;
 
 /// Whether `key` may name the argument `name` to a server: equal, or equal
 /// when both are case-folded (each character upper- then lower-cased, so
@@ -68,6 +69,12 @@ pub(super) fn by_pointer<'a>(args: &'a CanonValue, pointer: &str) -> Vec<&'a Can
                         .filter(|(key, _)| same_key(key, &token))
                         .map(|(_, v)| v),
                 ),
+                // JSON text (`"{\"path\": \"/etc\"}"`): the Python SDK parses
+                // it into the object a pointer walks, so the text itself,
+                // whose readings are the strings inside, stands for what
+                // the rest of the pointer reaches (it is uncertain: no
+                // allow holds on it).
+                CanonValue::Str(s) if matches!(s.shape, Shape::JsonText { .. }) => next.push(value),
                 CanonValue::Array(items) => {
                     if token.starts_with('+') || (token.len() > 1 && token.starts_with('0')) {
                         continue;

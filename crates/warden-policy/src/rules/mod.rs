@@ -888,6 +888,15 @@ mod tests {
         assert_eq!(m(RuleEffect::Allow, allow, both), RuleMatch::No);
         let both = json!({"paths": ["/w/a"], "PATHS": ["/w/b"]});
         assert!(yes(&m(RuleEffect::Allow, allow, both)));
+        // A pointer into JSON text reaches the text (the SDK parses it).
+        let text = json!({"paths": "[\"/etc/x\"]"});
+        let deny = "mcp__fs__read(/paths/0: /etc/**)";
+        assert!(yes(&m(RuleEffect::Deny, deny, text.clone())));
+        let allow = "mcp__fs__read(/paths/0: /etc/**)";
+        assert!(matches!(
+            m(RuleEffect::Allow, allow, text),
+            RuleMatch::Uncertain(_)
+        ));
     }
 
     #[test]
