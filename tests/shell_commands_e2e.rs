@@ -74,6 +74,8 @@ fn a_denied_command_is_denied_in_every_spelling() {
         format!("echo $(cat {secret})"),
         format!("timeout 60 cat {secret}"),
         format!("find {secret} -exec cat {{}} +"),
+        format!("/bin/?at {secret}"),
+        format!("X=1 /usr/bin/[c]at {secret}"),
     ];
     for attack in &attacks {
         control_reads(&world, "py", "run_shell", &json!({"cmd": attack}), OUTSIDE);

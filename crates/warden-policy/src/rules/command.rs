@@ -18,8 +18,9 @@
 //!   `busybox`, `timeout 5` or `find -exec`, or an assignment `X=1`, runs
 //!   the words after it), its first word by its file name (`/usr/bin/rm`
 //!   is `rm`), with and without quotes and backslashes, line
-//!   continuations joined and runs of blanks read as one. A shell can
-//!   still spell a command no pattern sees (`a=r; ${a}m`): deny rules on
+//!   continuations joined and runs of blanks read as one, and a command
+//!   word that is a glob (`/bin/r?`) as every command it may expand to.
+//!   A shell can still spell a command no pattern sees (`a=r; ${a}m`): deny rules on
 //!   commands catch the usual disguises, an `allow` is what bounds them.
 
 /// Characters with which a shell runs more than the words of one command:
@@ -99,7 +100,7 @@ fn any_command_within(
                 continue;
             }
             // Whole commands are linear in the value: not counted.
-            if matches(command) {
+            if matches(command) || glob_command_may_be(command, prefix) {
                 return CommandHit::Yes;
             }
             if whole_only {
@@ -128,6 +129,35 @@ fn any_command_within(
         }
     }
     CommandHit::No
+}
+
+/// Whether the command word of `command` (its first word after any
+/// `NAME=value` assignments) is a glob the shell may expand to the
+/// command the pattern names: `/bin/r?` or `/usr/bin/r[m]` runs `rm`.
+/// `pattern_start` is the pattern's literal start; when it is empty (the
+/// pattern starts with a wildcard), any glob may be the command.
+fn glob_command_may_be(command: &str, pattern_start: &str) -> bool {
+    let Some(word) = command.split(' ').find(|w| !is_assignment(w)) else {
+        return false;
+    };
+    let name = word.rsplit('/').next().unwrap_or(word);
+    if !name.contains(['*', '?', '[']) {
+        return false;
+    }
+    let wanted = pattern_start.split(' ').next().unwrap_or("");
+    if wanted.is_empty() {
+        return true;
+    }
+    globset::Glob::new(name).is_ok_and(|g| g.compile_matcher().is_match(wanted))
+}
+
+/// `NAME=value`, a shell assignment before a command.
+fn is_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
 }
 
 /// Byte offsets where the words of `command` (single-blank separated,
@@ -202,13 +232,16 @@ mod tests {
             "r\\\nm x",
             "rm\t\t-rf /",
             "(rm x)",
+            "/bin/r? x",
+            "X=1 /usr/bin/r[m] x",
+            "/bin/* x",
         ] {
             assert_eq!(hit("rm*", value), CommandHit::Yes, "{value}");
         }
         assert_eq!(hit("rm -rf*", "ls;  rm    -rf /"), CommandHit::Yes);
         assert_eq!(hit("*rm", "ls; x rm; ls"), CommandHit::Yes);
         // What runs no `rm` is not taken for one.
-        for value in ["ls -la", "lsrm", "ls", "echo firm"] {
+        for value in ["ls -la", "lsrm", "ls", "echo firm", "ls *.txt", "/bin/l? x"] {
             assert_eq!(hit("rm*", value), CommandHit::No, "{value}");
         }
     }
