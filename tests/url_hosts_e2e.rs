@@ -1,10 +1,10 @@
 //! A URI rule names a host; real servers reach the same host by other
 //! spellings. Node's `fetch` (a WHATWG parser) reads `http:HOST/` and
 //! `http:/HOST/` as `http://HOST/`, and Python's `urlopen` and Node both
-//! reach `127.0.0.1` through the IPv4-mapped `[::ffff:127.0.0.1]`. Each
+//! reach `127.0.0.1` through the IPv4-mapped `[::ffff:127.0.0.1]`, through
+//! `0.0.0.0` (this host to `connect()`) and through `localhost`. Each
 //! attack reads a loopback page when everything is allowed (the control)
-//! and is denied by a rule on `http://127.0.0.1:PORT/**` or
-//! `http://localhost:PORT/**`.
+//! and is denied by a rule on `http://127.0.0.1:PORT/**`.
 
 mod resolving_support;
 
@@ -61,8 +61,12 @@ fn a_host_rule_holds_for_every_spelling_of_the_host() {
     }
     let world = World::new();
     let port = serve_page();
-    let attacks: [(&str, String); 5] = [
+    let attacks: [(&str, String); 9] = [
         ("py", format!("http://[::ffff:127.0.0.1]:{port}/x")),
+        ("py", format!("http://0.0.0.0:{port}/x")),
+        ("node", format!("http://0.0.0.0:{port}/x")),
+        ("py", format!("http://localhost:{port}/x")),
+        ("py", format!("http://LocalHost:{port}/x")),
         ("node", format!("http://[::ffff:127.0.0.1]:{port}/x")),
         ("node", format!("http:127.0.0.1:{port}/x")),
         ("node", format!("http:/localhost:{port}/x")),
@@ -86,10 +90,7 @@ fn a_host_rule_holds_for_every_spelling_of_the_host() {
             "mcpServers": {*name: fetching(&world, name, port)},
             "permissions": {
                 "allow": [format!("mcp__{name}__fetch")],
-                "deny": [
-                    format!("mcp__{name}__fetch(url: http://127.0.0.1:{port}/**)"),
-                    format!("mcp__{name}__fetch(url: http://localhost:{port}/**)"),
-                ],
+                "deny": [format!("mcp__{name}__fetch(url: http://127.0.0.1:{port}/**)")],
             },
             "policy": [],
         }));

@@ -1659,8 +1659,10 @@ fn authority_variants(u: &url::Url) -> Vec<String> {
 /// The same URI with its host spelt as the one it reaches: a domain
 /// without its trailing dot (`evil.com.` is the fully qualified
 /// `evil.com`; WHATWG keeps the dot, so a deny on `https://evil.com/**`
-/// missed it) and an IPv4-mapped IPv6 address as its IPv4 address
-/// (`[::ffff:127.0.0.1]` connects to `127.0.0.1`).
+/// missed it), an IPv4-mapped IPv6 address as its IPv4 address
+/// (`[::ffff:127.0.0.1]` connects to `127.0.0.1`), and the unspecified
+/// addresses and `localhost` as the loopback addresses they connect to
+/// (`http://0.0.0.0:8080/` reaches `127.0.0.1:8080` on Linux).
 fn same_host_variants(u: &url::Url) -> Vec<String> {
     let mut out = Vec::new();
     match u.host() {
@@ -1673,15 +1675,42 @@ fn same_host_variants(u: &url::Url) -> Vec<String> {
         }
         Some(url::Host::Ipv6(addr)) => {
             if let Some(v4) = addr.to_ipv4_mapped() {
-                let mut v = u.clone();
-                if v.set_ip_host(std::net::IpAddr::V4(v4)).is_ok() {
-                    out.push(v.as_str().to_string());
-                }
+                push_ip(&mut out, u, std::net::IpAddr::V4(v4));
+            }
+            // `[::]`, like `0.0.0.0`, is this host to `connect()`.
+            if addr.is_unspecified() {
+                push_loopback(&mut out, u);
             }
         }
+        Some(url::Host::Ipv4(addr)) if addr.is_unspecified() => push_loopback(&mut out, u),
         _ => {}
     }
+    // `localhost` and `*.localhost` are the loopback addresses (RFC 6761,
+    // and every resolver's hosts file).
+    if let Some(url::Host::Domain(domain)) = u.host() {
+        let bare = domain.trim_end_matches('.');
+        if bare.eq_ignore_ascii_case("localhost")
+            || bare.to_ascii_lowercase().ends_with(".localhost")
+        {
+            push_loopback(&mut out, u);
+        }
+    }
     out
+}
+
+/// `u` with its host the address `ip`.
+fn push_ip(out: &mut Vec<String>, u: &url::Url, ip: std::net::IpAddr) {
+    let mut v = u.clone();
+    if v.set_ip_host(ip).is_ok() {
+        out.push(v.as_str().to_string());
+    }
+}
+
+/// `u` at `127.0.0.1` and at `[::1]`: where `0.0.0.0`, `[::]` and
+/// `localhost` connect.
+fn push_loopback(out: &mut Vec<String>, u: &url::Url) {
+    push_ip(out, u, std::net::Ipv4Addr::LOCALHOST.into());
+    push_ip(out, u, std::net::Ipv6Addr::LOCALHOST.into());
 }
 
 /// The paths a server may open for a URI of a scheme other than `file:`:

@@ -1110,7 +1110,16 @@ mod tests {
         ] {
             assert!(yes(&deny("https://evil.com/**", url)), "{url}");
         }
-        for url in ["http://[::ffff:127.0.0.1]/x", "http://[::ffff:7f00:1]/x"] {
+        for url in [
+            "http://[::ffff:127.0.0.1]/x",
+            "http://[::ffff:7f00:1]/x",
+            "http://0.0.0.0/x",
+            "http://0/x",
+            "http://[::]/x",
+            "http://localhost/x",
+            "http://LOCALHOST./x",
+            "http://api.localhost/x",
+        ] {
             assert!(yes(&deny("http://127.0.0.1/**", url)), "{url}");
         }
         for url in ["http://[::1]/x", "http://[0:0::1]/x"] {
