@@ -36,7 +36,7 @@ const SEPARATORS: &[char] = &[';', '&', '|', '`', '(', ')', '\n', '\r'];
 /// value: beyond it the value is not read further and the rule fires
 /// (fails closed), so a value of many short words cannot make a decision
 /// quadratic.
-const BUDGET: usize = 4 << 20;
+const BUDGET: usize = 1 << 20;
 
 /// The first shell-syntax character in `value`, if any.
 pub(super) fn shell_syntax(value: &str) -> Option<char> {
