@@ -172,3 +172,131 @@ fn class4_numbers_are_compared_by_value() {
     }
     assert!(world.leftover_processes().is_empty());
 }
+
+/// `/proc`'s magic links: `/proc/self/root/X` is `X` to the kernel (and
+/// `/proc/self/root/../X` too, where a lexical `..` removed `root`), so
+/// both servers open the secret behind a deny on its folder. Each is
+/// denied, and the shipped policy denies `/etc/shadow` reached that way.
+#[test]
+fn proc_magic_links_are_read_where_they_lead() {
+    if !npm_ready() {
+        panic!("run scripts/test-deps.sh first (tests/npm)");
+    }
+    let world = World::new();
+    populate(&world);
+    let secret = world.path("outside/secret").display().to_string();
+    let attacks = [
+        ("py", format!("/proc/self/root{secret}")),
+        ("node", format!("/proc/self/root{secret}")),
+        ("py", format!("/proc/self/root/..{secret}")),
+        ("py", format!("/proc/thread-self/root{secret}")),
+        ("py", format!("file:///proc/self/root/..{secret}")),
+    ];
+    for (s, path) in &attacks {
+        let (tool, key) = if path.starts_with("file:") {
+            ("read_uri", "uri")
+        } else {
+            ("read_file", "path")
+        };
+        let args = json!({ key: path });
+        control_reads(&world, s, tool, &args, OUTSIDE);
+        world.write_config(&json!({
+            "mcpServers": {*s: server(&world, s)},
+            "permissions": {
+                "allow": [format!("mcp__{s}__{tool}")],
+                "deny": [format!("mcp__{s}__{tool}(/{key}: {}/outside/**)", root(&world))],
+            },
+            "policy": [],
+        }));
+        let (code, report) = call(&world, s, tool, &args);
+        assert_denied(code, &report, "deny rule");
+        assert!(!report.to_string().contains(OUTSIDE), "{report}");
+    }
+    world.write_config(&json!({
+        "mcpServers": {"py": server(&world, "py")},
+        "permissions": {"allow": ["mcp__py__read_file"]},
+    }));
+    let (code, report) = call(
+        &world,
+        "py",
+        "read_file",
+        &json!({"path": "/proc/self/root/../etc/shadow"}),
+    );
+    assert_denied(code, &report, "secret file");
+}
+
+/// `~NAME` is NAME's home to Python's `expanduser` (the password
+/// database): `~bin/ldd` opens `/bin/ldd` behind a deny on `/bin/**`.
+#[test]
+fn another_users_home_is_read_as_theirs() {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    if !passwd
+        .lines()
+        .any(|l| l.starts_with("bin:") && l.contains(":/bin:"))
+        || !std::path::Path::new("/bin/ldd").exists()
+    {
+        println!("SKIPPED: this host has no user `bin` with home /bin, or no /bin/ldd");
+        return;
+    }
+    let world = World::new();
+    let args = json!({"path": "~bin/ldd"});
+    control_reads(&world, "py", "read_file", &args, "GNU C Library");
+    world.write_config(&json!({
+        "mcpServers": {"py": server(&world, "py")},
+        "permissions": {
+            "allow": ["mcp__py__read_file"],
+            "deny": ["mcp__py__read_file(path: /bin/**)"],
+        },
+        "policy": [],
+    }));
+    let (code, report) = call(&world, "py", "read_file", &args);
+    assert_denied(code, &report, "deny rule");
+}
+
+/// Numbers as JavaScript reads them: Node reads the id 9007199254740993 as
+/// the double 9007199254740992 and returns that note, behind a deny on it.
+#[test]
+fn numbers_are_read_as_javascript_reads_them() {
+    if !npm_ready() {
+        panic!("run scripts/test-deps.sh first (tests/npm)");
+    }
+    let world = World::new();
+    let args: serde_json::Value =
+        serde_json::from_str(r#"{"id": 9007199254740993}"#).expect("json");
+    control_reads(&world, "node", "read_note", &args, "vault code");
+    world.write_config(&json!({
+        "mcpServers": {"node": server(&world, "node")},
+        "permissions": {
+            "allow": ["mcp__node__read_note"],
+            "deny": ["mcp__node__read_note(id: 9007199254740992)"],
+        },
+        "policy": [],
+    }));
+    let (code, report) = call(&world, "node", "read_note", &args);
+    assert_denied(code, &report, "deny rule");
+    assert!(!report.to_string().contains("vault code"), "{report}");
+}
+
+/// A pointer rule (`/paths/0`) on an argument sent as JSON text: the
+/// Python SDK parses `"[\"…\"]"` into the list the server reads
+/// (`paths: str | list[str]`), and the pointer found no element in a
+/// string. The text stands for what the pointer reaches: denied.
+#[test]
+fn a_pointer_reaches_into_json_text() {
+    let world = World::new();
+    populate(&world);
+    let key = format!("{}/secrets/key", ws(&world));
+    let args = json!({"paths": json!([key]).to_string()});
+    control_reads(&world, "py", "read_paths", &args, SECRET);
+    world.write_config(&json!({
+        "mcpServers": {"py": server(&world, "py")},
+        "permissions": {
+            "allow": ["mcp__py__read_paths"],
+            "deny": [format!("mcp__py__read_paths(/paths/0: {}/secrets/**)", ws(&world))],
+        },
+        "policy": [],
+    }));
+    let (code, report) = call(&world, "py", "read_paths", &args);
+    assert_denied(code, &report, "deny rule");
+    assert!(!report.to_string().contains(SECRET), "{report}");
+}

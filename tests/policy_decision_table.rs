@@ -805,6 +805,20 @@ fn cases() -> Vec<Case> {
         )
         .rules(vec![allow("mcp__fs__git(args: log *)")]),
         case(
+            "a text glob's wildcard never covers shell syntax",
+            untrusted("git", json!({"args": "log --oneline; rm -rf /"})),
+            Ask,
+            Stage::Rules,
+        )
+        .rules(vec![allow("mcp__fs__git(args: log *)")]),
+        case(
+            "a text deny fires on a command a shell runs after a wrapper",
+            untrusted("run", json!({"cmd": "X=1 env /usr/bin/rm -rf /"})),
+            Deny,
+            Stage::Rules,
+        )
+        .rules(vec![allow("mcp__fs__run"), deny("mcp__fs__run(cmd: rm*)")]),
+        case(
             "server shorthand mcp__fs denies all its tools",
             untrusted("anything", json!({})),
             Deny,

@@ -10,8 +10,8 @@
 //       stdin, print [{"path": P|null, "uri": P|null}] (the property test's
 //       batch: what read_file and read_uri would open, without opening)
 //
-// Tools: read_file(path), read_uri(uri), read_note(id: integer), and
-// hostile_schema, whose inputSchema is issue 11's exponential anyOf/$ref
+// Tools: read_file(path), read_uri(uri), read_note(id: integer), fetch(url)
+// (Node's own `fetch`, a WHATWG URL parser), and hostile_schema, whose inputSchema is issue 11's exponential anyOf/$ref
 // chain (HOSTILE_DEPTH levels, default 40).
 
 import fs from "node:fs";
@@ -63,7 +63,14 @@ function exponentialSchema(depth) {
   return { type: "object", $ref: "#/$defs/n0", $defs: defs };
 }
 
-const NOTES = { 1: "note one", 2: "note two: the secret plan", 3: "note three" };
+// Note ids are JSON numbers, which JavaScript reads as doubles: above 2^53
+// an id means the nearest double (9007199254740993 is the last note).
+const NOTES = {
+  1: "note one",
+  2: "note two: the secret plan",
+  3: "note three",
+  9007199254740992: "the last note: the vault code",
+};
 
 async function serve() {
   const { Server } = await import("@modelcontextprotocol/sdk/server/index.js");
@@ -93,6 +100,7 @@ async function serve() {
         },
       },
       { name: "hostile_schema", description: "Validating against me takes forever.", inputSchema: exponentialSchema(depth) },
+      { name: "fetch", description: "Fetch a URL.", inputSchema: str("url") },
     ],
   }));
   server.setRequestHandler(types.CallToolRequestSchema, async (request) => {
@@ -110,6 +118,14 @@ async function serve() {
         break;
       case "hostile_schema":
         text = "called";
+        break;
+      case "fetch":
+        try {
+          const response = await fetch(String(args.url));
+          text = JSON.stringify({ url: response.url, content: await response.text() });
+        } catch (e) {
+          text = JSON.stringify({ error: String(e && e.cause ? e.cause : e) });
+        }
         break;
       default:
         return { content: [{ type: "text", text: "unknown tool" }], isError: true };

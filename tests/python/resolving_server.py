@@ -10,18 +10,22 @@ for URIs. Each read answers {"resolved": PATH, "content": TEXT} or
         stdin, print [{"path": P|null, "uri": P|null}] (the property test's
         batch: what read_file and read_uri would open, without opening)
 
-Tools: read_file(path), read_uri(uri), read_note(id: int); and, for the
+Tools: read_file(path), read_uri(uri), read_note(id: int),
+read_latest_note(id: int = 2) (the SDK applies the default), fetch(url)
+(`urllib.request.urlopen`); and, for the
 readings of a value a server may expand or parse: read_expand(path)
 (`os.path.expandvars(os.path.expanduser(p))`), read_glob(path) (every file
 `glob.glob(p)` finds, `{"read": [...]}`), read_paths(paths: str | list[str])
 (the SDK parses JSON text into the list), list_uri(uri) (`os.listdir` of
-the URI's path, `{"resolved", "entries"}`).
+the URI's path, `{"resolved", "entries"}`); run_shell(cmd) runs the
+command in a shell, as servers that run commands do (`{"stdout", "code"}`).
 """
 
 import glob
 import json
 import os
 import pathlib
+import subprocess
 import sys
 import urllib.parse
 import urllib.request
@@ -73,6 +77,19 @@ def serve() -> None:
     def read_note(id: int) -> str:
         return NOTES.get(id, "no such note")
 
+    @server.tool(name="read_latest_note", description="Read a note; the latest without an id.")
+    def read_latest_note(id: int = 2) -> str:
+        return NOTES.get(id, "no such note")
+
+    @server.tool(name="fetch", description="Fetch a URL.")
+    def fetch(url: str) -> str:
+        try:
+            with urllib.request.urlopen(url) as response:
+                content = response.read().decode("utf-8", "replace")
+            return json.dumps({"url": url, "content": content})
+        except Exception as e:
+            return json.dumps({"error": f"{type(e).__name__}: {e}"})
+
     @server.tool(name="read_expand", description="Read a file, expanding ~ and $VARS.")
     def read_expand(path: str) -> str:
         return read(lambda p: resolve_path(os.path.expandvars(os.path.expanduser(p))), path)
@@ -94,6 +111,11 @@ def serve() -> None:
             return json.dumps({"resolved": resolved, "entries": sorted(os.listdir(resolved))})
         except Exception as e:
             return json.dumps({"error": f"{type(e).__name__}: {e}"})
+
+    @server.tool(name="run_shell", description="Run a command in a shell.")
+    def run_shell(cmd: str) -> str:
+        done = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+        return json.dumps({"stdout": done.stdout, "code": done.returncode})
 
     import anyio
 

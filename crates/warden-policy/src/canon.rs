@@ -49,7 +49,8 @@
 //! (`file:x`), an empty path segment (`//`, which WHATWG parsers keep, so a
 //! later `..` climbs differently); a value starting with `~`; a URI with
 //! userinfo, a backslash, a control character or a percent-encoded
-//! `.`/`/`; a plain path that a URL parser (Python's `urllib.parse`, which
+//! `.`/`/`, or of a web scheme without `//` (`https:host/x`, which WHATWG
+//! parsers read as `https://host/x`); a plain path that a URL parser (Python's `urllib.parse`, which
 //! servers apply to anything they expect to be a URI) reads differently:
 //! one with a NUL or control character, whitespace at either end, a
 //! leading `//` (a host), `?` or `#`, a percent-escape, a `NAME:` prefix
@@ -467,6 +468,9 @@ pub fn numeric_value(v: &CanonValue) -> Option<f64> {
 /// Reads one string value (see the module docs).
 pub fn canon_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
     let mut c = read_str(raw, ctx);
+    if raw.contains("proc") {
+        proc_link_readings(&mut c, ctx);
+    }
     // Most values are ASCII: one fast scan, and nothing else to do.
     if !raw.is_ascii() {
         unicode_forms(&mut c);
@@ -481,7 +485,10 @@ fn read_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
         if scheme.eq_ignore_ascii_case("file") {
             return file_uri(raw, rest, ctx);
         }
-        if rest.starts_with("//") {
+        // WHATWG parsers (Node's `fetch`, browsers) read a web scheme's
+        // host without the `//`: `https:evil.com/x` is
+        // `https://evil.com/x`.
+        if rest.starts_with("//") || special_scheme(trimmed) {
             return other_uri(raw, ctx);
         }
     }
@@ -523,6 +530,30 @@ fn read_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
         primary,
         readings,
         uncertain: why.map(str::to_string),
+    }
+}
+
+/// Where `/proc`'s magic links in the value lead ([`crate::proc_links`]),
+/// from the path as sent (a lexical `..` after `root` is not the kernel's)
+/// and from each path reading.
+fn proc_link_readings(c: &mut CanonStr, ctx: &Context<'_>) {
+    let sent = c.raw.trim_start_matches(|ch: char| ch <= ' ');
+    let sent = match split_scheme(sent) {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("file") => rest
+            .strip_prefix("//")
+            .map(|r| r.strip_prefix("localhost").unwrap_or(r))
+            .unwrap_or(rest),
+        _ => sent,
+    };
+    let cwds: Vec<&str> = ctx.bases().collect();
+    let mut found = crate::proc_links::readings(sent, &cwds);
+    for r in &c.readings {
+        if let Reading::Path(p) = r {
+            found.extend(crate::proc_links::readings(p, &cwds));
+        }
+    }
+    for path in found {
+        push_unique(&mut c.readings, Reading::Path(path));
     }
 }
 
@@ -993,6 +1024,11 @@ fn home_readings(readings: &mut Vec<Reading>, ctx: &Context<'_>, raw: &str) {
     if head == "~" {
         for home in ctx.all_homes() {
             push_unique(readings, Reading::Path(absolutize_str(home, tail)));
+        }
+    } else if let Some(name) = head.strip_prefix('~') {
+        // `~NAME`: NAME's home, as Python's `expanduser` finds it.
+        for home in crate::user_homes::homes(name) {
+            push_unique(readings, Reading::Path(absolutize_str(&home, tail)));
         }
     }
     // A server that does not expand `~` opens `WORKSPACE/~/…`.
@@ -1523,6 +1559,11 @@ fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
     let parsed = url::Url::parse(raw);
     let why = if raw.trim() != raw || raw.chars().any(char::is_control) {
         Some("with whitespace at either end or a control character (URL parsers strip them)")
+    } else if split_scheme(raw).is_some_and(|(_, rest)| !rest.starts_with("//")) {
+        Some(
+            "of a web scheme without `//` (WHATWG parsers, Node's `fetch` among them, read \
+             `https:host/x` as `https://host/x`; others read a path)",
+        )
     } else if raw.contains('\\') {
         Some("with a backslash (WHATWG parsers read it as `/`, others do not)")
     } else if authority(raw).contains('@') {
@@ -1547,7 +1588,12 @@ fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
     let mut readings = Vec::new();
     if let Ok(u) = &parsed {
         readings.push(Reading::Uri(u.as_str().to_string()));
-        for variant in authority_variants(u) {
+        let variants = authority_variants(u);
+        let same_host: Vec<String> = std::iter::once(u.clone())
+            .chain(variants.iter().filter_map(|v| url::Url::parse(v).ok()))
+            .flat_map(|v| same_host_variants(&v))
+            .collect();
+        for variant in variants.into_iter().chain(same_host) {
             push_unique(&mut readings, Reading::Uri(variant));
         }
     }
@@ -1608,6 +1654,63 @@ fn authority_variants(u: &url::Url) -> Vec<String> {
     out.retain(|v| v != u.as_str());
     out.dedup();
     out
+}
+
+/// The same URI with its host spelt as the one it reaches: a domain
+/// without its trailing dot (`evil.com.` is the fully qualified
+/// `evil.com`; WHATWG keeps the dot, so a deny on `https://evil.com/**`
+/// missed it), an IPv4-mapped IPv6 address as its IPv4 address
+/// (`[::ffff:127.0.0.1]` connects to `127.0.0.1`), and the unspecified
+/// addresses and `localhost` as the loopback addresses they connect to
+/// (`http://0.0.0.0:8080/` reaches `127.0.0.1:8080` on Linux).
+fn same_host_variants(u: &url::Url) -> Vec<String> {
+    let mut out = Vec::new();
+    match u.host() {
+        Some(url::Host::Domain(domain)) if domain.ends_with('.') => {
+            let bare = domain.trim_end_matches('.');
+            let mut v = u.clone();
+            if !bare.is_empty() && v.set_host(Some(bare)).is_ok() {
+                out.push(v.as_str().to_string());
+            }
+        }
+        Some(url::Host::Ipv6(addr)) => {
+            if let Some(v4) = addr.to_ipv4_mapped() {
+                push_ip(&mut out, u, std::net::IpAddr::V4(v4));
+            }
+            // `[::]`, like `0.0.0.0`, is this host to `connect()`.
+            if addr.is_unspecified() {
+                push_loopback(&mut out, u);
+            }
+        }
+        Some(url::Host::Ipv4(addr)) if addr.is_unspecified() => push_loopback(&mut out, u),
+        _ => {}
+    }
+    // `localhost` and `*.localhost` are the loopback addresses (RFC 6761,
+    // and every resolver's hosts file).
+    if let Some(url::Host::Domain(domain)) = u.host() {
+        let bare = domain.trim_end_matches('.');
+        if bare.eq_ignore_ascii_case("localhost")
+            || bare.to_ascii_lowercase().ends_with(".localhost")
+        {
+            push_loopback(&mut out, u);
+        }
+    }
+    out
+}
+
+/// `u` with its host the address `ip`.
+fn push_ip(out: &mut Vec<String>, u: &url::Url, ip: std::net::IpAddr) {
+    let mut v = u.clone();
+    if v.set_ip_host(ip).is_ok() {
+        out.push(v.as_str().to_string());
+    }
+}
+
+/// `u` at `127.0.0.1` and at `[::1]`: where `0.0.0.0`, `[::]` and
+/// `localhost` connect.
+fn push_loopback(out: &mut Vec<String>, u: &url::Url) {
+    push_ip(out, u, std::net::Ipv4Addr::LOCALHOST.into());
+    push_ip(out, u, std::net::Ipv6Addr::LOCALHOST.into());
 }
 
 /// The paths a server may open for a URI of a scheme other than `file:`:

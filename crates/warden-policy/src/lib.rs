@@ -44,6 +44,7 @@ mod parse_cost;
 mod patterns;
 mod permit;
 mod pipeline;
+mod proc_links;
 mod rego;
 mod rules;
 pub mod schema_guard;
@@ -51,6 +52,7 @@ mod sources;
 #[cfg(test)]
 mod strategies;
 pub mod testing;
+mod user_homes;
 mod vm;
 
 pub use ask::{

@@ -15,6 +15,7 @@
 
 mod authorize;
 mod deadline;
+mod defaults;
 mod inline;
 mod input;
 mod stages;

@@ -226,8 +226,42 @@ impl Pipeline {
     /// else any ask rule, else any allow rule; else, when an allow rule
     /// would have matched a value warden cannot read with certainty, an
     /// ask that says why. The verdict names the rules that decided.
+    /// A tool's arguments are also read with the schema's defaults for
+    /// those left out ([`super::defaults`]): a deny or ask that holds for
+    /// them decides; an allow never comes from them.
     pub(super) fn stage_rules(&self, facts: &CallFacts, canonical: &Canonical) -> StageVerdict {
-        self.rules_verdict(facts.kind, &facts.tool.qualified, &canonical.value)
+        let sent = self.rules_verdict(facts.kind, &facts.tool.qualified, &canonical.value);
+        if facts.kind != RequestKind::Tool || sent.effect == Some(Effect::Deny) {
+            return sent;
+        }
+        let Some((defaulted, names)) =
+            super::defaults::with_defaults(&facts.arguments, &facts.tool.input_schema)
+        else {
+            return sent;
+        };
+        let Ok(defaulted) = self.canonical_for(facts.kind, &defaulted, &facts.server.dirs) else {
+            return sent;
+        };
+        let mut with = self.rules_verdict(facts.kind, &facts.tool.qualified, &defaulted.value);
+        let raises = match with.effect {
+            Some(Effect::Deny) => true,
+            Some(Effect::Ask) => sent.effect != Some(Effect::Ask),
+            _ => false,
+        };
+        if !raises {
+            return sent;
+        }
+        with.exact_operator_allow = false;
+        with.reasons.push(format!(
+            "read with the default the tool's schema declares for {} (the server uses it \
+             when the argument is left out)",
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        with
     }
 
     /// The rules stage for a request of any kind (CONTRACT §8): `name` is

@@ -15,7 +15,12 @@
 //!   `[A-Za-z0-9_-]`, a literal start that is no kind's) is a load-time
 //!   error. The parser is total: no text makes it panic.
 //! - `ARG` is a top-level argument name or a JSON pointer (`/a/b`). Several
-//!   conditions must all hold. A missing argument never matches.
+//!   conditions must all hold. A missing argument never matches (the
+//!   rules stage also reads a tool's arguments with its schema's
+//!   defaults, for deny and ask rules only). Each key
+//!   is matched as servers bind it ([`keys`]): every key equal to it with
+//!   case folded (`PATH` is `path`) names it; `deny`/`ask` fire on any of
+//!   them, `allow` needs all of them to hold.
 //! - Values are matched in their canonical form ([`crate::canon`]), never
 //!   as raw text where the meaning differs:
 //!   - a `GLOB` containing `/` is a *path pattern* (absolute, or starting
@@ -28,11 +33,15 @@
 //!     `*` does not cross `/`, and `DIR/**` also matches `DIR` itself; a
 //!     non-ASCII pattern is matched in Unicode NFC and NFD alike (a value
 //!     not in NFC is read in both forms too);
-//!   - a `GLOB` of the form `scheme://…` (not `file:`) is a *URI pattern*,
-//!     matched against the value's canonical URI (WHATWG serialisation);
+//!   - a `GLOB` of the form `scheme://…` (not `file:`; the scheme may be a
+//!     glob, `*://…`) is a *URI pattern*, matched against the value's
+//!     canonical URI (WHATWG serialisation);
 //!   - a `GLOB` that is a JSON number is compared by value with numbers
 //!     (`id: 2` matches `2`, `2.0`, `2e0`);
-//!   - any other `GLOB` is matched against the text as sent.
+//!   - any other `GLOB` is matched against the text as sent, and, since a
+//!     server may hand text to a shell, as the commands a shell runs for
+//!     it ([`command`]): an `allow` with a wildcard never holds for a value
+//!     with shell syntax, a `deny`/`ask` fires on any command it runs.
 //! - `allow` needs a value warden can read with certainty and *every*
 //!   reading to match; a value that is uncertain (`~/…`, a `file:` URI with
 //!   a fragment, `$HOME/…`, a glob, JSON text…) never satisfies a path or
@@ -94,10 +103,15 @@ enum ArgRef {
 }
 
 impl ArgRef {
-    fn lookup<'a>(&self, args: &'a CanonValue) -> Option<&'a CanonValue> {
+    /// Every value the argument may be to a server, with the name to show
+    /// for it ([`keys`]: keys equal when case is folded).
+    fn lookup<'a>(&'a self, args: &'a CanonValue) -> Vec<(&'a str, &'a CanonValue)> {
         match self {
-            ArgRef::Name(name) => args.get(name),
-            ArgRef::Pointer(pointer) => args.pointer(pointer),
+            ArgRef::Name(name) => keys::by_name(args, name),
+            ArgRef::Pointer(pointer) => keys::by_pointer(args, pointer)
+                .into_iter()
+                .map(|v| (pointer.as_str(), v))
+                .collect(),
         }
     }
     fn as_str(&self) -> &str {
@@ -446,10 +460,41 @@ impl Rule {
         args: &'a CanonValue,
         paths: PathMatcher<'_, 'a>,
     ) -> Holds {
-        let Some(value) = cond.arg.lookup(args) else {
+        let found = cond.arg.lookup(args);
+        if found.is_empty() {
             return Holds::No;
-        };
-        let name = cond.arg.as_str();
+        }
+        let restrict = self.effect != RuleEffect::Allow;
+        // Several keys may name the argument (`path`, `PATH`): a
+        // restriction fires on any, an allow needs every one.
+        let mut shown = Vec::with_capacity(found.len());
+        let mut uncertain = None;
+        for (name, value) in found {
+            match self.eval_value(cond, name, value, paths) {
+                Holds::Yes(detail) if restrict => return Holds::Yes(detail),
+                Holds::Yes(detail) => shown.push(detail),
+                Holds::No if restrict => {}
+                Holds::No => return Holds::No,
+                Holds::Uncertain(why) => {
+                    uncertain.get_or_insert(why);
+                }
+            }
+        }
+        match uncertain {
+            Some(why) => Holds::Uncertain(why),
+            None if shown.is_empty() => Holds::No,
+            None => Holds::Yes(shown.join(", ")),
+        }
+    }
+
+    /// One value of a condition's argument, under the key `name`.
+    fn eval_value<'a>(
+        &self,
+        cond: &Condition,
+        name: &str,
+        value: &'a CanonValue,
+        paths: PathMatcher<'_, 'a>,
+    ) -> Holds {
         let restrict = self.effect != RuleEffect::Allow;
         match value {
             CanonValue::Array(items) if restrict => items
@@ -553,7 +598,17 @@ impl Condition {
             // Not echoed: a non-path value may be a secret, and reasons
             // reach the audit log and the model unredacted.
             (Pattern::Text(m), CanonValue::Str(s)) if m.is_match(&s.raw) => {
-                Holds::Yes(format!("<value matching `{}`>", self.text))
+                // A wildcard would also cover what a shell runs besides
+                // the named command (`ls*` and `ls; cat /etc/shadow`).
+                match command::shell_syntax(&s.raw) {
+                    Some(c) if command::has_wildcard(&self.text) => Holds::Uncertain(format!(
+                        "the value holds shell syntax ({}): a server that passes it to a \
+                         shell runs more than `{}` names",
+                        c.escape_debug(),
+                        self.text
+                    )),
+                    _ => Holds::Yes(format!("<value matching `{}`>", self.text)),
+                }
             }
             _ => Holds::No,
         }
@@ -583,13 +638,31 @@ impl Condition {
                         .is_some_and(|(a, b)| a == b);
                     (s.raw == self.text || by_value).then(hidden)
                 }
-                Pattern::Text(m) => (m.is_match(&s.raw)
-                    || m.is_match(&s.primary)
-                    || s.readings.iter().any(|r| m.is_match(r.as_str())))
-                .then(hidden),
+                Pattern::Text(m) => {
+                    if m.is_match(&s.raw)
+                        || m.is_match(&s.primary)
+                        || s.readings.iter().any(|r| m.is_match(r.as_str()))
+                    {
+                        return Some(hidden());
+                    }
+                    match command::any_command(&s.raw, &self.text, |c| m.is_match(c)) {
+                        command::CommandHit::Yes => Some(format!(
+                            "<value running a command matching `{}` in a shell>",
+                            self.text
+                        )),
+                        command::CommandHit::TooLong => {
+                            Some("a value too long to read as shell commands (fails closed)".into())
+                        }
+                        command::CommandHit::No => None,
+                    }
+                }
             },
             CanonValue::Number(v) => match &self.pattern {
-                Pattern::Number(n) => numbers_equal(n, v).then(|| v.to_string()),
+                // Also as JavaScript reads JSON numbers (a double): a Node
+                // server reads 9007199254740993 as 9007199254740992.
+                Pattern::Number(n) => (numbers_equal(n, v)
+                    || n.as_f64().zip(v.as_f64()).is_some_and(|(a, b)| a == b))
+                .then(|| v.to_string()),
                 other => glob_text(other, &v.to_string()).then(hidden),
             },
             CanonValue::Bool(b) => match &self.pattern {
@@ -660,7 +733,9 @@ fn readings_hold<'a>(s: &'a CanonStr, matches: impl Fn(&'a Reading) -> bool) -> 
     }
 }
 
+mod command;
 mod index;
+mod keys;
 mod parse;
 mod paths;
 
@@ -772,6 +847,56 @@ mod tests {
         ] {
             assert!(rule(RuleEffect::Deny, text).is_err(), "{text}");
         }
+    }
+
+    /// A deny on a number fires on every integer a JavaScript server reads
+    /// as it (doubles above 2^53 are every other integer).
+    #[test]
+    fn numbers_are_also_read_as_doubles() {
+        let deny = "mcp__fs__read(id: 9007199254740992)";
+        for id in [json!(9007199254740992u64), json!(9007199254740993u64)] {
+            assert!(yes(&m(RuleEffect::Deny, deny, json!({ "id": id }))), "{id}");
+        }
+        assert!(!yes(&m(
+            RuleEffect::Deny,
+            deny,
+            json!({"id": 9007199254740994u64})
+        )));
+        let allow = "mcp__fs__read(id: 9007199254740992)";
+        assert!(!yes(&m(
+            RuleEffect::Allow,
+            allow,
+            json!({"id": 9007199254740993u64})
+        )));
+    }
+
+    /// Keys equal with case folded name the argument, at every level of a
+    /// pointer too: a deny fires on any, an allow needs all.
+    #[test]
+    fn every_spelling_of_a_key_is_read() {
+        let deny = "mcp__fs__read(/options/cwd: /etc/**)";
+        let hit = m(RuleEffect::Deny, deny, json!({"OPTIONS": {"Cwd": "/etc"}}));
+        assert!(yes(&hit), "{hit:?}");
+        let hit = m(
+            RuleEffect::Deny,
+            "mcp__fs__read(path: /etc/**)",
+            json!({"PATH": "/etc/x"}),
+        );
+        assert!(yes(&hit), "{hit:?}");
+        let allow = "mcp__fs__read(paths: /w/**)";
+        let both = json!({"paths": ["/w/a"], "path\u{17f}": ["/etc/x"]});
+        assert_eq!(m(RuleEffect::Allow, allow, both), RuleMatch::No);
+        let both = json!({"paths": ["/w/a"], "PATHS": ["/w/b"]});
+        assert!(yes(&m(RuleEffect::Allow, allow, both)));
+        // A pointer into JSON text reaches the text (the SDK parses it).
+        let text = json!({"paths": "[\"/etc/x\"]"});
+        let deny = "mcp__fs__read(/paths/0: /etc/**)";
+        assert!(yes(&m(RuleEffect::Deny, deny, text.clone())));
+        let allow = "mcp__fs__read(/paths/0: /etc/**)";
+        assert!(matches!(
+            m(RuleEffect::Allow, allow, text),
+            RuleMatch::Uncertain(_)
+        ));
     }
 
     #[test]
@@ -963,6 +1088,68 @@ mod tests {
 
     /// Class 1: a URI of another scheme is also the paths a server may
     /// open for it; a path `allow` still never holds for it.
+    /// Spellings of a host that reach it: a trailing dot, an IPv4-mapped
+    /// IPv6 address, a web scheme without `//` (WHATWG), and an IPv6
+    /// literal in the pattern itself.
+    #[test]
+    fn every_spelling_of_a_host_meets_a_uri_rule() {
+        let deny = |pattern: &str, url: &str| {
+            m(
+                RuleEffect::Deny,
+                &format!("mcp__fs__read(url: {pattern})"),
+                json!({ "url": url }),
+            )
+        };
+        for url in [
+            "https://evil.com./x",
+            "https://EVIL.com../x",
+            "https://evil.com%2e/x",
+            "https:evil.com/x",
+            "https:/evil.com/x",
+            "https:\\\\evil.com/x",
+        ] {
+            assert!(yes(&deny("https://evil.com/**", url)), "{url}");
+        }
+        for url in [
+            "http://[::ffff:127.0.0.1]/x",
+            "http://[::ffff:7f00:1]/x",
+            "http://0.0.0.0/x",
+            "http://0/x",
+            "http://[::]/x",
+            "http://localhost/x",
+            "http://LOCALHOST./x",
+            "http://api.localhost/x",
+        ] {
+            assert!(yes(&deny("http://127.0.0.1/**", url)), "{url}");
+        }
+        for url in ["http://[::1]/x", "http://[0:0::1]/x"] {
+            assert!(yes(&deny("http://[::1]/**", url)), "{url}");
+        }
+        // A pattern for any scheme is a URI pattern (it was a path pattern
+        // that never matched a URL).
+        for pattern in ["*://evil.com/**", "{http,https,gopher}://evil.com/**"] {
+            for url in [
+                "https://evil.com/x",
+                "gopher://evil.com/x",
+                "https:evil.com/x",
+            ] {
+                assert!(yes(&deny(pattern, url)), "{pattern} {url}");
+            }
+            assert!(
+                !yes(&deny(pattern, "https://good.com/evil.com/x")),
+                "{pattern}"
+            );
+        }
+        // Nor does an allow hold for them.
+        let allow = "mcp__fs__read(url: https://evil.com/**)";
+        for url in ["https://evil.com./x", "https:evil.com/x"] {
+            assert!(
+                !yes(&m(RuleEffect::Allow, allow, json!({ "url": url }))),
+                "{url}"
+            );
+        }
+    }
+
     #[test]
     fn other_scheme_uris_meet_path_rules() {
         let deny = |uri: &str| {

@@ -311,7 +311,14 @@ pub(super) fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (us
                 ),
             ));
         }
-        Pattern::Uri(glob_set(&with_dir_itself(raw.glob), true).map_err(invalid)?)
+        let glob = ip_literal_escaped(raw.glob);
+        Pattern::Uri(glob_set(&with_dir_itself(&glob), true).map_err(invalid)?)
+    } else if scheme_glob(raw.glob) {
+        // `*://evil.com/**`, `{http,https}://…`: a URI pattern for any of
+        // those schemes. Read as a path pattern (it starts with `*`), it
+        // loaded and never matched a URL, so a deny never fired.
+        let glob = ip_literal_escaped(raw.glob);
+        Pattern::Uri(glob_set(&with_dir_itself(&glob), true).map_err(invalid)?)
     } else if raw.glob.contains('/') {
         if !(raw.glob.starts_with('/') || raw.glob.starts_with('*')) {
             return Err((
@@ -358,6 +365,33 @@ pub(super) fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (us
         text: raw.glob.to_string(),
         pattern,
     })
+}
+
+/// Whether `glob` starts with a scheme that has glob characters, then
+/// `://` (`*://`, `http*://`, `{http,https}://`).
+fn scheme_glob(glob: &str) -> bool {
+    glob.find("://").is_some_and(|i| {
+        let scheme = &glob[..i];
+        !scheme.is_empty()
+            && scheme.contains(GLOB_META)
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.*?[]{},!^".contains(c))
+    })
+}
+
+/// A URI pattern whose host is an IPv6 literal (`http://[::1]/**`) with
+/// its brackets taken literally: as a glob, `[::1]` is a class of one
+/// character, and the rule never matched `http://[::1]/x`.
+fn ip_literal_escaped(glob: &str) -> String {
+    if let Some(i) = glob.find("://")
+        && glob[i + 3..].starts_with('[')
+        && let Some(close) = glob[i + 3..].find(']')
+    {
+        let host = &glob[i + 4..i + 3 + close];
+        return format!("{}\\[{host}\\]{}", &glob[..i + 3], &glob[i + 4 + close..]);
+    }
+    glob.to_string()
 }
 
 /// `DIR/**` also matches `DIR` (and `DIR/`).
