@@ -812,6 +812,13 @@ fn cases() -> Vec<Case> {
         )
         .rules(vec![allow("mcp__fs__git(args: log *)")]),
         case(
+            "a pattern of only a wildcard allows any text, shell syntax too",
+            untrusted("note", json!({"text": "fish & chips (2) > 1; $5"})),
+            Allow,
+            Stage::Rules,
+        )
+        .rules(vec![allow("mcp__fs__note(text: *)")]),
+        case(
             "a text deny fires on a command a shell runs after a wrapper",
             untrusted("run", json!({"cmd": "X=1 env /usr/bin/rm -rf /"})),
             Deny,

@@ -43,9 +43,11 @@ pub(super) fn shell_syntax(value: &str) -> Option<char> {
     value.chars().find(|c| SHELL_SYNTAX.contains(c))
 }
 
-/// Whether a text pattern has a wildcard (`*`, `?`, `[…]`, `{a,b}`).
+/// Whether a text pattern has a wildcard (`*`, `?`, `[…]`, `{a,b}`) that
+/// could cover more than it names. A pattern of only `*` (`message: *`)
+/// names no command: its writer allowed any value, shell syntax included.
 pub(super) fn has_wildcard(pattern: &str) -> bool {
-    pattern.contains(super::parse::GLOB_META)
+    pattern.contains(super::parse::GLOB_META) && !pattern.chars().all(|c| c == '*')
 }
 
 /// What [`any_command`] found.
@@ -202,6 +204,16 @@ mod tests {
     fn hit(pattern: &str, value: &str) -> CommandHit {
         let m = Glob::new(pattern).unwrap().compile_matcher();
         any_command(value, pattern, |r| m.is_match(r))
+    }
+
+    #[test]
+    fn only_a_pattern_that_names_something_can_cover_too_much() {
+        assert!(has_wildcard("ls*"));
+        assert!(has_wildcard("echo ?"));
+        assert!(has_wildcard("*.txt"));
+        assert!(!has_wildcard("*"));
+        assert!(!has_wildcard("**"));
+        assert!(!has_wildcard("ls -l"));
     }
 
     #[test]
