@@ -15,6 +15,13 @@
 //!   The mode is argument 1, 2 or 3 depending on the call: `openat`'s is
 //!   the 4th (argument 3); a rule on its flags would match O_NONBLOCK
 //!   (0o4000 = S_ISUID) and break `ls`.
+//! - EOPNOTSUPP: `fallocate` modes that allocate past what RLIMIT_FSIZE
+//!   checks: FALLOC_FL_KEEP_SIZE without FALLOC_FL_PUNCH_HOLE reserves
+//!   disk blocks beyond the end of the file without growing it, and
+//!   FALLOC_FL_INSERT_RANGE grows it; the kernel checks neither against
+//!   the limit, so one file of a write grant took any amount of the
+//!   host's disk under `file_size_mb`. EOPNOTSUPP is what a filesystem
+//!   without those modes answers: callers fall back to plain writes.
 //! - ENOSYS: `clone3` and `openat2` (their flags and mode hide in memory
 //!   the filter cannot read; libc falls back to `clone`/`openat`), and
 //!   `listmount`/`statmount` (the mount namespace already limits them to
@@ -60,6 +67,9 @@ const SYS_FCHMODAT2: libc::c_long = 452;
 const SYS_STATMOUNT: libc::c_long = 457;
 const SYS_LISTMOUNT: libc::c_long = 458;
 const MSG_FASTOPEN: u64 = 0x2000_0000;
+const FALLOC_FL_KEEP_SIZE: u64 = 0x01;
+const FALLOC_FL_PUNCH_HOLE: u64 = 0x02;
+const FALLOC_FL_INSERT_RANGE: u64 = 0x20;
 /// `__O_TMPFILE` without O_DIRECTORY (libc's O_TMPFILE includes it).
 const O_TMPFILE_BIT: u64 = 0o20_000_000;
 
@@ -221,7 +231,30 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
     }
     programs.push(compile(rules, SeccompAction::Errno(libc::EPERM as u32))?);
 
-    // 2. ENOSYS: arguments hidden in memory, and mount listing.
+    // 2. EOPNOTSUPP: fallocate modes whose allocation RLIMIT_FSIZE never
+    //    sees (KEEP_SIZE unless it punches a hole, INSERT_RANGE).
+    let mut rules = BTreeMap::new();
+    rules.insert(
+        libc::SYS_fallocate,
+        vec![
+            rule(vec![cond(
+                1,
+                Op::MaskedEq(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE),
+                FALLOC_FL_KEEP_SIZE,
+            )?])?,
+            rule(vec![cond(
+                1,
+                Op::MaskedEq(FALLOC_FL_INSERT_RANGE),
+                FALLOC_FL_INSERT_RANGE,
+            )?])?,
+        ],
+    );
+    programs.push(compile(
+        rules,
+        SeccompAction::Errno(libc::EOPNOTSUPP as u32),
+    )?);
+
+    // 3. ENOSYS: arguments hidden in memory, and mount listing.
     let mut rules = BTreeMap::new();
     for nr in [
         libc::SYS_clone3,
@@ -233,7 +266,7 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
     }
     programs.push(compile(rules, SeccompAction::Errno(libc::ENOSYS as u32))?);
 
-    // 3. EACCES: sockets and sends per network mode.
+    // 4. EACCES: sockets and sends per network mode.
     let unix = libc::AF_UNIX as u64;
     let inet = libc::AF_INET as u64;
     let inet6 = libc::AF_INET6 as u64;
@@ -580,9 +613,9 @@ mod tests {
             bind_tcp: vec![],
         };
         let x32 = usize::from(cfg!(target_arch = "x86_64"));
-        assert_eq!(build(&Network::None).expect("none").len(), 3 + x32);
-        assert_eq!(build(&ports).expect("ports").len(), 3 + x32);
+        assert_eq!(build(&Network::None).expect("none").len(), 4 + x32);
+        assert_eq!(build(&ports).expect("ports").len(), 4 + x32);
         // `host`: no socket filter.
-        assert_eq!(build(&Network::Host).expect("host").len(), 2 + x32);
+        assert_eq!(build(&Network::Host).expect("host").len(), 3 + x32);
     }
 }
