@@ -22,6 +22,16 @@
 //!   the limit, so one file of a write grant took any amount of the
 //!   host's disk under `file_size_mb`. EOPNOTSUPP is what a filesystem
 //!   without those modes answers: callers fall back to plain writes.
+//! - EACCES: `fcntl(F_SETLEASE)`. A lease needs only a read-only open of
+//!   a file the caller owns, and every other process's open for writing
+//!   (a write lease: any open) then waits for the holder up to
+//!   `fs.lease-break-time` (45 s): a server froze the person's editor and
+//!   git on a file of its *read* grant. EACCES is what a caller that does
+//!   not own the file gets.
+//! - ENOSYS: `io_setup` (Linux AIO): its events come out of one budget
+//!   for the whole host (`fs.aio-max-nr`), which a server took in full,
+//!   failing every other program's `io_setup`; ENOSYS is a kernel without
+//!   AIO, which libaio users and glibc's POSIX AIO (threads) handle.
 //! - ENOSYS: `clone3` and `openat2` (their flags and mode hide in memory
 //!   the filter cannot read; libc falls back to `clone`/`openat`), and
 //!   `listmount`/`statmount` (the mount namespace already limits them to
@@ -254,9 +264,10 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
         SeccompAction::Errno(libc::EOPNOTSUPP as u32),
     )?);
 
-    // 3. ENOSYS: arguments hidden in memory, and mount listing.
+    // 3. ENOSYS: arguments hidden in memory, mount listing, Linux AIO.
     let mut rules = BTreeMap::new();
     for nr in [
+        libc::SYS_io_setup,
         libc::SYS_clone3,
         libc::SYS_openat2,
         SYS_STATMOUNT,
@@ -266,11 +277,16 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
     }
     programs.push(compile(rules, SeccompAction::Errno(libc::ENOSYS as u32))?);
 
-    // 4. EACCES: sockets and sends per network mode.
+    // 4. EACCES: file leases (whose holder stalls other processes' opens),
+    //    and sockets and sends per network mode.
     let unix = libc::AF_UNIX as u64;
     let inet = libc::AF_INET as u64;
     let inet6 = libc::AF_INET6 as u64;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    rules.insert(
+        libc::SYS_fcntl,
+        vec![rule(vec![cond(1, Op::Eq, libc::F_SETLEASE as u64)?])?],
+    );
     match network {
         Network::Host => {}
         Network::None => {
@@ -358,9 +374,7 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
             }
         }
     }
-    if !rules.is_empty() {
-        programs.push(compile(rules, SeccompAction::Errno(libc::EACCES as u32))?);
-    }
+    programs.push(compile(rules, SeccompAction::Errno(libc::EACCES as u32))?);
     Ok(programs)
 }
 
@@ -615,7 +629,7 @@ mod tests {
         let x32 = usize::from(cfg!(target_arch = "x86_64"));
         assert_eq!(build(&Network::None).expect("none").len(), 4 + x32);
         assert_eq!(build(&ports).expect("ports").len(), 4 + x32);
-        // `host`: no socket filter.
-        assert_eq!(build(&Network::Host).expect("host").len(), 3 + x32);
+        // `host`: no socket rules, still the lease rule.
+        assert_eq!(build(&Network::Host).expect("host").len(), 4 + x32);
     }
 }

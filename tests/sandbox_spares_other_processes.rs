@@ -1,0 +1,146 @@
+//! A server cannot stall or starve processes outside its sandbox through
+//! kernel facilities that reach past every namespace:
+//! - a file lease (`fcntl(F_SETLEASE)`) on a file of its read grant made
+//!   every other process's open for writing wait for it, up to
+//!   `fs.lease-break-time` (45 s): the person's editor and git froze;
+//! - Linux AIO contexts (`io_setup`) come out of one budget for the whole
+//!   host (`fs.aio-max-nr`), which one server took in full.
+//!
+//! Each attack also runs without the sandbox and works there.
+
+mod sandbox_support;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use sandbox_support::*;
+
+/// Takes a read lease on argv[1] (ignoring the SIGIO of a break), says
+/// so, and holds it until stdin closes.
+const LEASE: &str = r#"
+import fcntl, os, signal, sys
+signal.signal(signal.SIGIO, signal.SIG_IGN)
+fd = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    fcntl.fcntl(fd, 1024, fcntl.F_RDLCK)  # F_SETLEASE
+    print("lease taken", flush=True)
+except OSError as e:
+    print("lease refused", e.errno, flush=True)
+sys.stdin.read()
+"#;
+
+/// Makes AIO contexts of 4096 events until refused (at most argv[1]),
+/// reports how many and the errno that stopped it, releases them on exit.
+const AIO: &str = r#"
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+made, err = 0, 0
+for i in range(int(sys.argv[1])):
+    ctx = ctypes.c_ulong(0)
+    if libc.syscall(206, 4096, ctypes.byref(ctx)) != 0:
+        err = ctypes.get_errno(); break
+    made += 1
+print("contexts", made, "errno", err, flush=True)
+"#;
+
+fn sandboxed(fx: &Fixture, profile: &serde_json::Value, argv: &[&str]) -> Command {
+    let path = fx.workspace.path().join("profile.json");
+    std::fs::write(&path, profile.to_string()).expect("profile");
+    let mut c = Command::new(WARDEN);
+    c.args(["sandbox", "exec", "--profile"])
+        .arg(&path)
+        .arg("--")
+        .args(argv)
+        .env("HOME", fx.workspace.path())
+        .env("TMPDIR", fx.runtime.path())
+        .env_remove("WARDEN_CGROUP_PARENT")
+        .current_dir(fx.workspace.path());
+    c
+}
+
+/// Starts `cmd` with the lease probe, waits for its report, tries a
+/// non-blocking open for writing of `file` meanwhile (EWOULDBLOCK: a
+/// lease holds it), then ends the probe. Returns (report, open result).
+fn lease_attack(mut cmd: Command, file: &Path) -> (String, std::io::Result<std::fs::File>) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("report");
+    let open = std::fs::OpenOptions::new()
+        .append(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(file);
+    // Closing stdin ends the probe.
+    drop(child.stdin.take());
+    let _ = child.wait();
+    (line, open)
+}
+
+#[test]
+fn a_lease_in_a_read_grant_never_stalls_a_writer_outside() {
+    let fx = Fixture::new();
+    let dir = fx.workspace.path().join("shared");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let file = dir.join("notes.txt");
+    std::fs::write(&file, "hello").expect("write");
+    let f = file.display().to_string();
+
+    // Baseline: the lease is taken and a writer would wait for it.
+    let mut plain = Command::new("/usr/bin/python3");
+    plain.args(["-c", LEASE, &f]);
+    let (report, open) = lease_attack(plain, &file);
+    assert!(report.starts_with("lease taken"), "baseline: {report}");
+    let e = open.expect_err("baseline: the writer must meet the lease");
+    assert_eq!(
+        e.raw_os_error(),
+        Some(nix::libc::EWOULDBLOCK),
+        "baseline: {e}"
+    );
+
+    let cmd = sandboxed(
+        &fx,
+        &serde_json::json!({"read": [dir]}),
+        &["/usr/bin/python3", "-c", LEASE, &f],
+    );
+    let (report, open) = lease_attack(cmd, &file);
+    assert!(report.starts_with("lease refused"), "sandboxed: {report}");
+    open.expect("a writer outside opens the file at once");
+}
+
+fn aio_report(out: &std::process::Output) -> (u64, i32) {
+    let s = String::from_utf8_lossy(&out.stdout);
+    let w: Vec<&str> = s.split_whitespace().collect();
+    match w.as_slice() {
+        ["contexts", n, "errno", e, ..] => (n.parse().expect("count"), e.parse().expect("errno")),
+        _ => panic!("no report: {s} {}", String::from_utf8_lossy(&out.stderr)),
+    }
+}
+
+#[test]
+fn a_server_never_takes_the_hosts_aio_budget() {
+    let fx = Fixture::new();
+    // Baseline: one context is made (the call reaches the host's budget;
+    // one is enough to show it, the attack below asks for all of it).
+    let out = Command::new("/usr/bin/python3")
+        .args(["-c", AIO, "1"])
+        .output()
+        .expect("python3");
+    assert_eq!(aio_report(&out), (1, 0), "baseline");
+
+    let out = sandboxed(
+        &fx,
+        &serde_json::json!({}),
+        &["/usr/bin/python3", "-c", AIO, "64"],
+    )
+    .output()
+    .expect("run warden");
+    assert_eq!(aio_report(&out), (0, nix::libc::ENOSYS), "sandboxed");
+}
