@@ -71,15 +71,19 @@ fn lease_attack(mut cmd: Command, file: &Path) -> (String, std::io::Result<std::
         .spawn()
         .expect("spawn");
     let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("report");
+    let read = child
+        .stdout
+        .take()
+        .map(|o| BufReader::new(o).read_line(&mut line));
     let open = std::fs::OpenOptions::new()
         .append(true)
         .custom_flags(nix::libc::O_NONBLOCK)
         .open(file);
-    // Closing stdin ends the probe.
+    // Closing stdin ends the probe; a probe that never reported is killed.
     drop(child.stdin.take());
+    if !matches!(read, Some(Ok(n)) if n > 0) {
+        let _ = child.kill();
+    }
     let _ = child.wait();
     (line, open)
 }

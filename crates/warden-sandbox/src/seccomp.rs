@@ -43,6 +43,10 @@
 //!   `connect`, and `sendto` with an address. Never `send()` on a
 //!   socketpair: asyncio wakes its loop through one.
 //! - EACCES, ports mode: non-TCP sockets (Landlock covers TCP only),
+//!   AF_UNIX datagram sockets and socketpairs (the server shares the
+//!   host's abstract namespace: one bound to a name received what host
+//!   programs sent there; the listen() supervisor refuses abstract
+//!   stream and seqpacket listeners for the same reason),
 //!   `sendto`/`sendmsg`/`sendmmsg` with MSG_FASTOPEN (TCP Fast Open
 //!   connects inside the send, where Landlock's connect hook is not
 //!   called; `TCP_FASTOPEN_CONNECT` + `connect()` is seen by Landlock),
@@ -296,14 +300,7 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
             // SOCK_RAW into a datagram socket, which a deny of SOCK_DGRAM
             // alone let through to a host listener.
             let mut unix_only = vec![rule(vec![cond(0, Op::Ne, unix)?])?];
-            for ty in 0..16u64 {
-                if ty != libc::SOCK_STREAM as u64 && ty != libc::SOCK_SEQPACKET as u64 {
-                    unix_only.push(rule(vec![
-                        cond(0, Op::Eq, unix)?,
-                        cond(1, Op::MaskedEq(0xf), ty)?,
-                    ])?);
-                }
-            }
+            unix_only.extend(unix_datagrams()?);
             rules.insert(libc::SYS_socket, unix_only.clone());
             rules.insert(libc::SYS_socketpair, unix_only);
             rules.insert(libc::SYS_connect, Vec::new());
@@ -321,6 +318,10 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
                 cond(0, Op::Ne, inet)?,
                 cond(0, Op::Ne, inet6)?,
             ])?];
+            // AF_UNIX datagrams, as under `none`: here the server shares
+            // the host's abstract namespace, where a datagram socket
+            // bound to a name received what host programs sent to it.
+            v.extend(unix_datagrams()?);
             for dom in [inet, inet6] {
                 // Any type but SOCK_STREAM (low 4 bits; the rest are flags).
                 for ty in [
@@ -344,10 +345,9 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
                 ])?);
             }
             rules.insert(libc::SYS_socket, v);
-            rules.insert(
-                libc::SYS_socketpair,
-                vec![rule(vec![cond(0, Op::Ne, unix)?])?],
-            );
+            let mut pair = vec![rule(vec![cond(0, Op::Ne, unix)?])?];
+            pair.extend(unix_datagrams()?);
+            rules.insert(libc::SYS_socketpair, pair);
             // SO_REUSEPORT: a socket with it joins a host listener of the
             // same user on a granted port, and the kernel deals out that
             // service's connections between them.
@@ -376,6 +376,22 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
     }
     programs.push(compile(rules, SeccompAction::Errno(libc::EACCES as u32))?);
     Ok(programs)
+}
+
+/// Rules matching AF_UNIX sockets of every type but stream and
+/// seqpacket (an allow-list of the type's low 4 bits: AF_UNIX turns
+/// SOCK_RAW into a datagram socket too).
+fn unix_datagrams() -> Result<Vec<SeccompRule>, SeccompError> {
+    let mut v = Vec::new();
+    for ty in 0..16u64 {
+        if ty != libc::SOCK_STREAM as u64 && ty != libc::SOCK_SEQPACKET as u64 {
+            v.push(rule(vec![
+                cond(0, Op::Eq, libc::AF_UNIX as u64)?,
+                cond(1, Op::MaskedEq(0xf), ty)?,
+            ])?);
+        }
+    }
+    Ok(v)
 }
 
 /// Installs the filters on the calling thread (no_new_privs must be set).
@@ -581,6 +597,16 @@ fn checked_duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Re
         return Err(libc::ESRCH);
     }
     let addr: SockaddrStorage = getsockname(dup.as_raw_fd()).map_err(|_| libc::ENOTSOCK)?;
+    // An abstract AF_UNIX name lives in the host's network namespace in
+    // ports mode: a listener there takes connections host programs make
+    // to that name (a name of a service not running yet, e.g. an X
+    // display), a listener no grant names.
+    if addr
+        .as_unix_addr()
+        .is_some_and(|u| u.as_abstract().is_some())
+    {
+        return Err(libc::EACCES);
+    }
     let port = if let Some(v4) = addr.as_sockaddr_in() {
         Some(v4.port())
     } else {
