@@ -533,8 +533,9 @@ pub(crate) fn summary(
                     .into(),
             );
             notes.push(
-                "pathname unix sockets inside the grants stay connectable (a read-only bind does \
-                 not stop a connect); outside the grants they do not exist"
+                "unix sockets: only connected pairs (socketpair); socket(AF_UNIX) is refused, so \
+                 no pathname socket in a grant is connectable and no host abstract name can be \
+                 taken"
                     .into(),
             );
             notes.push(

@@ -42,11 +42,13 @@
 //!   read; stream sockets refuse `msg_name`, seqpacket ones ignore it),
 //!   `connect`, and `sendto` with an address. Never `send()` on a
 //!   socketpair: asyncio wakes its loop through one.
-//! - EACCES, ports mode: non-TCP sockets (Landlock covers TCP only),
-//!   AF_UNIX datagram sockets and socketpairs (the server shares the
-//!   host's abstract namespace: one bound to a name received what host
-//!   programs sent there; the listen() supervisor refuses abstract
-//!   stream and seqpacket listeners for the same reason),
+//! - EACCES, ports mode: every socket but TCP (Landlock covers TCP
+//!   only), AF_UNIX `socket()` included: a pathname socket inside a grant
+//!   stayed connectable (docker.sock in a read grant is root on the
+//!   host), and the host's abstract names are shared there (a listener
+//!   or datagram socket bound to one took what host programs sent).
+//!   `socketpair()` of AF_UNIX stream/seqpacket stays (already connected;
+//!   the listen() supervisor also refuses abstract listeners),
 //!   `sendto`/`sendmsg`/`sendmmsg` with MSG_FASTOPEN (TCP Fast Open
 //!   connects inside the send, where Landlock's connect hook is not
 //!   called; `TCP_FASTOPEN_CONNECT` + `connect()` is seen by Landlock),
@@ -312,16 +314,14 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
             );
         }
         Network::Ports { .. } => {
-            // AF_UNIX, and TCP over IPv4/IPv6 (ports enforced by Landlock).
-            let mut v = vec![rule(vec![
-                cond(0, Op::Ne, unix)?,
-                cond(0, Op::Ne, inet)?,
-                cond(0, Op::Ne, inet6)?,
-            ])?];
-            // AF_UNIX datagrams, as under `none`: here the server shares
-            // the host's abstract namespace, where a datagram socket
-            // bound to a name received what host programs sent to it.
-            v.extend(unix_datagrams()?);
+            // TCP over IPv4/IPv6 only (ports enforced by Landlock). No
+            // AF_UNIX socket(): a pathname socket in a grant (a read-only
+            // bind does not stop a connect; think docker.sock) would be a
+            // service no grant names, and the host's abstract names are
+            // shared here (a listener or a datagram socket bound to one
+            // took what host programs sent there). Connected pairs from
+            // socketpair() stay: runtimes wake their loops with them.
+            let mut v = vec![rule(vec![cond(0, Op::Ne, inet)?, cond(0, Op::Ne, inet6)?])?];
             for dom in [inet, inet6] {
                 // Any type but SOCK_STREAM (low 4 bits; the rest are flags).
                 for ty in [

@@ -1,13 +1,20 @@
-//! In ports mode (`connect_tcp`/`bind_tcp`) the server shares the host's
-//! network namespace, and with it the namespace of abstract unix socket
-//! names. Landlock's scoping stops it connecting *out* to a host name,
-//! but nothing stopped it binding one and taking what host programs send
-//! there: a name of a service that is not running (an X display's
-//! `@/tmp/.X11-unix/X1`, which X clients try first) is one bind away. A
-//! red-team review received a host program's connection (stream) and
-//! datagram this way. Stream and seqpacket listeners on abstract names
-//! are now refused by the listen() supervisor, datagram sockets by
-//! seccomp. Each attack also runs without the sandbox and works there.
+//! Unix sockets in ports mode (`connect_tcp`/`bind_tcp`), where the
+//! server shares the host's network namespace:
+//! - a pathname socket inside a grant stayed connectable (a read-only
+//!   bind does not stop a connect): with `/var/run` or a docker socket
+//!   in a read grant, that is root on the host. A red-team review sent
+//!   data to a host listener in a read grant;
+//! - the host's abstract socket names are shared: Landlock's scoping
+//!   stops a connect *out*, but nothing stopped the server binding a name
+//!   and taking what host programs send there (a name of a service that
+//!   is not running, e.g. an X display's `@/tmp/.X11-unix/X1`, which X
+//!   clients try first). The review received a host program's
+//!   connection and datagram this way.
+//!
+//! `socket(AF_UNIX)` is refused in ports mode (connected pairs from
+//! `socketpair()` stay), and the listen() supervisor refuses abstract
+//! listeners as well. Each attack also runs without the sandbox and
+//! works there.
 
 mod sandbox_support;
 
@@ -133,4 +140,71 @@ fn abstract_unix_names_of_the_host_are_never_taken_in_ports_mode() {
         drop(child);
         assert!(!rest.contains(&fx.token), "sandboxed {kind}: {rest}");
     }
+}
+
+/// Connects to the pathname socket argv[1] and sends argv[2].
+const CONNECT: &str = r#"
+import socket, sys
+try:
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(sys.argv[1]); c.sendall(sys.argv[2].encode())
+    print("connected", flush=True)
+except OSError as e:
+    print("refused", e.errno, flush=True)
+"#;
+
+/// Whether a connection is waiting on `l` (the probe has ended, so one
+/// that was made is in the backlog by now).
+fn pending(l: &std::os::unix::net::UnixListener, token: &str) -> bool {
+    l.set_nonblocking(true).expect("nonblocking");
+    match l.accept() {
+        Ok((mut s, _)) => {
+            s.set_nonblocking(false).expect("blocking");
+            let mut got = String::new();
+            let _ = std::io::Read::read_to_string(&mut s, &mut got);
+            got.contains(token)
+        }
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn a_pathname_socket_in_a_read_grant_is_never_connectable_in_ports_mode() {
+    let fx = Fixture::new();
+    let run = fx.workspace.path().join("run");
+    std::fs::create_dir(&run).expect("mkdir");
+    let sock = run.join("service.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+    let path = sock.display().to_string();
+
+    // Baseline: the host service receives the token.
+    let o = Command::new("/usr/bin/python3")
+        .args(["-c", CONNECT, &path, &fx.token])
+        .output()
+        .expect("python3");
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("connected"));
+    assert!(pending(&listener, &fx.token), "baseline: nothing arrived");
+
+    let profile = fx.workspace.path().join("grant.json");
+    std::fs::write(
+        &profile,
+        serde_json::json!({"read": [run], "network": {"connect_tcp": [9]}}).to_string(),
+    )
+    .expect("profile");
+    let o = Command::new(WARDEN)
+        .args(["sandbox", "exec", "--profile"])
+        .arg(&profile)
+        .args(["--", "/usr/bin/python3", "-c", CONNECT, &path, &fx.token])
+        .env("HOME", fx.workspace.path())
+        .env("TMPDIR", fx.runtime.path())
+        .env_remove("WARDEN_CGROUP_PARENT")
+        .current_dir(fx.workspace.path())
+        .output()
+        .expect("run warden");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("refused"), "sandboxed: {out}");
+    assert!(
+        !pending(&listener, &fx.token),
+        "sandboxed: the host service got a connection"
+    );
 }
