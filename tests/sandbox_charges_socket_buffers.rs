@@ -7,6 +7,14 @@
 //! could have held the host's whole `tcp_mem`, after which every TCP
 //! socket on the host stalls). The same attack also runs without the
 //! sandbox and gets past the mark there.
+//!
+//! Connections a listener has not accepted are charged to no memory
+//! cgroup (v1 or v2: a socket is charged on accept). A server listening
+//! on 127.0.0.1..4 with the largest backlog, connecting to itself and
+//! never accepting, held 170 MB of the host's TCP memory under
+//! `memory_mb: 128`. listen() (which init performs for the server) now
+//! takes only the wildcard or loopback address and a backlog of at most
+//! 64, which bounds those queues per granted port.
 
 mod sandbox_support;
 
@@ -107,4 +115,69 @@ fn tcp_buffers_count_against_memory_mb() {
     );
     // The attack did run: connections were made and filled.
     assert!(sandboxed >= 4 * MB, "the attack never ran: {sandboxed}");
+}
+
+/// Listens on 127.0.0.1:port with the largest backlog and reports the
+/// backlog the kernel took (TCP_INFO's tcpi_sacked on a listener), then
+/// tries a second listener on 127.0.0.2:port.
+const LISTENERS: &str = r#"
+import socket, struct, sys
+port = int(sys.argv[1])
+l = socket.socket(); l.bind(("127.0.0.1", port)); l.listen(65535)
+info = l.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+print("backlog", struct.unpack_from("I", info, 28)[0], flush=True)
+try:
+    m = socket.socket(); m.bind(("127.0.0.2", port)); m.listen(16)
+    print("second listening", flush=True)
+except OSError as e:
+    print("second refused", e.errno, flush=True)
+"#;
+
+fn listeners(out: &[u8]) -> (u64, bool) {
+    let s = String::from_utf8_lossy(out);
+    let backlog = s
+        .lines()
+        .find_map(|l| l.strip_prefix("backlog "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no report: {s}"));
+    (backlog, s.contains("second listening"))
+}
+
+#[test]
+fn unaccepted_connections_are_bounded_by_one_small_backlog_per_address() {
+    let fx = Fixture::new();
+    let port = free_port().to_string();
+    let o = Command::new("/usr/bin/python3")
+        .args(["-c", LISTENERS, &port])
+        .output()
+        .expect("python3");
+    let (backlog, second) = listeners(&o.stdout);
+    assert!(backlog > 64, "baseline backlog {backlog}");
+    assert!(second, "baseline: a second loopback listener");
+
+    let port = free_port();
+    let profile = fx.workspace.path().join("listen.json");
+    std::fs::write(
+        &profile,
+        serde_json::json!({"network": {"bind_tcp": [port]}}).to_string(),
+    )
+    .expect("profile");
+    let port = port.to_string();
+    let o = Command::new(WARDEN)
+        .args(["sandbox", "exec", "--profile"])
+        .arg(&profile)
+        .args(["--", "/usr/bin/python3", "-c", LISTENERS, &port])
+        .env("HOME", fx.workspace.path())
+        .env("TMPDIR", fx.runtime.path())
+        .env_remove("WARDEN_CGROUP_PARENT")
+        .current_dir(fx.workspace.path())
+        .output()
+        .expect("run warden");
+    let (backlog, second) = listeners(&o.stdout);
+    assert!(
+        backlog <= 64,
+        "sandboxed backlog {backlog}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!second, "sandboxed: a listener on 127.0.0.2");
 }

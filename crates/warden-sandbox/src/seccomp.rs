@@ -42,6 +42,12 @@
 //!   read; stream sockets refuse `msg_name`, seqpacket ones ignore it),
 //!   `connect`, and `sendto` with an address. Never `send()` on a
 //!   socketpair: asyncio wakes its loop through one.
+//! - listen() in ports mode goes to init ([`handle_listen`]): refused
+//!   on an unbound inet socket (auto-bind), on an address other than the
+//!   wildcard or loopback (each extra loopback address was one more
+//!   listener on a granted port), on an abstract unix name; the backlog
+//!   is capped at [`MAX_BACKLOG`] (unaccepted connections are charged to
+//!   no memory cgroup).
 //! - EACCES, ports mode: every socket but TCP (Landlock covers TCP
 //!   only), AF_UNIX `socket()` included: a pathname socket inside a grant
 //!   stayed connectable (docker.sock in a read grant is root on the
@@ -561,6 +567,17 @@ pub(crate) fn handle_listen(listener: BorrowedFd<'_>) -> bool {
     };
     resp.error = match checked_duplicate(req.pid, fd, listener, req.id) {
         Ok(dup) => {
+            // Connections a listener has not accepted yet are charged to
+            // no memory cgroup (a socket is charged when accepted), and
+            // each holds up to a receive window of data: a server made
+            // thousands with no accept() and held 170 MB of the host's
+            // TCP memory under memory_mb 128. The backlog bounds them.
+            // (A negative backlog means the most the kernel allows.)
+            let backlog = if (0..=MAX_BACKLOG).contains(&backlog) {
+                backlog
+            } else {
+                MAX_BACKLOG
+            };
             let backlog = Backlog::new(backlog).unwrap_or(Backlog::MAXCONN);
             match listen(&dup, backlog) {
                 Ok(()) => 0,
@@ -578,6 +595,25 @@ pub(crate) fn handle_listen(listener: BorrowedFd<'_>) -> bool {
         )
     };
     true
+}
+
+/// The largest listen() backlog a sandboxed listener gets (see
+/// [`handle_listen`]); servers' defaults (node, nginx: 511) are cut to it.
+const MAX_BACKLOG: i32 = 64;
+
+/// Whether an inet listener may be bound to `ip`: the wildcard or the
+/// loopback address only. Every other loopback address (127.0.0.0/8) is
+/// one more listener on the same granted port, each with its own backlog
+/// of uncharged connections.
+fn listen_address_allowed(ip: std::net::IpAddr) -> bool {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let v4 = |a: Ipv4Addr| a.is_unspecified() || a == Ipv4Addr::LOCALHOST;
+    match ip {
+        IpAddr::V4(a) => v4(a),
+        IpAddr::V6(a) => {
+            a.is_unspecified() || a == Ipv6Addr::LOCALHOST || a.to_ipv4_mapped().is_some_and(v4)
+        }
+    }
 }
 
 /// init's duplicate of the caller's socket when the listen may proceed,
@@ -607,12 +643,15 @@ fn checked_duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Re
     {
         return Err(libc::EACCES);
     }
-    let port = if let Some(v4) = addr.as_sockaddr_in() {
-        Some(v4.port())
+    let bound = if let Some(v4) = addr.as_sockaddr_in() {
+        Some((v4.port(), std::net::IpAddr::V4(v4.ip())))
     } else {
-        addr.as_sockaddr_in6().map(|v6| v6.port())
+        addr.as_sockaddr_in6()
+            .map(|v6| (v6.port(), std::net::IpAddr::V6(v6.ip())))
     };
-    if port == Some(0) {
+    if let Some((port, ip)) = bound
+        && (port == 0 || !listen_address_allowed(ip))
+    {
         return Err(libc::EACCES);
     }
     Ok(dup)
@@ -645,6 +684,22 @@ fn thread_pidfd(tid: libc::pid_t) -> Option<OwnedFd> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listeners_only_on_the_wildcard_or_the_loopback_address() {
+        for ok in ["0.0.0.0", "127.0.0.1", "::", "::1", "::ffff:127.0.0.1"] {
+            assert!(listen_address_allowed(ok.parse().expect("ip")), "{ok}");
+        }
+        for no in [
+            "127.0.0.2",
+            "127.1.2.3",
+            "10.0.0.5",
+            "::ffff:127.0.0.9",
+            "fe80::1",
+        ] {
+            assert!(!listen_address_allowed(no.parse().expect("ip")), "{no}");
+        }
+    }
 
     #[test]
     fn filters_compile_for_every_network_mode() {
