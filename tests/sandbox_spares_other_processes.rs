@@ -4,7 +4,13 @@
 //!   every other process's open for writing wait for it, up to
 //!   `fs.lease-break-time` (45 s): the person's editor and git froze;
 //! - Linux AIO contexts (`io_setup`) come out of one budget for the whole
-//!   host (`fs.aio-max-nr`), which one server took in full.
+//!   host (`fs.aio-max-nr`), which one server took in full;
+//! - epoll watches are counted per user across namespaces
+//!   (`fs.epoll.max_user_watches`, no per-namespace limit) and cost ~200
+//!   bytes: a server held 500 000 in 128 MB, so with the default
+//!   `memory_mb` one could take all of the person's (root's too), after
+//!   which every `epoll_ctl(ADD)` of that user on the host fails. A
+//!   sandbox now holds at most an eighth.
 //!
 //! Each attack also runs without the sandbox and works there.
 
@@ -147,4 +153,101 @@ fn a_server_never_takes_the_hosts_aio_budget() {
     .output()
     .expect("run warden");
     assert_eq!(aio_report(&out), (0, nix::libc::ENOSYS), "sandboxed");
+}
+
+/// Two processes each add up to argv[1] epoll watches (the same eventfds
+/// under many descriptor numbers in many epoll instances) and hold them
+/// until both are done; each prints how many it made and the errno that
+/// stopped it (0: none).
+const EPOLL: &str = r#"
+import os, select, sys
+want = int(sys.argv[1])
+done_r, done_w = os.pipe()
+pid = os.fork()
+files = [os.eventfd(0) for _ in range(78)]
+eps = [select.epoll() for _ in range(78)]
+nums = [os.dup(files[0]) for _ in range(78)]
+for d in nums: os.close(d)
+n, err = 0, 0
+try:
+    for ep in eps:
+        for f in files:
+            for k in nums:
+                if n >= want: raise StopIteration
+                os.dup2(f, k); ep.register(k, select.EPOLLIN); n += 1; os.close(k)
+except StopIteration:
+    pass
+except OSError as e:
+    err = e.errno
+print("watches", n, "errno", err, flush=True)
+if pid:
+    os.close(done_w)
+    os.waitpid(pid, 0)
+else:
+    # Hold the watches until the parent is done too (EOF on the pipe).
+    os.close(done_w)
+    os.read(done_r, 1)
+"#;
+
+/// (watches made by both processes, errnos seen).
+fn epoll_report(out: &std::process::Output) -> (u64, Vec<i32>) {
+    let s = String::from_utf8_lossy(&out.stdout);
+    let mut total = 0;
+    let mut errs = Vec::new();
+    for l in s.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        if let ["watches", n, "errno", e] = w.as_slice() {
+            total += n.parse::<u64>().expect("count");
+            errs.push(e.parse().expect("errno"));
+        }
+    }
+    assert_eq!(
+        errs.len(),
+        2,
+        "two reports: {s} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (total, errs)
+}
+
+#[test]
+fn a_server_holds_at_most_an_eighth_of_the_persons_epoll_watches() {
+    let fx = Fixture::new();
+    let max: u64 = std::fs::read_to_string("/proc/sys/fs/epoll/max_user_watches")
+        .expect("max_user_watches")
+        .trim()
+        .parse()
+        .expect("number");
+    let share = max / 8;
+    // Each process asks for 60 % of the share: 120 % together.
+    let each = (share * 6 / 10).to_string();
+    if share * 6 / 10 > 78 * 78 * 78 {
+        skipped(
+            "a_server_holds_at_most_an_eighth_of_the_persons_epoll_watches",
+            &format!("max_user_watches {max} is larger than the probe reaches"),
+        );
+        return;
+    }
+
+    let out = Command::new("/usr/bin/python3")
+        .args(["-c", EPOLL, &each])
+        .output()
+        .expect("python3");
+    let (total, errs) = epoll_report(&out);
+    assert!(total > share, "baseline made only {total} of {share}");
+    assert_eq!(errs, vec![0, 0], "baseline");
+
+    let out = sandboxed(
+        &fx,
+        &serde_json::json!({}),
+        &["/usr/bin/python3", "-c", EPOLL, &each],
+    )
+    .output()
+    .expect("run warden");
+    let (total, errs) = epoll_report(&out);
+    assert!(total <= share, "sandboxed: {total} watches, share {share}");
+    assert!(
+        errs.contains(&nix::libc::ENOSPC),
+        "sandboxed: {errs:?} ({total} watches)"
+    );
 }

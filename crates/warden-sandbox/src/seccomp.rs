@@ -1,7 +1,7 @@
 //! seccomp filters, installed last in the server right before `exec`
 //! ([`build`] + [`apply`]), and the small user-notification filter that
-//! sends `listen()` to init in ports mode ([`listen_notify_filter`],
-//! answered by [`handle_listen`]).
+//! sends `epoll_ctl(ADD)` and, in ports mode, `listen()` to init
+//! ([`notify_filter`], answered by [`handle_notification`]).
 //!
 //! A deny-list (the server runs arbitrary runtimes, so an allow-list would
 //! break them):
@@ -42,7 +42,7 @@
 //!   read; stream sockets refuse `msg_name`, seqpacket ones ignore it),
 //!   `connect`, and `sendto` with an address. Never `send()` on a
 //!   socketpair: asyncio wakes its loop through one.
-//! - listen() in ports mode goes to init ([`handle_listen`]): refused
+//! - listen() in ports mode goes to init ([`handle_notification`]): refused
 //!   on an unbound inet socket (auto-bind), on an address other than the
 //!   wildcard or loopback (each extra loopback address was one more
 //!   listener on a granted port), on an abstract unix name; the backlog
@@ -70,6 +70,7 @@ use seccompiler::{
     SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
 };
 
+use crate::epoll_quota::EpollQuota;
 use crate::spec::Network;
 use crate::sys;
 
@@ -436,6 +437,7 @@ fn x32_filter() -> BpfProgram {
 const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
 const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
 const SECCOMP_RET_USER_NOTIF: u32 = 0x7fc0_0000;
+const SECCOMP_USER_NOTIF_FLAG_CONTINUE: u32 = 1;
 const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
 const SECCOMP_RET_KILL_PROCESS: u32 = 0x8000_0000;
 #[cfg(target_arch = "x86_64")]
@@ -463,21 +465,34 @@ fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     }
 }
 
-/// Installs (on the calling thread) a filter that hands every `listen()`
-/// to a supervisor, and returns the listener descriptor. Needs
-/// no_new_privs or CAP_SYS_ADMIN in the current user namespace.
-pub(crate) fn listen_notify_filter() -> Result<OwnedFd, SeccompError> {
+/// Installs (on the calling thread) a filter that hands init every
+/// `epoll_ctl(EPOLL_CTL_ADD)` (the watch quota, `epoll_quota.rs`) and,
+/// when `listen`, every `listen()`, and returns the listener descriptor.
+/// Needs no_new_privs or CAP_SYS_ADMIN in the current user namespace.
+pub(crate) fn notify_filter(listen: bool) -> Result<OwnedFd, SeccompError> {
     let ld_w_abs = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
     let jeq_k = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
     let ret_k = libc::BPF_RET | libc::BPF_K;
+    // No syscall has this number: listen() is not sent when not asked.
+    let listen_nr = if listen {
+        libc::SYS_listen as u32
+    } else {
+        u32::MAX
+    };
+    // seccomp_data.args[1]'s low word (little-endian: x86_64, aarch64).
+    const ARG1_LOW: u32 = 24;
+    const EPOLL_CTL_ADD: u32 = 1;
     let prog = [
-        stmt(ld_w_abs, 4), // seccomp_data.arch
+        stmt(ld_w_abs, 4), // 0: seccomp_data.arch
         jump(jeq_k, AUDIT_ARCH, 1, 0),
         stmt(ret_k, SECCOMP_RET_KILL_PROCESS),
-        stmt(ld_w_abs, 0), // seccomp_data.nr
-        jump(jeq_k, libc::SYS_listen as u32, 0, 1),
-        stmt(ret_k, SECCOMP_RET_USER_NOTIF),
-        stmt(ret_k, SECCOMP_RET_ALLOW),
+        stmt(ld_w_abs, 0),                             // 3: seccomp_data.nr
+        jump(jeq_k, listen_nr, 4, 0),                  // → 9
+        jump(jeq_k, libc::SYS_epoll_ctl as u32, 0, 2), // → 6, else 8
+        stmt(ld_w_abs, ARG1_LOW),
+        jump(jeq_k, EPOLL_CTL_ADD, 1, 0),    // → 9, else 8
+        stmt(ret_k, SECCOMP_RET_ALLOW),      // 8
+        stmt(ret_k, SECCOMP_RET_USER_NOTIF), // 9
     ];
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
@@ -538,13 +553,17 @@ const NOTIF_RECV: libc::c_ulong = 0xc050_2100;
 const NOTIF_SEND: libc::c_ulong = 0xc018_2101;
 const NOTIF_ID_VALID: libc::c_ulong = 0x8008_2102;
 
-/// Answers one pending `listen()` on `listener` (init calls this when the
-/// descriptor is readable). The check is made on init's own duplicate of
+/// Answers one pending notification on `listener` (init calls this when
+/// the descriptor is readable). `epoll_ctl(ADD)`: continues while the
+/// sandbox is within `quota` (a quota, not an argument check, so the
+/// continue-after-check race the kernel warns of grants nothing: at most
+/// one watch per call in flight), else ENOSPC as the kernel's own limit
+/// answers. `listen()`: the check is made on init's own duplicate of
 /// the caller's socket (`pidfd_getfd`), and init calls `listen()` on that
 /// duplicate itself instead of letting the call continue, so swapping the
 /// descriptor number in the server between check and call changes
 /// nothing. Returns false when the listener is dead.
-pub(crate) fn handle_listen(listener: BorrowedFd<'_>) -> bool {
+pub(crate) fn handle_notification(listener: BorrowedFd<'_>, quota: &mut EpollQuota) -> bool {
     let mut req = SeccompNotif::default();
     // SAFETY: NOTIF_RECV fills a `struct seccomp_notif` of this layout.
     let rc = unsafe {
@@ -559,12 +578,23 @@ pub(crate) fn handle_listen(listener: BorrowedFd<'_>) -> bool {
         let e = std::io::Error::last_os_error();
         return matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::EINTR));
     }
-    let fd = i32::try_from(req.data.args[0]).unwrap_or(-1);
-    let backlog = req.data.args[1] as i32;
     let mut resp = SeccompNotifResp {
         id: req.id,
         ..SeccompNotifResp::default()
     };
+    if i64::from(req.data.nr) == libc::SYS_epoll_ctl {
+        // Only EPOLL_CTL_ADD is sent here; it goes on (the kernel makes
+        // the call as asked) unless the sandbox's share is used up.
+        if quota.admit(std::path::Path::new("/proc")) {
+            resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+        } else {
+            resp.error = -libc::ENOSPC;
+        }
+        send_response(listener, &mut resp);
+        return true;
+    }
+    let fd = i32::try_from(req.data.args[0]).unwrap_or(-1);
+    let backlog = req.data.args[1] as i32;
     resp.error = match checked_duplicate(req.pid, fd, listener, req.id) {
         Ok(dup) => {
             // Connections a listener has not accepted yet are charged to
@@ -586,19 +616,23 @@ pub(crate) fn handle_listen(listener: BorrowedFd<'_>) -> bool {
         }
         Err(errno) => -errno,
     };
+    send_response(listener, &mut resp);
+    true
+}
+
+fn send_response(listener: BorrowedFd<'_>, resp: &mut SeccompNotifResp) {
     // SAFETY: NOTIF_SEND reads a `struct seccomp_notif_resp` of this layout.
     unsafe {
         libc::ioctl(
             listener.as_raw_fd(),
             NOTIF_SEND,
-            &mut resp as *mut SeccompNotifResp,
+            resp as *mut SeccompNotifResp,
         )
     };
-    true
 }
 
 /// The largest listen() backlog a sandboxed listener gets (see
-/// [`handle_listen`]); servers' defaults (node, nginx: 511) are cut to it.
+/// [`handle_notification`]); servers' defaults (node, nginx: 511) are cut to it.
 const MAX_BACKLOG: i32 = 64;
 
 /// Whether an inet listener may be bound to `ip`: the wildcard or the
