@@ -385,13 +385,29 @@ pub(crate) fn create(plan: &CgroupPlan, name: &str, limits: CgroupLimits) -> sys
                 }
                 Controller::Memory => {
                     if let Some(b) = limits.memory_bytes {
-                        let b = b.to_string();
-                        write_file(&dir.join("memory.limit_in_bytes"), &b)?;
+                        let (memory, tcp) = v1_memory_split(b);
+                        // v1 charges TCP buffers to no counter at all
+                        // unless the group has a TCP limit (cgroup v2
+                        // charges them to memory.max): without one, send
+                        // queues of a few MB per connection took host
+                        // memory and the host's whole TCP budget
+                        // (`tcp_mem`) past `memory_mb`. Their share is
+                        // taken out of the memory limit so that the two
+                        // together stay within `memory_mb`.
+                        let tcp_file = dir.join("memory.kmem.tcp.limit_in_bytes");
+                        let memory = if tcp_file.exists() {
+                            write_file(&tcp_file, &tcp.to_string())?;
+                            memory
+                        } else {
+                            b
+                        };
+                        let memory = memory.to_string();
+                        write_file(&dir.join("memory.limit_in_bytes"), &memory)?;
                         // With swap accounting, memory+swap gets the same
                         // cap; without, keep the group out of swap.
                         let memsw = dir.join("memory.memsw.limit_in_bytes");
                         if memsw.exists() {
-                            write_file(&memsw, &b)?;
+                            write_file(&memsw, &memory)?;
                         } else {
                             let _ = write_file(&dir.join("memory.swappiness"), "0");
                         }
@@ -413,6 +429,13 @@ pub(crate) fn create(plan: &CgroupPlan, name: &str, limits: CgroupLimits) -> sys
             Err(e)
         }
     }
+}
+
+/// A v1 memory limit of `bytes` split into (memory, TCP buffers): an
+/// eighth for TCP, so that memory + TCP never exceed `bytes`.
+pub(crate) fn v1_memory_split(bytes: u64) -> (u64, u64) {
+    let tcp = bytes / 8;
+    (bytes - tcp, tcp)
 }
 
 fn mkdir(dir: &Path) -> sys::Result<()> {
@@ -612,6 +635,15 @@ mod tests {
         let n = name_for("a b/../c");
         assert!(n.starts_with(&format!("warden-{}-", std::process::id())));
         assert!(!n.contains('/') && !n.contains(' '));
+    }
+
+    #[test]
+    fn v1_memory_and_tcp_together_stay_within_the_limit() {
+        for b in [0u64, 7, 128 << 20, 1 << 30, u64::MAX] {
+            let (m, t) = v1_memory_split(b);
+            assert_eq!(m + t, b);
+            assert_eq!(t, b / 8);
+        }
     }
 
     #[test]

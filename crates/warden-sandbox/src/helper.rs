@@ -414,8 +414,9 @@ fn init_main(
             plan.name
         );
     }
-    // The server hands init its listen() notification descriptor here.
-    let pair = if plan.layers.listen_supervisor {
+    // The server hands init its notification descriptor (epoll watch
+    // quota, listen() supervision) here.
+    let pair = if plan.layers.listen_supervisor || plan.layers.epoll_quota {
         Some(
             socketpair(
                 AddressFamily::Unix,
@@ -454,6 +455,7 @@ fn init_main(
         None => None,
     };
     release_stdio();
+    let mut quota = crate::epoll_quota::EpollQuota::new(std::path::Path::new("/proc"));
     loop {
         let mut fds = vec![PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
         if let Some(l) = &listener {
@@ -468,7 +470,7 @@ fn init_main(
         drop(fds);
         if let (Some(ev), Some(l)) = (listen_events, listener.as_ref()) {
             let alive = if ev.contains(PollFlags::POLLIN) {
-                seccomp::handle_listen(l.as_fd())
+                seccomp::handle_notification(l.as_fd(), &mut quota)
             } else {
                 ev.is_empty()
             };
@@ -564,7 +566,7 @@ fn restrict_and_exec(plan: &Plan, notify_sock: Option<OwnedFd>) -> Result<Infall
     sys::cloexec_from_3();
     prctl::set_no_new_privs().map_err(errno("no_new_privs"))?;
     if let Some(sock) = notify_sock {
-        let listener = seccomp::listen_notify_filter()?;
+        let listener = seccomp::notify_filter(plan.layers.listen_supervisor)?;
         send_fd(&sock, listener.as_fd())?;
     }
     std::env::set_current_dir(&plan.cwd)

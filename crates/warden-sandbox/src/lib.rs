@@ -25,6 +25,7 @@ mod caps;
 mod cgroup;
 mod counters;
 mod env;
+mod epoll_quota;
 mod git;
 mod grants;
 mod guard;

@@ -84,6 +84,9 @@ pub(crate) struct Layers {
     pub seccomp: bool,
     /// Send `listen()` to init for a check (ports mode).
     pub listen_supervisor: bool,
+    /// Send `epoll_ctl(EPOLL_CTL_ADD)` to init, which keeps the sandbox
+    /// within its share of the person's epoll watches (`epoll_quota.rs`).
+    pub epoll_quota: bool,
     /// Drop every capability before exec.
     pub drop_caps: bool,
     /// Set `vm.memfd_noexec = 2` in the new pid namespace: no program

@@ -169,6 +169,9 @@ pub(crate) fn gate(spec: &LaunchSpec, k: &Support) -> Result<Gates, SandboxError
             landlock_abi: landlock.then(|| abi.min(MAX_LANDLOCK_ABI)),
             seccomp,
             listen_supervisor,
+            // Needs the same kernel support; without it the kernel's own
+            // per-user limit is all there is (reported, not required).
+            epoll_quota: seccomp && k.listen_supervision,
             drop_caps: true,
             // The sysctl file belongs to the host's root: a user namespace
             // of another user (or root of a container's) cannot write it.
@@ -533,8 +536,9 @@ pub(crate) fn summary(
                     .into(),
             );
             notes.push(
-                "pathname unix sockets inside the grants stay connectable (a read-only bind does \
-                 not stop a connect); outside the grants they do not exist"
+                "unix sockets: only connected pairs (socketpair); socket(AF_UNIX) is refused, so \
+                 no pathname socket in a grant is connectable and no host abstract name can be \
+                 taken"
                     .into(),
             );
             notes.push(
@@ -627,6 +631,16 @@ pub(crate) fn summary(
                 Network::Host => "not used (network \"host\")",
             },
             "listen() without bind() auto-binding a port the bind rule never saw (ports mode)",
+        ),
+        layer(
+            "epoll watch quota",
+            l.epoll_quota,
+            if l.epoll_quota {
+                "epoll_ctl(ADD) answered by init: an eighth of fs.epoll.max_user_watches"
+            } else {
+                "needs seccomp user notification (Linux >= 5.6)"
+            },
+            "a server using up the person's epoll watches, counted per user across namespaces",
         ),
         layer(
             "memfd no-exec",

@@ -1,7 +1,7 @@
 //! seccomp filters, installed last in the server right before `exec`
 //! ([`build`] + [`apply`]), and the small user-notification filter that
-//! sends `listen()` to init in ports mode ([`listen_notify_filter`],
-//! answered by [`handle_listen`]).
+//! sends `epoll_ctl(ADD)` and, in ports mode, `listen()` to init
+//! ([`notify_filter`], answered by [`handle_notification`]).
 //!
 //! A deny-list (the server runs arbitrary runtimes, so an allow-list would
 //! break them):
@@ -15,6 +15,23 @@
 //!   The mode is argument 1, 2 or 3 depending on the call: `openat`'s is
 //!   the 4th (argument 3); a rule on its flags would match O_NONBLOCK
 //!   (0o4000 = S_ISUID) and break `ls`.
+//! - EOPNOTSUPP: `fallocate` modes that allocate past what RLIMIT_FSIZE
+//!   checks: FALLOC_FL_KEEP_SIZE without FALLOC_FL_PUNCH_HOLE reserves
+//!   disk blocks beyond the end of the file without growing it, and
+//!   FALLOC_FL_INSERT_RANGE grows it; the kernel checks neither against
+//!   the limit, so one file of a write grant took any amount of the
+//!   host's disk under `file_size_mb`. EOPNOTSUPP is what a filesystem
+//!   without those modes answers: callers fall back to plain writes.
+//! - EACCES: `fcntl(F_SETLEASE)`. A lease needs only a read-only open of
+//!   a file the caller owns, and every other process's open for writing
+//!   (a write lease: any open) then waits for the holder up to
+//!   `fs.lease-break-time` (45 s): a server froze the person's editor and
+//!   git on a file of its *read* grant. EACCES is what a caller that does
+//!   not own the file gets.
+//! - ENOSYS: `io_setup` (Linux AIO): its events come out of one budget
+//!   for the whole host (`fs.aio-max-nr`), which a server took in full,
+//!   failing every other program's `io_setup`; ENOSYS is a kernel without
+//!   AIO, which libaio users and glibc's POSIX AIO (threads) handle.
 //! - ENOSYS: `clone3` and `openat2` (their flags and mode hide in memory
 //!   the filter cannot read; libc falls back to `clone`/`openat`), and
 //!   `listmount`/`statmount` (the mount namespace already limits them to
@@ -25,7 +42,19 @@
 //!   read; stream sockets refuse `msg_name`, seqpacket ones ignore it),
 //!   `connect`, and `sendto` with an address. Never `send()` on a
 //!   socketpair: asyncio wakes its loop through one.
-//! - EACCES, ports mode: non-TCP sockets (Landlock covers TCP only),
+//! - listen() in ports mode goes to init ([`handle_notification`]): refused
+//!   on an unbound inet socket (auto-bind), on an address other than the
+//!   wildcard or loopback (each extra loopback address was one more
+//!   listener on a granted port), on an abstract unix name; the backlog
+//!   is capped at [`MAX_BACKLOG`] (unaccepted connections are charged to
+//!   no memory cgroup).
+//! - EACCES, ports mode: every socket but TCP (Landlock covers TCP
+//!   only), AF_UNIX `socket()` included: a pathname socket inside a grant
+//!   stayed connectable (docker.sock in a read grant is root on the
+//!   host), and the host's abstract names are shared there (a listener
+//!   or datagram socket bound to one took what host programs sent).
+//!   `socketpair()` of AF_UNIX stream/seqpacket stays (already connected;
+//!   the listen() supervisor also refuses abstract listeners),
 //!   `sendto`/`sendmsg`/`sendmmsg` with MSG_FASTOPEN (TCP Fast Open
 //!   connects inside the send, where Landlock's connect hook is not
 //!   called; `TCP_FASTOPEN_CONNECT` + `connect()` is seen by Landlock),
@@ -41,6 +70,7 @@ use seccompiler::{
     SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
 };
 
+use crate::epoll_quota::EpollQuota;
 use crate::spec::Network;
 use crate::sys;
 
@@ -60,6 +90,9 @@ const SYS_FCHMODAT2: libc::c_long = 452;
 const SYS_STATMOUNT: libc::c_long = 457;
 const SYS_LISTMOUNT: libc::c_long = 458;
 const MSG_FASTOPEN: u64 = 0x2000_0000;
+const FALLOC_FL_KEEP_SIZE: u64 = 0x01;
+const FALLOC_FL_PUNCH_HOLE: u64 = 0x02;
+const FALLOC_FL_INSERT_RANGE: u64 = 0x20;
 /// `__O_TMPFILE` without O_DIRECTORY (libc's O_TMPFILE includes it).
 const O_TMPFILE_BIT: u64 = 0o20_000_000;
 
@@ -221,9 +254,33 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
     }
     programs.push(compile(rules, SeccompAction::Errno(libc::EPERM as u32))?);
 
-    // 2. ENOSYS: arguments hidden in memory, and mount listing.
+    // 2. EOPNOTSUPP: fallocate modes whose allocation RLIMIT_FSIZE never
+    //    sees (KEEP_SIZE unless it punches a hole, INSERT_RANGE).
+    let mut rules = BTreeMap::new();
+    rules.insert(
+        libc::SYS_fallocate,
+        vec![
+            rule(vec![cond(
+                1,
+                Op::MaskedEq(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE),
+                FALLOC_FL_KEEP_SIZE,
+            )?])?,
+            rule(vec![cond(
+                1,
+                Op::MaskedEq(FALLOC_FL_INSERT_RANGE),
+                FALLOC_FL_INSERT_RANGE,
+            )?])?,
+        ],
+    );
+    programs.push(compile(
+        rules,
+        SeccompAction::Errno(libc::EOPNOTSUPP as u32),
+    )?);
+
+    // 3. ENOSYS: arguments hidden in memory, mount listing, Linux AIO.
     let mut rules = BTreeMap::new();
     for nr in [
+        libc::SYS_io_setup,
         libc::SYS_clone3,
         libc::SYS_openat2,
         SYS_STATMOUNT,
@@ -233,11 +290,16 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
     }
     programs.push(compile(rules, SeccompAction::Errno(libc::ENOSYS as u32))?);
 
-    // 3. EACCES: sockets and sends per network mode.
+    // 4. EACCES: file leases (whose holder stalls other processes' opens),
+    //    and sockets and sends per network mode.
     let unix = libc::AF_UNIX as u64;
     let inet = libc::AF_INET as u64;
     let inet6 = libc::AF_INET6 as u64;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    rules.insert(
+        libc::SYS_fcntl,
+        vec![rule(vec![cond(1, Op::Eq, libc::F_SETLEASE as u64)?])?],
+    );
     match network {
         Network::Host => {}
         Network::None => {
@@ -247,14 +309,7 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
             // SOCK_RAW into a datagram socket, which a deny of SOCK_DGRAM
             // alone let through to a host listener.
             let mut unix_only = vec![rule(vec![cond(0, Op::Ne, unix)?])?];
-            for ty in 0..16u64 {
-                if ty != libc::SOCK_STREAM as u64 && ty != libc::SOCK_SEQPACKET as u64 {
-                    unix_only.push(rule(vec![
-                        cond(0, Op::Eq, unix)?,
-                        cond(1, Op::MaskedEq(0xf), ty)?,
-                    ])?);
-                }
-            }
+            unix_only.extend(unix_datagrams()?);
             rules.insert(libc::SYS_socket, unix_only.clone());
             rules.insert(libc::SYS_socketpair, unix_only);
             rules.insert(libc::SYS_connect, Vec::new());
@@ -266,12 +321,14 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
             );
         }
         Network::Ports { .. } => {
-            // AF_UNIX, and TCP over IPv4/IPv6 (ports enforced by Landlock).
-            let mut v = vec![rule(vec![
-                cond(0, Op::Ne, unix)?,
-                cond(0, Op::Ne, inet)?,
-                cond(0, Op::Ne, inet6)?,
-            ])?];
+            // TCP over IPv4/IPv6 only (ports enforced by Landlock). No
+            // AF_UNIX socket(): a pathname socket in a grant (a read-only
+            // bind does not stop a connect; think docker.sock) would be a
+            // service no grant names, and the host's abstract names are
+            // shared here (a listener or a datagram socket bound to one
+            // took what host programs sent there). Connected pairs from
+            // socketpair() stay: runtimes wake their loops with them.
+            let mut v = vec![rule(vec![cond(0, Op::Ne, inet)?, cond(0, Op::Ne, inet6)?])?];
             for dom in [inet, inet6] {
                 // Any type but SOCK_STREAM (low 4 bits; the rest are flags).
                 for ty in [
@@ -295,10 +352,9 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
                 ])?);
             }
             rules.insert(libc::SYS_socket, v);
-            rules.insert(
-                libc::SYS_socketpair,
-                vec![rule(vec![cond(0, Op::Ne, unix)?])?],
-            );
+            let mut pair = vec![rule(vec![cond(0, Op::Ne, unix)?])?];
+            pair.extend(unix_datagrams()?);
+            rules.insert(libc::SYS_socketpair, pair);
             // SO_REUSEPORT: a socket with it joins a host listener of the
             // same user on a granted port, and the kernel deals out that
             // service's connections between them.
@@ -325,10 +381,24 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
             }
         }
     }
-    if !rules.is_empty() {
-        programs.push(compile(rules, SeccompAction::Errno(libc::EACCES as u32))?);
-    }
+    programs.push(compile(rules, SeccompAction::Errno(libc::EACCES as u32))?);
     Ok(programs)
+}
+
+/// Rules matching AF_UNIX sockets of every type but stream and
+/// seqpacket (an allow-list of the type's low 4 bits: AF_UNIX turns
+/// SOCK_RAW into a datagram socket too).
+fn unix_datagrams() -> Result<Vec<SeccompRule>, SeccompError> {
+    let mut v = Vec::new();
+    for ty in 0..16u64 {
+        if ty != libc::SOCK_STREAM as u64 && ty != libc::SOCK_SEQPACKET as u64 {
+            v.push(rule(vec![
+                cond(0, Op::Eq, libc::AF_UNIX as u64)?,
+                cond(1, Op::MaskedEq(0xf), ty)?,
+            ])?);
+        }
+    }
+    Ok(v)
 }
 
 /// Installs the filters on the calling thread (no_new_privs must be set).
@@ -367,6 +437,7 @@ fn x32_filter() -> BpfProgram {
 const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
 const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
 const SECCOMP_RET_USER_NOTIF: u32 = 0x7fc0_0000;
+const SECCOMP_USER_NOTIF_FLAG_CONTINUE: u32 = 1;
 const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
 const SECCOMP_RET_KILL_PROCESS: u32 = 0x8000_0000;
 #[cfg(target_arch = "x86_64")]
@@ -394,21 +465,34 @@ fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     }
 }
 
-/// Installs (on the calling thread) a filter that hands every `listen()`
-/// to a supervisor, and returns the listener descriptor. Needs
-/// no_new_privs or CAP_SYS_ADMIN in the current user namespace.
-pub(crate) fn listen_notify_filter() -> Result<OwnedFd, SeccompError> {
+/// Installs (on the calling thread) a filter that hands init every
+/// `epoll_ctl(EPOLL_CTL_ADD)` (the watch quota, `epoll_quota.rs`) and,
+/// when `listen`, every `listen()`, and returns the listener descriptor.
+/// Needs no_new_privs or CAP_SYS_ADMIN in the current user namespace.
+pub(crate) fn notify_filter(listen: bool) -> Result<OwnedFd, SeccompError> {
     let ld_w_abs = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
     let jeq_k = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
     let ret_k = libc::BPF_RET | libc::BPF_K;
+    // No syscall has this number: listen() is not sent when not asked.
+    let listen_nr = if listen {
+        libc::SYS_listen as u32
+    } else {
+        u32::MAX
+    };
+    // seccomp_data.args[1]'s low word (little-endian: x86_64, aarch64).
+    const ARG1_LOW: u32 = 24;
+    const EPOLL_CTL_ADD: u32 = 1;
     let prog = [
-        stmt(ld_w_abs, 4), // seccomp_data.arch
+        stmt(ld_w_abs, 4), // 0: seccomp_data.arch
         jump(jeq_k, AUDIT_ARCH, 1, 0),
         stmt(ret_k, SECCOMP_RET_KILL_PROCESS),
-        stmt(ld_w_abs, 0), // seccomp_data.nr
-        jump(jeq_k, libc::SYS_listen as u32, 0, 1),
-        stmt(ret_k, SECCOMP_RET_USER_NOTIF),
-        stmt(ret_k, SECCOMP_RET_ALLOW),
+        stmt(ld_w_abs, 0),                             // 3: seccomp_data.nr
+        jump(jeq_k, listen_nr, 4, 0),                  // → 9
+        jump(jeq_k, libc::SYS_epoll_ctl as u32, 0, 2), // → 6, else 8
+        stmt(ld_w_abs, ARG1_LOW),
+        jump(jeq_k, EPOLL_CTL_ADD, 1, 0),    // → 9, else 8
+        stmt(ret_k, SECCOMP_RET_ALLOW),      // 8
+        stmt(ret_k, SECCOMP_RET_USER_NOTIF), // 9
     ];
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
@@ -469,13 +553,17 @@ const NOTIF_RECV: libc::c_ulong = 0xc050_2100;
 const NOTIF_SEND: libc::c_ulong = 0xc018_2101;
 const NOTIF_ID_VALID: libc::c_ulong = 0x8008_2102;
 
-/// Answers one pending `listen()` on `listener` (init calls this when the
-/// descriptor is readable). The check is made on init's own duplicate of
+/// Answers one pending notification on `listener` (init calls this when
+/// the descriptor is readable). `epoll_ctl(ADD)`: continues while the
+/// sandbox is within `quota` (a quota, not an argument check, so the
+/// continue-after-check race the kernel warns of grants nothing: at most
+/// one watch per call in flight), else ENOSPC as the kernel's own limit
+/// answers. `listen()`: the check is made on init's own duplicate of
 /// the caller's socket (`pidfd_getfd`), and init calls `listen()` on that
 /// duplicate itself instead of letting the call continue, so swapping the
 /// descriptor number in the server between check and call changes
 /// nothing. Returns false when the listener is dead.
-pub(crate) fn handle_listen(listener: BorrowedFd<'_>) -> bool {
+pub(crate) fn handle_notification(listener: BorrowedFd<'_>, quota: &mut EpollQuota) -> bool {
     let mut req = SeccompNotif::default();
     // SAFETY: NOTIF_RECV fills a `struct seccomp_notif` of this layout.
     let rc = unsafe {
@@ -490,14 +578,36 @@ pub(crate) fn handle_listen(listener: BorrowedFd<'_>) -> bool {
         let e = std::io::Error::last_os_error();
         return matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::EINTR));
     }
-    let fd = i32::try_from(req.data.args[0]).unwrap_or(-1);
-    let backlog = req.data.args[1] as i32;
     let mut resp = SeccompNotifResp {
         id: req.id,
         ..SeccompNotifResp::default()
     };
+    if i64::from(req.data.nr) == libc::SYS_epoll_ctl {
+        // Only EPOLL_CTL_ADD is sent here; it goes on (the kernel makes
+        // the call as asked) unless the sandbox's share is used up.
+        if quota.admit(std::path::Path::new("/proc")) {
+            resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+        } else {
+            resp.error = -libc::ENOSPC;
+        }
+        send_response(listener, &mut resp);
+        return true;
+    }
+    let fd = i32::try_from(req.data.args[0]).unwrap_or(-1);
+    let backlog = req.data.args[1] as i32;
     resp.error = match checked_duplicate(req.pid, fd, listener, req.id) {
         Ok(dup) => {
+            // Connections a listener has not accepted yet are charged to
+            // no memory cgroup (a socket is charged when accepted), and
+            // each holds up to a receive window of data: a server made
+            // thousands with no accept() and held 170 MB of the host's
+            // TCP memory under memory_mb 128. The backlog bounds them.
+            // (A negative backlog means the most the kernel allows.)
+            let backlog = if (0..=MAX_BACKLOG).contains(&backlog) {
+                backlog
+            } else {
+                MAX_BACKLOG
+            };
             let backlog = Backlog::new(backlog).unwrap_or(Backlog::MAXCONN);
             match listen(&dup, backlog) {
                 Ok(()) => 0,
@@ -506,15 +616,38 @@ pub(crate) fn handle_listen(listener: BorrowedFd<'_>) -> bool {
         }
         Err(errno) => -errno,
     };
+    send_response(listener, &mut resp);
+    true
+}
+
+fn send_response(listener: BorrowedFd<'_>, resp: &mut SeccompNotifResp) {
     // SAFETY: NOTIF_SEND reads a `struct seccomp_notif_resp` of this layout.
     unsafe {
         libc::ioctl(
             listener.as_raw_fd(),
             NOTIF_SEND,
-            &mut resp as *mut SeccompNotifResp,
+            resp as *mut SeccompNotifResp,
         )
     };
-    true
+}
+
+/// The largest listen() backlog a sandboxed listener gets (see
+/// [`handle_notification`]); servers' defaults (node, nginx: 511) are cut to it.
+const MAX_BACKLOG: i32 = 64;
+
+/// Whether an inet listener may be bound to `ip`: the wildcard or the
+/// loopback address only. Every other loopback address (127.0.0.0/8) is
+/// one more listener on the same granted port, each with its own backlog
+/// of uncharged connections.
+fn listen_address_allowed(ip: std::net::IpAddr) -> bool {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let v4 = |a: Ipv4Addr| a.is_unspecified() || a == Ipv4Addr::LOCALHOST;
+    match ip {
+        IpAddr::V4(a) => v4(a),
+        IpAddr::V6(a) => {
+            a.is_unspecified() || a == Ipv6Addr::LOCALHOST || a.to_ipv4_mapped().is_some_and(v4)
+        }
+    }
 }
 
 /// init's duplicate of the caller's socket when the listen may proceed,
@@ -534,12 +667,25 @@ fn checked_duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Re
         return Err(libc::ESRCH);
     }
     let addr: SockaddrStorage = getsockname(dup.as_raw_fd()).map_err(|_| libc::ENOTSOCK)?;
-    let port = if let Some(v4) = addr.as_sockaddr_in() {
-        Some(v4.port())
+    // An abstract AF_UNIX name lives in the host's network namespace in
+    // ports mode: a listener there takes connections host programs make
+    // to that name (a name of a service not running yet, e.g. an X
+    // display), a listener no grant names.
+    if addr
+        .as_unix_addr()
+        .is_some_and(|u| u.as_abstract().is_some())
+    {
+        return Err(libc::EACCES);
+    }
+    let bound = if let Some(v4) = addr.as_sockaddr_in() {
+        Some((v4.port(), std::net::IpAddr::V4(v4.ip())))
     } else {
-        addr.as_sockaddr_in6().map(|v6| v6.port())
+        addr.as_sockaddr_in6()
+            .map(|v6| (v6.port(), std::net::IpAddr::V6(v6.ip())))
     };
-    if port == Some(0) {
+    if let Some((port, ip)) = bound
+        && (port == 0 || !listen_address_allowed(ip))
+    {
         return Err(libc::EACCES);
     }
     Ok(dup)
@@ -574,15 +720,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn listeners_only_on_the_wildcard_or_the_loopback_address() {
+        for ok in ["0.0.0.0", "127.0.0.1", "::", "::1", "::ffff:127.0.0.1"] {
+            assert!(listen_address_allowed(ok.parse().expect("ip")), "{ok}");
+        }
+        for no in [
+            "127.0.0.2",
+            "127.1.2.3",
+            "10.0.0.5",
+            "::ffff:127.0.0.9",
+            "fe80::1",
+        ] {
+            assert!(!listen_address_allowed(no.parse().expect("ip")), "{no}");
+        }
+    }
+
+    #[test]
     fn filters_compile_for_every_network_mode() {
         let ports = Network::Ports {
             connect_tcp: vec![443],
             bind_tcp: vec![],
         };
         let x32 = usize::from(cfg!(target_arch = "x86_64"));
-        assert_eq!(build(&Network::None).expect("none").len(), 3 + x32);
-        assert_eq!(build(&ports).expect("ports").len(), 3 + x32);
-        // `host`: no socket filter.
-        assert_eq!(build(&Network::Host).expect("host").len(), 2 + x32);
+        assert_eq!(build(&Network::None).expect("none").len(), 4 + x32);
+        assert_eq!(build(&ports).expect("ports").len(), 4 + x32);
+        // `host`: no socket rules, still the lease rule.
+        assert_eq!(build(&Network::Host).expect("host").len(), 4 + x32);
     }
 }
