@@ -8,9 +8,13 @@
 mod agent_support;
 
 use agent_support::*;
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use warden::agent::{Limits, Model, RunStatus, model_from_spec_with, run_task};
+use warden::agent::{
+    Limits, Model, RunStatus, ToolCall, ToolExecutor, ToolOutcome, ToolSpec, model_from_spec_with,
+    run_task,
+};
 
 fn anthropic(server: &MockServer) -> Box<dyn Model> {
     let base = server.url.clone();
@@ -155,4 +159,55 @@ async fn a_stop_reason_that_lies_about_calls_changes_nothing() {
     assert_eq!(report.status, RunStatus::Completed, "{report:?}");
     assert_eq!(report.calls.len(), 1);
     assert_eq!(report.calls[0]["arguments"], json!({"id": "a"}));
+}
+
+/// What the executor was told of calls it never ran: the host records
+/// each in the audit log as `skipped`.
+struct Recording {
+    skipped: std::sync::Mutex<Vec<(String, String)>>,
+}
+
+impl ToolExecutor for Recording {
+    fn tools(&self) -> Vec<ToolSpec> {
+        NotesTools.tools()
+    }
+    fn execute<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, ToolOutcome> {
+        NotesTools.execute(call)
+    }
+    fn record_skipped(&self, call: &ToolCall, reason: &str) {
+        self.skipped
+            .lock()
+            .unwrap()
+            .push((call.name.clone(), reason.to_string()));
+    }
+}
+
+#[tokio::test]
+async fn the_calls_of_a_cut_turn_are_handed_over_to_be_recorded() {
+    let cut_call = json!([
+        {"type": "tool_use", "id": "toolu_a", "name": "mcp__notes__read_note", "input": {"id": "a"}},
+        {"type": "tool_use", "id": "toolu_b", "name": "mcp__fs__write_file", "input": {"path": "/x"}}
+    ]);
+    let server = MockServer::start(vec![anthropic_turn(cut_call, "max_tokens")]).await;
+    let tools = Recording {
+        skipped: std::sync::Mutex::default(),
+    };
+    let report = run_task(
+        anthropic(&server).as_ref(),
+        &tools,
+        "read note a",
+        &Limits::default(),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_cut(&report, 2);
+    let skipped = tools.skipped.lock().unwrap().clone();
+    let names: Vec<&str> = skipped.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["mcp__notes__read_note", "mcp__fs__write_file"]);
+    assert!(
+        skipped
+            .iter()
+            .all(|(_, why)| why.contains("output-token limit")),
+        "{skipped:?}"
+    );
 }

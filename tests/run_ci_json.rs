@@ -281,9 +281,49 @@ fn max_tool_calls_runs_only_the_budget_and_reports_the_rest_as_skipped() {
     assert_eq!(calls[1]["outcome"], "ok");
     assert_eq!(calls[2]["outcome"], "skipped");
     assert_eq!(calls[2]["tool"], "mcp__notes__list_notes");
-    // Only the two calls that ran reached the audit log.
+    // The two calls that ran were sent; the one past the budget is in the
+    // log too (CONTRACT §6: nothing a caller asked for goes unrecorded),
+    // as `skipped`, with its arguments and no decision, and no result.
     let audit = std::fs::read_to_string(env.path("audit.jsonl")).expect("audit log");
-    assert_eq!(audit.matches("\"event\":\"tool_call\"").count(), 2);
+    let records: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("record"))
+        .collect();
+    let calls: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "tool_call")
+        .collect();
+    let outcomes: Vec<&str> = calls
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(outcomes, ["pending", "pending", "skipped"], "{audit}");
+    let skipped = calls[2];
+    assert_eq!(skipped["qualified"], "mcp__notes__list_notes", "{skipped}");
+    assert_eq!(skipped["server"], "notes", "{skipped}");
+    assert_eq!(skipped["arguments"], json!({}), "{skipped}");
+    assert!(skipped["decision"].is_null(), "{skipped}");
+    assert!(
+        skipped["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("limit of 2 tool calls")),
+        "{skipped}"
+    );
+    assert_eq!(
+        records
+            .iter()
+            .filter(|r| r["event"] == "tool_result")
+            .count(),
+        2
+    );
+    let verify = Command::new(WARDEN)
+        .args(["audit", "verify"])
+        .arg(env.path("audit.jsonl"))
+        .env("HOME", env.path("home"))
+        .env_remove("WARDEN_AUDIT_KEY")
+        .output()
+        .expect("run warden audit verify");
+    assert!(verify.status.success(), "{verify:?}");
 }
 
 #[test]

@@ -89,4 +89,13 @@ impl ToolExecutor for HostExecutor<'_> {
             }
         })
     }
+
+    fn record_skipped(&self, call: &ToolCall, reason: &str) {
+        self.host.record_skipped(
+            &ToolRef::Qualified(call.name.clone()),
+            &call.arguments,
+            Caller::Model,
+            reason,
+        );
+    }
 }

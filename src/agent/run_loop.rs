@@ -100,6 +100,10 @@ impl ToolOutcome {
 pub trait ToolExecutor: Send + Sync {
     fn tools(&self) -> Vec<ToolSpec>;
     fn execute<'a>(&'a self, call: &'a ToolCall) -> BoxFuture<'a, ToolOutcome>;
+    /// Records a call the model asked for that the run does not send
+    /// (past `--max-tool-calls`, or in a turn cut at the output-token
+    /// limit): an auditor sees every call asked for, run or not.
+    fn record_skipped(&self, _call: &ToolCall, _reason: &str) {}
 }
 
 /// Bounds of one run.
@@ -395,6 +399,7 @@ pub async fn run_conversation(
             let reason = "not run: the model's turn was cut at its output-token limit, \
                           so its arguments may be incomplete";
             for call in &turn.tool_calls {
+                tools.record_skipped(call, reason);
                 report.calls.push(unrun_record(call, "skipped", reason));
             }
             tracing::warn!(
@@ -512,6 +517,7 @@ pub async fn run_conversation(
                 limits.max_tool_calls
             );
             for call in over {
+                tools.record_skipped(call, &reason);
                 report.calls.push(unrun_record(call, "skipped", &reason));
             }
             tracing::info!(

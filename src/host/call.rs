@@ -347,6 +347,42 @@ impl Host {
         (report, result)
     }
 
+    /// Records a call its caller asked for and did not send (a run's
+    /// budget, a cut model turn): a `tool_call` with outcome `skipped`,
+    /// named as a call of it would have been. Nothing is decided or sent.
+    pub fn record_skipped(
+        &self,
+        target: &ToolRef,
+        arguments: &Value,
+        caller: Caller,
+        reason: &str,
+    ) {
+        let (server, tool, qualified) = match self.resolve(target, &self.tools()) {
+            Ok(target) => {
+                let (server, tool, qualified) = target.names();
+                (Some(server), Some(tool), qualified)
+            }
+            Err(refusal) => (refusal.server, refusal.tool, refusal.qualified),
+        };
+        self.refuse(
+            RequestKind::Tool,
+            caller,
+            arguments,
+            Refused {
+                method: "tools/call",
+                call_id: uuid::Uuid::new_v4().to_string(),
+                refusal: Refusal {
+                    outcome: Outcome::Skipped,
+                    server,
+                    tool,
+                    qualified,
+                    error: reason.to_string(),
+                },
+                started: Instant::now(),
+            },
+        );
+    }
+
     /// The tool a request names, or why it is refused before the pipeline.
     fn resolve(&self, target: &ToolRef, view: &ToolView) -> Result<Target, Refusal> {
         let (server, tool) = match target {

@@ -123,6 +123,10 @@ pub enum Outcome {
     ServerUnavailable,
     /// The server cannot start because the sandbox it requires is missing.
     SandboxUnavailable,
+    /// A run did not send it: the model asked for it past the run's
+    /// `--max-tool-calls`, or in a turn cut at the model's output-token
+    /// limit (its arguments may be incomplete). Never decided.
+    Skipped,
     /// The pending record could not be written, so the call was not sent
     /// (never in a record).
     AuditFailed,
@@ -146,6 +150,7 @@ impl Outcome {
             Outcome::UnknownPrompt => "unknown_prompt",
             Outcome::ServerUnavailable => "server_unavailable",
             Outcome::SandboxUnavailable => "sandbox_unavailable",
+            Outcome::Skipped => "skipped",
             Outcome::AuditFailed => "audit_failed",
         }
     }
@@ -162,6 +167,7 @@ impl Outcome {
                 | Outcome::UnknownPrompt
                 | Outcome::ServerUnavailable
                 | Outcome::SandboxUnavailable
+                | Outcome::Skipped
                 | Outcome::AuditFailed
         )
     }
