@@ -14,7 +14,7 @@ mod gateway_support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use gateway_support::cli_support::{audit_lines, calls_received, stderr};
+use gateway_support::cli_support::{audit_lines, calls_received, exec_within, stderr};
 use gateway_support::{StdioGateway, World, eventually, is_error, text_of};
 use serde_json::{Value, json};
 
@@ -133,18 +133,8 @@ fn with_read_only_log(world: &World, log: &Path, args: &[&str]) -> Output {
         "-c",
         r#"mount --bind -o ro "$0" "$0" && exec "$@""#,
     ])
-    .arg(log)
-    .arg(warden.get_program())
-    .args(warden.get_args());
-    for (key, value) in warden.get_envs() {
-        match value {
-            Some(value) => cmd.env(key, value),
-            None => cmd.env_remove(key),
-        };
-    }
-    if let Some(dir) = warden.get_current_dir() {
-        cmd.current_dir(dir);
-    }
+    .arg(log);
+    let mut cmd = exec_within(cmd, &warden);
     cmd.output().expect("run unshare")
 }
 
@@ -188,19 +178,8 @@ async fn start(world: &World) -> StdioGateway {
 async fn start_with(world: &World, setup: &str) -> StdioGateway {
     let warden = world.warden(&["gateway", "--stdio"]);
     let mut cmd = Command::new("sh");
-    cmd.args(["-c", &format!(r#"{setup}; exec "$0" "$@""#)])
-        .arg(warden.get_program())
-        .args(warden.get_args());
-    for (key, value) in warden.get_envs() {
-        match value {
-            Some(value) => cmd.env(key, value),
-            None => cmd.env_remove(key),
-        };
-    }
-    if let Some(dir) = warden.get_current_dir() {
-        cmd.current_dir(dir);
-    }
-    let mut cmd = tokio::process::Command::from(cmd);
+    cmd.args(["-c", &format!(r#"{setup}; exec "$0" "$@""#)]);
+    let mut cmd = tokio::process::Command::from(exec_within(cmd, &warden));
     cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -315,18 +294,8 @@ async fn a_file_size_limit_refuses_the_call_instead_of_killing_warden() {
     let warden = world.warden(&["--json", "call", "fx", "echo"]);
     let mut cmd = Command::new("sh");
     cmd.args(["-c", r#"trap - XFSZ; exec prlimit --fsize="$0" -- "$@""#])
-        .arg((before.len() + 100).to_string())
-        .arg(warden.get_program())
-        .args(warden.get_args());
-    for (key, value) in warden.get_envs() {
-        match value {
-            Some(value) => cmd.env(key, value),
-            None => cmd.env_remove(key),
-        };
-    }
-    if let Some(dir) = warden.get_current_dir() {
-        cmd.current_dir(dir);
-    }
+        .arg((before.len() + 100).to_string());
+    let mut cmd = exec_within(cmd, &warden);
     let output = cmd.output().expect("run prlimit");
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let report = json_of(&output);

@@ -34,18 +34,8 @@ fn a_run_whose_calls_cannot_be_audited_is_no_success() {
     // of killing warden.
     let warden = world.warden(&["run", "--ci", "--json", "--model", &model, "--task", "t"]);
     let mut cmd = Command::new("sh");
-    cmd.args(["-c", r#"trap "" XFSZ; exec "$0" "$@""#])
-        .arg(warden.get_program())
-        .args(warden.get_args());
-    for (key, value) in warden.get_envs() {
-        match value {
-            Some(value) => cmd.env(key, value),
-            None => cmd.env_remove(key),
-        };
-    }
-    if let Some(dir) = warden.get_current_dir() {
-        cmd.current_dir(dir);
-    }
+    cmd.args(["-c", r#"trap "" XFSZ; exec "$0" "$@""#]);
+    let mut cmd = cli_support::exec_within(cmd, &warden);
     let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -114,6 +114,23 @@ impl World {
     }
 }
 
+/// Appends `inner` (program and arguments) to `outer`, which runs it
+/// (`sh -c '…; exec "$0" "$@"'`, `prlimit … --`, `unshare …`), with
+/// `inner`'s environment and working folder.
+pub fn exec_within(mut outer: Command, inner: &Command) -> Command {
+    outer.arg(inner.get_program()).args(inner.get_args());
+    for (key, value) in inner.get_envs() {
+        match value {
+            Some(value) => outer.env(key, value),
+            None => outer.env_remove(key),
+        };
+    }
+    if let Some(dir) = inner.get_current_dir() {
+        outer.current_dir(dir);
+    }
+    outer
+}
+
 pub fn processes_with(needle: &str) -> Vec<u32> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
