@@ -1006,3 +1006,70 @@ async fn a_server_that_dies_is_connected_again_and_its_tools_come_back() {
     );
     session.finish(&world).await;
 }
+
+/// A server that fails when the gateway starts (its first start exits 3) is
+/// tried again in the background, like one whose connection dies: once a
+/// later start succeeds its tools join the client's view and calls work.
+/// Before, a server that failed its first start stayed out of every
+/// client's view until the gateway was restarted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_fails_its_first_start_is_tried_again_and_its_tools_arrive() {
+    let world = World::new();
+    let flag_dir = world.path("first-start");
+    std::fs::create_dir_all(&flag_dir).unwrap();
+    let flag = flag_dir.join("failed-once");
+    let fixture = world.fixture();
+    let program = fixture["command"].as_str().unwrap().to_string();
+    let args: Vec<String> = fixture["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    // The first start leaves a flag and fails; later ones run the fixture.
+    let script = "if [ -e \"$1\" ]; then shift; exec \"$@\"; else : > \"$1\"; echo 'not ready' >&2; exit 3; fi".to_string();
+    let mut sh_args = vec![
+        "-c".to_string(),
+        script,
+        "sh".to_string(),
+        flag.display().to_string(),
+        program.clone(),
+    ];
+    sh_args.extend(args);
+    let mut config = standard_config(&world);
+    let warden_dir = std::path::Path::new(&program)
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    config["mcpServers"]["fixture"] = json!({
+        "command": "/bin/sh",
+        "args": sh_args,
+        "sandbox": {"write": [flag_dir], "read": [warden_dir]},
+    });
+    world.write_config(&config);
+    let session = start(&world, TestClient::plain(), &[]).await;
+    let client = &session.client;
+    assert!(flag.exists(), "the first start ran and failed");
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let tools = client.list_all_tools().await.expect("list");
+        if tools.iter().any(|t| t.name == "fixture__echo") {
+            let echoed = client
+                .call_tool(call("fixture__echo", json!({"message": "late"})))
+                .await
+                .expect("echo");
+            assert!(!is_error(&echoed), "{echoed:?}");
+            assert_eq!(echoed.structured_content, Some(json!({"message": "late"})));
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server that failed its first start was never tried again: {:?}",
+            tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    session.finish(&world).await;
+}

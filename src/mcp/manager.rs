@@ -202,6 +202,10 @@ impl Manager {
     /// Connects every admitted server concurrently and returns once every
     /// attempt has settled. Each attempt is bounded by its server's timeout
     /// (per step); one that fails or hangs does not hold up the others.
+    /// A server that fails here is tried again in the background, as one
+    /// whose connection dies is: a remote server that is down when the
+    /// gateway starts, or a server that fails once, would otherwise stay
+    /// out of every client's view for the whole session.
     pub async fn connect_all(&self) {
         let slots = self.slots();
         let attempts = slots
@@ -210,8 +214,11 @@ impl Manager {
             .map(|slot| async move {
                 let _connecting = slot.connecting.lock().await;
                 let connected = slot.lock().conn.as_ref().is_some_and(|c| c.alive());
-                if !connected {
-                    let _ = self.connect_slot(slot).await;
+                if !connected
+                    && self.connect_slot(slot).await.is_err()
+                    && !self.shared.shutting_down.load(Ordering::SeqCst)
+                {
+                    let _ = self.shared.revive.send(slot.clone());
                 }
             });
         futures::future::join_all(attempts).await;
@@ -348,8 +355,13 @@ impl Manager {
     /// Connects one slot; the caller holds `slot.connecting`.
     pub(super) async fn connect_slot(&self, slot: &Arc<Slot>) -> Result<Arc<Connection>, String> {
         {
+            // A server being tried again keeps showing `error` and why it
+            // failed last, rather than flickering to `connecting` on each
+            // try in the background.
             let mut inner = slot.lock();
-            inner.state = ServerState::Connecting;
+            if inner.state != ServerState::Error {
+                inner.state = ServerState::Connecting;
+            }
         }
         self.shared.bump();
         let result = tokio::select! {
@@ -502,10 +514,7 @@ impl Manager {
             {
                 return;
             }
-            tracing::info!(
-                server = slot.name(),
-                "connecting again after the server's connection died"
-            );
+            tracing::info!(server = slot.name(), "connecting again");
             if self.connect_slot(&slot).await.is_ok() {
                 return;
             }

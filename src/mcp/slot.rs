@@ -134,7 +134,7 @@ impl Slot {
         inner.conn = None;
         Slot::fail(
             &mut inner,
-            format!("disconnected: {reason}; reconnects on the next call"),
+            format!("disconnected: {reason}; connecting again in the background"),
         );
         true
     }
