@@ -11,11 +11,18 @@
 //!   clients try first). The review received a host program's
 //!   connection and datagram this way.
 //!
+//! - a connected pair from `socketpair()` has no name, and `bind()` gave
+//!   it one: the server held a host name, so the host's own service
+//!   could no longer bind it.
+//!
 //! `socket(AF_UNIX)` is refused in ports mode (connected pairs from
-//! `socketpair()` stay), and the listen() supervisor refuses abstract
-//! listeners as well. Each attack also runs without the sandbox and
+//! `socketpair()` stay), the listen() supervisor refuses abstract
+//! listeners as well, and `bind()` is made by init, which names no unix
+//! socket. Each attack also runs without the sandbox and
 //! works there.
 
+#[path = "support/ports.rs"]
+mod ports;
 mod sandbox_support;
 
 use std::io::{BufRead, BufReader, Write};
@@ -207,4 +214,148 @@ fn a_pathname_socket_in_a_read_grant_is_never_connectable_in_ports_mode() {
         !pending(&listener, &fx.token),
         "sandboxed: the host service got a connection"
     );
+}
+
+/// argv[1]: the pair's type, argv[2]: the abstract name, argv[3]: a
+/// TCP port, argv[4:]: descriptor numbers to race. Names one end of a
+/// connected pair, then (`race`) binds descriptor number N to the name
+/// while a thread swaps a TCP socket and the pair's end in and out of N;
+/// then binds TCP ports; stays up until killed.
+const NAME_A_PAIR: &str = r#"
+import os, socket, sys, threading, time
+kind = socket.SOCK_STREAM if sys.argv[1] == "stream" else socket.SOCK_SEQPACKET
+name = "\0" + sys.argv[2]
+a, b = socket.socketpair(socket.AF_UNIX, kind)
+try:
+    a.bind(name); print("pair named", flush=True)
+except OSError as e:
+    print("pair refused", e.errno, flush=True)
+b.send(b"x"); print("pair works", a.recv(1).decode(), flush=True)
+if sys.argv[1] == "race":
+    t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    n = os.dup(t.fileno()); stop = False
+    def swap():
+        while not stop:
+            os.dup2(a.fileno(), n); os.dup2(t.fileno(), n)
+    th = threading.Thread(target=swap); th.start()
+    import ctypes, struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    raw = struct.pack("H", socket.AF_UNIX) + name.encode()
+    buf = ctypes.create_string_buffer(raw, len(raw))
+    named = sum(libc.bind(n, buf, len(raw)) == 0 for _ in range(3000))
+    stop = True; th.join()
+    print("race named", named, flush=True)
+for fam, host in [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")]:
+    for p in sys.argv[3:]:
+        s = socket.socket(fam); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, int(p))); print("tcp", int(fam), p, "bound", flush=True)
+        except OSError as e:
+            print("tcp", int(fam), p, "refused", e.errno, flush=True)
+print("done", flush=True)
+time.sleep(120)
+"#;
+
+/// Runs the probe until "done"; its lines, and whether the host could bind
+/// the name meanwhile (while the probe still holds all it named).
+fn name_a_pair(cmd: Command, name: &str, stream: bool) -> (Vec<String>, bool) {
+    let (child, mut out, first) = start(cmd);
+    let mut lines = vec![first.trim().to_string()];
+    while lines.last().is_some_and(|l| l != "done") {
+        let mut l = String::new();
+        if out.read_line(&mut l).expect("read") == 0 {
+            break;
+        }
+        lines.push(l.trim().to_string());
+    }
+    // An abstract name is taken per socket type: the host binds the same.
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr, bind, socket};
+    let ty = if stream {
+        SockType::Stream
+    } else {
+        SockType::SeqPacket
+    };
+    let host = socket(AddressFamily::Unix, ty, SockFlag::SOCK_CLOEXEC, None).expect("socket");
+    let addr = UnixAddr::new_abstract(name.as_bytes()).expect("name");
+    let host_binds = bind(std::os::fd::AsRawFd::as_raw_fd(&host), &addr).is_ok();
+    drop(child);
+    (lines, host_binds)
+}
+
+#[test]
+fn a_connected_pair_never_takes_a_host_name_and_binds_keep_to_the_granted_ports() {
+    let fx = Fixture::new();
+    let granted = ports::ReservedPort::new();
+    let other = ports::ReservedPort::new();
+    let (g, o) = (granted.port.to_string(), other.port.to_string());
+    let profile = fx.workspace.path().join("profile.json");
+    std::fs::write(
+        &profile,
+        serde_json::json!({"network": {"connect_tcp": [9], "bind_tcp": [granted.port]}})
+            .to_string(),
+    )
+    .expect("profile");
+    let refused = format!("refused {}", nix::errno::Errno::EACCES as i32);
+    for kind in ["stream", "seqpacket", "race"] {
+        let argv = |name: &str| -> Vec<String> {
+            [
+                "/usr/bin/python3",
+                "-c",
+                NAME_A_PAIR,
+                kind,
+                name,
+                &g,
+                &o,
+                "0",
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        // Baseline: the pair takes the name; the host's service cannot
+        // bind it; every port binds.
+        let name = format!("warden-pair-{}", uuid::Uuid::new_v4().simple());
+        let a = argv(&name);
+        let mut plain = Command::new(&a[0]);
+        plain.args(&a[1..]);
+        let (lines, host_binds) = name_a_pair(plain, &name, kind == "stream");
+        assert!(
+            lines.contains(&"pair named".to_string()),
+            "baseline {kind}: {lines:?}"
+        );
+        assert!(!host_binds, "baseline {kind}: the host bound a taken name");
+        assert!(
+            lines.iter().filter(|l| l.ends_with(" bound")).count() == 6,
+            "baseline {kind}: {lines:?}"
+        );
+
+        let name = format!("warden-pair-{}", uuid::Uuid::new_v4().simple());
+        let a = argv(&name);
+        let mut cmd = Command::new(WARDEN);
+        cmd.args(["sandbox", "exec", "--profile"])
+            .arg(&profile)
+            .arg("--")
+            .args(&a)
+            .env("HOME", fx.workspace.path())
+            .env("TMPDIR", fx.runtime.path())
+            .env_remove("WARDEN_CGROUP_PARENT")
+            .current_dir(fx.workspace.path());
+        let (lines, host_binds) = name_a_pair(cmd, &name, kind == "stream");
+        let said = format!("sandboxed {kind}: {lines:?}");
+        assert!(lines.contains(&format!("pair {refused}")), "{said}");
+        assert!(lines.contains(&"pair works x".to_string()), "{said}");
+        if kind == "race" {
+            assert!(lines.contains(&"race named 0".to_string()), "{said}");
+        }
+        assert!(host_binds, "{said}: the name was taken from the host");
+        // AF_INET, AF_INET6
+        for fam in [2, 10] {
+            assert!(lines.contains(&format!("tcp {fam} {g} bound")), "{said}");
+            for p in [&o, "0"] {
+                assert!(
+                    lines.contains(&format!("tcp {fam} {p} {refused}")),
+                    "{said}"
+                );
+            }
+        }
+    }
 }

@@ -456,6 +456,10 @@ fn init_main(
     };
     release_stdio();
     let mut quota = crate::epoll_quota::EpollQuota::new(std::path::Path::new("/proc"));
+    let bind_ports: &[u16] = match &plan.network {
+        crate::spec::Network::Ports { bind_tcp, .. } => bind_tcp,
+        _ => &[],
+    };
     loop {
         let mut fds = vec![PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
         if let Some(l) = &listener {
@@ -470,7 +474,7 @@ fn init_main(
         drop(fds);
         if let (Some(ev), Some(l)) = (listen_events, listener.as_ref()) {
             let alive = if ev.contains(PollFlags::POLLIN) {
-                seccomp::handle_notification(l.as_fd(), &mut quota)
+                seccomp::handle_notification(l.as_fd(), &mut quota, bind_ports)
             } else {
                 ev.is_empty()
             };

@@ -21,6 +21,7 @@
 //! calls); `kernel` (what this host offers), `runtime_dir` and `guard`
 //! (host folders and the process group).
 
+mod bind_check;
 mod caps;
 mod cgroup;
 mod counters;

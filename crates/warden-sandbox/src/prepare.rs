@@ -630,7 +630,8 @@ pub(crate) fn summary(
                 Network::None => "not needed: no TCP socket can be made (network none)",
                 Network::Host => "not used (network \"host\")",
             },
-            "listen() without bind() auto-binding a port the bind rule never saw (ports mode)",
+            "listen() without bind() auto-binding a port the bind rule never saw, and bind() \
+             naming a socketpair() end with a host abstract unix name (ports mode)",
         ),
         layer(
             "epoll watch quota",

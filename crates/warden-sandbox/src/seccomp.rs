@@ -47,7 +47,9 @@
 //!   wildcard or loopback (each extra loopback address was one more
 //!   listener on a granted port), on an abstract unix name; the backlog
 //!   is capped at [`MAX_BACKLOG`] (unaccepted connections are charged to
-//!   no memory cgroup).
+//!   no memory cgroup). bind() goes there too and init binds on the
+//!   server's behalf (`bind_check.rs`): no unix socket is named (a
+//!   socketpair() end took a host abstract name), TCP only on `bind_tcp`.
 //! - EACCES, ports mode: every socket but TCP (Landlock covers TCP
 //!   only), AF_UNIX `socket()` included: a pathname socket inside a grant
 //!   stayed connectable (docker.sock in a read grant is root on the
@@ -64,7 +66,7 @@
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-use nix::sys::socket::{Backlog, SockaddrStorage, getsockname, listen};
+use nix::sys::socket::{Backlog, SockaddrLike, SockaddrStorage, getsockname, listen};
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
     SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
@@ -473,11 +475,12 @@ pub(crate) fn notify_filter(listen: bool) -> Result<OwnedFd, SeccompError> {
     let ld_w_abs = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
     let jeq_k = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
     let ret_k = libc::BPF_RET | libc::BPF_K;
-    // No syscall has this number: listen() is not sent when not asked.
-    let listen_nr = if listen {
-        libc::SYS_listen as u32
+    // No syscall has this number: listen() and bind() are not sent when
+    // not asked (ports mode only).
+    let (listen_nr, bind_nr) = if listen {
+        (libc::SYS_listen as u32, libc::SYS_bind as u32)
     } else {
-        u32::MAX
+        (u32::MAX, u32::MAX)
     };
     // seccomp_data.args[1]'s low word (little-endian: x86_64, aarch64).
     const ARG1_LOW: u32 = 24;
@@ -487,12 +490,13 @@ pub(crate) fn notify_filter(listen: bool) -> Result<OwnedFd, SeccompError> {
         jump(jeq_k, AUDIT_ARCH, 1, 0),
         stmt(ret_k, SECCOMP_RET_KILL_PROCESS),
         stmt(ld_w_abs, 0),                             // 3: seccomp_data.nr
-        jump(jeq_k, listen_nr, 4, 0),                  // → 9
-        jump(jeq_k, libc::SYS_epoll_ctl as u32, 0, 2), // → 6, else 8
+        jump(jeq_k, listen_nr, 5, 0),                  // → 10
+        jump(jeq_k, bind_nr, 4, 0),                    // → 10
+        jump(jeq_k, libc::SYS_epoll_ctl as u32, 0, 2), // → 7, else 9
         stmt(ld_w_abs, ARG1_LOW),
-        jump(jeq_k, EPOLL_CTL_ADD, 1, 0),    // → 9, else 8
-        stmt(ret_k, SECCOMP_RET_ALLOW),      // 8
-        stmt(ret_k, SECCOMP_RET_USER_NOTIF), // 9
+        jump(jeq_k, EPOLL_CTL_ADD, 1, 0),    // → 10, else 9
+        stmt(ret_k, SECCOMP_RET_ALLOW),      // 9
+        stmt(ret_k, SECCOMP_RET_USER_NOTIF), // 10
     ];
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
@@ -562,8 +566,13 @@ const NOTIF_ID_VALID: libc::c_ulong = 0x8008_2102;
 /// the caller's socket (`pidfd_getfd`), and init calls `listen()` on that
 /// duplicate itself instead of letting the call continue, so swapping the
 /// descriptor number in the server between check and call changes
-/// nothing. Returns false when the listener is dead.
-pub(crate) fn handle_notification(listener: BorrowedFd<'_>, quota: &mut EpollQuota) -> bool {
+/// nothing. `bind()` (ports mode): the same, init binds its duplicate
+/// (`bind_check`). Returns false when the listener is dead.
+pub(crate) fn handle_notification(
+    listener: BorrowedFd<'_>,
+    quota: &mut EpollQuota,
+    bind_ports: &[u16],
+) -> bool {
     let mut req = SeccompNotif::default();
     // SAFETY: NOTIF_RECV fills a `struct seccomp_notif` of this layout.
     let rc = unsafe {
@@ -594,6 +603,14 @@ pub(crate) fn handle_notification(listener: BorrowedFd<'_>, quota: &mut EpollQuo
         return true;
     }
     let fd = i32::try_from(req.data.args[0]).unwrap_or(-1);
+    if i64::from(req.data.nr) == libc::SYS_bind {
+        resp.error = match bind_for(&req, fd, listener, bind_ports) {
+            Ok(()) => 0,
+            Err(errno) => -errno,
+        };
+        send_response(listener, &mut resp);
+        return true;
+    }
     let backlog = req.data.args[1] as i32;
     resp.error = match checked_duplicate(req.pid, fd, listener, req.id) {
         Ok(dup) => {
@@ -650,11 +667,43 @@ fn listen_address_allowed(ip: std::net::IpAddr) -> bool {
     }
 }
 
-/// init's duplicate of the caller's socket when the listen may proceed,
-/// else the errno to return. An AF_INET/AF_INET6 socket must already be
-/// bound (its port was checked by Landlock at `bind()`): `listen()` on an
-/// unbound one would auto-bind a port no rule ever saw.
-fn checked_duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Result<OwnedFd, i32> {
+/// `bind()` made by init on its own duplicate of the caller's socket, with
+/// the address read once from the caller (`bind_check` says why).
+fn bind_for(
+    req: &SeccompNotif,
+    fd: i32,
+    listener: BorrowedFd<'_>,
+    bind_ports: &[u16],
+) -> Result<(), i32> {
+    let tid = libc::pid_t::try_from(req.pid).map_err(|_| libc::ESRCH)?;
+    let addr = crate::bind_check::read_addr(tid, req.data.args[1], req.data.args[2])?;
+    // After the read: the thread may have died and its id been reused.
+    let dup = duplicate(req.pid, fd, listener, req.id)?;
+    // The socket's own family (a fresh socket's name is its family's
+    // unspecified address), not the one the address claims.
+    let local: SockaddrStorage = getsockname(dup.as_raw_fd()).map_err(|_| libc::ENOTSOCK)?;
+    let domain = local.family().map_or(-1, |f| f as i32);
+    crate::bind_check::check(domain, &addr, bind_ports)?;
+    // SAFETY: `addr` holds `addr.len()` initialised bytes (at most
+    // `MAX_ADDR`, checked by `read_addr`), which bind() only reads.
+    let rc = unsafe {
+        libc::bind(
+            dup.as_raw_fd(),
+            addr.as_ptr().cast::<libc::sockaddr>(),
+            addr.len() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL));
+    }
+    Ok(())
+}
+
+/// init's duplicate of the caller's descriptor `fd`, taken while the
+/// notification `id` is still pending (so `pid` is still the caller).
+fn duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Result<OwnedFd, i32> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| libc::ESRCH)?;
     let pidfd = thread_pidfd(pid).ok_or(libc::ESRCH)?;
     let dup = sys::pidfd_getfd(pidfd.as_fd(), fd)
@@ -666,6 +715,15 @@ fn checked_duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Re
     if unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_ID_VALID, &mut idv as *mut u64) } < 0 {
         return Err(libc::ESRCH);
     }
+    Ok(dup)
+}
+
+/// init's duplicate of the caller's socket when the listen may proceed,
+/// else the errno to return. An AF_INET/AF_INET6 socket must already be
+/// bound (its port was checked by Landlock at `bind()`): `listen()` on an
+/// unbound one would auto-bind a port no rule ever saw.
+fn checked_duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Result<OwnedFd, i32> {
+    let dup = duplicate(pid, fd, listener, id)?;
     let addr: SockaddrStorage = getsockname(dup.as_raw_fd()).map_err(|_| libc::ENOTSOCK)?;
     // An abstract AF_UNIX name lives in the host's network namespace in
     // ports mode: a listener there takes connections host programs make
