@@ -1071,13 +1071,15 @@ async fn completion_is_decided_and_recorded_and_set_level_is_recorded() {
     assert_eq!(templates.len(), 2, "{templates:?}");
     let unknown = templates
         .iter()
-        .find(|r| r["arguments"]["uri"] == "fixture://wait/{ms}")
+        .find(|r| r["arguments"]["template"] == "fixture://wait/{ms}")
         .expect("the hidden template's completion");
     assert_eq!(unknown["outcome"], "unknown_resource");
     let items = templates
         .iter()
-        .find(|r| r["arguments"]["uri"] == "fixture://items/{id}")
+        .find(|r| r["arguments"]["template"] == "fixture://items/{id}")
         .expect("the template's completion");
+    // Decided on the URI the completion prepares.
+    assert_eq!(items["arguments"]["uri"], "fixture://items/7");
     assert_eq!(items["target"], "resource__fx");
     assert_eq!(
         items["arguments"]["argument"],

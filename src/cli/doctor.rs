@@ -443,7 +443,10 @@ fn connect_servers(global: &GlobalArgs, report: &mut Report) -> anyhow::Result<(
     let slot = std::sync::Arc::new(std::sync::Mutex::new(None));
     let filled = slot.clone();
     let ran = session::run_async(|cancel| async move {
-        let host = crate::host::Host::open(options).map_err(session::host_error)?;
+        let host =
+            std::sync::Arc::new(crate::host::Host::open(options).map_err(session::host_error)?);
+        // As `mcp status`: a server's own requests are decided and recorded.
+        host.install_server_requests(warden_audit::Caller::Cli);
         tokio::select! {
             _ = host.connect() => {}
             _ = cancel.cancelled() => {}

@@ -11,7 +11,12 @@ pub fn status(global: &GlobalArgs) -> anyhow::Result<u8> {
     let options = session::host_options(global, Mode::Interactive)?;
     let json_out = global.json;
     session::run_async(|cancel| async move {
-        let host = Host::open(options).map_err(session::host_error)?;
+        let host = std::sync::Arc::new(Host::open(options).map_err(session::host_error)?);
+        // A server may ask for roots, sampling or elicitation while it is
+        // listed: decided and recorded like in any session (CONTRACT §6),
+        // with no model and no one to answer (sampling refused,
+        // elicitation declined, roots the workspace).
+        host.install_server_requests(warden_audit::Caller::Cli);
         tokio::select! {
             _ = host.connect() => {}
             _ = cancel.cancelled() => {}

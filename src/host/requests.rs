@@ -622,12 +622,20 @@ impl Host {
             caller,
         } = request;
         // What the log keeps: what is decided, and for a template also
-        // the value being completed.
+        // the template, the value being completed and the context's values
+        // (the completion's whole context, so the record shows what was
+        // probed).
         let recorded = match &params.r#ref {
-            Reference::Resource(template) => json!({
-                "uri": template.uri,
-                "argument": {"name": params.argument.name, "value": params.argument.value},
-            }),
+            Reference::Resource(template) => {
+                let mut recorded = completion_arguments(&params);
+                recorded["template"] = json!(template.uri);
+                recorded["argument"] =
+                    json!({"name": params.argument.name, "value": params.argument.value});
+                if let Some(known) = params.context.as_ref().and_then(|c| c.arguments.as_ref()) {
+                    recorded["context"] = json!(known);
+                }
+                recorded
+            }
             _ => completion_arguments(&params),
         };
         let refused = |kind, refusal| {
@@ -674,40 +682,96 @@ impl Host {
             .contains(&server);
         if !offers {
             // The server completes nothing: nothing is sent to it and
-            // nothing comes back, so there is nothing to decide.
-            return CallReport {
+            // nothing comes back, so there is nothing to decide; but the
+            // caller asked, so it is recorded (CONTRACT §6), undecided.
+            let report = CallReport {
                 server: Some(server),
                 tool: Some(subject),
                 decision: None,
                 outcome: Outcome::Ok,
                 result: serde_json::to_value(CompleteResult::default()).ok(),
-                error: None,
+                error: Some(
+                    "the server does not offer completions: answered empty, nothing sent".into(),
+                ),
                 duration_ms: elapsed_ms(started),
                 qualified: target,
                 call_id,
                 kind,
                 method: "completion/complete",
             };
+            self.audit
+                .record(self.request_record(caller, &recorded, &report, None));
+            return CallReport {
+                error: None,
+                ..report
+            };
         }
         let arguments = completion_arguments(&params);
+        let filler = (kind == RequestKind::Resource).then(|| params.clone());
         let facts = self.request_facts(kind, &server, &subject, target, &arguments);
-        self.mediate(
-            Resolved {
-                facts,
-                outbound: Mediated::Complete(Box::new(params)),
-            },
-            caller,
-            &recorded,
-            Mediation {
-                asker,
-                cancel,
-                progress,
-                call_id,
-                started,
-                downstream: None,
-            },
-        )
-        .await
+        let mut report = self
+            .mediate(
+                Resolved {
+                    facts,
+                    outbound: Mediated::Complete(Box::new(params)),
+                },
+                caller,
+                &recorded,
+                Mediation {
+                    asker,
+                    cancel,
+                    progress,
+                    call_id,
+                    started,
+                    downstream: None,
+                },
+            )
+            .await;
+        if let (Some(params), Some(result)) = (filler, report.result.as_mut()) {
+            self.drop_denied_completions(&server, &params, result);
+        }
+        report
+    }
+
+    /// Removes from a template completion's answer each value whose URI
+    /// (the template filled with it) a `deny` rule matches, as a listing
+    /// leaves out what can never be read: the server's own suggestions
+    /// must not name a denied resource to the caller.
+    fn drop_denied_completions(
+        &self,
+        server: &str,
+        params: &CompleteRequestParams,
+        result: &mut Value,
+    ) {
+        let Some(values) = result
+            .pointer_mut("/completion/values")
+            .and_then(Value::as_array_mut)
+        else {
+            return;
+        };
+        let target = resource_target(server);
+        let dirs = self.server_dirs(server);
+        let pipeline = self.pipeline();
+        let before = values.len();
+        values.retain(|v| {
+            let Some(value) = v.as_str() else {
+                return false;
+            };
+            let mut filled = params.clone();
+            filled.argument.value = value.to_string();
+            let uri = completion_arguments(&filled)["uri"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            !pipeline.resource_hidden(&target, &uri, &dirs)
+        });
+        let dropped = (before - values.len()) as u64;
+        if dropped > 0
+            && let Some(total) = result.pointer_mut("/completion/total")
+            && let Some(n) = total.as_u64()
+        {
+            *total = json!(n.saturating_sub(dropped));
+        }
     }
 
     /// The one server whose (shown) templates include `template` exactly.

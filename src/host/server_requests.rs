@@ -33,8 +33,8 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 use rmcp::ErrorData;
 use rmcp::model::{
-    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    ElicitationAction, ListRootsResult,
+    ContextInclusion, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ListRootsResult,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -541,10 +541,14 @@ impl Decider {
         let Some(host) = self.host.upgrade() else {
             return Err(ErrorData::invalid_request("warden is exiting", None));
         };
+        // `include_context`: what the server asked to have added from
+        // other servers' context (`input.sampling.include_context`);
+        // never passed on (below).
         let arguments = json!({
             "max_tokens": params.max_tokens,
             "messages": params.messages,
             "system_prompt": params.system_prompt,
+            "include_context": params.include_context,
         });
         let pending = Pending {
             kind: RequestKind::Sampling,
@@ -572,7 +576,7 @@ impl Decider {
                 &host,
                 &pending,
                 &decision,
-                "sampling refused by warden: `warden call` has no model to sample".into(),
+                "sampling refused by warden: this command (`call`, `mcp status`, `doctor`) has no model to sample".into(),
             ));
         }
         let limits = host
@@ -594,6 +598,17 @@ impl Decider {
         // sent the request unchanged, so one over the cap is refused.
         let mut params = params;
         let mut capped = None;
+        // A server's `includeContext` ("thisServer", "allServers") asks
+        // whoever samples to add context from the session, other servers'
+        // included: what one server must never read through another. It
+        // is set to "none" before anyone is asked, and recorded as capped.
+        if let Some(asked) = params
+            .include_context
+            .take_if(|c| *c != ContextInclusion::None)
+        {
+            capped = Some(json!({"include_context": {"asked": asked, "sent": "none"}}));
+            params.include_context = Some(ContextInclusion::None);
+        }
         if params.max_tokens > limits.max_tokens {
             if downstream.is_some() {
                 return refused(self.refuse(
@@ -606,9 +621,13 @@ impl Decider {
                     ),
                 ));
             }
-            capped = Some(
-                json!({"max_tokens": {"asked": params.max_tokens, "sent": limits.max_tokens}}),
-            );
+            let cap = json!({"asked": params.max_tokens, "sent": limits.max_tokens});
+            match capped.as_mut().and_then(Value::as_object_mut) {
+                Some(fields) => {
+                    fields.insert("max_tokens".into(), cap);
+                }
+                None => capped = Some(json!({ "max_tokens": cap })),
+            }
             tracing::info!(
                 server,
                 asked = params.max_tokens,

@@ -67,10 +67,22 @@ pub enum Mediated {
 /// a prompt, the prompt's arguments as far as known (the context's
 /// resolved values, and the one being completed with its partial value),
 /// as a `prompts/get` with them would be; for a resource template,
-/// `{"uri": TEMPLATE}`, as a read of the template would be.
+/// `{"uri": URI}` with the URI the completion prepares (the template
+/// filled with the context's values and the partial value:
+/// [`super::template_fill`]), as a read of that URI would be, so a
+/// denied resource cannot be probed by completing towards it.
 pub fn completion_arguments(params: &CompleteRequestParams) -> Value {
     match &params.r#ref {
-        Reference::Resource(template) => serde_json::json!({ "uri": template.uri }),
+        Reference::Resource(template) => {
+            let known = params.context.as_ref().and_then(|c| c.arguments.as_ref());
+            let uri = super::template_fill::fill_template(&template.uri, |name| {
+                if name == params.argument.name {
+                    return Some(params.argument.value.as_str());
+                }
+                known.and_then(|k| k.get(name)).map(String::as_str)
+            });
+            serde_json::json!({ "uri": uri })
+        }
         Reference::Prompt(_) => {
             let mut arguments: Map<String, Value> = params
                 .context

@@ -41,6 +41,7 @@ mod slot;
 mod sse;
 mod stdio;
 mod tasks;
+mod template_fill;
 pub(crate) mod wire;
 
 use std::time::Duration;

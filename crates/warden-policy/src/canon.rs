@@ -1511,8 +1511,8 @@ fn loose_file_readings(raw: &str, rest: &str) -> Vec<String> {
         // URL parsers: query and fragment dropped.
         let path_url = path_all.split(['?', '#']).next().unwrap_or("");
         for candidate in [path_all, path_url] {
-            let decoded = percent_decode_lossy(candidate);
-            for p in [candidate.to_string(), decoded] {
+            let decoded = percent_decodings(candidate);
+            for p in std::iter::once(candidate.to_string()).chain(decoded) {
                 out.push(rooted(&p));
                 // Node: `\` is a separator in file URLs.
                 if p.contains('\\') {
@@ -1528,7 +1528,9 @@ fn loose_file_readings(raw: &str, rest: &str) -> Vec<String> {
         // all: `file://%2Fetc/passwd` is `/etc/passwd` to it.
         if let Some(after) = rest.strip_prefix("//") {
             let whole = after.split(['?', '#']).next().unwrap_or("");
-            out.push(rooted(&percent_decode_lossy(whole)));
+            for decoded in percent_decodings(whole) {
+                out.push(rooted(&decoded));
+            }
         }
     }
     out
@@ -1598,6 +1600,24 @@ fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
         }
     }
     let canonical = parsed.ok().map(|u| u.as_str().to_string());
+    // What a server that percent-decodes the URI asks for (once, or again
+    // after a framework or proxy decoded it first): `secret://vault/%6Bey`
+    // is `secret://vault/key` to it, `%2F` a separator, `%2e%2e` a climb.
+    let decodings = percent_decodings(raw);
+    let why = why.or_else(|| {
+        // A `.`, `/` or `\` that only a second decoding reveals.
+        decodings
+            .iter()
+            .take(decodings.len().saturating_sub(1))
+            .any(|d| contains_ci(d, "%2e") || contains_ci(d, "%2f") || contains_ci(d, "%5c"))
+            .then_some(
+                "with a percent-encoded `.`, `/` or `\\` behind a second encoding (servers that \
+                 decode twice climb or split where warden's first decoding does not)",
+            )
+    });
+    for decoded in &decodings {
+        decoded_uri_readings(&mut readings, decoded);
+    }
     if why.is_some() {
         push_unique(&mut readings, Reading::Uri(raw.to_string()));
         // The naive reading: everything after `scheme://` as one path.
@@ -1626,6 +1646,59 @@ fn other_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
         },
         readings,
         uncertain: why.map(|w| format!("it is a URI {w}")),
+    }
+}
+
+/// Successive percent-decodings of `raw`, each differing from the one
+/// before (at most [`MAX_DECODINGS`]: `%25` decoded again and again is the
+/// only way a value keeps changing, and every pass makes it shorter).
+fn percent_decodings(raw: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut last = raw;
+    while out.len() < MAX_DECODINGS && last.contains('%') {
+        let next = percent_decode_lossy(last);
+        if next == last {
+            break;
+        }
+        out.push(next);
+        last = out.last().map_or(raw, String::as_str);
+    }
+    out
+}
+
+/// How many times a value is percent-decoded for its readings: a value
+/// encoded more often than this is not a URI any server decodes to.
+const MAX_DECODINGS: usize = 4;
+
+/// The URI readings of a percent-decoded URI: its canonical form and the
+/// spellings of its host (as for the URI as sent), and the naive reading
+/// (everything after `scheme://` as one path, so a decoded `..` climbs
+/// over the host of a scheme of the server's own).
+fn decoded_uri_readings(readings: &mut Vec<Reading>, decoded: &str) {
+    match url::Url::parse(decoded) {
+        Ok(u) => {
+            push_unique(readings, Reading::Uri(u.as_str().to_string()));
+            for variant in authority_variants(&u) {
+                push_unique(readings, Reading::Uri(variant));
+            }
+        }
+        Err(_) => push_unique(readings, Reading::Uri(decoded.to_string())),
+    }
+    // Only where decoding made dot segments: otherwise the naive reading
+    // is the canonical one with the host's case and port kept, which
+    // would cost `https://Example.com/a%20b` its allow.
+    if let Some((scheme, _)) = split_scheme(decoded)
+        && has_dot_segments(after_scheme(decoded).split(['?', '#']).next().unwrap_or(""))
+    {
+        let joined = rooted(after_scheme(decoded));
+        push_unique(
+            readings,
+            Reading::Uri(format!(
+                "{}://{}",
+                scheme.to_ascii_lowercase(),
+                joined.trim_start_matches('/')
+            )),
+        );
     }
 }
 
@@ -1735,8 +1808,11 @@ fn uri_path_readings(raw: &str) -> Vec<String> {
     }
     if path.contains('%') {
         for i in 0..paths.len() {
-            let decoded = percent_decode_lossy(&paths[i]);
-            paths.push(decoded);
+            // Decoded again while it changes (`%2565tc` is `%65tc`, then
+            // `etc`): a server behind a decoding framework decodes twice.
+            for decoded in percent_decodings(&paths[i]) {
+                paths.push(decoded);
+            }
         }
     }
     if path.contains('\\') {

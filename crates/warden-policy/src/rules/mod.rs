@@ -1193,6 +1193,70 @@ mod tests {
         assert_eq!(got, RuleMatch::No);
     }
 
+    /// A resource URI the rules read one way and the server another:
+    /// servers percent-decode the URI they are asked for (once, or again
+    /// after a proxy or a framework decoded it first), so a deny on
+    /// `secret://vault/key*` must fire on `secret://vault/%6Bey`, on
+    /// `%256Bey`, on an encoded `/` or `..` that climbs into the denied
+    /// place, and on any case of scheme, host or hex; an allow must cover
+    /// every reading, decoded and not.
+    #[test]
+    fn percent_escapes_in_resource_uris_meet_uri_rules() {
+        let hit = |effect: RuleEffect, pattern: &str, uri: &str| {
+            rule(effect, &format!("resource__v(uri: {pattern})"))
+                .unwrap()
+                .matches_request(RequestKind::Resource, "resource__v", &resource(uri))
+        };
+        for uri in [
+            "secret://vault/%6Bey",
+            "secret://vault/%6bey",
+            "secret://vault/%256Bey",
+            "secret://vault/%25256Bey",
+            "SECRET://VAULT/%6Bey",
+            "Secret://Vault/k%65y",
+            "secret://vault/pub/%2e%2e/key",
+            "secret://vault/pub/%252e%252e/key",
+            "secret://vault/pub%2F..%2Fkey",
+            "secret://%76ault/key",
+        ] {
+            let got = hit(RuleEffect::Deny, "secret://vault/key*", uri);
+            assert!(yes(&got), "{uri}: {got:?}");
+        }
+        // A pattern's scheme and host are read in any case.
+        for uri in ["secret://vault/key", "SECRET://VAULT/key"] {
+            let got = hit(RuleEffect::Deny, "Secret://Vault/key*", uri);
+            assert!(yes(&got), "{uri}: {got:?}");
+        }
+        // `file:` URIs are matched as their path, decoded as often.
+        for uri in [
+            "file:///etc/%73ecret",
+            "file:///etc/%2573ecret",
+            "FILE://LOCALHOST/etc/%2573ecret",
+            "file:///etc/x%2F..%2Fsecret",
+            "file:///tmp/%2e%2e/etc/secret",
+            "file:///tmp/%252e%252e/etc/secret",
+        ] {
+            let got = hit(RuleEffect::Deny, "/etc/secret*", uri);
+            assert!(yes(&got), "{uri}: {got:?}");
+        }
+        // Path patterns see the decoded path of the URI too.
+        for uri in ["secret://vault/%2565tc/x", "x:///%2565tc/shadow"] {
+            let got = hit(RuleEffect::Deny, "**/etc/**", uri);
+            assert!(yes(&got), "{uri}: {got:?}");
+        }
+        // An allow of the public part holds for a plain escape there, and
+        // never for a URI one of whose readings leaves it.
+        let allow = |uri: &str| hit(RuleEffect::Allow, "secret://vault/pub/**", uri);
+        assert!(yes(&allow("secret://vault/pub/%61")), "plain escape");
+        for uri in [
+            "secret://vault/pub/%2e%2e/key",
+            "secret://vault/pub/%252e%252e/key",
+            "secret://vault/pub/%2E%2E%2Fkey",
+        ] {
+            assert!(!yes(&allow(uri)), "{uri}");
+        }
+    }
+
     /// Class 2: JSON text.
     #[test]
     fn json_text_meets_path_rules_inside() {

@@ -311,13 +311,13 @@ pub(super) fn compile_condition(raw: &RawCondition<'_>) -> Result<Condition, (us
                 ),
             ));
         }
-        let glob = ip_literal_escaped(raw.glob);
+        let glob = ip_literal_escaped(&authority_lowered(raw.glob));
         Pattern::Uri(glob_set(&with_dir_itself(&glob), true).map_err(invalid)?)
     } else if scheme_glob(raw.glob) {
         // `*://evil.com/**`, `{http,https}://…`: a URI pattern for any of
         // those schemes. Read as a path pattern (it starts with `*`), it
         // loaded and never matched a URL, so a deny never fired.
-        let glob = ip_literal_escaped(raw.glob);
+        let glob = ip_literal_escaped(&authority_lowered(raw.glob));
         Pattern::Uri(glob_set(&with_dir_itself(&glob), true).map_err(invalid)?)
     } else if raw.glob.contains('/') {
         if !(raw.glob.starts_with('/') || raw.glob.starts_with('*')) {
@@ -378,6 +378,20 @@ fn scheme_glob(glob: &str) -> bool {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "+-.*?[]{},!^".contains(c))
     })
+}
+
+/// A URI pattern with its scheme and host in lower case, as every reading
+/// of a value has them (URL parsers lower-case the scheme and a web host;
+/// a host of another scheme has a lower-cased reading too): a deny on
+/// `Secret://Vault/**` matched no reading and never fired.
+fn authority_lowered(glob: &str) -> String {
+    let Some(i) = glob.find("://") else {
+        return glob.to_string();
+    };
+    let end = glob[i + 3..]
+        .find(['/', '?', '#'])
+        .map_or(glob.len(), |j| i + 3 + j);
+    format!("{}{}", glob[..end].to_ascii_lowercase(), &glob[end..])
 }
 
 /// A URI pattern whose host is an IPv6 literal (`http://[::1]/**`) with
