@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use gateway_support::cli_support::{WARDEN, calls_received};
-use gateway_support::{World, audit_lines, audit_path, eventually, gateway_command};
+use gateway_support::{World, audit_path, eventually, gateway_command, requests};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
@@ -143,25 +143,6 @@ fn text_contents(read: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// `request` records of `kind` in the audit log, each merged with its
-/// `request_result` (as `result`).
-fn requests(world: &World, kind: &str) -> Vec<Value> {
-    let records = audit_lines(&audit_path(world));
-    records
-        .iter()
-        .filter(|r| r["event"] == "request" && r["kind"] == kind)
-        .map(|r| {
-            let mut merged = r.clone();
-            merged["result"] = records
-                .iter()
-                .find(|x| x["event"] == "request_result" && x["call_id"] == r["call_id"])
-                .cloned()
-                .unwrap_or(Value::Null);
-            merged
-        })
-        .collect()
 }
 
 fn assert_chain_verifies(world: &World) {

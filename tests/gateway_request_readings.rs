@@ -17,9 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use gateway_support::cli_support::WARDEN;
-use gateway_support::{
-    World, audit_lines, audit_path, eventually, interpreter_prefix, python_venv,
-};
+use gateway_support::{World, audit_path, eventually, interpreter_prefix, python_venv, requests};
 use serde_json::{Value, json};
 
 fn scripts() -> PathBuf {
@@ -78,24 +76,6 @@ async fn run_client(world: &World, plan: &Value) -> Value {
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
-}
-
-/// `request` records of `kind`, each with its `request_result` as `result`.
-fn requests(world: &World, kind: &str) -> Vec<Value> {
-    let records = audit_lines(&audit_path(world));
-    records
-        .iter()
-        .filter(|r| r["event"] == "request" && r["kind"] == kind)
-        .map(|r| {
-            let mut merged = r.clone();
-            merged["result"] = records
-                .iter()
-                .find(|x| x["event"] == "request_result" && x["call_id"] == r["call_id"])
-                .cloned()
-                .unwrap_or(Value::Null);
-            merged
-        })
-        .collect()
 }
 
 fn finish(world: &World) {

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use gateway_support::cli_support::WARDEN;
 use gateway_support::{
-    World, audit_lines, audit_path, eventually, interpreter_prefix, python_venv,
+    World, audit_lines, audit_path, eventually, interpreter_prefix, python_venv, requests,
 };
 use serde_json::{Value, json};
 
@@ -111,24 +111,6 @@ fn asked(out: &Value) -> Vec<Value> {
         .as_array()
         .map(|e| e.iter().filter_map(|e| e.get("asked").cloned()).collect())
         .unwrap_or_default()
-}
-
-/// `request` records of `kind`, each with its `request_result` as `result`.
-fn requests(world: &World, kind: &str) -> Vec<Value> {
-    let records = audit_lines(&audit_path(world));
-    records
-        .iter()
-        .filter(|r| r["event"] == "request" && r["kind"] == kind)
-        .map(|r| {
-            let mut merged = r.clone();
-            merged["result"] = records
-                .iter()
-                .find(|x| x["event"] == "request_result" && x["call_id"] == r["call_id"])
-                .cloned()
-                .unwrap_or(Value::Null);
-            merged
-        })
-        .collect()
 }
 
 fn no_leftovers(world: &World) {

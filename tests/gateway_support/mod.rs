@@ -266,3 +266,22 @@ impl StdioGateway {
         (status, self.stderr.await.unwrap_or_default())
     }
 }
+
+/// `request` records of `kind` in the audit log, each merged with its
+/// `request_result` (as `result`).
+pub fn requests(world: &World, kind: &str) -> Vec<Value> {
+    let records = audit_lines(&audit_path(world));
+    records
+        .iter()
+        .filter(|r| r["event"] == "request" && r["kind"] == kind)
+        .map(|r| {
+            let mut merged = r.clone();
+            merged["result"] = records
+                .iter()
+                .find(|x| x["event"] == "request_result" && x["call_id"] == r["call_id"])
+                .cloned()
+                .unwrap_or(Value::Null);
+            merged
+        })
+        .collect()
+}
