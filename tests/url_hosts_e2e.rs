@@ -5,6 +5,12 @@
 //! `0.0.0.0` (this host to `connect()`) and through `localhost`. Each
 //! attack reads a loopback page when everything is allowed (the control)
 //! and is denied by a rule on `http://127.0.0.1:PORT/**`.
+//!
+//! Python's clients read URLs otherwise than WHATWG parsers do
+//! (`warden_policy`'s `python_urls.rs`): `urlopen` unwraps `<URL:…>`,
+//! strips Unicode spaces, decodes `%3A` before it looks for the port and
+//! reads the port with `int()`; httpx takes `evil.example\@` as userinfo.
+//! Each reaches `127.0.0.1` while WHATWG reads no URL or another host.
 
 mod resolving_support;
 
@@ -49,8 +55,12 @@ fn fetching(world: &World, name: &str, port: u16) -> Value {
 }
 
 fn fetch(world: &World, name: &str, url: &str) -> (Option<i32>, Value) {
+    fetch_with(world, name, "fetch", url)
+}
+
+fn fetch_with(world: &World, name: &str, tool: &str, url: &str) -> (Option<i32>, Value) {
     let args = json!({"url": url}).to_string();
-    let out = world.run(&["call", name, "fetch", "--json", "--args", &args]);
+    let out = world.run(&["call", name, tool, "--json", "--args", &args]);
     (out.status.code(), stdout_json(&out))
 }
 
@@ -133,4 +143,83 @@ fn a_host_rule_for_every_scheme_holds() {
         let (code, report) = fetch(&world, "py", &url);
         assert_denied(code, &report, "deny rule");
     }
+}
+
+/// Spellings only Python's clients read as `127.0.0.1:PORT` (urllib's
+/// `fetch`, httpx's `fetch_httpx`): before warden read URLs as they do,
+/// each was allowed by `allow mcp__py__fetch*` despite the deny on
+/// `http://127.0.0.1:PORT/**`, and the server fetched the page.
+#[test]
+fn a_host_rule_holds_for_the_host_python_clients_reach() {
+    let world = World::new();
+    let port = serve_page();
+    let p = port.to_string();
+    let underscored = format!("{}_{}", &p[..1], &p[1..]);
+    let attacks: [(&str, String); 9] = [
+        ("fetch", format!("<URL:http://127.0.0.1:{port}/x>")),
+        ("fetch", format!("URL:http://127.0.0.1:{port}/x")),
+        ("fetch", format!("\u{a0}http://127.0.0.1:{port}/x")),
+        ("fetch", format!("http://127.0.0.1%3a{port}/x")),
+        ("fetch", format!("http://127.0.0.1:+{port}/x")),
+        ("fetch", format!("http://localhost:{underscored}/x")),
+        (
+            "fetch_httpx",
+            format!("http://evil.example\\@127.0.0.1:{port}/x"),
+        ),
+        ("fetch_httpx", format!("http://127.0.0.1: {port}/x")),
+        ("fetch_httpx", format!("http://127.0.0.1:\u{ff10}{port}/x")),
+    ];
+    world.write_config(&json!({
+        "mcpServers": {"py": fetching(&world, "py", port)},
+        "permissions": {"allow": ["mcp__py__*"]},
+        "policy": [],
+    }));
+    for (tool, url) in &attacks {
+        let (code, report) = fetch_with(&world, "py", tool, url);
+        assert_eq!(code, Some(0), "{report}");
+        assert!(
+            answer(&report).to_string().contains(PAGE),
+            "control: {tool} should fetch {url:?}: {report}"
+        );
+    }
+    world.write_config(&json!({
+        "mcpServers": {"py": fetching(&world, "py", port)},
+        "permissions": {
+            "allow": ["mcp__py__fetch*"],
+            "deny": [format!("mcp__py__fetch*(url: http://127.0.0.1:{port}/**)")],
+        },
+        "policy": [],
+    }));
+    for (tool, url) in &attacks {
+        let (code, report) = fetch_with(&world, "py", tool, url);
+        assert_denied(code, &report, "deny rule");
+        assert!(
+            !report.to_string().contains(PAGE),
+            "{tool} {url:?}: {report}"
+        );
+    }
+    // An allow on the host does not hold for a spelling some client reads
+    // elsewhere: the rules stage asks (a deny with --ci) and says why.
+    world.write_config(&json!({
+        "mcpServers": {"py": fetching(&world, "py", port)},
+        "permissions": {"allow": [format!("mcp__py__fetch_httpx(url: http://evil.example/**)")]},
+        "policy": [],
+    }));
+    let url = format!("http://evil.example\\@127.0.0.1:{port}/x");
+    let out = world.run(&[
+        "call",
+        "py",
+        "fetch_httpx",
+        "--ci",
+        "--json",
+        "--args",
+        &json!({"url": url}).to_string(),
+    ]);
+    let report = stdout_json(&out);
+    assert_eq!(out.status.code(), Some(3), "{report}");
+    assert!(
+        report.to_string().contains("Python's HTTP clients"),
+        "{report}"
+    );
+    assert!(!report.to_string().contains(PAGE), "{report}");
 }

@@ -50,7 +50,7 @@ pub fn run(
         }
         let asker = session::terminal_asker(host.mode());
         let asker = asker.as_ref().map(|a| a as &dyn warden_policy::Asker);
-        let report = host
+        let mut report = host
             .call(
                 CallRequest {
                     target: ToolRef::Remote {
@@ -65,12 +65,22 @@ pub fn run(
             )
             .await
             .scrubbed();
-        let code = exit_code(&host, server, &report);
-        // The result first: stopping the server can take seconds (a server
-        // that ignores its stdin closing gets SIGTERM only after a grace
-        // period), and the person should not wait for it to see the answer.
-        // The process still exits only after the shutdown, so the audit log
-        // is complete when a script sees warden exit.
+        lost_records_fail(&host, &mut report);
+        // The result first in text mode: stopping the server can take
+        // seconds (a server that ignores its stdin closing gets SIGTERM
+        // only after a grace period), and the person should not wait for it
+        // to see the answer. The process still exits only after the
+        // shutdown, so the audit log is complete when a script sees warden
+        // exit. `--json` prints after the shutdown: its one object must
+        // say whether the session's last records (`server_exit`,
+        // `session_end`) were lost too.
+        if !json {
+            output::print_call_report(&report, stdout);
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+        }
+        let shown = report.outcome;
+        host.shutdown().await;
+        lost_records_fail(&host, &mut report);
         if json {
             // stderr carries the message too (CONTRACT §2).
             if let Some(error) = &report.error {
@@ -79,13 +89,34 @@ pub fn run(
             let mut document = serde_json::to_value(&report)?;
             contract_result_fields(&mut document["result"]);
             super::json::print("call", document)?;
-        } else {
-            output::print_call_report(&report, stdout);
+        } else if report.outcome != shown
+            && let Some(error) = &report.error
+        {
+            eprintln!("warden: {}", warden_core::display::text(error));
         }
-        let _ = std::io::Write::flush(&mut std::io::stdout());
-        host.shutdown().await;
-        Ok(code)
+        Ok(exit_code(&host, server, &report))
     })
+}
+
+/// Fail-closed (CONTRACT §6): a call during which the audit log lost
+/// records (its result, or the session's records around it) is no
+/// success, whatever the server answered: `audit_failed`, exit 1, the
+/// error naming the lost records. `on_failure: continue` chose to run
+/// unaudited and keeps the call's own outcome.
+fn lost_records_fail(host: &Host, report: &mut CallReport) {
+    let Some((lost, error)) = host.audit_records_lost() else {
+        return;
+    };
+    // Already refused or withheld, with the record that was lost named.
+    if report.outcome == Outcome::AuditFailed {
+        return;
+    }
+    report.outcome = Outcome::AuditFailed;
+    report.result = None;
+    report.error = Some(format!(
+        "the audit log lost {lost} record(s) of this call's session (a call or result it \
+         could not record is not passed on): {error}"
+    ));
 }
 
 /// CONTRACT §2's exit code for how a call ended.

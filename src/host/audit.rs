@@ -126,6 +126,29 @@ impl SessionAudit {
         }
     }
 
+    /// Writes the result record of a sent request. Failing closed it is
+    /// in the file when this returns (`AuditLog::write_ahead`: in `batch`
+    /// one `write(2)` on this thread, synced with the batch), so a result
+    /// is passed on only once it is recorded; `Err`: it is not, and the
+    /// caller gets an error instead of the result. With `on_failure:
+    /// continue` it is queued like any record ([`SessionAudit::record`]).
+    pub(crate) fn write_result(&self, event: Event) -> Result<(), AuditRefusal> {
+        if self.on_failure != OnFailure::FailClosed {
+            self.record(event);
+            return Ok(());
+        }
+        let Some(log) = &self.log else {
+            return Ok(());
+        };
+        self.report_gap(log);
+        self.learn_secrets(log);
+        blocking(log, || log.write_ahead(event)).map_err(|error| {
+            tracing::error!(%error, "the audit log could not record a result; it is withheld");
+            self.lost(Some(&error));
+            AuditRefusal(error.to_string())
+        })
+    }
+
     /// Writes `event` (queued in `batch`). A failure loses the record: it
     /// is reported and counted, never silent.
     pub(crate) fn record(&self, event: Event) {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use super::audit::AuditRefusal;
 use futures::future::BoxFuture;
 use rmcp::model::ServerResult;
 use serde_json::Value;
@@ -235,7 +236,19 @@ impl Host {
             }
         }
         report.duration_ms = elapsed_ms(started);
-        pending.finish(&report);
+        // Fail-closed (CONTRACT §6): a result the log could not record is
+        // not passed on; the caller (a model, `warden call`, a gateway
+        // client) gets an error naming the lost record instead.
+        if let Err(refusal) = pending.finish(&report) {
+            report.outcome = Outcome::AuditFailed;
+            report.result = None;
+            report.error = Some(format!(
+                "the audit log could not record the result of the call, so it is withheld \
+                 (the call was sent; its `tool_call` record is pending): {}",
+                refusal.0
+            ));
+            answer_as_sent = None;
+        }
         (report, answer_as_sent)
     }
 }
@@ -279,20 +292,26 @@ impl<'a> PendingCall<'a> {
         }
     }
 
-    pub(super) fn finish(self, report: &CallReport) {
-        self.finish_answered(report, None);
+    /// `Err`: the session fails closed and the result record is not in
+    /// the log ([`SessionAudit::write_result`]).
+    pub(super) fn finish(self, report: &CallReport) -> Result<(), AuditRefusal> {
+        self.finish_answered(report, None)
     }
 
     /// [`PendingCall::finish`] for a server's own request, with who
     /// answered it (`request_result.answered_by`).
-    pub(super) fn finish_answered(self, report: &CallReport, answered_by: Option<String>) {
+    pub(super) fn finish_answered(
+        self,
+        report: &CallReport,
+        answered_by: Option<String>,
+    ) -> Result<(), AuditRefusal> {
         self.finish_with(
             report.outcome,
             report.duration_ms,
             report.result.as_ref(),
             report.error.clone(),
             answered_by,
-        );
+        )
     }
 
     /// Writes the result record: how the request ended, the digest of
@@ -304,7 +323,7 @@ impl<'a> PendingCall<'a> {
         result: Option<&Value>,
         error: Option<String>,
         answered_by: Option<String>,
-    ) {
+    ) -> Result<(), AuditRefusal> {
         self.done = true;
         self.write(
             ResultRecord {
@@ -315,10 +334,10 @@ impl<'a> PendingCall<'a> {
                 error,
             },
             answered_by,
-        );
+        )
     }
 
-    fn write(&self, result: ResultRecord, answered_by: Option<String>) {
+    fn write(&self, result: ResultRecord, answered_by: Option<String>) -> Result<(), AuditRefusal> {
         let event = match self.kind {
             AuditKind::Tool => Event::ToolResult(result),
             kind => Event::RequestResult(RequestResultRecord {
@@ -327,7 +346,7 @@ impl<'a> PendingCall<'a> {
                 answered_by,
             }),
         };
-        self.host.audit.record(event);
+        self.host.audit.write_result(event)
     }
 }
 
@@ -335,7 +354,9 @@ impl Drop for PendingCall<'_> {
     fn drop(&mut self) {
         if !self.done {
             let call_id = std::mem::take(&mut self.call_id);
-            self.write(
+            // No one is left to tell: a lost record is counted (the run's
+            // verdict) and reported by the next `audit_gap`.
+            let _ = self.write(
                 ResultRecord {
                     call_id,
                     outcome: Outcome::Abandoned,

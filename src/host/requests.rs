@@ -530,11 +530,14 @@ impl Host {
         match answer {
             Ok(result) => {
                 let result = serde_json::to_value(&result).ok();
-                recorded.finish_with(Outcome::Ok, duration, result.as_ref(), None, None);
-                Ok(())
+                // Fail-closed: an answer the log could not record is an
+                // error to the caller.
+                recorded
+                    .finish_with(Outcome::Ok, duration, result.as_ref(), None, None)
+                    .map_err(|refusal| refusal.to_string())
             }
             Err(error) => {
-                recorded.finish_with(
+                let _ = recorded.finish_with(
                     Outcome::RpcError,
                     duration,
                     None,
@@ -844,8 +847,11 @@ impl Host {
         match answer {
             Ok(result) => {
                 let result = serde_json::to_value(&result).ok();
-                recorded.finish_with(Outcome::Ok, duration, result.as_ref(), None, None);
-                Ok(())
+                // Fail-closed: an answer the log could not record is an
+                // error to the caller.
+                recorded
+                    .finish_with(Outcome::Ok, duration, result.as_ref(), None, None)
+                    .map_err(|refusal| refusal.to_string())
             }
             Err(error) => {
                 let outcome = match error {
@@ -853,7 +859,8 @@ impl Host {
                     CallError::Cancelled => Outcome::Cancelled,
                     _ => Outcome::RpcError,
                 };
-                recorded.finish_with(outcome, duration, None, Some(error.to_string()), None);
+                let _ =
+                    recorded.finish_with(outcome, duration, None, Some(error.to_string()), None);
                 Err(error.to_string())
             }
         }
@@ -883,14 +890,15 @@ impl Host {
             caller,
         )?;
         let answer = serde_json::to_value(answer).ok();
-        PendingCall::new(self, AuditKind::Roots, &call_id, started).finish_with(
-            Outcome::Ok,
-            elapsed_ms(started),
-            answer.as_ref(),
-            None,
-            Some("warden".into()),
-        );
-        Ok(())
+        PendingCall::new(self, AuditKind::Roots, &call_id, started)
+            .finish_with(
+                Outcome::Ok,
+                elapsed_ms(started),
+                answer.as_ref(),
+                None,
+                Some("warden".into()),
+            )
+            .map_err(|refusal| refusal.to_string())
     }
 
     /// Writes ahead the `request` record of something warden passes on

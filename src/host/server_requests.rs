@@ -273,7 +273,13 @@ impl Decider {
             }
         };
         report.duration_ms = elapsed_ms(pending.started);
-        written.finish_answered(&report, by);
+        // Fail-closed: an answer the log could not record is not passed on.
+        if let Err(refusal) = written.finish_answered(&report, by) {
+            return Err(ErrorData::internal_error(
+                format!("warden could not record the answer: {refusal}"),
+                None,
+            ));
+        }
         answer
     }
 

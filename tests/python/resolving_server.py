@@ -12,7 +12,7 @@ for URIs. Each read answers {"resolved": PATH, "content": TEXT} or
 
 Tools: read_file(path), read_uri(uri), read_note(id: int),
 read_latest_note(id: int = 2) (the SDK applies the default), fetch(url)
-(`urllib.request.urlopen`); and, for the
+(`urllib.request.urlopen`), fetch_httpx(url) (`httpx2.get`); and, for the
 readings of a value a server may expand or parse: read_expand(path)
 (`os.path.expandvars(os.path.expanduser(p))`), read_glob(path) (every file
 `glob.glob(p)` finds, `{"read": [...]}`), read_paths(paths: str | list[str])
@@ -87,6 +87,19 @@ def serve() -> None:
             with urllib.request.urlopen(url) as response:
                 content = response.read().decode("utf-8", "replace")
             return json.dumps({"url": url, "content": content})
+        except Exception as e:
+            return json.dumps({"error": f"{type(e).__name__}: {e}"})
+
+    # fetch_httpx: the same fetch through httpx (httpx2 in the test venv,
+    # the MCP SDK's own HTTP client), which reads the authority of a URL
+    # otherwise than urllib (tests/url_hosts_e2e.rs).
+    @server.tool(name="fetch_httpx", description="Fetch a URL with httpx.")
+    def fetch_httpx(url: str) -> str:
+        try:
+            import httpx2
+
+            response = httpx2.get(url, timeout=10)
+            return json.dumps({"url": url, "content": response.text})
         except Exception as e:
             return json.dumps({"error": f"{type(e).__name__}: {e}"})
 

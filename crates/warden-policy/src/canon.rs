@@ -468,6 +468,11 @@ pub fn numeric_value(v: &CanonValue) -> Option<f64> {
 /// Reads one string value (see the module docs).
 pub fn canon_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
     let mut c = read_str(raw, ctx);
+    // Every URL spelling in use has `//` after its scheme: one search
+    // keeps this off the path of ordinary values.
+    if raw.contains("//") {
+        python_client_readings(&mut c);
+    }
     if raw.contains("proc") {
         proc_link_readings(&mut c, ctx);
     }
@@ -554,6 +559,55 @@ fn proc_link_readings(c: &mut CanonStr, ctx: &Context<'_>) {
     }
     for path in found {
         push_unique(&mut c.readings, Reading::Path(path));
+    }
+}
+
+/// The reason a value some Python HTTP client fetches from another place
+/// than WHATWG parsers read is uncertain.
+const PYTHON_CLIENTS: &str = "it is a URL that Python's HTTP clients (`urllib.request`, `httpx`, \
+                              `requests`) fetch from another host or port than WHATWG parsers \
+                              read (they strip `<URL:…>` and Unicode spaces, decode `%3A` before \
+                              the port, read the port as Python's `int()`, take a `\\@` as \
+                              userinfo)";
+
+/// The places Python's HTTP clients connect to for the value
+/// ([`crate::python_urls`]), as URI readings with their loopback
+/// spellings, so a deny or ask on a host holds for the host the server
+/// reaches. A value some client reads as another place than warden's
+/// WHATWG reading (or as a URL where warden reads none) is uncertain: no
+/// `allow` holds for it.
+fn python_client_readings(c: &mut CanonStr) {
+    let reached = crate::python_urls::reached(&c.raw);
+    if reached.is_empty() {
+        return;
+    }
+    let whatwg = match c.shape {
+        Shape::Uri => url::Url::parse(&c.raw).ok(),
+        _ => None,
+    };
+    let mut elsewhere = false;
+    for u in reached {
+        let same = whatwg.as_ref().is_some_and(|w| {
+            w.scheme() == u.scheme()
+                && w.host_str() == u.host_str()
+                && w.port_or_known_default() == u.port_or_known_default()
+        });
+        elsewhere |= !same;
+        let variants = authority_variants(&u);
+        let same_host: Vec<String> = std::iter::once(u.clone())
+            .chain(variants.iter().filter_map(|v| url::Url::parse(v).ok()))
+            .flat_map(|v| same_host_variants(&v))
+            .collect();
+        push_unique(&mut c.readings, Reading::Uri(u.as_str().to_string()));
+        for v in variants.into_iter().chain(same_host) {
+            push_unique(&mut c.readings, Reading::Uri(v));
+        }
+    }
+    if elsewhere {
+        c.uncertain = Some(match c.uncertain.take() {
+            None => PYTHON_CLIENTS.to_string(),
+            Some(why) => format!("{why}; and {PYTHON_CLIENTS}"),
+        });
     }
 }
 

@@ -45,6 +45,7 @@ mod patterns;
 mod permit;
 mod pipeline;
 mod proc_links;
+mod python_urls;
 mod rego;
 mod rules;
 pub mod schema_guard;
