@@ -14,7 +14,16 @@
 //!   `openat` when they create (O_CREAT or O_TMPFILE) with such a mode.
 //!   The mode is argument 1, 2 or 3 depending on the call: `openat`'s is
 //!   the 4th (argument 3); a rule on its flags would match O_NONBLOCK
-//!   (0o4000 = S_ISUID) and break `ls`.
+//!   (0o4000 = S_ISUID) and break `ls`. Also EPERM: **device nodes**,
+//!   `mknod`/`mknodat` of a character or block device and
+//!   `renameat2(RENAME_WHITEOUT)` (a 0:0 character device needs no
+//!   privilege since Linux 5.8, and the whiteout a rename leaves is not
+//!   checked by Landlock's MakeChar right); and `prlimit64` of any pid but
+//!   0 (the server's own limits stay; init's, which keeps the epoll quota,
+//!   and other processes' do not).
+//! - ENOMEM: **huge pages** (`mmap` MAP_HUGETLB, `memfd_create`
+//!   MFD_HUGETLB, `shmget` SHM_HUGETLB): hugetlb memory is charged to
+//!   neither the memory cgroup nor RLIMIT_DATA, so it escaped `memory_mb`.
 //! - EOPNOTSUPP: `fallocate` modes that allocate past what RLIMIT_FSIZE
 //!   checks: FALLOC_FL_KEEP_SIZE without FALLOC_FL_PUNCH_HOLE reserves
 //!   disk blocks beyond the end of the file without growing it, and
@@ -95,6 +104,7 @@ const FALLOC_FL_PUNCH_HOLE: u64 = 0x02;
 const FALLOC_FL_INSERT_RANGE: u64 = 0x20;
 /// `__O_TMPFILE` without O_DIRECTORY (libc's O_TMPFILE includes it).
 const O_TMPFILE_BIT: u64 = 0o20_000_000;
+const RENAME_WHITEOUT: u64 = 1 << 2;
 
 /// Syscalls that always fail with EPERM.
 const DENIED: &[libc::c_long] = &[
@@ -252,6 +262,33 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
         }
         rules.insert(libc::SYS_open, setid_create(1, 2)?);
     }
+    // Device nodes: a character or block device made by mknod. Since
+    // Linux 5.8 a 0:0 character device (an overlayfs whiteout) needs no
+    // privilege, and `renameat2(RENAME_WHITEOUT)` leaves one in the
+    // source's place, a path Landlock's MakeChar right does not check:
+    // a server planted device nodes in its write grant.
+    rules
+        .entry(libc::SYS_mknodat)
+        .or_default()
+        .extend(device_nodes(2)?);
+    #[cfg(target_arch = "x86_64")]
+    rules
+        .entry(libc::SYS_mknod)
+        .or_default()
+        .extend(device_nodes(1)?);
+    rules.insert(
+        libc::SYS_renameat2,
+        vec![rule(vec![cond(
+            4,
+            Op::MaskedEq(RENAME_WHITEOUT),
+            RENAME_WHITEOUT,
+        )?])?],
+    );
+    // Limits of another process (prlimit64 with a pid): the sandbox's
+    // init keeps the epoll quota and reads its own /proc, and a server
+    // lowering init's RLIMIT_NOFILE could make that fail. A process's own
+    // limits (pid 0: getrlimit, setrlimit, prlimit of itself) stay.
+    rules.insert(libc::SYS_prlimit64, vec![rule(vec![cond(0, Op::Ne, 0)?])?]);
     programs.push(compile(rules, SeccompAction::Errno(libc::EPERM as u32))?);
 
     // 2. EOPNOTSUPP: fallocate modes whose allocation RLIMIT_FSIZE never
@@ -276,6 +313,21 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
         rules,
         SeccompAction::Errno(libc::EOPNOTSUPP as u32),
     )?);
+
+    // 2b. ENOMEM: huge pages. hugetlb memory (MAP_HUGETLB, MFD_HUGETLB,
+    //     SHM_HUGETLB) is charged to neither the memory cgroup nor
+    //     RLIMIT_DATA, so a server could take the host's whole huge-page
+    //     pool outside `memory_mb`. ENOMEM is what a host with no free
+    //     huge pages answers; callers fall back to ordinary pages.
+    let mut rules = BTreeMap::new();
+    for (nr, arg, flag) in [
+        (libc::SYS_mmap, 3u8, libc::MAP_HUGETLB as u64),
+        (libc::SYS_memfd_create, 1, libc::MFD_HUGETLB as u64),
+        (libc::SYS_shmget, 2, libc::SHM_HUGETLB as u64),
+    ] {
+        rules.insert(nr, vec![rule(vec![cond(arg, Op::MaskedEq(flag), flag)?])?]);
+    }
+    programs.push(compile(rules, SeccompAction::Errno(libc::ENOMEM as u32))?);
 
     // 3. ENOSYS: arguments hidden in memory, mount listing, Linux AIO.
     let mut rules = BTreeMap::new();
@@ -383,6 +435,16 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
     }
     programs.push(compile(rules, SeccompAction::Errno(libc::EACCES as u32))?);
     Ok(programs)
+}
+
+/// Rules matching a `mknod` mode argument `arg` of a character or block
+/// device (the file type bits, S_IFMT).
+fn device_nodes(arg: u8) -> Result<Vec<SeccompRule>, SeccompError> {
+    let fmt = libc::S_IFMT as u64;
+    [libc::S_IFCHR, libc::S_IFBLK]
+        .into_iter()
+        .map(|kind| rule(vec![cond(arg, Op::MaskedEq(fmt), kind as u64)?]))
+        .collect()
 }
 
 /// Rules matching AF_UNIX sockets of every type but stream and
@@ -584,11 +646,14 @@ pub(crate) fn handle_notification(listener: BorrowedFd<'_>, quota: &mut EpollQuo
     };
     if i64::from(req.data.nr) == libc::SYS_epoll_ctl {
         // Only EPOLL_CTL_ADD is sent here; it goes on (the kernel makes
-        // the call as asked) unless the sandbox's share is used up.
-        if quota.admit(std::path::Path::new("/proc")) {
-            resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-        } else {
-            resp.error = -libc::ENOSPC;
+        // the call as asked) unless the sandbox's share is used up. init
+        // takes its own duplicate of the instance (epoll_quota.rs), so an
+        // instance sent away and closed still counts. The kernel reads an
+        // int descriptor: the argument's low 32 bits.
+        let epfd = req.data.args[0] as u32 as i32;
+        match caller_fd(req.pid, epfd, listener, req.id).and_then(|ep| quota.admit(ep)) {
+            Ok(()) => resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE,
+            Err(errno) => resp.error = -errno,
         }
         send_response(listener, &mut resp);
         return true;
@@ -655,17 +720,7 @@ fn listen_address_allowed(ip: std::net::IpAddr) -> bool {
 /// bound (its port was checked by Landlock at `bind()`): `listen()` on an
 /// unbound one would auto-bind a port no rule ever saw.
 fn checked_duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Result<OwnedFd, i32> {
-    let pid = libc::pid_t::try_from(pid).map_err(|_| libc::ESRCH)?;
-    let pidfd = thread_pidfd(pid).ok_or(libc::ESRCH)?;
-    let dup = sys::pidfd_getfd(pidfd.as_fd(), fd)
-        .map_err(|e| e.err.raw_os_error().unwrap_or(libc::EBADF))?;
-    // The pid may have been reused between RECV and pidfd_open: only trust
-    // the duplicate if the notification is still pending.
-    let mut idv = id;
-    // SAFETY: NOTIF_ID_VALID reads one u64.
-    if unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_ID_VALID, &mut idv as *mut u64) } < 0 {
-        return Err(libc::ESRCH);
-    }
+    let dup = caller_fd(pid, fd, listener, id)?;
     let addr: SockaddrStorage = getsockname(dup.as_raw_fd()).map_err(|_| libc::ENOTSOCK)?;
     // An abstract AF_UNIX name lives in the host's network namespace in
     // ports mode: a listener there takes connections host programs make
@@ -687,6 +742,23 @@ fn checked_duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Re
         && (port == 0 || !listen_address_allowed(ip))
     {
         return Err(libc::EACCES);
+    }
+    Ok(dup)
+}
+
+/// init's duplicate of descriptor `fd` of the thread `pid` whose
+/// notification `id` is pending, else the errno to answer.
+fn caller_fd(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Result<OwnedFd, i32> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| libc::ESRCH)?;
+    let pidfd = thread_pidfd(pid).ok_or(libc::ESRCH)?;
+    let dup = sys::pidfd_getfd(pidfd.as_fd(), fd)
+        .map_err(|e| e.err.raw_os_error().unwrap_or(libc::EBADF))?;
+    // The pid may have been reused between RECV and pidfd_open: only trust
+    // the duplicate if the notification is still pending.
+    let mut idv = id;
+    // SAFETY: NOTIF_ID_VALID reads one u64.
+    if unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_ID_VALID, &mut idv as *mut u64) } < 0 {
+        return Err(libc::ESRCH);
     }
     Ok(dup)
 }
@@ -742,9 +814,9 @@ mod tests {
             bind_tcp: vec![],
         };
         let x32 = usize::from(cfg!(target_arch = "x86_64"));
-        assert_eq!(build(&Network::None).expect("none").len(), 4 + x32);
-        assert_eq!(build(&ports).expect("ports").len(), 4 + x32);
+        assert_eq!(build(&Network::None).expect("none").len(), 5 + x32);
+        assert_eq!(build(&ports).expect("ports").len(), 5 + x32);
         // `host`: no socket rules, still the lease rule.
-        assert_eq!(build(&Network::Host).expect("host").len(), 4 + x32);
+        assert_eq!(build(&Network::Host).expect("host").len(), 5 + x32);
     }
 }
