@@ -33,6 +33,13 @@
 //!
 //! Fails closed: an exact count that cannot read init's own `fdinfo`, a
 //! `kcmp` that fails, refuse the add (ENOSPC) rather than admit it.
+//!
+//! Not closed: the add continues in the kernel after init looked at the
+//! descriptor number. A thread that puts another instance under that
+//! number in between adds the watch to an instance init never saw (one
+//! watch per won race; it counts from the first add that names it). init
+//! making the call itself on its duplicates would close it, but a watch
+//! on a signalfd is woken by the signals of the process that added it.
 
 use std::cmp::Ordering;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -52,6 +59,10 @@ pub(crate) struct EpollQuota {
     held: Vec<OwnedFd>,
     /// Sweep the empty instances when this many are held.
     sweep_at: usize,
+    /// Where the last add's instance is in `held`: a server adds to the
+    /// same instance over and over, and one `kcmp` (several µs) confirms
+    /// it where a search would make log2(held) of them.
+    last: Option<usize>,
     /// init's own `/proc/self` (`fd/` to tell an epoll, `fdinfo/` to count).
     proc_self: PathBuf,
 }
@@ -75,6 +86,7 @@ impl EpollQuota {
             upper_bound: 0,
             held: Vec::new(),
             sweep_at: FIRST_SWEEP,
+            last: None,
             proc_self,
         }
     }
@@ -100,8 +112,17 @@ impl EpollQuota {
     /// Keeps `fd` unless an instance already held is the same one (any
     /// sweep happens before it is inserted, never after).
     fn hold(&mut self, fd: OwnedFd) -> Result<(), i32> {
+        if let Some(i) = self.last
+            && let Some(held) = self.held.get(i)
+            && kcmp_file(held.as_fd(), fd.as_fd())? == Ordering::Equal
+        {
+            return Ok(());
+        }
         let at = match self.find(fd.as_fd())? {
-            Ok(_) => return Ok(()),
+            Ok(i) => {
+                self.last = Some(i);
+                return Ok(());
+            }
             Err(at) => at,
         };
         if !self.is_epoll(fd.as_fd())? {
@@ -111,13 +132,17 @@ impl EpollQuota {
             self.upper_bound = self.sweep().map_err(|_| libc::ENOSPC)?;
             self.sweep_at = FIRST_SWEEP.max(self.held.len().saturating_mul(2));
             match self.find(fd.as_fd())? {
-                Ok(_) => return Ok(()),
+                Ok(i) => {
+                    self.last = Some(i);
+                    return Ok(());
+                }
                 Err(at) => at,
             }
         } else {
             at
         };
         self.held.insert(at, fd);
+        self.last = Some(at);
         Ok(())
     }
 
@@ -150,6 +175,7 @@ impl EpollQuota {
             .map(|fd| self.watches(fd.as_fd()))
             .collect::<std::io::Result<Vec<u64>>>()?;
         let held = std::mem::take(&mut self.held);
+        self.last = None;
         self.held = held
             .into_iter()
             .zip(&counts)

@@ -455,7 +455,9 @@ fn init_main(
         None => None,
     };
     release_stdio();
-    let mut quota = crate::epoll_quota::EpollQuota::new(std::path::Path::new("/proc"));
+    let mut supervisor = seccomp::Supervisor::new(crate::epoll_quota::EpollQuota::new(
+        std::path::Path::new("/proc"),
+    ));
     // init holds a duplicate of each epoll instance the sandbox adds
     // watches to (epoll_quota.rs): as many descriptors as its hard limit
     // allows. (The server's own limits were set in its process.)
@@ -478,7 +480,7 @@ fn init_main(
         drop(fds);
         if let (Some(ev), Some(l)) = (listen_events, listener.as_ref()) {
             let alive = if ev.contains(PollFlags::POLLIN) {
-                seccomp::handle_notification(l.as_fd(), &mut quota)
+                seccomp::handle_notification(l.as_fd(), &mut supervisor)
             } else {
                 ev.is_empty()
             };
