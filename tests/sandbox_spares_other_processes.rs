@@ -10,7 +10,10 @@
 //!   bytes: a server held 500 000 in 128 MB, so with the default
 //!   `memory_mb` one could take all of the person's (root's too), after
 //!   which every `epoll_ctl(ADD)` of that user on the host fails. A
-//!   sandbox now holds at most an eighth.
+//!   sandbox now holds at most an eighth, epoll instances sent over a
+//!   socket and closed (in no process's table) included;
+//! - `prlimit` of another process reached the sandbox's init (which keeps
+//!   that quota) and the server's own children: only its own limits now.
 //!
 //! Each attack also runs without the sandbox and works there.
 
@@ -425,4 +428,77 @@ fn a_server_changes_no_other_processs_limits() {
     assert_eq!(errno_of(&report, "init"), nix::libc::EPERM, "{report}");
     assert_eq!(errno_of(&report, "child"), nix::libc::EPERM, "{report}");
     assert!(report.contains("own True"), "own limits stay: {report}");
+}
+
+/// Makes and closes argv[1] epoll instances, each watching a fresh pipe
+/// (closed with it) and stdin (which stays open, so a closed instance
+/// keeps that watch while init holds it); prints how many were made and
+/// the errno that stopped it (0: none).
+const EPOLL_CHURN: &str = r#"
+import os, select, sys
+made, err = 0, 0
+try:
+    for _ in range(int(sys.argv[1])):
+        ep = select.epoll()
+        r, w = os.pipe()
+        ep.register(r, select.EPOLLIN)
+        ep.register(0, select.EPOLLIN)
+        ep.close(); os.close(r); os.close(w)
+        made += 1
+except OSError as e:
+    err = e.errno
+print("made", made, "errno", err, flush=True)
+"#;
+
+/// init's duplicates must not turn an ordinary server that creates and
+/// closes epoll instances over time into one that is refused.
+#[test]
+fn a_server_that_makes_and_closes_epoll_instances_is_not_refused() {
+    let fx = Fixture::new();
+    let out = sandboxed(
+        &fx,
+        &serde_json::json!({}),
+        &["/usr/bin/python3", "-c", EPOLL_CHURN, "3000"],
+    )
+    .stdin(Stdio::piped())
+    .output()
+    .expect("run warden");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.starts_with("made 3000 errno 0"),
+        "{report} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Each closed instance here keeps its stdin watch, and so one of
+    // init's descriptors: once init has none left (warden's hard
+    // RLIMIT_NOFILE lowered to 300), further adds fail closed with ENOSPC.
+    let inner = sandboxed(
+        &fx,
+        &serde_json::json!({}),
+        &["/usr/bin/python3", "-c", EPOLL_CHURN, "1000"],
+    );
+    let out = Command::new("/usr/bin/prlimit")
+        .args(["--nofile=300:300", "--", WARDEN])
+        .args(inner.get_args())
+        .envs(inner.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .env_remove("WARDEN_CGROUP_PARENT")
+        .current_dir(fx.workspace.path())
+        .stdin(Stdio::piped())
+        .output()
+        .expect("run warden");
+    let report = String::from_utf8_lossy(&out.stdout);
+    let made: u64 = report
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no report: {report}"));
+    assert!(
+        made < 300
+            && report
+                .trim_end()
+                .ends_with(&format!("errno {}", nix::libc::ENOSPC)),
+        "{report} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -655,7 +655,15 @@ pub(crate) fn handle_notification(listener: BorrowedFd<'_>, sup: &mut Supervisor
         // instance sent away and closed still counts. The kernel reads an
         // int descriptor: the argument's low 32 bits.
         let epfd = req.data.args[0] as u32 as i32;
-        let caller = caller_fd(req.pid, epfd, listener, req.id, &mut sup.pidfd);
+        // init out of descriptors for its duplicate: the add is refused
+        // as past a limit (ENOSPC), not with an errno epoll_ctl never gives.
+        let caller = caller_fd(req.pid, epfd, listener, req.id, &mut sup.pidfd).map_err(|e| {
+            if e == libc::EMFILE || e == libc::ENFILE {
+                libc::ENOSPC
+            } else {
+                e
+            }
+        });
         match caller.and_then(|ep| sup.quota.admit(ep)) {
             Ok(()) => resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE,
             Err(errno) => resp.error = -errno,
@@ -788,13 +796,17 @@ fn caller_fd(
 ) -> Result<OwnedFd, i32> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| libc::ESRCH)?;
     let cached = match cache {
-        Some((tid, pidfd)) if *tid == pid => sys::pidfd_getfd(pidfd.as_fd(), fd).ok(),
+        Some((tid, pidfd)) if *tid == pid => match sys::pidfd_getfd(pidfd.as_fd(), fd) {
+            Ok(dup) => Some(dup),
+            Err(e) if out_of_descriptors(&e.err) => return Err(libc::EMFILE),
+            Err(_) => None,
+        },
         _ => None,
     };
     let dup = match cached {
         Some(dup) => dup,
         None => {
-            let (pidfd, exact) = thread_pidfd(pid).ok_or(libc::ESRCH)?;
+            let (pidfd, exact) = thread_pidfd(pid)?;
             let dup = sys::pidfd_getfd(pidfd.as_fd(), fd)
                 .map_err(|e| e.err.raw_os_error().unwrap_or(libc::EBADF))?;
             *cache = exact.then_some((pid, pidfd));
@@ -819,22 +831,35 @@ fn caller_fd(
 /// `unshare(CLONE_FILES)`), else its thread group, whose table the
 /// thread shares unless it unshared it.
 /// The bool says whether the pidfd names the thread itself (a leader, or
-/// `PIDFD_THREAD`) rather than its thread group.
-fn thread_pidfd(tid: libc::pid_t) -> Option<(OwnedFd, bool)> {
-    if let Ok(fd) = sys::pidfd_open(tid) {
-        return Some((fd, true));
+/// `PIDFD_THREAD`) rather than its thread group. Errors: EMFILE when init
+/// is out of descriptors, else ESRCH.
+fn thread_pidfd(tid: libc::pid_t) -> Result<(OwnedFd, bool), i32> {
+    match sys::pidfd_open(tid) {
+        Ok(fd) => return Ok((fd, true)),
+        Err(e) if out_of_descriptors(&e.err) => return Err(libc::EMFILE),
+        Err(_) => {}
     }
     if let Ok(fd) = sys::pidfd_open_flags(tid, sys::PIDFD_THREAD) {
-        return Some((fd, true));
+        return Ok((fd, true));
     }
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    let tgid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))?
-        .trim()
-        .parse::<libc::pid_t>()
-        .ok()?;
-    sys::pidfd_open(tgid).ok().map(|fd| (fd, false))
+    let tgid = std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))?
+                .trim()
+                .parse::<libc::pid_t>()
+                .ok()
+        })
+        .ok_or(libc::ESRCH)?;
+    sys::pidfd_open(tgid)
+        .map(|fd| (fd, false))
+        .map_err(|_| libc::ESRCH)
+}
+
+fn out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
 #[cfg(test)]
