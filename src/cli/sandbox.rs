@@ -90,6 +90,7 @@ fn check(global: &GlobalArgs, server: Option<String>) -> anyhow::Result<u8> {
             "  listen() supervision:         {}",
             yn(k.listen_supervision)
         );
+        println!("  kcmp (the epoll quota):       {}", yn(k.kcmp));
         println!(
             "  RLIMIT_NPROC per user ns:     {}",
             yn(k.nproc_per_user_namespace)
@@ -344,10 +345,23 @@ fn load_profile(file: &Path, ws: &Path) -> anyhow::Result<SandboxSpec> {
                 Some(ProfileNetwork::Ports {
                     connect_tcp,
                     bind_tcp,
-                }) => NetworkSpec::Ports {
-                    connect_tcp,
-                    bind_tcp,
-                },
+                }) => {
+                    // Port 0 is "any port": a bind rule for it lets the
+                    // kernel pick (auto-bind) a port no grant names. The
+                    // configuration refuses it; so does a profile.
+                    for (key, ports) in [("connect_tcp", &connect_tcp), ("bind_tcp", &bind_tcp)] {
+                        if ports.contains(&0) {
+                            return Err(CliError::usage(format!(
+                                "profile {}: network.{key}: port out of range (TCP ports are whole numbers from 1 to 65535)",
+                                file.display()
+                            )));
+                        }
+                    }
+                    NetworkSpec::Ports {
+                        connect_tcp,
+                        bind_tcp,
+                    }
+                }
             };
             let d = Limits::default();
             let l = p.limits.unwrap_or_default();

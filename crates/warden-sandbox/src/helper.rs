@@ -455,11 +455,22 @@ fn init_main(
         None => None,
     };
     release_stdio();
-    let mut quota = crate::epoll_quota::EpollQuota::new(std::path::Path::new("/proc"));
-    let bind_ports: &[u16] = match &plan.network {
-        crate::spec::Network::Ports { bind_tcp, .. } => bind_tcp,
-        _ => &[],
+    let bind_ports = match &plan.network {
+        crate::spec::Network::Ports { bind_tcp, .. } => bind_tcp.clone(),
+        _ => Vec::new(),
     };
+    let mut supervisor = seccomp::Supervisor::new(
+        crate::epoll_quota::EpollQuota::new(std::path::Path::new("/proc")),
+        bind_ports,
+    );
+    // init holds a duplicate of each epoll instance the sandbox adds
+    // watches to (epoll_quota.rs): as many descriptors as its hard limit
+    // allows. (The server's own limits were set in its process.)
+    if plan.layers.epoll_quota
+        && let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+    {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
     loop {
         let mut fds = vec![PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
         if let Some(l) = &listener {
@@ -474,7 +485,7 @@ fn init_main(
         drop(fds);
         if let (Some(ev), Some(l)) = (listen_events, listener.as_ref()) {
             let alive = if ev.contains(PollFlags::POLLIN) {
-                seccomp::handle_notification(l.as_fd(), &mut quota, bind_ports)
+                seccomp::handle_notification(l.as_fd(), &mut supervisor)
             } else {
                 ev.is_empty()
             };
@@ -807,6 +818,13 @@ fn set_rlimits(plan: &Plan) -> Result<(), HelperError> {
     let fsize = l.file_size_mb.saturating_mul(MB);
     set(Resource::RLIMIT_FSIZE, Some(fsize), fsize, "RLIMIT_FSIZE")?;
     set(Resource::RLIMIT_CORE, Some(0), 0, "RLIMIT_CORE")?;
+    // Scheduling: no real-time policy (RLIMIT_RTPRIO 0) and no nice value
+    // below the one it started with (RLIMIT_NICE 0). A host whose limits
+    // allow them (root's raised hard limits, a real-time group) would
+    // otherwise let a server starve the person's processes of the CPU;
+    // the capability that ignores both (CAP_SYS_NICE) is dropped.
+    set(Resource::RLIMIT_RTPRIO, Some(0), 0, "RLIMIT_RTPRIO")?;
+    set(Resource::RLIMIT_NICE, Some(0), 0, "RLIMIT_NICE")?;
     // Queued signals, locked shared memory and message queue bytes are
     // counted per user across user namespaces, checked in the sandbox's
     // namespace against these limits: a share of the person's, or a server

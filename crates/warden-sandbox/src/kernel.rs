@@ -55,6 +55,9 @@ pub struct Support {
     /// `pidfd_getfd` and seccomp user notification (Linux ≥ 5.6): the
     /// `listen()` supervisor of ports mode.
     pub listen_supervision: bool,
+    /// `kcmp(KCMP_FILE)` (`CONFIG_KCMP`): the epoll quota tells the
+    /// instances it holds apart with it.
+    pub kcmp: bool,
     /// `RLIMIT_NPROC` counted per user namespace (Linux ≥ 5.14): an exact
     /// process cap for a non-root user without a pids cgroup.
     pub nproc_per_user_namespace: bool,
@@ -127,6 +130,7 @@ fn probe(live: bool) -> Support {
             && in_initial_user_namespace(),
         mount_api: kernel_at_least(5, 12),
         listen_supervision: kernel_at_least(5, 6),
+        kcmp: crate::epoll_quota::kcmp_available(),
         nproc_per_user_namespace: kernel_at_least(5, 14),
         cgroups: cgroup_support(),
         euid,

@@ -171,7 +171,7 @@ pub(crate) fn gate(spec: &LaunchSpec, k: &Support) -> Result<Gates, SandboxError
             listen_supervisor,
             // Needs the same kernel support; without it the kernel's own
             // per-user limit is all there is (reported, not required).
-            epoll_quota: seccomp && k.listen_supervision,
+            epoll_quota: seccomp && k.listen_supervision && k.kcmp,
             drop_caps: true,
             // The sysctl file belongs to the host's root: a user namespace
             // of another user (or root of a container's) cannot write it.
@@ -618,8 +618,9 @@ pub(crate) fn summary(
             "seccomp",
             l.seccomp,
             "deny-list plus argument rules",
-            "set-id mode bits (chmod family, open/creat/mknod), AF_UNIX datagrams and addressed \
-             sends (network none), TCP Fast Open and SO_REUSEPORT (ports), namespaces, mounts, \
+            "set-id mode bits (chmod family, open/creat/mknod), device nodes and whiteouts, \
+             huge pages, other processes' limits, AF_UNIX datagrams and addressed sends \
+             (network none), TCP Fast Open and SO_REUSEPORT (ports), namespaces, mounts, \
              ptrace, io_uring, x32",
         ),
         layer(
@@ -639,7 +640,7 @@ pub(crate) fn summary(
             if l.epoll_quota {
                 "epoll_ctl(ADD) answered by init: an eighth of fs.epoll.max_user_watches"
             } else {
-                "needs seccomp user notification (Linux >= 5.6)"
+                "needs seccomp user notification (Linux >= 5.6) and kcmp (CONFIG_KCMP)"
             },
             "a server using up the person's epoll watches, counted per user across namespaces",
         ),
@@ -759,6 +760,7 @@ mod tests {
             memfd_noexec_per_namespace: false,
             mount_api: false,
             listen_supervision: false,
+            kcmp: false,
             nproc_per_user_namespace: false,
             cgroups: CgroupSupport::default(),
             euid,
@@ -779,6 +781,7 @@ mod tests {
             memfd_noexec_per_namespace: true,
             mount_api: true,
             listen_supervision: true,
+            kcmp: true,
             nproc_per_user_namespace: true,
             cgroups: CgroupSupport::default(),
             euid,

@@ -14,7 +14,16 @@
 //!   `openat` when they create (O_CREAT or O_TMPFILE) with such a mode.
 //!   The mode is argument 1, 2 or 3 depending on the call: `openat`'s is
 //!   the 4th (argument 3); a rule on its flags would match O_NONBLOCK
-//!   (0o4000 = S_ISUID) and break `ls`.
+//!   (0o4000 = S_ISUID) and break `ls`. Also EPERM: **device nodes**,
+//!   `mknod`/`mknodat` of a character or block device and
+//!   `renameat2(RENAME_WHITEOUT)` (a 0:0 character device needs no
+//!   privilege since Linux 5.8, and the whiteout a rename leaves is not
+//!   checked by Landlock's MakeChar right); and `prlimit64` of any pid but
+//!   0 (the server's own limits stay; init's, which keeps the epoll quota,
+//!   and other processes' do not).
+//! - ENOMEM: **huge pages** (`mmap` MAP_HUGETLB, `memfd_create`
+//!   MFD_HUGETLB, `shmget` SHM_HUGETLB): hugetlb memory is charged to
+//!   neither the memory cgroup nor RLIMIT_DATA, so it escaped `memory_mb`.
 //! - EOPNOTSUPP: `fallocate` modes that allocate past what RLIMIT_FSIZE
 //!   checks: FALLOC_FL_KEEP_SIZE without FALLOC_FL_PUNCH_HOLE reserves
 //!   disk blocks beyond the end of the file without growing it, and
@@ -97,6 +106,7 @@ const FALLOC_FL_PUNCH_HOLE: u64 = 0x02;
 const FALLOC_FL_INSERT_RANGE: u64 = 0x20;
 /// `__O_TMPFILE` without O_DIRECTORY (libc's O_TMPFILE includes it).
 const O_TMPFILE_BIT: u64 = 0o20_000_000;
+const RENAME_WHITEOUT: u64 = 1 << 2;
 
 /// Syscalls that always fail with EPERM.
 const DENIED: &[libc::c_long] = &[
@@ -254,6 +264,33 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
         }
         rules.insert(libc::SYS_open, setid_create(1, 2)?);
     }
+    // Device nodes: a character or block device made by mknod. Since
+    // Linux 5.8 a 0:0 character device (an overlayfs whiteout) needs no
+    // privilege, and `renameat2(RENAME_WHITEOUT)` leaves one in the
+    // source's place, a path Landlock's MakeChar right does not check:
+    // a server planted device nodes in its write grant.
+    rules
+        .entry(libc::SYS_mknodat)
+        .or_default()
+        .extend(device_nodes(2)?);
+    #[cfg(target_arch = "x86_64")]
+    rules
+        .entry(libc::SYS_mknod)
+        .or_default()
+        .extend(device_nodes(1)?);
+    rules.insert(
+        libc::SYS_renameat2,
+        vec![rule(vec![cond(
+            4,
+            Op::MaskedEq(RENAME_WHITEOUT),
+            RENAME_WHITEOUT,
+        )?])?],
+    );
+    // Limits of another process (prlimit64 with a pid): the sandbox's
+    // init keeps the epoll quota and reads its own /proc, and a server
+    // lowering init's RLIMIT_NOFILE could make that fail. A process's own
+    // limits (pid 0: getrlimit, setrlimit, prlimit of itself) stay.
+    rules.insert(libc::SYS_prlimit64, vec![rule(vec![cond(0, Op::Ne, 0)?])?]);
     programs.push(compile(rules, SeccompAction::Errno(libc::EPERM as u32))?);
 
     // 2. EOPNOTSUPP: fallocate modes whose allocation RLIMIT_FSIZE never
@@ -278,6 +315,21 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
         rules,
         SeccompAction::Errno(libc::EOPNOTSUPP as u32),
     )?);
+
+    // 2b. ENOMEM: huge pages. hugetlb memory (MAP_HUGETLB, MFD_HUGETLB,
+    //     SHM_HUGETLB) is charged to neither the memory cgroup nor
+    //     RLIMIT_DATA, so a server could take the host's whole huge-page
+    //     pool outside `memory_mb`. ENOMEM is what a host with no free
+    //     huge pages answers; callers fall back to ordinary pages.
+    let mut rules = BTreeMap::new();
+    for (nr, arg, flag) in [
+        (libc::SYS_mmap, 3u8, libc::MAP_HUGETLB as u64),
+        (libc::SYS_memfd_create, 1, libc::MFD_HUGETLB as u64),
+        (libc::SYS_shmget, 2, libc::SHM_HUGETLB as u64),
+    ] {
+        rules.insert(nr, vec![rule(vec![cond(arg, Op::MaskedEq(flag), flag)?])?]);
+    }
+    programs.push(compile(rules, SeccompAction::Errno(libc::ENOMEM as u32))?);
 
     // 3. ENOSYS: arguments hidden in memory, mount listing, Linux AIO.
     let mut rules = BTreeMap::new();
@@ -385,6 +437,16 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
     }
     programs.push(compile(rules, SeccompAction::Errno(libc::EACCES as u32))?);
     Ok(programs)
+}
+
+/// Rules matching a `mknod` mode argument `arg` of a character or block
+/// device (the file type bits, S_IFMT).
+fn device_nodes(arg: u8) -> Result<Vec<SeccompRule>, SeccompError> {
+    let fmt = libc::S_IFMT as u64;
+    [libc::S_IFCHR, libc::S_IFBLK]
+        .into_iter()
+        .map(|kind| rule(vec![cond(arg, Op::MaskedEq(fmt), kind as u64)?]))
+        .collect()
 }
 
 /// Rules matching AF_UNIX sockets of every type but stream and
@@ -558,21 +620,21 @@ const NOTIF_SEND: libc::c_ulong = 0xc018_2101;
 const NOTIF_ID_VALID: libc::c_ulong = 0x8008_2102;
 
 /// Answers one pending notification on `listener` (init calls this when
-/// the descriptor is readable). `epoll_ctl(ADD)`: continues while the
-/// sandbox is within `quota` (a quota, not an argument check, so the
-/// continue-after-check race the kernel warns of grants nothing: at most
-/// one watch per call in flight), else ENOSPC as the kernel's own limit
-/// answers. `listen()`: the check is made on init's own duplicate of
+/// the descriptor is readable). `epoll_ctl(ADD)`: init takes its own
+/// duplicate of the caller's epoll instance (counted from then on) and
+/// the call continues while the sandbox is within `quota`, else ENOSPC as
+/// the kernel's own limit answers. The continue-after-check race the
+/// kernel warns of remains here: a thread that puts another instance
+/// under the same descriptor number between init's look and the kernel's
+/// call adds that one watch to an instance init has not seen (see
+/// `epoll_quota.rs`; making the call in init instead would tie a
+/// signalfd's wake-ups to init's signals). `listen()`: the check is made on init's own duplicate of
 /// the caller's socket (`pidfd_getfd`), and init calls `listen()` on that
 /// duplicate itself instead of letting the call continue, so swapping the
 /// descriptor number in the server between check and call changes
 /// nothing. `bind()` (ports mode): the same, init binds its duplicate
 /// (`bind_check`). Returns false when the listener is dead.
-pub(crate) fn handle_notification(
-    listener: BorrowedFd<'_>,
-    quota: &mut EpollQuota,
-    bind_ports: &[u16],
-) -> bool {
+pub(crate) fn handle_notification(listener: BorrowedFd<'_>, sup: &mut Supervisor) -> bool {
     let mut req = SeccompNotif::default();
     // SAFETY: NOTIF_RECV fills a `struct seccomp_notif` of this layout.
     let rc = unsafe {
@@ -593,18 +655,30 @@ pub(crate) fn handle_notification(
     };
     if i64::from(req.data.nr) == libc::SYS_epoll_ctl {
         // Only EPOLL_CTL_ADD is sent here; it goes on (the kernel makes
-        // the call as asked) unless the sandbox's share is used up.
-        if quota.admit(std::path::Path::new("/proc")) {
-            resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-        } else {
-            resp.error = -libc::ENOSPC;
+        // the call as asked) unless the sandbox's share is used up. init
+        // takes its own duplicate of the instance (epoll_quota.rs), so an
+        // instance sent away and closed still counts. The kernel reads an
+        // int descriptor: the argument's low 32 bits.
+        let epfd = req.data.args[0] as u32 as i32;
+        // init out of descriptors for its duplicate: the add is refused
+        // as past a limit (ENOSPC), not with an errno epoll_ctl never gives.
+        let caller = caller_fd(req.pid, epfd, listener, req.id, &mut sup.pidfd).map_err(|e| {
+            if e == libc::EMFILE || e == libc::ENFILE {
+                libc::ENOSPC
+            } else {
+                e
+            }
+        });
+        match caller.and_then(|ep| sup.quota.admit(ep)) {
+            Ok(()) => resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE,
+            Err(errno) => resp.error = -errno,
         }
         send_response(listener, &mut resp);
         return true;
     }
     let fd = i32::try_from(req.data.args[0]).unwrap_or(-1);
     if i64::from(req.data.nr) == libc::SYS_bind {
-        resp.error = match bind_for(&req, fd, listener, bind_ports) {
+        resp.error = match bind_for(&req, fd, listener, sup) {
             Ok(()) => 0,
             Err(errno) => -errno,
         };
@@ -612,7 +686,7 @@ pub(crate) fn handle_notification(
         return true;
     }
     let backlog = req.data.args[1] as i32;
-    resp.error = match checked_duplicate(req.pid, fd, listener, req.id) {
+    resp.error = match checked_duplicate(req.pid, fd, listener, req.id, &mut sup.pidfd) {
         Ok(dup) => {
             // Connections a listener has not accepted yet are charged to
             // no memory cgroup (a socket is charged when accepted), and
@@ -673,17 +747,17 @@ fn bind_for(
     req: &SeccompNotif,
     fd: i32,
     listener: BorrowedFd<'_>,
-    bind_ports: &[u16],
+    sup: &mut Supervisor,
 ) -> Result<(), i32> {
     let tid = libc::pid_t::try_from(req.pid).map_err(|_| libc::ESRCH)?;
     let addr = crate::bind_check::read_addr(tid, req.data.args[1], req.data.args[2])?;
     // After the read: the thread may have died and its id been reused.
-    let dup = duplicate(req.pid, fd, listener, req.id)?;
+    let dup = caller_fd(req.pid, fd, listener, req.id, &mut sup.pidfd)?;
     // The socket's own family (a fresh socket's name is its family's
     // unspecified address), not the one the address claims.
     let local: SockaddrStorage = getsockname(dup.as_raw_fd()).map_err(|_| libc::ENOTSOCK)?;
     let domain = local.family().map_or(-1, |f| f as i32);
-    crate::bind_check::check(domain, &addr, bind_ports)?;
+    crate::bind_check::check(domain, &addr, &sup.bind_ports)?;
     // SAFETY: `addr` holds `addr.len()` initialised bytes (at most
     // `MAX_ADDR`, checked by `read_addr`), which bind() only reads.
     let rc = unsafe {
@@ -701,29 +775,18 @@ fn bind_for(
     Ok(())
 }
 
-/// init's duplicate of the caller's descriptor `fd`, taken while the
-/// notification `id` is still pending (so `pid` is still the caller).
-fn duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Result<OwnedFd, i32> {
-    let pid = libc::pid_t::try_from(pid).map_err(|_| libc::ESRCH)?;
-    let pidfd = thread_pidfd(pid).ok_or(libc::ESRCH)?;
-    let dup = sys::pidfd_getfd(pidfd.as_fd(), fd)
-        .map_err(|e| e.err.raw_os_error().unwrap_or(libc::EBADF))?;
-    // The pid may have been reused between RECV and pidfd_open: only trust
-    // the duplicate if the notification is still pending.
-    let mut idv = id;
-    // SAFETY: NOTIF_ID_VALID reads one u64.
-    if unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_ID_VALID, &mut idv as *mut u64) } < 0 {
-        return Err(libc::ESRCH);
-    }
-    Ok(dup)
-}
-
 /// init's duplicate of the caller's socket when the listen may proceed,
 /// else the errno to return. An AF_INET/AF_INET6 socket must already be
 /// bound (its port was checked by Landlock at `bind()`): `listen()` on an
 /// unbound one would auto-bind a port no rule ever saw.
-fn checked_duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Result<OwnedFd, i32> {
-    let dup = duplicate(pid, fd, listener, id)?;
+fn checked_duplicate(
+    pid: u32,
+    fd: i32,
+    listener: BorrowedFd<'_>,
+    id: u64,
+    pidfd: &mut CachedPidfd,
+) -> Result<OwnedFd, i32> {
+    let dup = caller_fd(pid, fd, listener, id, pidfd)?;
     let addr: SockaddrStorage = getsockname(dup.as_raw_fd()).map_err(|_| libc::ENOTSOCK)?;
     // An abstract AF_UNIX name lives in the host's network namespace in
     // ports mode: a listener there takes connections host programs make
@@ -749,6 +812,69 @@ fn checked_duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Re
     Ok(dup)
 }
 
+/// What init keeps between notifications: the epoll quota, the pidfd
+/// of the thread that asked last, and the ports `bind()` may name.
+pub(crate) struct Supervisor {
+    pub(crate) quota: EpollQuota,
+    pidfd: CachedPidfd,
+    bind_ports: Vec<u16>,
+}
+
+impl Supervisor {
+    pub(crate) fn new(quota: EpollQuota, bind_ports: Vec<u16>) -> Self {
+        Supervisor {
+            quota,
+            pidfd: None,
+            bind_ports,
+        }
+    }
+}
+
+/// A thread id and a pidfd naming that very task (never a thread-group
+/// fallback, which a reused id could make name another process).
+type CachedPidfd = Option<(libc::pid_t, OwnedFd)>;
+
+/// init's duplicate of descriptor `fd` of the thread `pid` whose
+/// notification `id` is pending, else the errno to answer. `pidfd_open`
+/// is the dearest call here (~18 µs on the test VM), so the pidfd of the
+/// thread that asked last is kept: it names that task for good, and once
+/// the task is gone its `pidfd_getfd` fails and a fresh one is opened.
+fn caller_fd(
+    pid: u32,
+    fd: i32,
+    listener: BorrowedFd<'_>,
+    id: u64,
+    cache: &mut CachedPidfd,
+) -> Result<OwnedFd, i32> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| libc::ESRCH)?;
+    let cached = match cache {
+        Some((tid, pidfd)) if *tid == pid => match sys::pidfd_getfd(pidfd.as_fd(), fd) {
+            Ok(dup) => Some(dup),
+            Err(e) if out_of_descriptors(&e.err) => return Err(libc::EMFILE),
+            Err(_) => None,
+        },
+        _ => None,
+    };
+    let dup = match cached {
+        Some(dup) => dup,
+        None => {
+            let (pidfd, exact) = thread_pidfd(pid)?;
+            let dup = sys::pidfd_getfd(pidfd.as_fd(), fd)
+                .map_err(|e| e.err.raw_os_error().unwrap_or(libc::EBADF))?;
+            *cache = exact.then_some((pid, pidfd));
+            dup
+        }
+    };
+    // The pid may have been reused between RECV and pidfd_open: only trust
+    // the duplicate if the notification is still pending.
+    let mut idv = id;
+    // SAFETY: NOTIF_ID_VALID reads one u64.
+    if unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_ID_VALID, &mut idv as *mut u64) } < 0 {
+        return Err(libc::ESRCH);
+    }
+    Ok(dup)
+}
+
 /// A pidfd for the thread `tid` that asked (a notification names the
 /// thread, not its process): `pidfd_open` takes only a thread-group
 /// leader, so a server listening from any other thread (a Go program, a
@@ -756,21 +882,36 @@ fn checked_duplicate(pid: u32, fd: i32, listener: BorrowedFd<'_>, id: u64) -> Re
 /// ≥ 6.9: its own descriptor table, exact even after
 /// `unshare(CLONE_FILES)`), else its thread group, whose table the
 /// thread shares unless it unshared it.
-fn thread_pidfd(tid: libc::pid_t) -> Option<OwnedFd> {
-    if let Ok(fd) = sys::pidfd_open(tid) {
-        return Some(fd);
+/// The bool says whether the pidfd names the thread itself (a leader, or
+/// `PIDFD_THREAD`) rather than its thread group. Errors: EMFILE when init
+/// is out of descriptors, else ESRCH.
+fn thread_pidfd(tid: libc::pid_t) -> Result<(OwnedFd, bool), i32> {
+    match sys::pidfd_open(tid) {
+        Ok(fd) => return Ok((fd, true)),
+        Err(e) if out_of_descriptors(&e.err) => return Err(libc::EMFILE),
+        Err(_) => {}
     }
     if let Ok(fd) = sys::pidfd_open_flags(tid, sys::PIDFD_THREAD) {
-        return Some(fd);
+        return Ok((fd, true));
     }
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    let tgid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))?
-        .trim()
-        .parse::<libc::pid_t>()
-        .ok()?;
-    sys::pidfd_open(tgid).ok()
+    let tgid = std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))?
+                .trim()
+                .parse::<libc::pid_t>()
+                .ok()
+        })
+        .ok_or(libc::ESRCH)?;
+    sys::pidfd_open(tgid)
+        .map(|fd| (fd, false))
+        .map_err(|_| libc::ESRCH)
+}
+
+fn out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
 }
 
 #[cfg(test)]
@@ -800,9 +941,9 @@ mod tests {
             bind_tcp: vec![],
         };
         let x32 = usize::from(cfg!(target_arch = "x86_64"));
-        assert_eq!(build(&Network::None).expect("none").len(), 4 + x32);
-        assert_eq!(build(&ports).expect("ports").len(), 4 + x32);
+        assert_eq!(build(&Network::None).expect("none").len(), 5 + x32);
+        assert_eq!(build(&ports).expect("ports").len(), 5 + x32);
         // `host`: no socket rules, still the lease rule.
-        assert_eq!(build(&Network::Host).expect("host").len(), 4 + x32);
+        assert_eq!(build(&Network::Host).expect("host").len(), 5 + x32);
     }
 }
