@@ -729,3 +729,136 @@ fn sigterm_while_the_person_is_asked_ends_the_wait_and_is_recorded() {
     verify_audit(&world);
     assert!(world.leftover_processes().is_empty());
 }
+
+/// Escapes a hostile server puts in everything warden shows of its
+/// questions: an OSC 52 clipboard write (BEL and ST ends), a cursor move
+/// up and a line erase followed by a CR (to overwrite the prompt line with
+/// a fake one), a bidi override and isolate, an 8-bit CSI.
+const HOSTILE: &str = "\u{1b}]52;c;cHduZWQ=\u{7}\u{1b}[1A\u{1b}[2K\rwarden: approved \
+    \u{202e}lmth.exe\u{2066}\u{1b}]52;c;eA==\u{1b}\\\u{9b}2J";
+
+/// `test_ask`'s arguments for a request built from `spec`, sent hex-encoded
+/// so the call's own arguments are plain text (not asked about).
+fn ask_args(method: &str, spec: Value) -> String {
+    let hex: String = spec
+        .to_string()
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    json!({"method": method, "spec_hex": hex}).to_string()
+}
+
+/// Nothing the terminal received can drive it: no ESC, BEL, 8-bit CSI,
+/// bidi control, and no CR but the one before each line end.
+fn assert_inert(screen: &[u8]) {
+    let shown = String::from_utf8_lossy(screen);
+    for (raw, what) in [
+        ("\u{1b}", "ESC"),
+        ("\u{7}", "BEL"),
+        ("\u{9b}", "8-bit CSI"),
+        ("\u{202e}", "bidi override"),
+        ("\u{2066}", "bidi isolate"),
+    ] {
+        assert!(
+            !shown.contains(raw),
+            "{what} reached the terminal: {shown:?}"
+        );
+    }
+    let lone_cr = screen
+        .windows(2)
+        .any(|pair| pair[0] == b'\r' && pair[1] != b'\n');
+    assert!(!lone_cr, "a CR that overwrites a line: {shown:?}");
+    // Shown instead, visibly (caret notation, code points).
+    assert!(shown.contains("^[]52;c;cHduZWQ=^G"), "{shown}");
+    assert!(shown.contains("<U+202E>"), "{shown}");
+}
+
+/// Everything a server controls in a question put to the person (its
+/// message, field names, titles, descriptions, defaults, choice titles and
+/// legacy `enumNames`, a URL, a sampling request's system prompt and
+/// messages) reaches the terminal neutralised, through `warden call` and
+/// `warden run`.
+#[test]
+fn no_server_text_in_a_question_can_drive_the_terminal() {
+    let world = World::new();
+    write_config(&world, allow_tools());
+    let field = |name: &str| format!("{name}{HOSTILE}");
+    let mut properties = serde_json::Map::new();
+    properties.insert(
+        field("user"),
+        json!({"type": "string", "title": field("Name"), "description": field("Desc"),
+               "default": field("dflt")}),
+    );
+    properties.insert(
+        "pick".into(),
+        json!({"type": "string", "oneOf": [
+            {"const": "v1", "title": field("First")},
+            {"const": field("v2"), "title": "Second"}]}),
+    );
+    properties.insert(
+        "legacy".into(),
+        json!({"type": "string", "enum": ["o1", "o2"], "enumNames": [field("One"), "Two"]}),
+    );
+    let form = ask_args(
+        "elicitation",
+        json!({"message": field("Who are you?"),
+               "schema": {"type": "object", "properties": properties}}),
+    );
+    let mut pty = Pty::spawn(&world, &["call", "fx", "test_ask", "--args", &form]);
+    pty.expect("asks you for input (elicitation)");
+    pty.expect("Answer? [a]ccept and fill in / [d]ecline / [c]ancel: ");
+    pty.type_line("a");
+    for _ in 0..3 {
+        pty.expect("(empty: ");
+        pty.expect(": ");
+        pty.type_line("");
+    }
+    pty.expect("Send it? ");
+    pty.type_line("a");
+    pty.expect("answered");
+    let (code, screen) = pty.finish();
+    assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&screen));
+    assert_inert(&screen);
+
+    let url = ask_args(
+        "elicitation",
+        json!({"message": field("Sign in"),
+               "url": format!("https://login.example.com/{HOSTILE}")}),
+    );
+    let mut pty = Pty::spawn(&world, &["call", "fx", "test_ask", "--args", &url]);
+    pty.expect("asks you to open a web page (elicitation)");
+    pty.expect("Done? [a]ccept (I completed it) / [d]ecline / [c]ancel: ");
+    pty.type_line("d");
+    pty.expect("decline");
+    let (code, screen) = pty.finish();
+    assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&screen));
+    assert_inert(&screen);
+
+    // Sampling with no rule is `ask`: put to the person in `warden run`.
+    let sample = ask_args(
+        "sampling",
+        json!({"message": field("say"), "system_prompt": field("You are")}),
+    );
+    let script = world.path("script.json");
+    std::fs::write(
+        &script,
+        json!([
+            {"tool_calls": [{"name": "mcp__fx__test_ask",
+                             "arguments": serde_json::from_str::<Value>(&sample).expect("json")}]},
+            {"text": "the model's answer"},
+            {"expect": "the model's answer", "text": "all done"}
+        ])
+        .to_string(),
+    )
+    .expect("script");
+    let model = format!("scripted:{}", script.display());
+    let mut pty = Pty::spawn(&world, &["--model", &model, "run", "--task", "go"]);
+    pty.expect("asks to use the model (sampling)");
+    pty.expect("Let the model answer it? [a]pprove once / [N]o: ");
+    pty.type_line("a");
+    pty.expect("all done");
+    let (code, screen) = pty.finish();
+    assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&screen));
+    assert_inert(&screen);
+    assert!(world.leftover_processes().is_empty());
+}

@@ -18,7 +18,9 @@
 //! `absent` (a string or a list) is the opposite, over everything the model
 //! is sent (system prompt, every message, the tool definitions): none of
 //! the strings may occur, else the model fails without saying where (so a
-//! leaked secret is not printed by the failure itself).
+//! leaked secret is not printed by the failure itself). `wait_ms` makes the
+//! model take that long to answer, as a real one thinks: a time in which no
+//! tool call is in flight (tests of what a server may do meanwhile).
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -34,6 +36,7 @@ struct ScriptTurn {
     tool_calls: Vec<ToolCall>,
     expect: Vec<String>,
     absent: Vec<String>,
+    wait_ms: u64,
 }
 
 /// Replays assistant turns in order.
@@ -87,12 +90,21 @@ impl ScriptedModel {
         self.turns.len().saturating_sub(next)
     }
 
-    fn next_turn(&self, request: &ModelRequest) -> Result<ModelTurn, ModelError> {
+    /// The next turn to replay (counted as replayed).
+    fn take_turn(&self) -> Result<(usize, &ScriptTurn), ModelError> {
         let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
         let index = *next;
         let turn = self.turns.get(index).ok_or(ModelError::Exhausted)?;
         *next += 1;
-        drop(next);
+        Ok((index, turn))
+    }
+
+    fn next_turn(
+        &self,
+        index: usize,
+        turn: &ScriptTurn,
+        request: &ModelRequest,
+    ) -> Result<ModelTurn, ModelError> {
         if !turn.expect.is_empty() {
             let incoming = incoming_text(&request.messages);
             for e in &turn.expect {
@@ -134,7 +146,13 @@ impl Model for ScriptedModel {
         &'a self,
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<ModelTurn, ModelError>> {
-        Box::pin(async move { self.next_turn(request) })
+        Box::pin(async move {
+            let (index, turn) = self.take_turn()?;
+            if turn.wait_ms > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(turn.wait_ms)).await;
+            }
+            self.next_turn(index, turn, request)
+        })
     }
 }
 
@@ -159,7 +177,7 @@ fn parse_turn(index: usize, t: &Value) -> Result<ScriptTurn, String> {
     let o = t
         .as_object()
         .ok_or("must be an object with \"text\" and/or \"tool_calls\"")?;
-    check_keys(o, &["text", "tool_calls", "expect", "absent"])?;
+    check_keys(o, &["text", "tool_calls", "expect", "absent", "wait_ms"])?;
     let text = match o.get("text") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
@@ -184,6 +202,10 @@ fn parse_turn(index: usize, t: &Value) -> Result<ScriptTurn, String> {
         tool_calls,
         expect: strings(o, "expect")?,
         absent: strings(o, "absent")?,
+        wait_ms: match o.get("wait_ms") {
+            None | Some(Value::Null) => 0,
+            Some(v) => v.as_u64().ok_or("\"wait_ms\" must be a whole number")?,
+        },
     })
 }
 

@@ -11,6 +11,11 @@
 //! terminal, or an `--answers` file); a deny (also every `ask` with
 //! `--ci`) declines it, and so does having no one to ask.
 //!
+//! Either is passed on only when it is tied to exactly one request of
+//! warden's in flight ([`Attribution::Exact`]): a server asking on its own
+//! or while several requests are in flight asks no one, not even the
+//! session's model.
+//!
 //! Sampling: an `allow` (rule or policy) passes it on; an `ask` is put to
 //! the person first (the terminal, the answers file, or the gateway client
 //! marked as a person's), recorded as an `approval`. It goes to the
@@ -465,6 +470,9 @@ impl Decider {
             Attribution::Idle => Err(format!(
                 "not passed on: {what} outside any request of warden's has no one to go to"
             )),
+            Attribution::Ambiguous(0) => Err(format!(
+                "not passed on: when this {what} arrived is unknown, so whose it is cannot be told"
+            )),
             Attribution::Ambiguous(n) => Err(format!(
                 "not passed on: {n} requests are in flight on this connection, so whose {what} this is cannot be told"
             )),
@@ -589,16 +597,24 @@ impl Decider {
             .server_config(server)
             .map(|c| c.sampling)
             .unwrap_or_default();
-        // Who answers: the session's model, else the client that made the call.
-        let downstream = match (
-            &self.model,
-            self.downstream(from.clone(), |d| d.can_sample(), "sampling"),
-        ) {
-            (Some(_), _) => None,
-            (None, Ok(downstream)) => Some(downstream),
-            (None, Err(why)) => {
-                return refused(self.refuse(&host, &pending, &decision, format!("sampling {why}")));
-            }
+        // Who answers: the session's model, else the client that made the
+        // call. The session's model too only for a request tied to exactly
+        // one request of the session's in flight: a server asking on its
+        // own (between turns, after its call returned) or while several
+        // are in flight does not spend the session's model.
+        let downstream = match (&self.model, &from) {
+            (Some(_), Attribution::Exact(_)) => None,
+            _ => match self.downstream(from.clone(), |d| d.can_sample(), "sampling") {
+                Ok(downstream) => Some(downstream),
+                Err(why) => {
+                    return refused(self.refuse(
+                        &host,
+                        &pending,
+                        &decision,
+                        format!("sampling {why}"),
+                    ));
+                }
+            },
         };
         // The session's model is asked for at most the cap; a client is
         // sent the request unchanged, so one over the cap is refused.

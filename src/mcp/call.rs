@@ -541,7 +541,7 @@ impl Manager {
         }
         // Counted in flight before it is sent: a server request made while
         // it runs is attributed to it only if it is the only one.
-        let _in_flight = conn.router.in_flight.begin(downstream);
+        let in_flight = conn.router.in_flight.begin(downstream);
         let handle = match conn
             .peer
             .send_request_with_option(request, request_options)
@@ -550,6 +550,8 @@ impl Manager {
             Ok(handle) => handle,
             Err(error) => return Err(map_service_error(&self.shared, &slot, &conn, error).await),
         };
+        // Reading its answer (in wire order) ends its time in flight.
+        in_flight.sent(&handle.id);
         let _progress =
             progress.map(|sink| conn.router.register(handle.progress_token.clone(), sink));
         let id = handle.id.clone();

@@ -88,7 +88,7 @@ impl ClientHandler for WardenClient {
         request: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let from = self.router.in_flight.attribute();
+        let from = self.router.in_flight.attribute(&context.id);
         match &self.handler {
             Some(handler) => {
                 handler
@@ -107,7 +107,7 @@ impl ClientHandler for WardenClient {
         request: CreateMessageRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        let from = self.router.in_flight.attribute();
+        let from = self.router.in_flight.attribute(&context.id);
         match &self.handler {
             Some(handler) => {
                 handler

@@ -7,7 +7,9 @@
 //! its token ([`Router::register`]; warden's own upstream token, never a
 //! client's), everything a client of warden may be owed (log messages,
 //! resource updates, resource and prompt list changes) to the
-//! [`Upstream`] broadcast that the gateway filters per client.
+//! [`Upstream`] broadcast that the gateway filters per client. Answers
+//! and a server's elicitation/sampling requests are noted as read too, for
+//! attributing those requests ([`super::server_requests::InFlight`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -15,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use rmcp::RoleClient;
 use rmcp::model::{
     ProgressNotificationParam, ProgressToken, ServerJsonRpcMessage, ServerNotification,
+    ServerRequest,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -163,8 +166,26 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         let message = self.inner.receive().await;
-        if let Some(ServerJsonRpcMessage::Notification(n)) = &message {
-            self.router.route(&n.notification);
+        match &message {
+            Some(ServerJsonRpcMessage::Notification(n)) => self.router.route(&n.notification),
+            // In wire order, before rmcp hands anything on: a request
+            // answered is no longer in flight, and a server request is
+            // attributed to what is in flight as it is read.
+            Some(ServerJsonRpcMessage::Response(r)) => self.router.in_flight.answered(&r.id),
+            Some(ServerJsonRpcMessage::Error(e)) => {
+                if let Some(id) = &e.id {
+                    self.router.in_flight.answered(id);
+                }
+            }
+            Some(ServerJsonRpcMessage::Request(r))
+                if matches!(
+                    r.request,
+                    ServerRequest::CreateMessageRequest(_) | ServerRequest::ElicitRequest(_)
+                ) =>
+            {
+                self.router.in_flight.server_request(r.id.clone());
+            }
+            _ => {}
         }
         message
     }

@@ -71,6 +71,17 @@ TOOLS = [
     {"name": "test_roots", "description": "Asks the client for its roots (roots/list)", "inputSchema": NOARGS},
     {"name": "test_roots_seen", "description": "The roots listed after each roots/list_changed (waits up to 10 s for one)",
      "inputSchema": NOARGS},
+    {"name": "test_ask", "description": "Sends the client one sampling/createMessage or elicitation/create "
+     "(form, or URL mode with `url`) built from the arguments, after `wait_ms`; with `after_return` from a "
+     "background task once this call has returned (outside any request: see test_asked_later)",
+     "inputSchema": {"type": "object", "properties": {
+         "method": {"type": "string", "enum": ["sampling", "elicitation"]}, "message": {"type": "string"},
+         "schema": {"type": "object"}, "url": {"type": "string"}, "system_prompt": {"type": "string"},
+         "wait_ms": {"type": "integer"}, "after_return": {"type": "boolean"}, "spec_hex": {"type": "string"}},
+         "required": ["method"]}},
+    {"name": "test_asked_later", "description": "What test_ask's background requests got back (waits up to "
+     "`wait_ms`, default 10000, for `count`, default 1)",
+     "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}, "wait_ms": {"type": "integer"}}}},
     {"name": "json_schema_2020_12_tool", "description": "Tool with JSON Schema 2020-12 features",
      "inputSchema": {
          "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -234,9 +245,51 @@ async def _call_tool(ctx, params):
         with anyio.move_on_after(10):
             await roots_changed().wait()
         return {"content": [text(json.dumps(roots_seen))]}
+    if name == "test_ask":
+        if args.get("spec_hex"):
+            # The request's text given as hex-encoded JSON: arguments that are plain ASCII, so
+            # text with escapes reaches the server request without the call being asked about.
+            args = {**args, **json.loads(bytes.fromhex(args["spec_hex"]))}
+        if args.get("after_return"):
+            # Outside any request: no related request id, sent once this call has returned.
+            asyncio.get_running_loop().create_task(ask_later(s, args))
+            return {"content": [text("scheduled")]}
+        await asyncio.sleep(args.get("wait_ms", 0) / 1000)
+        return {"content": [text(json.dumps(await ask_raw(s, args, ctx.request_id)))]}
+    if name == "test_asked_later":
+        deadline = asyncio.get_running_loop().time() + args.get("wait_ms", 10000) / 1000
+        while len(asked_later) < args.get("count", 1) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        return {"content": [text(json.dumps(asked_later))]}
     if name == "json_schema_2020_12_tool":
         return {"content": [text(json.dumps(args))]}
     raise MCPError(-32602, f"Unknown tool: {name}")
+
+
+# What test_ask's background requests got back, in order.
+asked_later = []
+
+
+async def ask_raw(s, a, related):
+    """One server request built from test_ask's arguments; what came back, or the error."""
+    try:
+        if a["method"] == "elicitation" and a.get("url"):
+            r = await s.elicit_url(a.get("message", ""), a["url"], "fixture-ask", related_request_id=related)
+        elif a["method"] == "elicitation":
+            r = await s.elicit_form(a.get("message", ""), a.get("schema") or {"type": "object", "properties": {}},
+                                    related_request_id=related)
+        else:
+            msgs = [SamplingMessage(role="user", content=TextContent(type="text", text=a.get("message", "")))]
+            r = await s.create_message(msgs, max_tokens=100, system_prompt=a.get("system_prompt"),
+                                       related_request_id=related)
+        return {"answered": _dump(r)}
+    except Exception as e:  # noqa: BLE001 - the refusal is what the test looks for
+        return {"error": str(e)}
+
+
+async def ask_later(s, a):
+    await asyncio.sleep(a.get("wait_ms", 0) / 1000)
+    asked_later.append(await ask_raw(s, a, None))
 
 
 # The roots listed in answer to each notifications/roots/list_changed.
