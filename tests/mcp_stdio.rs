@@ -307,8 +307,12 @@ async fn a_silent_server_times_out_without_holding_up_the_others() {
     assert_eq!(status(&manager, "silent").state, ServerState::Connecting);
     connecting.await.unwrap();
     let elapsed = started.elapsed();
+    // One 6 s timeout, not one per retry (a failed server is tried again
+    // in the background, never inside connect_all). The bound leaves room
+    // for a loaded CI machine, where the sandboxed start itself took
+    // seconds (12.7 s seen with two builds running beside the tests).
     assert!(
-        elapsed < Duration::from_secs(12),
+        elapsed < Duration::from_secs(18),
         "connect_all took {elapsed:?}"
     );
 
