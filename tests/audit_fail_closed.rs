@@ -3,7 +3,10 @@
 //! not sent (`audit_failed`, exit 1) and the server never sees it; a
 //! session whose `session_start` cannot be written does not start.
 //! `audit.on_failure: "continue"` sends calls anyway, says so, and records
-//! the gap once the log takes writes again.
+//! the gap once the log takes writes again. A gateway (stdio, HTTP) or
+//! repl whose log lost records while it ran exits 1, saying how many and
+//! that `warden audit verify` shows where, even after the log recovered:
+//! the session's record has a gap, as for `call` and `run`.
 //!
 //! A log that fails in the middle of a session is made with `prlimit`:
 //! warden runs with SIGXFSZ ignored, and its file size limit is lowered to
@@ -209,6 +212,27 @@ async fn finish(gateway: StdioGateway) -> String {
     stderr
 }
 
+/// Disconnects a gateway whose log lost records while it ran (fail-closed):
+/// it exits 1, however its clients fared and though the log took writes
+/// again, saying how many records were lost and how to find the gap. (It
+/// exited 0, so a CI job running it never learned its log had a gap.)
+async fn finish_after_loss(gateway: StdioGateway) -> String {
+    let (status, stderr) = gateway.finish().await;
+    assert_eq!(status.code(), Some(1), "stderr:\n{stderr}");
+    assert_lost_said(&stderr);
+    stderr
+}
+
+/// The message of a session that lost records, on stderr.
+fn assert_lost_said(stderr: &str) {
+    assert!(
+        stderr.contains("the audit log lost")
+            && stderr.contains("record(s)")
+            && stderr.contains("warden audit verify"),
+        "{stderr}"
+    );
+}
+
 fn log_size(log: &Path) -> u64 {
     std::fs::metadata(log).map_or(0, |m| m.len())
 }
@@ -250,7 +274,7 @@ async fn a_log_that_fails_mid_session_refuses_the_call_and_the_server_never_sees
     limit_file_size(&gateway, None);
     assert!(!is_error(&gateway.echo("hi").await));
     assert_eq!(calls_received(&counter), ["echo", "echo"]);
-    finish(gateway).await;
+    finish_after_loss(gateway).await;
     let records = audit_lines(&log);
     let gap = records
         .iter()
@@ -329,7 +353,7 @@ async fn a_file_size_limit_refuses_the_call_instead_of_killing_warden() {
     limit_file_size(&gateway, None);
     assert!(!is_error(&gateway.echo("hi").await));
     assert_eq!(calls_received(&counter), ["echo", "echo", "echo"]);
-    finish(gateway).await;
+    finish_after_loss(gateway).await;
     let verify = world.run(&["audit", "verify", log.to_str().unwrap()]);
     assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
 }
@@ -461,7 +485,7 @@ async fn every_request_kind_is_refused_when_its_record_cannot_be_written() {
     assert_eq!(log_size(&log), size);
     limit_file_size(&gateway, None);
     assert_eq!(requests().await, [true; 4]);
-    finish(gateway).await;
+    finish_after_loss(gateway).await;
     let verify = world.run(&["audit", "verify", log.to_str().unwrap()]);
     assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
     let records = audit_lines(&log);
@@ -473,4 +497,145 @@ async fn every_request_kind_is_refused_when_its_record_cannot_be_written() {
     // The four refused requests, and anything that waited with them.
     assert!(lost >= 4, "{records:?}");
     assert!(records.iter().any(|r| r["event"] == "session_end"));
+}
+
+/// `warden ARGS…` of `world` run by a shell that ignores SIGXFSZ (so a
+/// file size limit is an error, not a signal), stdin and stderr piped.
+fn spawn_ignoring_xfsz(world: &World, args: &[&str]) -> std::process::Child {
+    let warden = world.warden(args);
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", r#"trap "" XFSZ; exec "$0" "$@""#]);
+    exec_within(cmd, &warden)
+        .current_dir(&world.workspace)
+        .env_remove("WARDEN_MODEL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn warden")
+}
+
+/// Lowers `pid`'s file size limit to the log's size: its next record is
+/// lost (a full disk).
+fn fill_the_disk(pid: u32, log: &Path) {
+    let status = Command::new("prlimit")
+        .args([
+            "--pid",
+            &pid.to_string(),
+            &format!("--fsize={}:unlimited", log_size(log)),
+        ])
+        .status()
+        .expect("run prlimit");
+    assert!(status.success(), "prlimit failed");
+}
+
+/// The exit status and stderr of `child`, which must end within 30 s.
+fn wait_within(mut child: std::process::Child) -> (Option<i32>, String) {
+    let mut stderr_pipe = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr_pipe, &mut text);
+        text
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("warden did not end in time");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    (status.code(), reader.join().unwrap_or_default())
+}
+
+/// `warden gateway --listen`: the disk fills up while it serves (its
+/// `session_end` is lost), then SIGTERM, its clean shutdown. Before the
+/// fix it exited 0, as if its log were whole.
+#[test]
+fn the_http_gateway_exits_1_when_its_log_lost_records() {
+    let (world, _) = counting_world(json!({"path": "audit.jsonl", "fsync": "every_record"}));
+    let log = world.workspace.join("audit.jsonl");
+    let mut child = spawn_ignoring_xfsz(&world, &["gateway", "--listen", "127.0.0.1:0"]);
+    let mut stderr_lines = std::io::BufRead::lines(std::io::BufReader::new(
+        child.stderr.take().expect("stderr"),
+    ));
+    let mut seen = Vec::new();
+    for line in stderr_lines.by_ref() {
+        let line = line.unwrap_or_default();
+        let listening = line.contains("warden gateway: listening on ");
+        seen.push(line);
+        if listening {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.contains("listening on")),
+        "{seen:?}"
+    );
+    assert!(eventually(10.0, || audit_lines(&log)
+        .iter()
+        .any(|r| r["event"] == "session_start")));
+    fill_the_disk(child.id(), &log);
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let rest = std::thread::spawn(move || stderr_lines.map_while(Result::ok).collect::<Vec<_>>());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no exit after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let stderr = rest.join().unwrap_or_default().join("\n");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_lost_said(&stderr);
+    assert!(
+        !audit_lines(&log)
+            .iter()
+            .any(|r| r["event"] == "session_end"),
+        "the session_end was not lost after all"
+    );
+}
+
+/// `warden repl`, input piped: the disk fills up during the session, then
+/// `/quit`. Before the fix it exited 0.
+#[test]
+fn the_repl_exits_1_when_its_log_lost_records() {
+    let (world, _) = counting_world(json!({"path": "audit.jsonl", "fsync": "every_record"}));
+    let log = world.workspace.join("audit.jsonl");
+    let script = world.path("model.json");
+    std::fs::write(&script, json!([{"text": "hello"}]).to_string()).expect("script");
+    let model = format!("scripted:{}", script.display());
+    let mut child = spawn_ignoring_xfsz(&world, &["--model", &model, "repl"]);
+    assert!(eventually(20.0, || audit_lines(&log)
+        .iter()
+        .any(|r| r["event"] == "server_start")));
+    fill_the_disk(child.id(), &log);
+    {
+        let mut stdin = child.stdin.take().expect("stdin");
+        std::io::Write::write_all(&mut stdin, b"/quit\n").expect("write stdin");
+    }
+    let (code, stderr) = wait_within(child);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_lost_said(&stderr);
+
+    // The same session with nothing lost still ends with 0.
+    let child = spawn_ignoring_xfsz(&world, &["--model", &model, "repl"]);
+    let mut child = child;
+    {
+        let mut stdin = child.stdin.take().expect("stdin");
+        std::io::Write::write_all(&mut stdin, b"/quit\n").expect("write stdin");
+    }
+    let (code, stderr) = wait_within(child);
+    assert_eq!(code, Some(0), "{stderr}");
 }

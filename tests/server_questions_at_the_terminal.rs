@@ -500,12 +500,12 @@ fn the_person_fills_in_the_form_and_a_hostile_message_cannot_drive_the_terminal(
     pty.expect("asks you for input (elicitation)");
     pty.expect("Answer? [a]ccept and fill in / [d]ecline / [c]ancel: ");
     pty.type_line("a");
-    pty.expect("username (text, required): ");
+    pty.expect("\"username\" (text, required): ");
     pty.type_line("");
     pty.expect("this field is required");
-    pty.expect("username (text, required): ");
+    pty.expect("\"username\" (text, required): ");
     pty.type_line("ada");
-    pty.expect("email (text, required): ");
+    pty.expect("\"email\" (text, required): ");
     pty.type_line("ada@example.com");
     pty.expect("Send it? ");
     pty.type_line("a");
@@ -580,9 +580,9 @@ fn in_the_repl_the_form_is_read_through_the_line_editor() {
     pty.type_line("ask me");
     pty.expect("Answer? [a]ccept and fill in / [d]ecline / [c]ancel: ");
     pty.type_line("a");
-    pty.expect("username (text, required): ");
+    pty.expect("\"username\" (text, required): ");
     pty.type_line("ada");
-    pty.expect("email (text, required): ");
+    pty.expect("\"email\" (text, required): ");
     pty.type_line("ada@example.com");
     pty.expect("Send it? ");
     pty.type_line("a");

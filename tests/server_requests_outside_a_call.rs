@@ -36,14 +36,24 @@ fn scripts() -> PathBuf {
 /// allowed (the default `ask` would refuse an unattributed sampling
 /// request anyway: there is no one to ask about it).
 fn write_config(world: &World) {
+    write_config_limited(world, json!({}));
+}
+
+/// [`write_config`], with `limits` (e.g. `elicitation`, `sampling`) added
+/// to the server's configuration.
+fn write_config_limited(world: &World, limits: Value) {
     let venv = python_venv();
+    let mut fx = json!({
+        "command": venv.join("bin/python"),
+        "args": [scripts().join("conformance_fixture_server.py"), "--marker", world.marker],
+        "timeout": 30,
+        "sandbox": {"read": [venv, interpreter_prefix(&venv), scripts()]}
+    });
+    if let (Some(fx), Some(limits)) = (fx.as_object_mut(), limits.as_object()) {
+        fx.extend(limits.clone());
+    }
     world.write_config(&json!({
-        "mcpServers": {"fx": {
-            "command": venv.join("bin/python"),
-            "args": [scripts().join("conformance_fixture_server.py"), "--marker", world.marker],
-            "timeout": 30,
-            "sandbox": {"read": [venv, interpreter_prefix(&venv), scripts()]}
-        }},
+        "mcpServers": {"fx": fx},
         "permissions": {"allow": ["mcp__fx__*", "sampling__fx", "elicitation__fx"]},
         "audit": {"path": world.path("audit.jsonl")}
     }));
@@ -275,6 +285,128 @@ fn the_repl_refuses_sampling_between_turns() {
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains("done"), "{stdout}\n{stderr}");
     refused_once(&world, "sampling", OUTSIDE);
+    no_leftovers(&world);
+}
+
+/// How many spontaneous requests the flood tests send.
+const FLOOD: usize = 20;
+
+/// Of a flood of `FLOOD` refused requests, the ones recorded: the first 8
+/// one by one, then only the 16th (every doubling).
+const FLOOD_RECORDED: usize = 9;
+
+/// The refused records of `kind` whose reason contains `why`; the thinned
+/// ones after the first eight say how many there were.
+fn flood_records(world: &World, kind: &str, why: &str) -> Vec<Value> {
+    let refused: Vec<Value> = requests(world, kind)
+        .into_iter()
+        .filter(|r| r["error"].as_str().is_some_and(|e| e.contains(why)))
+        .collect();
+    for r in &refused {
+        assert_eq!(r["outcome"], "denied", "{r:#}");
+        assert!(r["result"].is_null(), "answered: {r:#}");
+    }
+    refused
+}
+
+/// The test_ask arguments of a flood: `FLOOD` requests of `method` sent
+/// one after the other once the call has returned.
+fn flood(method: &str) -> Value {
+    let mut arguments = ask_later(method, 300)["arguments"].clone();
+    arguments["repeat"] = json!(FLOOD);
+    arguments
+}
+
+/// `warden run --answers`, `elicitation.max_requests: 1`: the server sends
+/// a flood of elicitations between turns (refused: no request of warden's
+/// is in flight), then one during a call. Before the fix every refused one
+/// used up the quota (it was taken before the attribution check), so the
+/// legitimate one was declined unasked; and each refused one was a record.
+#[test]
+fn refused_elicitations_leave_the_quota_to_a_legitimate_one_and_the_log_bounded() {
+    let world = World::new();
+    write_config_limited(&world, json!({"elicitation": {"max_requests": 1}}));
+    let model = write_script(
+        &world,
+        json!([
+            {"tool_calls": [{"name": "mcp__fx__test_ask", "arguments": flood("elicitation")}]},
+            // The model thinks while the flood arrives: nothing in flight.
+            {"wait_ms": 4000, "expect": "scheduled",
+             "tool_calls": [{"name": "mcp__fx__test_asked_later",
+                             "arguments": {"count": FLOOD, "wait_ms": 100}}]},
+            {"expect": "decline", "tool_calls": [{"name": "mcp__fx__test_ask", "arguments": {
+                "method": "elicitation", "message": "Your password, please.",
+                "schema": {"type": "object", "properties": {"password": {"type": "string"}}}}}]},
+            {"expect": "hunter2", "text": "done"}
+        ]),
+    );
+    let answers = write_answers(&world);
+    let out = run_detached(
+        &world,
+        &[
+            "--model",
+            &model,
+            "run",
+            "--answers",
+            &answers,
+            "--task",
+            "go",
+        ],
+        "",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("done"), "{stdout}\n{stderr}");
+    let refused = flood_records(&world, "elicitation", OUTSIDE);
+    assert_eq!(refused.len(), FLOOD_RECORDED, "{refused:#?}");
+    assert!(
+        refused[FLOOD_RECORDED - 1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("16 of this server's so far")),
+        "{refused:#?}"
+    );
+    let answered: Vec<Value> = requests(&world, "elicitation")
+        .into_iter()
+        .filter(|r| r["result"]["answered_by"].is_string())
+        .collect();
+    assert_eq!(answered.len(), 1, "{:#?}", requests(&world, "elicitation"));
+    no_leftovers(&world);
+}
+
+/// `warden gateway --stdio`, `sampling.max_requests: 1`: a flood of
+/// sampling requests after the call returned, then one during a call,
+/// which still reaches the client (sampling counted only what was passed
+/// on already; held before the fix), while the flood's records are thinned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_sampling_leaves_the_quota_to_a_legitimate_one_and_the_log_bounded() {
+    let world = World::new();
+    write_config_limited(&world, json!({"sampling": {"max_requests": 1}}));
+    let target = stdio_target(&world);
+    let plan = json!({
+        "answers": {"sampling": {"text": "sampled-answer"}},
+        "steps": [
+            {"call": "fx__test_ask", "arguments": flood("sampling")},
+            {"sleep": 4},
+            {"call": "fx__test_asked_later", "arguments": {"count": FLOOD, "wait_ms": 100}},
+            {"call": "fx__test_ask", "arguments": {"method": "sampling", "message": "hello"}}
+        ]
+    });
+    let out = run_gateway_client(&world, &plan, &target).await;
+    assert_eq!(asked(&out).len(), 1, "{out:#}");
+    let got = &out["steps"][3]["ok"]["content"][0]["text"];
+    assert!(
+        got.as_str().is_some_and(|t| t.contains("sampled-answer")),
+        "{out:#}"
+    );
+    let later = &out["steps"][2]["ok"]["content"][0]["text"];
+    assert_eq!(
+        later.as_str().map(|t| t.matches(OUTSIDE).count()),
+        Some(FLOOD),
+        "{out:#}"
+    );
+    let refused = flood_records(&world, "sampling", OUTSIDE);
+    assert_eq!(refused.len(), FLOOD_RECORDED, "{refused:#?}");
     no_leftovers(&world);
 }
 

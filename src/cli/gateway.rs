@@ -181,6 +181,14 @@ pub fn run(global: &GlobalArgs, args: GatewayArgs) -> anyhow::Result<u8> {
             };
             cancel.cancel();
             host.shutdown().await;
+            // Fail-closed: a gateway whose log lost records ends with exit
+            // 1 however its clients fared.
+            if let Some(lost) = session::lost_records(&host, "gateway session") {
+                if let Err(error) = &result {
+                    tracing::error!("gateway: {error:#}");
+                }
+                return Err(lost);
+            }
             result
                 .map(|()| exit::OK)
                 .map_err(|e| match e.downcast::<CliError>() {

@@ -73,6 +73,28 @@ pub fn host_error(error: HostError) -> anyhow::Error {
     }
 }
 
+/// A long-lived session (`gateway`, the repl) during which the audit log
+/// lost records, fail-closed: exit 1 (`audit_failed`), as `call` and `run`
+/// do, so a CI job running it learns that its log has a gap; the message
+/// says how many and how to find where. `None`: nothing was lost (or
+/// `on_failure: continue` chose to run unaudited). Asked after the
+/// session's shutdown, so a lost `session_end` counts too.
+pub fn lost_records(host: &Host, session: &str) -> Option<anyhow::Error> {
+    let (lost, error) = host.audit_records_lost()?;
+    let verify = match host.audit_path() {
+        Some(path) => format!("`warden audit verify {}`", path.display()),
+        None => "`warden audit verify FILE`".to_string(),
+    };
+    Some(CliError::kind(
+        super::exit::FAILED,
+        "audit_failed",
+        format!(
+            "the audit log lost {lost} record(s) during this {session} (requests it could not \
+             record were not sent; the first failure: {error}); {verify} shows where the gap is"
+        ),
+    ))
+}
+
 /// The usage error for a server name the configuration does not have.
 pub fn unknown_server(config: &config::Config, name: &str) -> anyhow::Error {
     let known: Vec<&str> = config.servers.keys().map(String::as_str).collect();

@@ -25,7 +25,19 @@
 //! at most `sampling.max_requests` per server and session. The result
 //! record says who answered (`answered_by`). At most
 //! `elicitation.max_requests` elicitations per server and session are
-//! passed on; later ones are declined unasked.
+//! passed on; later ones are declined unasked. Only a request passed on
+//! to someone counts: one refused before anyone is asked (no one to ask,
+//! whose it is cannot be told, a URL warden does not pass on) leaves the
+//! quota to the legitimate ones.
+//!
+//! A request refused unasked because it cannot be attributed, or because
+//! its server's quota is used up, is bounded differently: a server could
+//! send them without end. The first [`RECORDED_EACH`] of a server's (per
+//! kind) are decided and recorded one by one; after that only the
+//! refusals numbered by a power of two are, each saying how many there
+//! were so far, and the others are refused without a decision or a
+//! record: the log grows with the logarithm of a flood, not with it, and
+//! still shows that it happened and how large it was.
 
 // Sampling is deprecated for 2026-07-28 (SEP-2577) but is how the session
 // protocol (2025-11-25) works.
@@ -101,6 +113,7 @@ impl Host {
             answerer: setup.answerer,
             sampled: Mutex::new(HashMap::new()),
             elicited: Mutex::new(HashMap::new()),
+            refused_unasked: Mutex::new(HashMap::new()),
         }));
     }
 }
@@ -117,7 +130,14 @@ struct Decider {
     sampled: Mutex<HashMap<String, u32>>,
     /// Elicitations passed on (put to someone) per server this session.
     elicited: Mutex<HashMap<String, u32>>,
+    /// Requests refused unasked (unattributable, or over the quota) per
+    /// server and kind this session: what thins their records.
+    refused_unasked: Mutex<HashMap<(String, RequestKind), u64>>,
 }
+
+/// How many of a server's requests refused unasked (per kind) are each
+/// recorded before only every doubling is.
+const RECORDED_EACH: u64 = 8;
 
 /// One server request on its way: what is recorded about it.
 struct Pending {
@@ -195,7 +215,81 @@ impl Decider {
         Ok(decision)
     }
 
-    /// Records a refusal after the decision.
+    /// Counts one request of `pending`'s server and kind refused unasked;
+    /// `Some(n)` (the count so far) when this one is to be recorded: the
+    /// first [`RECORDED_EACH`], then the powers of two.
+    fn refused_unasked(&self, pending: &Pending) -> Option<u64> {
+        let mut refused = self
+            .refused_unasked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let count = refused
+            .entry((pending.server.clone(), pending.kind))
+            .or_default();
+        *count = count.saturating_add(1);
+        (*count <= RECORDED_EACH || count.is_power_of_two()).then_some(*count)
+    }
+
+    /// [`Decider::refuse`] for a request refused unasked, recorded only
+    /// when [`Decider::refused_unasked`] says so (with the count once the
+    /// records are thinned).
+    fn refuse_unasked(
+        &self,
+        host: &Host,
+        pending: &Pending,
+        decision: &Decision,
+        why: String,
+    ) -> String {
+        match self.refused_unasked(pending) {
+            Some(n) if n > RECORDED_EACH => self.refuse(
+                host,
+                pending,
+                decision,
+                format!(
+                    "{why} (refused unasked: {n} of this server's so far this session; past \
+                     {RECORDED_EACH} only every doubling is recorded)"
+                ),
+            ),
+            Some(_) => self.refuse(host, pending, decision, why),
+            None => why,
+        }
+    }
+
+    /// A request that cannot be tied to exactly one request of warden's is
+    /// refused whatever the pipeline says; once its records are thinned
+    /// it is refused here, before the pipeline spends a decision on it.
+    /// `Err`: refused unrecorded, with why (the reason a recorded one
+    /// gives: the server cannot tell them apart).
+    fn unattributable_unrecorded(
+        &self,
+        pending: &Pending,
+        from: &Attribution,
+        what: &str,
+    ) -> Result<(), String> {
+        if matches!(from, Attribution::Exact(_)) {
+            return Ok(());
+        }
+        let mut refused = self
+            .refused_unasked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let count = refused
+            .entry((pending.server.clone(), pending.kind))
+            .or_default();
+        let next = count.saturating_add(1);
+        if next <= RECORDED_EACH || next.is_power_of_two() {
+            // Counted when it is refused (and recorded) after its decision.
+            return Ok(());
+        }
+        // Counted, so the next recorded one tells the whole number.
+        *count = next;
+        drop(refused);
+        match self.downstream(from.clone(), |_| false, what) {
+            Err(why) => Err(why),
+            Ok(_) => Err("not passed on".into()),
+        }
+    }
+
     /// Counts one elicitation of `server` passed on; `false` (nothing
     /// counted) once it has had `max_requests`.
     fn take_elicitation(&self, server: &str, max_requests: u32) -> bool {
@@ -320,6 +414,15 @@ impl Decider {
             call_id: uuid::Uuid::new_v4().to_string(),
             started: Instant::now(),
         };
+        let what = if url_mode {
+            "URL-mode elicitation"
+        } else {
+            "elicitation"
+        };
+        if let Err(why) = self.unattributable_unrecorded(&pending, &from, what) {
+            tracing::debug!(server, "elicitation {why}");
+            return decline();
+        }
         let Ok(decision) = self.decide(&host, &pending, &cancel).await else {
             return Ok(ElicitResult::new(ElicitationAction::Cancel));
         };
@@ -342,20 +445,6 @@ impl Decider {
             );
             return decline();
         }
-        // A bound on questions: without it a server could ask again after
-        // every decline, as long as its call runs, until someone accepts.
-        let max = host
-            .with_server_config(server, |c| c.elicitation.max_requests)
-            .unwrap_or_else(|| crate::config::ElicitationLimits::default().max_requests);
-        if !self.take_elicitation(server, max) {
-            let why = format!(
-                "declined: this server's elicitation.max_requests ({max}) are used up for this \
-                 session"
-            );
-            let why = self.refuse(&host, &pending, &decision, why);
-            tracing::warn!(server, "elicitation {why}");
-            return decline();
-        }
         // A URL whose text hides where it leads (a user name before `@`,
         // `javascript:`, `file:`) goes to no one: not the person at the
         // terminal, not an answers file, not a gateway client's person.
@@ -370,24 +459,54 @@ impl Decider {
             tracing::warn!(server, "elicitation {why}");
             return decline();
         }
-        // Allow, or ask: the elicitation is itself the question to the person.
-        if let Attribution::Exact(None) = from {
-            return self
-                .elicit_locally(&host, &pending, &decision, server, params, cancel)
-                .await;
-        }
+        // Allow, or ask: the elicitation is itself the question to the
+        // person. Who would be asked is found before the quota is taken:
+        // a request no one could be asked does not use up the quota of the
+        // legitimate ones after it.
         let (able, what): (fn(&dyn Downstream) -> bool, _) = if url_mode {
             (|d| d.can_elicit_url(), "URL-mode elicitation")
         } else {
             (|d| d.can_elicit(), "elicitation")
         };
-        let downstream = match self.downstream(from, able, what) {
-            Ok(downstream) => downstream,
+        let unattributable = !matches!(from, Attribution::Exact(_));
+        let to = match from {
+            Attribution::Exact(None) => self.local_answerer().map(Asked::Local),
+            from => self.downstream(from, able, what).map(Asked::Client),
+        };
+        let to = match to {
+            Ok(to) => to,
             Err(why) => {
-                let why = self.refuse(&host, &pending, &decision, format!("declined: {why}"));
-                tracing::info!(server, "{why}");
+                let why = format!("declined: {why}");
+                let why = if unattributable {
+                    self.refuse_unasked(&host, &pending, &decision, why)
+                } else {
+                    self.refuse(&host, &pending, &decision, why)
+                };
+                tracing::info!(server, "elicitation {why}");
                 return decline();
             }
+        };
+        // A bound on questions: without it a server could ask again after
+        // every decline, as long as its call runs, until someone accepts.
+        let max = host
+            .with_server_config(server, |c| c.elicitation.max_requests)
+            .unwrap_or_else(|| crate::config::ElicitationLimits::default().max_requests);
+        if !self.take_elicitation(server, max) {
+            let why = format!(
+                "declined: this server's elicitation.max_requests ({max}) are used up for this \
+                 session"
+            );
+            let why = self.refuse_unasked(&host, &pending, &decision, why);
+            tracing::warn!(server, "elicitation {why}");
+            return decline();
+        }
+        let downstream = match to {
+            Asked::Local(answerer) => {
+                return self
+                    .elicit_locally(&host, &pending, &decision, server, params, cancel, answerer)
+                    .await;
+            }
+            Asked::Client(downstream) => downstream,
         };
         let send = async {
             let answer = tokio::select! {
@@ -399,9 +518,20 @@ impl Decider {
         self.forward(&host, &pending, &decision, None, send).await
     }
 
-    /// An elicitation during a request the session itself made (`call`,
-    /// `run`, the repl): put to the person at the terminal, or answered
-    /// from the `--answers` file; with neither, declined unasked.
+    /// Who answers an elicitation during a request the session itself
+    /// made (`call`, `run`, the repl): the person at the terminal, or the
+    /// `--answers` file; with neither, why no one can.
+    fn local_answerer(&self) -> Result<Arc<dyn Answerer>, String> {
+        match &self.answerer {
+            None if self.caller == Caller::Gateway => Err(GATEWAY_CANNOT_ASK.to_string()),
+            None => Err(NO_ONE_TO_ASK.to_string()),
+            Some(answerer) => answerer.ready().map(|()| Arc::clone(answerer)),
+        }
+    }
+
+    /// An elicitation during a request the session itself made, put to
+    /// its `answerer` ([`Decider::local_answerer`]).
+    #[allow(clippy::too_many_arguments)]
     async fn elicit_locally(
         &self,
         host: &Host,
@@ -410,20 +540,8 @@ impl Decider {
         server: &str,
         params: ElicitRequestParams,
         cancel: CancellationToken,
+        answerer: Arc<dyn Answerer>,
     ) -> Result<ElicitResult, ErrorData> {
-        let ready = match &self.answerer {
-            None if self.caller == Caller::Gateway => Err(GATEWAY_CANNOT_ASK.to_string()),
-            None => Err(NO_ONE_TO_ASK.to_string()),
-            Some(answerer) => answerer.ready().map(|()| answerer),
-        };
-        let answerer = match ready {
-            Ok(answerer) => answerer,
-            Err(why) => {
-                let why = self.refuse(host, pending, decision, format!("declined: {why}"));
-                tracing::warn!(server, "elicitation {why}");
-                return decline();
-            }
-        };
         let send = async {
             let asked = tokio::select! {
                 asked = answerer.elicit(server, &params) => Some(asked),
@@ -573,6 +691,10 @@ impl Decider {
             started: Instant::now(),
         };
         let refused = |why: String| Err(ErrorData::invalid_request(why, None));
+        if let Err(why) = self.unattributable_unrecorded(&pending, &from, "sampling") {
+            tracing::debug!(server, "sampling {why}");
+            return refused(format!("sampling {why}"));
+        }
         let decision = match self.decide(&host, &pending, &cancel).await {
             Ok(decision) => decision,
             Err(why) => return refused(why),
@@ -606,8 +728,16 @@ impl Decider {
             (Some(_), Attribution::Exact(_)) => None,
             _ => match self.downstream(from.clone(), |d| d.can_sample(), "sampling") {
                 Ok(downstream) => Some(downstream),
-                Err(why) => {
+                Err(why) if matches!(from, Attribution::Exact(_)) => {
                     return refused(self.refuse(
+                        &host,
+                        &pending,
+                        &decision,
+                        format!("sampling {why}"),
+                    ));
+                }
+                Err(why) => {
+                    return refused(self.refuse_unasked(
                         &host,
                         &pending,
                         &decision,
@@ -662,7 +792,12 @@ impl Decider {
         // would otherwise put question after question to them, each
         // approved answer then refused below.
         if self.sampling_used_up(server, limits.max_requests) {
-            return refused(self.refuse(&host, &pending, &decision, used_up(limits.max_requests)));
+            return refused(self.refuse_unasked(
+                &host,
+                &pending,
+                &decision,
+                used_up(limits.max_requests),
+            ));
         }
         if decision.effect == Effect::Ask {
             let asked = tokio::select! {
@@ -688,7 +823,7 @@ impl Decider {
             // check above.
             if *count >= limits.max_requests {
                 drop(sampled);
-                return refused(self.refuse(
+                return refused(self.refuse_unasked(
                     &host,
                     &pending,
                     &decision,
@@ -736,6 +871,14 @@ const NO_ONE_TO_ASK: &str = "no one to ask: there is no terminal to put it to \
 /// prompt) has no one to put its server's question to.
 const GATEWAY_CANNOT_ASK: &str = "no one to ask: only the client of a tool call is \
     passed its server's requests";
+
+/// Who an elicitation goes to.
+enum Asked {
+    /// The session is the client: the terminal or the answers file.
+    Local(Arc<dyn Answerer>),
+    /// The client that made the request the server is working on.
+    Client(Arc<dyn Downstream>),
+}
 
 fn decline() -> Result<ElicitResult, ErrorData> {
     Ok(ElicitResult::new(ElicitationAction::Decline))

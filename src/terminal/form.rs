@@ -202,8 +202,8 @@ impl<L: Lines> TerminalForm<L> {
                 Some(None) => {}
                 None => {
                     return Err(format!(
-                        "no fitting answer for `{}` after {ATTEMPTS} tries",
-                        field.name
+                        "no fitting answer for {} after {ATTEMPTS} tries",
+                        quoted_name(&field.name)
                     ));
                 }
             }
@@ -366,6 +366,16 @@ fn quoted(text: &str) -> String {
     out
 }
 
+/// A server-controlled name, title or choice as one quoted string: `"`
+/// and `\\` inside are escaped (and everything else neutralised as one
+/// line), so whatever it holds (`x" (text, required)`, a newline, `: `)
+/// stays visibly inside its quotes and cannot pass for another field, a
+/// field's type or warden's prompt.
+fn quoted_name(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("\"{}\"", display::line(&escaped))
+}
+
 fn choices_text(field: &Field) -> Option<String> {
     let choices = match &field.kind {
         Kind::Choice(choices) | Kind::Choices { choices, .. } => choices,
@@ -379,10 +389,10 @@ fn choices_text(field: &Field) -> Option<String> {
                 Some(title) => format!(
                     "{}) {} ({})",
                     i + 1,
-                    display::line(&c.value),
-                    display::line(title)
+                    quoted_name(&c.value),
+                    quoted_name(title)
                 ),
-                None => format!("{}) {}", i + 1, display::line(&c.value)),
+                None => format!("{}) {}", i + 1, quoted_name(&c.value)),
             })
             .collect::<Vec<_>>()
             .join(", "),
@@ -391,9 +401,9 @@ fn choices_text(field: &Field) -> Option<String> {
 
 /// One line naming a field: name, title, type, whether required, default.
 fn field_summary(field: &Field) -> String {
-    let mut out = display::line(&field.name).into_owned();
+    let mut out = quoted_name(&field.name);
     if let Some(title) = &field.title {
-        out.push_str(&format!(" \"{}\"", display::line(title)));
+        out.push_str(&format!(" {}", quoted_name(title)));
     }
     out.push_str(&format!(" ({}", field.kind.describe()));
     if field.required {
@@ -606,8 +616,15 @@ mod tests {
         );
         let shown = script.shown.lock().unwrap().clone();
         assert!(shown.contains("`old` is not a whole number"), "{shown}");
-        assert!(shown.contains("choices: 1) active, 2) inactive"), "{shown}");
-        assert!(shown.contains("age (whole number, required)"), "{shown}");
+        assert!(
+            shown.contains(r#"choices: 1) "active", 2) "inactive""#),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(r#""age" (whole number, required)"#),
+            "{shown}"
+        );
+        assert!(shown.contains(r#""name" "Name" (text"#), "{shown}");
     }
 
     #[tokio::test]
@@ -716,6 +733,43 @@ mod tests {
             .await;
         assert!(answer.is_err(), "{answer:?}");
         assert!(script.shown.lock().unwrap().is_empty());
+    }
+
+    /// Field names (and titles, choices) that try to pass for another
+    /// field, another type or warden's own prompt: a quote closing the
+    /// name early, a newline and a list marker, `: `. Each is shown inside
+    /// its own quotes, its quotes escaped. Before the fix the name was
+    /// shown bare: `x" (text, required) (yes/no)` read as a required text
+    /// field.
+    #[tokio::test]
+    async fn a_field_name_cannot_pass_for_another_field_or_prompt() {
+        let hostile = json!({"type": "object", "properties": {
+            "x\" (text, required)": {"type": "boolean"},
+            "ok\n    - admin_password (text, required)": {"type": "string"},
+            "pin (text): ": {"type": "string", "title": "PIN\" (text, required)",
+                             "enum": ["1\", 2) \"2"]}
+        }});
+        let script = Scripted::new(&["a", "", "", ""]);
+        let _ = TerminalForm::new(&script)
+            .elicit("s", &form("m", hostile))
+            .await;
+        let shown = script.shown.lock().unwrap().clone();
+        for expected in [
+            r#"- "ok^J    - admin_password (text, required)" (text)"#,
+            r#"- "pin (text): " "PIN\" (text, required)" (one of"#,
+            r#"1) "1\", 2) \"2""#,
+            r#"- "x\" (text, required)" ("#,
+            r#"  "x\" (text, required)" ("#,
+        ] {
+            assert!(shown.contains(expected), "`{expected}` not in:\n{shown}");
+        }
+        for line in shown.lines() {
+            let line = line.trim_start();
+            assert!(
+                !line.starts_with("- x") && !line.starts_with("- ok") && !line.starts_with("x\""),
+                "a bare name: {line}\n{shown}"
+            );
+        }
     }
 
     /// A server's message, field texts and URL try to drive the terminal.

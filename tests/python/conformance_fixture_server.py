@@ -77,7 +77,7 @@ TOOLS = [
      "inputSchema": {"type": "object", "properties": {
          "method": {"type": "string", "enum": ["sampling", "elicitation"]}, "message": {"type": "string"},
          "schema": {"type": "object"}, "url": {"type": "string"}, "system_prompt": {"type": "string"},
-         "wait_ms": {"type": "integer"}, "after_return": {"type": "boolean"}, "spec_hex": {"type": "string"}},
+         "wait_ms": {"type": "integer"}, "after_return": {"type": "boolean"}, "repeat": {"type": "integer"}, "spec_hex": {"type": "string"}},
          "required": ["method"]}},
     {"name": "test_asked_later", "description": "What test_ask's background requests got back (waits up to "
      "`wait_ms`, default 10000, for `count`, default 1)",
@@ -289,7 +289,9 @@ async def ask_raw(s, a, related):
 
 async def ask_later(s, a):
     await asyncio.sleep(a.get("wait_ms", 0) / 1000)
-    asked_later.append(await ask_raw(s, a, None))
+    # `repeat`: that many, one after the other (a flood of them).
+    for _ in range(a.get("repeat", 1)):
+        asked_later.append(await ask_raw(s, a, None))
 
 
 # The roots listed in answer to each notifications/roots/list_changed.

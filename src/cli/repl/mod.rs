@@ -76,7 +76,7 @@ pub fn run(global: &GlobalArgs, answers: Option<&std::path::Path>) -> anyhow::Re
     // while the editor holds the terminal in raw mode.
     let terminal = nix::sys::termios::tcgetattr(std::io::stdin()).ok();
     let (editor, editor_thread) = editor::start(Some(history))?;
-    let code = runtime.block_on(async move {
+    let (code, lost) = runtime.block_on(async move {
         let turn = Arc::new(Mutex::new(None));
         let quit = CancellationToken::new();
         watch_signals(turn.clone(), quit.clone());
@@ -115,7 +115,9 @@ pub fn run(global: &GlobalArgs, answers: Option<&std::path::Path>) -> anyhow::Re
         let code = repl.main_loop(quit).await;
         repl.spinner.stop();
         repl.host.shutdown().await;
-        anyhow::Ok(code)
+        // Fail-closed, as `run`: a session whose log lost records is exit 1.
+        let lost = session::lost_records(&repl.host, "repl session");
+        anyhow::Ok((code, lost))
     })?;
     // Every editor handle is gone with the session: the thread saves the
     // history and ends, unless a read is still pending.
@@ -132,7 +134,10 @@ pub fn run(global: &GlobalArgs, answers: Option<&std::path::Path>) -> anyhow::Re
     } else {
         editor_thread.join();
     }
-    Ok(code)
+    match lost {
+        Some(lost) => Err(lost),
+        None => Ok(code),
+    }
 }
 
 /// SIGINT cancels the running turn (outside a read the terminal is in
