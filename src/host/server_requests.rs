@@ -30,14 +30,8 @@
 //! whose it is cannot be told, a URL warden does not pass on) leaves the
 //! quota to the legitimate ones.
 //!
-//! A request refused unasked because it cannot be attributed, or because
-//! its server's quota is used up, is bounded differently: a server could
-//! send them without end. The first [`RECORDED_EACH`] of a server's (per
-//! kind) are decided and recorded one by one; after that only the
-//! refusals numbered by a power of two are, each saying how many there
-//! were so far, and the others are refused without a decision or a
-//! record: the log grows with the logarithm of a flood, not with it, and
-//! still shows that it happened and how large it was.
+//! Every request is recorded, refused ones included (CONTRACT §6), however
+//! many a server sends: a flood shows in the log as what it is.
 
 // Sampling is deprecated for 2026-07-28 (SEP-2577) but is how the session
 // protocol (2025-11-25) works.
@@ -113,7 +107,6 @@ impl Host {
             answerer: setup.answerer,
             sampled: Mutex::new(HashMap::new()),
             elicited: Mutex::new(HashMap::new()),
-            refused_unasked: Mutex::new(HashMap::new()),
         }));
     }
 }
@@ -130,14 +123,7 @@ struct Decider {
     sampled: Mutex<HashMap<String, u32>>,
     /// Elicitations passed on (put to someone) per server this session.
     elicited: Mutex<HashMap<String, u32>>,
-    /// Requests refused unasked (unattributable, or over the quota) per
-    /// server and kind this session: what thins their records.
-    refused_unasked: Mutex<HashMap<(String, RequestKind), u64>>,
 }
-
-/// How many of a server's requests refused unasked (per kind) are each
-/// recorded before only every doubling is.
-const RECORDED_EACH: u64 = 8;
 
 /// One server request on its way: what is recorded about it.
 struct Pending {
@@ -213,81 +199,6 @@ impl Decider {
             return Err("cancelled before warden decided".into());
         };
         Ok(decision)
-    }
-
-    /// Counts one request of `pending`'s server and kind refused unasked;
-    /// `Some(n)` (the count so far) when this one is to be recorded: the
-    /// first [`RECORDED_EACH`], then the powers of two.
-    fn refused_unasked(&self, pending: &Pending) -> Option<u64> {
-        let mut refused = self
-            .refused_unasked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let count = refused
-            .entry((pending.server.clone(), pending.kind))
-            .or_default();
-        *count = count.saturating_add(1);
-        (*count <= RECORDED_EACH || count.is_power_of_two()).then_some(*count)
-    }
-
-    /// [`Decider::refuse`] for a request refused unasked, recorded only
-    /// when [`Decider::refused_unasked`] says so (with the count once the
-    /// records are thinned).
-    fn refuse_unasked(
-        &self,
-        host: &Host,
-        pending: &Pending,
-        decision: &Decision,
-        why: String,
-    ) -> String {
-        match self.refused_unasked(pending) {
-            Some(n) if n > RECORDED_EACH => self.refuse(
-                host,
-                pending,
-                decision,
-                format!(
-                    "{why} (refused unasked: {n} of this server's so far this session; past \
-                     {RECORDED_EACH} only every doubling is recorded)"
-                ),
-            ),
-            Some(_) => self.refuse(host, pending, decision, why),
-            None => why,
-        }
-    }
-
-    /// A request that cannot be tied to exactly one request of warden's is
-    /// refused whatever the pipeline says; once its records are thinned
-    /// it is refused here, before the pipeline spends a decision on it.
-    /// `Err`: refused unrecorded, with why (the reason a recorded one
-    /// gives: the server cannot tell them apart).
-    fn unattributable_unrecorded(
-        &self,
-        pending: &Pending,
-        from: &Attribution,
-        what: &str,
-    ) -> Result<(), String> {
-        if matches!(from, Attribution::Exact(_)) {
-            return Ok(());
-        }
-        let mut refused = self
-            .refused_unasked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let count = refused
-            .entry((pending.server.clone(), pending.kind))
-            .or_default();
-        let next = count.saturating_add(1);
-        if next <= RECORDED_EACH || next.is_power_of_two() {
-            // Counted when it is refused (and recorded) after its decision.
-            return Ok(());
-        }
-        // Counted, so the next recorded one tells the whole number.
-        *count = next;
-        drop(refused);
-        match self.downstream(from.clone(), |_| false, what) {
-            Err(why) => Err(why),
-            Ok(_) => Err("not passed on".into()),
-        }
     }
 
     /// Counts one elicitation of `server` passed on; `false` (nothing
@@ -414,15 +325,6 @@ impl Decider {
             call_id: uuid::Uuid::new_v4().to_string(),
             started: Instant::now(),
         };
-        let what = if url_mode {
-            "URL-mode elicitation"
-        } else {
-            "elicitation"
-        };
-        if let Err(why) = self.unattributable_unrecorded(&pending, &from, what) {
-            tracing::debug!(server, "elicitation {why}");
-            return decline();
-        }
         let Ok(decision) = self.decide(&host, &pending, &cancel).await else {
             return Ok(ElicitResult::new(ElicitationAction::Cancel));
         };
@@ -468,7 +370,6 @@ impl Decider {
         } else {
             (|d| d.can_elicit(), "elicitation")
         };
-        let unattributable = !matches!(from, Attribution::Exact(_));
         let to = match from {
             Attribution::Exact(None) => self.local_answerer().map(Asked::Local),
             from => self.downstream(from, able, what).map(Asked::Client),
@@ -476,12 +377,7 @@ impl Decider {
         let to = match to {
             Ok(to) => to,
             Err(why) => {
-                let why = format!("declined: {why}");
-                let why = if unattributable {
-                    self.refuse_unasked(&host, &pending, &decision, why)
-                } else {
-                    self.refuse(&host, &pending, &decision, why)
-                };
+                let why = self.refuse(&host, &pending, &decision, format!("declined: {why}"));
                 tracing::info!(server, "elicitation {why}");
                 return decline();
             }
@@ -496,7 +392,7 @@ impl Decider {
                 "declined: this server's elicitation.max_requests ({max}) are used up for this \
                  session"
             );
-            let why = self.refuse_unasked(&host, &pending, &decision, why);
+            let why = self.refuse(&host, &pending, &decision, why);
             tracing::warn!(server, "elicitation {why}");
             return decline();
         }
@@ -691,10 +587,6 @@ impl Decider {
             started: Instant::now(),
         };
         let refused = |why: String| Err(ErrorData::invalid_request(why, None));
-        if let Err(why) = self.unattributable_unrecorded(&pending, &from, "sampling") {
-            tracing::debug!(server, "sampling {why}");
-            return refused(format!("sampling {why}"));
-        }
         let decision = match self.decide(&host, &pending, &cancel).await {
             Ok(decision) => decision,
             Err(why) => return refused(why),
@@ -737,7 +629,7 @@ impl Decider {
                     ));
                 }
                 Err(why) => {
-                    return refused(self.refuse_unasked(
+                    return refused(self.refuse(
                         &host,
                         &pending,
                         &decision,
@@ -792,12 +684,7 @@ impl Decider {
         // would otherwise put question after question to them, each
         // approved answer then refused below.
         if self.sampling_used_up(server, limits.max_requests) {
-            return refused(self.refuse_unasked(
-                &host,
-                &pending,
-                &decision,
-                used_up(limits.max_requests),
-            ));
+            return refused(self.refuse(&host, &pending, &decision, used_up(limits.max_requests)));
         }
         if decision.effect == Effect::Ask {
             let asked = tokio::select! {
@@ -823,7 +710,7 @@ impl Decider {
             // check above.
             if *count >= limits.max_requests {
                 drop(sampled);
-                return refused(self.refuse_unasked(
+                return refused(self.refuse(
                     &host,
                     &pending,
                     &decision,
