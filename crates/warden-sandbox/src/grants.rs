@@ -192,12 +192,13 @@ pub(crate) fn grants(
         // The sandbox's own /proc (its pid namespace), never the host's.
         landlock.read.push(PathBuf::from("/proc"));
         landlock.list.push(PathBuf::from("/"));
-        let (write, tmp) = private_write_rules(&binds);
+        let (write, private, tmp) = private_write_rules(&binds);
         landlock.write.extend(write);
+        landlock.private.extend(private);
         tmpdir = tmp;
     } else if let Some((home, tmp)) = host_dirs {
-        landlock.write.push(home.to_path_buf());
-        landlock.write.push(tmp.to_path_buf());
+        landlock.private.push(home.to_path_buf());
+        landlock.private.push(tmp.to_path_buf());
     }
     Ok(Grants {
         binds,
@@ -209,27 +210,38 @@ pub(crate) fn grants(
     })
 }
 
-/// Landlock's write rule for the private tmpfs, and TMPDIR.
+/// Landlock's rules for the private tmpfs: the folders that take the
+/// write grants' rule, those that take the private rule (FIFOs and unix
+/// sockets too), and TMPDIR.
 ///
 /// A Landlock rule covers everything beneath its folder, across mounts, so
 /// a write rule on the view's `/tmp` also covered every grant bound under
 /// it: a read grant such as `/tmp/ci/ws` kept only its read-only bind,
 /// which does not stop a write to a FIFO or a connect to a socket (a
-/// red-team review wrote to a host FIFO through a read grant). When a
-/// grant that is not writable lies under `/tmp`, the write rule goes to
-/// HOME and a TMPDIR folder of their own instead; writing to `/tmp`
-/// itself is then refused (well-behaved programs use `$TMPDIR`).
-fn private_write_rules(binds: &[Bind]) -> (Vec<PathBuf>, PathBuf) {
+/// red-team review wrote to a host FIFO through a read grant), and a
+/// write grant such as `/tmp/ws` would get the private rule's FIFOs and
+/// sockets. So when a grant lies under `/tmp`, the private rule goes to
+/// HOME and a TMPDIR folder of their own; `/tmp` itself keeps the write
+/// grants' rule when only write grants lie under it (files straight in
+/// `/tmp` still work), and no rule at all when another grant does
+/// (writing there is then refused; well-behaved programs use `$TMPDIR`).
+fn private_write_rules(binds: &[Bind]) -> (Vec<PathBuf>, Vec<PathBuf>, PathBuf) {
     let private = Path::new(PRIVATE_DIR);
-    let shadowed = binds
-        .iter()
-        .any(|b| b.kind != BindKind::Write && b.src.starts_with(private));
-    if shadowed {
-        let tmp = PathBuf::from(PRIVATE_TMP);
-        (vec![PathBuf::from(PRIVATE_HOME), tmp.clone()], tmp)
-    } else {
-        (vec![private.to_path_buf()], private.to_path_buf())
+    let under = |b: &&Bind| b.src.starts_with(private);
+    if !binds.iter().any(|b| under(&b)) {
+        return (vec![], vec![private.to_path_buf()], private.to_path_buf());
     }
+    let tmp = PathBuf::from(PRIVATE_TMP);
+    let only_write = binds
+        .iter()
+        .filter(under)
+        .all(|b| b.kind == BindKind::Write);
+    let write = if only_write {
+        vec![private.to_path_buf()]
+    } else {
+        vec![]
+    };
+    (write, vec![PathBuf::from(PRIVATE_HOME), tmp.clone()], tmp)
 }
 
 /// warden's own files inside the write grants, as the view shows them.
@@ -521,6 +533,67 @@ mod tests {
             }
             other => panic!("a grant leading outside the workspace was accepted: {other:?}"),
         }
+    }
+
+    #[test]
+    fn only_private_folders_get_the_rules_that_make_fifos_and_sockets() {
+        let under_tmp = tempfile::Builder::new()
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let elsewhere = tempfile::Builder::new()
+            .tempdir_in(env!("CARGO_MANIFEST_DIR"))
+            .expect("tempdir");
+        let ctx = crate::LaunchContext::new(elsewhere.path(), "/tmp");
+        let private = |p: &str| PathBuf::from(p);
+        // A write grant under /tmp moves the private tmpfs's private rule,
+        // which would cover it, to HOME and a TMPDIR folder (/tmp keeps
+        // the grants' rule); a read grant there leaves /tmp no rule.
+        let split = vec![private(PRIVATE_HOME), private(PRIVATE_TMP)];
+        for (write, read, expected, tmp_writable, tmpdir) in [
+            (under_tmp.path(), None, &split, true, PRIVATE_TMP),
+            (
+                elsewhere.path(),
+                Some(under_tmp.path()),
+                &split,
+                false,
+                PRIVATE_TMP,
+            ),
+            (
+                elsewhere.path(),
+                None,
+                &vec![private(PRIVATE_DIR)],
+                false,
+                PRIVATE_DIR,
+            ),
+        ] {
+            let mut s = spec();
+            s.write = vec![write.to_path_buf()];
+            s.read = read.iter().map(|r| r.to_path_buf()).collect();
+            let g = grants(&s, &ctx, "/usr/bin:/bin", true, None).expect("grants");
+            let at = write.display();
+            assert_eq!(&g.landlock.private, expected, "{at}");
+            assert_eq!(g.tmpdir, Path::new(tmpdir), "{at}");
+            assert!(g.landlock.write.iter().any(|w| w == write), "{at}");
+            let tmp = Path::new(PRIVATE_DIR);
+            assert_eq!(
+                g.landlock.write.iter().any(|w| w == tmp),
+                tmp_writable,
+                "{at}"
+            );
+            for p in &g.landlock.private {
+                assert!(!g.landlock.write.contains(p), "{}", p.display());
+            }
+        }
+        // Without a view, the host HOME and TMPDIR are the private ones.
+        let mut s = spec();
+        s.write = vec![elsewhere.path().to_path_buf()];
+        let (home, tmp) = (Path::new("/h"), Path::new("/t"));
+        let g = grants(&s, &ctx, "/usr/bin:/bin", false, Some((home, tmp))).expect("grants");
+        assert_eq!(
+            g.landlock.private,
+            vec![home.to_path_buf(), tmp.to_path_buf()]
+        );
+        assert!(!g.landlock.write.iter().any(|w| w == home || w == tmp));
     }
 
     #[test]

@@ -659,8 +659,12 @@ fn apply_landlock(plan: &Plan, abi: u8) -> Result<Vec<String>, HelperError> {
     let abi = abi_from(abi);
     let read = AccessFs::from_read(abi);
     let read_exec = read | AccessFs::Execute;
-    let write =
+    let private =
         AccessFs::from_all(abi) & !(AccessFs::Execute | AccessFs::MakeChar | AccessFs::MakeBlock);
+    // A configured write grant (the workspace) is opened by host programs
+    // later: a FIFO there blocks them, a socket answers as their daemon.
+    // Landlock's Make* rights also decide a rename or link into it.
+    let write = private & !(AccessFs::MakeFifo | AccessFs::MakeSock);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
@@ -681,6 +685,7 @@ fn apply_landlock(plan: &Plan, abi: u8) -> Result<Vec<String>, HelperError> {
         (&paths.read_exec, read_exec),
         (&paths.read, read),
         (&paths.write, write),
+        (&paths.private, private),
         (&paths.list, BitFlags::from(AccessFs::ReadDir)),
     ] {
         let rules = path_rules(list, &paths.confine, access, abi, &mut skipped)?;

@@ -62,7 +62,15 @@ pub(crate) struct View {
 pub(crate) struct LandlockPaths {
     pub read_exec: Vec<PathBuf>,
     pub read: Vec<PathBuf>,
+    /// The configured `write` grants (and the writable device nodes):
+    /// no FIFO or unix socket may be made in them, since host programs
+    /// later open what the workspace holds (a FIFO blocks them; a socket
+    /// answers as their daemon).
     pub write: Vec<PathBuf>,
+    /// The server's private HOME and TMPDIR (and `/dev/shm` in them):
+    /// writable like `write`, and FIFOs and unix sockets may be made
+    /// there too (servers use them between their own processes).
+    pub private: Vec<PathBuf>,
     /// Folders whose entries may be listed, nothing more (`/` of the view:
     /// it holds only mount points).
     pub list: Vec<PathBuf>,

@@ -30,8 +30,8 @@ const MAX_LANDLOCK_ABI: u8 = 9;
 pub(crate) const PRIVATE_DIR: &str = "/tmp";
 /// HOME inside the view, on the private tmpfs.
 pub(crate) const PRIVATE_HOME: &str = "/tmp/home";
-/// TMPDIR inside the view when a grant that is not writable lies under
-/// `/tmp` (see `grants::private_write_rules`).
+/// TMPDIR inside the view when a grant lies under `/tmp` (see
+/// `grants::private_write_rules`).
 pub(crate) const PRIVATE_TMP: &str = "/tmp/.warden-tmp";
 
 /// The switches that turn user namespaces off for non-root users.
@@ -550,14 +550,24 @@ pub(crate) fn summary(
         }
         Network::Host => {}
     }
+    let private_dir = std::path::Path::new(PRIVATE_DIR);
     if let Some(v) = &plan.view
-        && v.tmp != std::path::Path::new(PRIVATE_DIR)
+        && v.tmp != private_dir
     {
-        notes.push(format!(
-            "a grant that is not writable lies under {PRIVATE_DIR}: TMPDIR is {}, and {PRIVATE_DIR} \
-             itself is not writable (a write rule there would cover the grant)",
-            v.tmp.display()
-        ));
+        notes.push(if plan.landlock.write.iter().any(|w| w == private_dir) {
+            format!(
+                "a write grant lies under {PRIVATE_DIR}: TMPDIR is {}, and FIFOs and unix \
+                 sockets can be made there and in HOME, not in {PRIVATE_DIR} itself (a rule \
+                 there would cover the grant)",
+                v.tmp.display()
+            )
+        } else {
+            format!(
+                "a grant that is not writable lies under {PRIVATE_DIR}: TMPDIR is {}, and \
+                 {PRIVATE_DIR} itself is not writable (a write rule there would cover the grant)",
+                v.tmp.display()
+            )
+        });
     }
     notes.extend(grants.notes.iter().cloned());
     let layer = |layer: &str, enforced: bool, detail: &str, answers: &str| LayerReport {
@@ -611,8 +621,9 @@ pub(crate) fn summary(
             &l.landlock_abi
                 .map(|a| format!("ABI {a}, every access right handled"))
                 .unwrap_or_else(|| "not available".into()),
-            "read/write/execute per grant inside the view, TCP ports, signals and abstract unix \
-             sockets outside the sandbox",
+            "read/write/execute per grant inside the view, FIFOs and unix sockets made in \
+             write grants (only HOME/TMPDIR may hold them), TCP ports, signals and abstract \
+             unix sockets outside the sandbox",
         ),
         layer(
             "seccomp",
@@ -691,7 +702,13 @@ pub(crate) fn summary(
     SandboxSummary {
         enabled: true,
         read,
-        write: plan.landlock.write.clone(),
+        write: plan
+            .landlock
+            .write
+            .iter()
+            .chain(&plan.landlock.private)
+            .cloned()
+            .collect(),
         network: network_label(&plan.network),
         gaps,
         install_prefix: grants.install_prefix.keys().cloned().collect(),
