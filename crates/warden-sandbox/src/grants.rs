@@ -540,9 +540,13 @@ mod tests {
         let under_tmp = tempfile::Builder::new()
             .tempdir_in("/tmp")
             .expect("tempdir");
-        let elsewhere = tempfile::Builder::new()
-            .tempdir_in(env!("CARGO_MANIFEST_DIR"))
-            .expect("tempdir");
+        // A folder outside /tmp: the sources may be checked out under /tmp
+        // (a CI clone), so the first of these that is not.
+        let elsewhere = [env!("CARGO_MANIFEST_DIR"), "/var/tmp", "/dev/shm"]
+            .into_iter()
+            .filter(|d| !Path::new(d).starts_with("/tmp"))
+            .find_map(|d| tempfile::Builder::new().tempdir_in(d).ok())
+            .expect("a writable folder outside /tmp");
         let ctx = crate::LaunchContext::new(elsewhere.path(), "/tmp");
         let private = |p: &str| PathBuf::from(p);
         // A write grant under /tmp moves the private tmpfs's private rule,
