@@ -175,13 +175,26 @@ fn planted(dir: &Path) -> Vec<String> {
 }
 
 /// A folder for a write grant outside `/tmp` (where the private tmpfs is
-/// mounted in the view): the build's own temporary folder.
+/// mounted in the view): the build's own temporary folder, else (run as
+/// another user than the build's, scripts/test-unprivileged.sh) one of the
+/// host's shared temporary folders that are not `/tmp`.
 fn outside_tmp() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("wsb-grant-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .expect("tempdir")
+    [env!("CARGO_TARGET_TMPDIR"), "/var/tmp", "/dev/shm"]
+        .into_iter()
+        .filter(|d| !Path::new(d).starts_with("/tmp"))
+        .find_map(|d| {
+            tempfile::Builder::new()
+                .prefix("wsb-grant-")
+                .tempdir_in(d)
+                .ok()
+        })
+        .expect("a writable folder outside /tmp")
 }
+
+/// Where the unsandboxed baselines make their folders: a short path, since
+/// a unix socket's path is at most 107 bytes (a scratch TMPDIR several
+/// folders deep left too few).
+const SHORT: &str = "/tmp";
 
 const ATTACKS: [&str; 4] = ["mkfifo", "mknod-fifo", "bind-stream", "bind-seqpacket"];
 
@@ -191,7 +204,7 @@ fn no_fifo_or_socket_is_planted_in_a_write_grant() {
     // Baseline: an unprivileged user makes each in a folder of its own.
     let plain = tempfile::Builder::new()
         .prefix("wsb-plain-")
-        .tempdir()
+        .tempdir_in(SHORT)
         .expect("tempdir");
     if is_root() {
         std::os::unix::fs::chown(plain.path(), Some(65534), Some(65534)).expect("chown");
@@ -271,7 +284,7 @@ fn fifos_and_sockets_made_privately_are_not_moved_or_linked_into_a_grant() {
     // each from one folder into another.
     let plain = tempfile::Builder::new()
         .prefix("wsb-plain-")
-        .tempdir()
+        .tempdir_in(SHORT)
         .expect("tempdir");
     for sub in ["src", "dst"] {
         std::fs::create_dir(plain.path().join(sub)).expect("mkdir");
