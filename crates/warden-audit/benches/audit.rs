@@ -193,6 +193,25 @@ fn write_ahead(c: &mut Criterion) {
                 total
             });
         });
+        // What a call waits for when the session fails closed: the
+        // result record too is in the file before the result goes back.
+        group.bench_function(format!("pending_and_result_written/{name}"), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    std::thread::sleep(Duration::from_micros(100));
+                    let (p, r) = (pending.clone(), done.clone());
+                    let start = Instant::now();
+                    log.write_ahead(p).expect("write ahead");
+                    total += start.elapsed();
+                    std::thread::sleep(Duration::from_micros(100));
+                    let start = Instant::now();
+                    log.write_ahead(r).expect("write ahead");
+                    total += start.elapsed();
+                }
+                total
+            });
+        });
         log.close().expect("close");
     }
     group.finish();
