@@ -15,21 +15,16 @@
 
 mod gateway_support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use gateway_support::cli_support::{WARDEN, calls_received};
-use gateway_support::{World, audit_path, eventually, gateway_command, requests};
+use gateway_support::cli_support::calls_received;
+use gateway_support::{
+    World, audit_path, eventually, gateway_command, requests, run_gateway_client, stdio_env,
+    stdio_target,
+};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
-
-fn python() -> PathBuf {
-    gateway_support::python_venv().join("bin/python")
-}
-
-fn client_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/gateway_client.py")
-}
 
 /// The fixture (session protocol, counting what it receives) and rules
 /// for every kind.
@@ -57,56 +52,6 @@ fn config(world: &World) -> (Value, PathBuf) {
         "audit": {"path": world.path("audit.jsonl")}
     });
     (config, counter)
-}
-
-/// Runs the Python client with `plan` against `target` and returns its
-/// JSON output.
-async fn run_client(world: &World, plan: &Value, target: &[String]) -> Value {
-    let plan_file = world.path(&format!("plan-{}.json", uuid::Uuid::new_v4().simple()));
-    std::fs::write(&plan_file, plan.to_string()).expect("write plan");
-    let output = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new(python())
-            .arg(client_script())
-            .arg(&plan_file)
-            .args(target)
-            .env("HOME", &world.home)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the client finishes in time")
-    .expect("run the python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "client failed: {}\nstdout: {stdout}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
-}
-
-/// The stdio plan's environment for the gateway the SDK starts.
-fn stdio_env(world: &World) -> Value {
-    json!({
-        "WARDEN_CONFIG_DIR": world.config_dir,
-        "HOME": world.home,
-        "TMPDIR": world.dir.path(),
-    })
-}
-
-fn stdio_target(world: &World) -> Vec<String> {
-    vec![
-        "--".into(),
-        WARDEN.into(),
-        "--config".into(),
-        world.path("warden.json").display().to_string(),
-        "--workspace".into(),
-        world.workspace.display().to_string(),
-        "gateway".into(),
-        "--stdio".into(),
-    ]
 }
 
 /// Every event after step `n`'s marker (notifications outside a request
@@ -185,7 +130,7 @@ async fn python_sdk_client_over_stdio_gets_mediated_resources_prompts_logs_and_p
             {"sleep": 0.3}                                              // 19
         ]
     });
-    let out = run_client(&world, &plan, &stdio_target(&world)).await;
+    let out = run_gateway_client(&world, &plan, &stdio_target(&world, &[], &[])).await;
 
     // Capabilities: what the upstream offers and warden mediates.
     let caps = &out["capabilities"];
@@ -504,8 +449,8 @@ async fn two_python_sdk_clients_over_http_get_only_their_own_notifications() {
         {"prompt": "fx__greet", "arguments": {"name": "Grace"}} // 6
     ]});
     let (a, b) = tokio::join!(
-        run_client(&world, &plan_a, &target),
-        run_client(&world, &plan_b, &target)
+        run_gateway_client(&world, &plan_a, &target),
+        run_gateway_client(&world, &plan_b, &target)
     );
     // A left: its subscription ends upstream too (it was the only one).
     assert!(
@@ -629,7 +574,7 @@ async fn resource_uris_go_to_the_server_that_owns_them_and_never_a_guess() {
             {"prompt": "fb__greet", "arguments": {"name": "Lin"}}   // 6
         ]
     });
-    let out = run_client(&world, &plan, &stdio_target(&world)).await;
+    let out = run_gateway_client(&world, &plan, &stdio_target(&world, &[], &[])).await;
 
     let listed = ok(&out, 0);
     let listed: Vec<&str> = listed
@@ -722,7 +667,7 @@ async fn resources_denied_outright_are_not_offered() {
         "env": stdio_env(&world),
         "steps": [{"read": "fixture://notes/1"}]
     });
-    let out = run_client(&world, &plan, &stdio_target(&world)).await;
+    let out = run_gateway_client(&world, &plan, &stdio_target(&world, &[], &[])).await;
     assert!(out["capabilities"].get("resources").is_none(), "{out}");
     assert!(out["capabilities"]["prompts"].is_object(), "{out}");
     assert!(error(&out, 0).contains("Denied by warden's rules stage"));
@@ -756,7 +701,7 @@ async fn a_sole_resource_server_is_not_sent_a_uri_it_never_claimed() {
             {"read": "fixture://nowhere"}         // 2: the fixture's scheme, unlisted
         ]
     });
-    let out = run_client(&world, &plan, &stdio_target(&world)).await;
+    let out = run_gateway_client(&world, &plan, &stdio_target(&world, &[], &[])).await;
     assert!(!text_contents(&ok(&out, 0)).is_empty());
     for step in [1, 2] {
         let e = error(&out, step);
@@ -830,8 +775,8 @@ async fn a_second_clients_subscription_is_decided_and_recorded_like_the_first() 
         {"sleep": 1}                                                        // 5
     ]});
     let (p, a) = tokio::join!(
-        run_client(&world, &plan_person, &person),
-        run_client(&world, &plan_agent, &agent)
+        run_gateway_client(&world, &plan_person, &person),
+        run_gateway_client(&world, &plan_agent, &agent)
     );
     // Both gone: the one upstream subscription ends with the person's.
     assert!(
@@ -977,7 +922,7 @@ async fn completion_is_decided_and_recorded_and_set_level_is_recorded() {
             {"complete_prompt": "fx__review", "argument": "file", "value": "a"}           // 8
         ]
     });
-    let out = run_client(&world, &plan, &stdio_target(&world)).await;
+    let out = run_gateway_client(&world, &plan, &stdio_target(&world, &[], &[])).await;
 
     assert_eq!(
         ok(&out, 0),
@@ -1121,7 +1066,7 @@ async fn a_fully_denied_servers_log_messages_are_dropped_and_its_capabilities_no
             {"sleep": 0.3}                                                             // 4
         ]
     });
-    let out = run_client(&world, &plan, &stdio_target(&world)).await;
+    let out = run_gateway_client(&world, &plan, &stdio_target(&world, &[], &[])).await;
 
     let caps = &out["capabilities"];
     for absent in ["resources", "prompts", "completions"] {

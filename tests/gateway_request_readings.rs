@@ -13,16 +13,12 @@
 
 mod gateway_support;
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
 use gateway_support::cli_support::WARDEN;
-use gateway_support::{World, audit_path, eventually, interpreter_prefix, python_venv, requests};
+use gateway_support::{
+    World, audit_path, eventually, interpreter_prefix, python_scripts, python_venv, requests,
+    run_gateway_client, stdio_target,
+};
 use serde_json::{Value, json};
-
-fn scripts() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python")
-}
 
 /// tests/python/mediation_server.py as server `vx`, with `permissions`.
 fn config(world: &World, permissions: Value) -> Value {
@@ -30,9 +26,9 @@ fn config(world: &World, permissions: Value) -> Value {
     json!({
         "mcpServers": {"vx": {
             "command": venv.join("bin/python"),
-            "args": [scripts().join("mediation_server.py"), "--marker", world.marker],
+            "args": [python_scripts().join("mediation_server.py"), "--marker", world.marker],
             "timeout": 30,
-            "sandbox": {"read": [venv, interpreter_prefix(&venv), scripts()]}
+            "sandbox": {"read": [venv, interpreter_prefix(&venv), python_scripts()]}
         }},
         "permissions": permissions,
         "audit": {"path": world.path("audit.jsonl")}
@@ -41,41 +37,7 @@ fn config(world: &World, permissions: Value) -> Value {
 
 /// Runs the Python client with `plan` against `warden gateway --stdio`.
 async fn run_client(world: &World, plan: &Value) -> Value {
-    let mut plan = plan.clone();
-    plan["env"] = json!({
-        "WARDEN_CONFIG_DIR": world.config_dir,
-        "HOME": world.home,
-        "TMPDIR": world.dir.path(),
-    });
-    let plan_file = world.path(&format!("plan-{}.json", uuid::Uuid::new_v4().simple()));
-    std::fs::write(&plan_file, plan.to_string()).expect("write plan");
-    let output = tokio::time::timeout(
-        Duration::from_secs(180),
-        tokio::process::Command::new(python_venv().join("bin/python"))
-            .arg(scripts().join("gateway_client.py"))
-            .arg(&plan_file)
-            .arg("--")
-            .arg(WARDEN)
-            .arg("--config")
-            .arg(world.path("warden.json"))
-            .arg("--workspace")
-            .arg(&world.workspace)
-            .args(["gateway", "--stdio", "--ask-client"])
-            .env("HOME", &world.home)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the client finishes in time")
-    .expect("run the python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "client failed: {}\nstdout: {stdout}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    run_gateway_client(world, plan, &stdio_target(world, &[], &["--ask-client"])).await
 }
 
 fn finish(world: &World) {

@@ -16,27 +16,20 @@
 
 mod gateway_support;
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-use gateway_support::cli_support::WARDEN;
 use gateway_support::{
-    World, audit_lines, audit_path, eventually, interpreter_prefix, python_venv, requests,
+    World, audit_lines, audit_path, eventually, interpreter_prefix, python_scripts, python_venv,
+    requests, run_gateway_client, stdio_target,
 };
 use serde_json::{Value, json};
-
-fn scripts() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python")
-}
 
 /// The conformance fixture as server `fx`, with `extra` keys merged in.
 fn config(world: &World, extra: Value, permissions: Value) -> Value {
     let venv = python_venv();
     let mut fx = json!({
         "command": venv.join("bin/python"),
-        "args": [scripts().join("conformance_fixture_server.py"), "--marker", world.marker],
+        "args": [python_scripts().join("conformance_fixture_server.py"), "--marker", world.marker],
         "timeout": 30,
-        "sandbox": {"read": [venv, interpreter_prefix(&venv), scripts()]}
+        "sandbox": {"read": [venv, interpreter_prefix(&venv), python_scripts()]}
     });
     if let (Some(fx), Some(extra)) = (fx.as_object_mut(), extra.as_object()) {
         fx.extend(extra.clone());
@@ -55,43 +48,7 @@ async fn run_client(world: &World, global: &[&str], plan: &Value) -> Value {
 
 /// [`run_client`] with `gateway --stdio GATEWAY…`.
 async fn run_client_with(world: &World, global: &[&str], gateway: &[&str], plan: &Value) -> Value {
-    let mut plan = plan.clone();
-    plan["env"] = json!({
-        "WARDEN_CONFIG_DIR": world.config_dir,
-        "HOME": world.home,
-        "TMPDIR": world.dir.path(),
-    });
-    let plan_file = world.path(&format!("plan-{}.json", uuid::Uuid::new_v4().simple()));
-    std::fs::write(&plan_file, plan.to_string()).expect("write plan");
-    let output = tokio::time::timeout(
-        Duration::from_secs(180),
-        tokio::process::Command::new(python_venv().join("bin/python"))
-            .arg(scripts().join("gateway_client.py"))
-            .arg(&plan_file)
-            .arg("--")
-            .arg(WARDEN)
-            .arg("--config")
-            .arg(world.path("warden.json"))
-            .arg("--workspace")
-            .arg(&world.workspace)
-            .args(global)
-            .args(["gateway", "--stdio"])
-            .args(gateway)
-            .env("HOME", &world.home)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the client finishes in time")
-    .expect("run the python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "client failed: {}\nstdout: {stdout}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    run_gateway_client(world, plan, &stdio_target(world, global, gateway)).await
 }
 
 fn step_text(out: &Value, n: usize) -> String {

@@ -17,20 +17,15 @@
 mod gateway_support;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use gateway_support::cli_support::WARDEN;
 use gateway_support::{
-    World, audit_lines, eventually, gateway_command, interpreter_prefix, python_venv,
+    World, audit_lines, eventually, gateway_command, interpreter_prefix, python_scripts,
+    python_venv, run_gateway_client, stdio_target,
 };
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
-
-fn scripts() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python")
-}
 
 /// The conformance fixture as server `fx`, its tools and its sampling
 /// allowed (the default `ask` would refuse an unattributed sampling
@@ -45,9 +40,9 @@ fn write_config_limited(world: &World, limits: Value) {
     let venv = python_venv();
     let mut fx = json!({
         "command": venv.join("bin/python"),
-        "args": [scripts().join("conformance_fixture_server.py"), "--marker", world.marker],
+        "args": [python_scripts().join("conformance_fixture_server.py"), "--marker", world.marker],
         "timeout": 30,
-        "sandbox": {"read": [venv, interpreter_prefix(&venv), scripts()]}
+        "sandbox": {"read": [venv, interpreter_prefix(&venv), python_scripts()]}
     });
     if let (Some(fx), Some(limits)) = (fx.as_object_mut(), limits.as_object()) {
         fx.extend(limits.clone());
@@ -372,7 +367,7 @@ fn refused_elicitations_leave_the_quota_to_a_legitimate_one_and_are_each_recorde
 async fn refused_sampling_leaves_the_quota_to_a_legitimate_one_and_is_each_recorded() {
     let world = World::new();
     write_config_limited(&world, json!({"sampling": {"max_requests": 1}}));
-    let target = stdio_target(&world);
+    let target = stdio_target(&world, &[], &[]);
     let plan = json!({
         "answers": {"sampling": {"text": "sampled-answer"}},
         "steps": [
@@ -446,7 +441,7 @@ async fn the_stdio_gateway_passes_nothing_on_after_the_call_returned() {
     for (method, wait_ms) in [("sampling", 300), ("elicitation", 0), ("sampling", 0)] {
         let world = World::new();
         write_config(&world);
-        let target = stdio_target(&world);
+        let target = stdio_target(&world, &[], &[]);
         let out = run_gateway_client(&world, &after_return_plan(method, wait_ms), &target).await;
         not_passed_on(method, &out, 2);
         refused_once(&world, method, OUTSIDE);
@@ -501,56 +496,6 @@ async fn the_http_gateway_passes_nothing_on_outside_one_call() {
     assert_eq!(refused.len(), 1, "{:#?}", requests(&world, "sampling"));
     assert_eq!(refused[0]["outcome"], "denied");
     gateway.stop(&world).await;
-}
-
-/// How the Python client reaches `warden gateway --stdio` (it starts it).
-fn stdio_target(world: &World) -> Vec<String> {
-    let mut target = vec!["--".to_string(), WARDEN.to_string()];
-    for arg in [
-        "--config".as_ref(),
-        world.path("warden.json").as_os_str(),
-        "--workspace".as_ref(),
-        world.workspace.as_os_str(),
-        "gateway".as_ref(),
-        "--stdio".as_ref(),
-    ] {
-        target.push(arg.to_string_lossy().into_owned());
-    }
-    target
-}
-
-/// The Python SDK client (tests/python/gateway_client.py) running `plan`
-/// against the gateway at `target` (a URL and token, or `-- COMMAND…`).
-async fn run_gateway_client(world: &World, plan: &Value, target: &[String]) -> Value {
-    let mut plan = plan.clone();
-    plan["env"] = json!({
-        "WARDEN_CONFIG_DIR": world.config_dir,
-        "HOME": world.home,
-        "TMPDIR": world.dir.path(),
-    });
-    let plan_file = world.path(&format!("plan-{}.json", uuid::Uuid::new_v4().simple()));
-    std::fs::write(&plan_file, plan.to_string()).expect("write plan");
-    let output = tokio::time::timeout(
-        Duration::from_secs(180),
-        tokio::process::Command::new(python_venv().join("bin/python"))
-            .arg(scripts().join("gateway_client.py"))
-            .arg(&plan_file)
-            .args(target)
-            .env("HOME", &world.home)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the client finishes in time")
-    .expect("run the python client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "client failed: {}\nstdout: {stdout}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
 /// `warden gateway --listen 127.0.0.1:0`, with the URL and bearer token it

@@ -285,3 +285,69 @@ pub fn requests(world: &World, kind: &str) -> Vec<Value> {
         })
         .collect()
 }
+
+/// tests/python: the Python test servers and the SDK client.
+pub fn python_scripts() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python")
+}
+
+/// How the Python client starts `warden [GLOBAL…] gateway --stdio
+/// [GATEWAY…]` for `world` (its `-- COMMAND…` target).
+pub fn stdio_target(world: &World, global: &[&str], gateway: &[&str]) -> Vec<String> {
+    let mut target = vec![
+        "--".to_string(),
+        cli_support::WARDEN.to_string(),
+        "--config".into(),
+        world.path("warden.json").display().to_string(),
+        "--workspace".into(),
+        world.workspace.display().to_string(),
+    ];
+    target.extend(global.iter().map(|a| a.to_string()));
+    target.extend(["gateway".to_string(), "--stdio".to_string()]);
+    target.extend(gateway.iter().map(|a| a.to_string()));
+    target
+}
+
+/// The environment of the gateway the Python client starts (a plan's
+/// `env`): `world`'s configuration folder, HOME and TMPDIR.
+pub fn stdio_env(world: &World) -> Value {
+    json!({
+        "WARDEN_CONFIG_DIR": world.config_dir,
+        "HOME": world.home,
+        "TMPDIR": world.dir.path(),
+    })
+}
+
+/// The official Python SDK client (tests/python/gateway_client.py)
+/// running `plan` against the gateway at `target` (a URL and token, or
+/// `-- COMMAND…` it starts, with [`stdio_env`] unless the plan has an
+/// `env`); its JSON output.
+pub async fn run_gateway_client(world: &World, plan: &Value, target: &[String]) -> Value {
+    let mut plan = plan.clone();
+    if plan.get("env").is_none() {
+        plan["env"] = stdio_env(world);
+    }
+    let plan_file = world.path(&format!("plan-{}.json", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&plan_file, plan.to_string()).expect("write plan");
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(180),
+        tokio::process::Command::new(python_venv().join("bin/python"))
+            .arg(python_scripts().join("gateway_client.py"))
+            .arg(&plan_file)
+            .args(target)
+            .env("HOME", &world.home)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finishes in time")
+    .expect("run the python client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "client failed: {}\nstdout: {stdout}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
