@@ -118,26 +118,6 @@ fn sandboxed(fx: &Fixture, grant: &Path, argv: &[&str]) -> Command {
     c
 }
 
-/// `argv` outside every sandbox, never as root: as `nobody` when the
-/// tests run as root.
-fn unprivileged(argv: &[&str]) -> Command {
-    if is_root() {
-        let mut c = Command::new("/usr/bin/setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .args(argv);
-        c
-    } else {
-        let mut c = Command::new(argv[0]);
-        c.args(&argv[1..]);
-        c
-    }
-}
-
 fn output(mut c: Command) -> String {
     let out = c.output().expect("run");
     format!(

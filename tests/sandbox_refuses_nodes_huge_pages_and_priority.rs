@@ -22,41 +22,6 @@ use std::process::Command;
 
 use sandbox_support::*;
 
-fn sandboxed(fx: &Fixture, profile: &serde_json::Value, argv: &[&str]) -> Command {
-    let path = fx.workspace.path().join("profile.json");
-    std::fs::write(&path, profile.to_string()).expect("profile");
-    let mut c = Command::new(WARDEN);
-    c.args(["sandbox", "exec", "--profile"])
-        .arg(&path)
-        .arg("--")
-        .args(argv)
-        .env("HOME", fx.workspace.path())
-        .env("TMPDIR", fx.runtime.path())
-        .env_remove("WARDEN_CGROUP_PARENT")
-        .current_dir(fx.workspace.path());
-    c
-}
-
-/// `argv` outside every sandbox, never as root: as `nobody` when the
-/// tests run as root, else as the current (unprivileged) user.
-fn unprivileged(argv: &[&str]) -> Command {
-    if is_root() {
-        let mut c = Command::new("/usr/bin/setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .args(argv);
-        c
-    } else {
-        let mut c = Command::new(argv[0]);
-        c.args(&argv[1..]);
-        c
-    }
-}
-
 /// A folder an unprivileged baseline may write: `nobody`'s when root.
 fn writable_dir(parent: &Path, name: &str) -> std::path::PathBuf {
     let d = parent.join(name);
@@ -145,7 +110,7 @@ fn no_device_node_or_whiteout_is_planted_in_a_write_grant() {
     // The server's own folder (root's when the tests run as root).
     let out = fx.workspace.path().join("out");
     std::fs::create_dir(&out).expect("mkdir");
-    let report = output(sandboxed(
+    let report = output(sandbox_exec(
         &fx,
         &serde_json::json!({"write": [out]}),
         &[
@@ -224,7 +189,7 @@ fn huge_pages_are_refused_inside_the_sandbox() {
         );
     }
 
-    let report = output(sandboxed(
+    let report = output(sandbox_exec(
         &fx,
         &serde_json::json!({}),
         &["/usr/bin/python3", "-c", HUGE],
@@ -312,7 +277,7 @@ fn no_real_time_priority_or_lower_nice_value_inside_the_sandbox() {
     }
 
     // warden started under the same limits: its server gets neither.
-    let inner = sandboxed(
+    let inner = sandbox_exec(
         &fx,
         &serde_json::json!({}),
         &["/usr/bin/python3", "-c", PRIORITY],
@@ -343,7 +308,7 @@ print("listening on", s.getsockname()[1], flush=True)
 fn a_profile_cannot_grant_port_zero() {
     let fx = Fixture::new();
     for key in ["bind_tcp", "connect_tcp"] {
-        let out = sandboxed(
+        let out = sandbox_exec(
             &fx,
             &serde_json::json!({"network": {key: [0]}}),
             &["/usr/bin/python3", "-c", ANY_PORT],

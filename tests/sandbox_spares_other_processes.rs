@@ -54,21 +54,6 @@ for i in range(int(sys.argv[1])):
 print("contexts", made, "errno", err, flush=True)
 "#;
 
-fn sandboxed(fx: &Fixture, profile: &serde_json::Value, argv: &[&str]) -> Command {
-    let path = fx.workspace.path().join("profile.json");
-    std::fs::write(&path, profile.to_string()).expect("profile");
-    let mut c = Command::new(WARDEN);
-    c.args(["sandbox", "exec", "--profile"])
-        .arg(&path)
-        .arg("--")
-        .args(argv)
-        .env("HOME", fx.workspace.path())
-        .env("TMPDIR", fx.runtime.path())
-        .env_remove("WARDEN_CGROUP_PARENT")
-        .current_dir(fx.workspace.path());
-    c
-}
-
 /// Starts `cmd` with the lease probe, waits for its report, tries a
 /// non-blocking open for writing of `file` meanwhile (EWOULDBLOCK: a
 /// lease holds it), then ends the probe. Returns (report, open result).
@@ -118,7 +103,7 @@ fn a_lease_in_a_read_grant_never_stalls_a_writer_outside() {
         "baseline: {e}"
     );
 
-    let cmd = sandboxed(
+    let cmd = sandbox_exec(
         &fx,
         &serde_json::json!({"read": [dir]}),
         &["/usr/bin/python3", "-c", LEASE, &f],
@@ -148,7 +133,7 @@ fn a_server_never_takes_the_hosts_aio_budget() {
         .expect("python3");
     assert_eq!(aio_report(&out), (1, 0), "baseline");
 
-    let out = sandboxed(
+    let out = sandbox_exec(
         &fx,
         &serde_json::json!({}),
         &["/usr/bin/python3", "-c", AIO, "64"],
@@ -240,7 +225,7 @@ fn a_server_holds_at_most_an_eighth_of_the_persons_epoll_watches() {
     assert!(total > share, "baseline made only {total} of {share}");
     assert_eq!(errs, vec![0, 0], "baseline");
 
-    let out = sandboxed(
+    let out = sandbox_exec(
         &fx,
         &serde_json::json!({}),
         &["/usr/bin/python3", "-c", EPOLL, &each],
@@ -301,28 +286,6 @@ fn in_flight_report(out: &std::process::Output) -> (u64, i32, u64) {
     }
 }
 
-/// `argv` outside every sandbox, never as root: as `nobody` when the
-/// tests run as root.
-fn unprivileged(argv: &[&str]) -> Command {
-    let mut c = Command::new(if is_root() {
-        "/usr/bin/setpriv"
-    } else {
-        argv[0]
-    });
-    if is_root() {
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .args(argv);
-    } else {
-        c.args(&argv[1..]);
-    }
-    c
-}
-
 /// The watches of an epoll instance that was sent over a socket and
 /// closed are in no process's descriptor table, so counting the tables
 /// missed them: a server held any number that way. init now keeps its
@@ -355,7 +318,7 @@ fn epoll_instances_sent_away_and_closed_still_count_against_the_share() {
     assert_eq!(err, 0, "baseline");
     assert!(total > share, "baseline made only {total} of {share}");
 
-    let out = sandboxed(
+    let out = sandbox_exec(
         &fx,
         &serde_json::json!({}),
         &["/usr/bin/python3", "-c", EPOLL_IN_FLIGHT, &want],
@@ -413,7 +376,7 @@ fn a_server_changes_no_other_processs_limits() {
     let report = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(errno_of(&report, "child"), 0, "baseline: {report}");
 
-    let out = sandboxed(
+    let out = sandbox_exec(
         &fx,
         &serde_json::json!({}),
         &["/usr/bin/python3", "-c", PRLIMIT, "with-init"],
@@ -455,7 +418,7 @@ print("made", made, "errno", err, flush=True)
 #[test]
 fn a_server_that_makes_and_closes_epoll_instances_is_not_refused() {
     let fx = Fixture::new();
-    let out = sandboxed(
+    let out = sandbox_exec(
         &fx,
         &serde_json::json!({}),
         &["/usr/bin/python3", "-c", EPOLL_CHURN, "3000"],
@@ -473,7 +436,7 @@ fn a_server_that_makes_and_closes_epoll_instances_is_not_refused() {
     // Each closed instance here keeps its stdin watch, and so one of
     // init's descriptors: once init has none left (warden's hard
     // RLIMIT_NOFILE lowered to 300), further adds fail closed with ENOSPC.
-    let inner = sandboxed(
+    let inner = sandbox_exec(
         &fx,
         &serde_json::json!({}),
         &["/usr/bin/python3", "-c", EPOLL_CHURN, "1000"],

@@ -344,3 +344,41 @@ pub async fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
 pub fn marker() -> String {
     format!("wsb-marker-{}", uuid::Uuid::new_v4().simple())
 }
+
+/// `warden sandbox exec --profile P -- ARGV…` for `fx` (`profile` written
+/// to the workspace as P), HOME the workspace, TMPDIR the runtime folder.
+pub fn sandbox_exec(fx: &Fixture, profile: &Value, argv: &[&str]) -> std::process::Command {
+    let path = fx.workspace.path().join("profile.json");
+    std::fs::write(&path, profile.to_string()).expect("profile");
+    let mut c = std::process::Command::new(WARDEN);
+    c.args(["sandbox", "exec", "--profile"])
+        .arg(&path)
+        .arg("--")
+        .args(argv)
+        .env("HOME", fx.workspace.path())
+        .env("TMPDIR", fx.runtime.path())
+        .env_remove("WARDEN_CGROUP_PARENT")
+        .current_dir(fx.workspace.path());
+    c
+}
+
+/// `argv` outside every sandbox, never as root: as `nobody` (uid 65534,
+/// no groups, no inheritable capabilities) when the tests run as root,
+/// else as the current (unprivileged) user. The baseline of an attack.
+pub fn unprivileged(argv: &[&str]) -> std::process::Command {
+    if is_root() {
+        let mut c = std::process::Command::new("/usr/bin/setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .args(argv);
+        c
+    } else {
+        let mut c = std::process::Command::new(argv[0]);
+        c.args(&argv[1..]);
+        c
+    }
+}
