@@ -12,11 +12,9 @@
 
 mod gateway_support;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 
-use gateway_support::{World, audit_lines, interpreter_prefix, python_venv};
+use gateway_support::{World, audit_lines, interpreter_prefix, python_venv, run_detached};
 use serde_json::{Value, json};
 
 fn scripts() -> PathBuf {
@@ -42,34 +40,6 @@ fn write_script(world: &World, turns: Value) -> String {
     let path = world.path("script.json");
     std::fs::write(&path, turns.to_string()).expect("write script");
     format!("scripted:{}", path.display())
-}
-
-/// `warden ARGS…` with no controlling terminal, `stdin` piped in.
-fn run_detached(world: &World, args: &[&str], stdin: &str) -> Output {
-    let plain = world.warden(args);
-    let mut command = Command::new("setsid");
-    command.arg(plain.get_program()).args(plain.get_args());
-    for (key, value) in plain.get_envs() {
-        match value {
-            Some(value) => command.env(key, value),
-            None => command.env_remove(key),
-        };
-    }
-    let mut child = command
-        .current_dir(&world.workspace)
-        .env_remove("WARDEN_MODEL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn warden");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write stdin");
-    child.wait_with_output().expect("wait")
 }
 
 fn sampling_records(world: &World) -> Vec<Value> {

@@ -16,13 +16,11 @@
 
 mod gateway_support;
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use gateway_support::{
     World, audit_lines, eventually, gateway_command, interpreter_prefix, python_scripts,
-    python_venv, run_gateway_client, stdio_target,
+    python_venv, requests, run_detached, run_gateway_client, stdio_target,
 };
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
@@ -72,53 +70,6 @@ fn write_answers(world: &World) -> String {
     ]);
     std::fs::write(&path, yes.to_string()).expect("write answers");
     path.display().to_string()
-}
-
-/// `warden ARGS…` with no controlling terminal, `stdin` piped in.
-fn run_detached(world: &World, args: &[&str], stdin: &str) -> Output {
-    let plain = world.warden(args);
-    let mut command = Command::new("setsid");
-    command.arg(plain.get_program()).args(plain.get_args());
-    for (key, value) in plain.get_envs() {
-        match value {
-            Some(value) => command.env(key, value),
-            None => command.env_remove(key),
-        };
-    }
-    let mut child = command
-        .current_dir(&world.workspace)
-        .env_remove("WARDEN_MODEL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn warden");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write stdin");
-    child.wait_with_output().expect("wait")
-}
-
-/// `request` records of `kind`, each with its `request_result` (if any)
-/// as `result`.
-fn requests(world: &World, kind: &str) -> Vec<Value> {
-    let records = audit_lines(&world.path("audit.jsonl"));
-    records
-        .iter()
-        .filter(|r| r["event"] == "request" && r["kind"] == kind)
-        .map(|r| {
-            let mut merged = r.clone();
-            merged["result"] = records
-                .iter()
-                .find(|x| x["event"] == "request_result" && x["call_id"] == r["call_id"])
-                .cloned()
-                .unwrap_or(Value::Null);
-            merged
-        })
-        .collect()
 }
 
 /// Exactly one request of `kind`, refused (never passed on, nothing

@@ -351,3 +351,33 @@ pub async fn run_gateway_client(world: &World, plan: &Value, target: &[String]) 
     );
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
+
+/// `warden ARGS…` for `world` with no controlling terminal (`setsid`),
+/// `stdin` piped in, no `WARDEN_MODEL`; its output once it exits.
+pub fn run_detached(world: &World, args: &[&str], stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    let plain = world.warden(args);
+    let mut command = std::process::Command::new("setsid");
+    command.arg(plain.get_program()).args(plain.get_args());
+    for (key, value) in plain.get_envs() {
+        match value {
+            Some(value) => command.env(key, value),
+            None => command.env_remove(key),
+        };
+    }
+    let mut child = command
+        .current_dir(&world.workspace)
+        .env_remove("WARDEN_MODEL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn warden");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("wait")
+}
