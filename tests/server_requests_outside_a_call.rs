@@ -136,15 +136,7 @@ const OUTSIDE: &str = "outside any request of warden's";
 /// between turns. Before the fix the session's model answered it.
 #[test]
 fn run_refuses_sampling_between_turns() {
-    let world = World::new();
-    write_config(&world);
-    let model = write_script(&world, between_turns("sampling", 300));
-    let out = run_detached(&world, &["--model", &model, "run", "--task", "go"], "");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    refused_once(&world, "sampling", OUTSIDE);
-    no_leftovers(&world);
+    run_refuses_sampling_after_the_call(300);
 }
 
 /// The same, the request written right behind the call's answer: it is
@@ -152,9 +144,15 @@ fn run_refuses_sampling_between_turns() {
 /// made the call runs again.
 #[test]
 fn run_refuses_sampling_sent_right_behind_the_calls_answer() {
+    run_refuses_sampling_after_the_call(0);
+}
+
+/// `warden run` whose server asks for sampling `delay_ms` after its call
+/// answered: refused (nothing of warden's in flight) and recorded once.
+fn run_refuses_sampling_after_the_call(delay_ms: u64) {
     let world = World::new();
     write_config(&world);
-    let model = write_script(&world, between_turns("sampling", 0));
+    let model = write_script(&world, between_turns("sampling", delay_ms));
     let out = run_detached(&world, &["--model", &model, "run", "--task", "go"], "");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
