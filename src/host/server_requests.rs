@@ -221,6 +221,7 @@ impl Decider {
             .is_some_and(|count| *count >= max_requests)
     }
 
+    /// Records a refusal after the decision; `why`, for the server.
     fn refuse(&self, host: &Host, pending: &Pending, decision: &Decision, why: String) -> String {
         let report = pending.report(Outcome::Denied, Some(decision), Some(why.clone()));
         host.audit.record(host.request_record(
@@ -620,14 +621,6 @@ impl Decider {
             (Some(_), Attribution::Exact(_)) => None,
             _ => match self.downstream(from.clone(), |d| d.can_sample(), "sampling") {
                 Ok(downstream) => Some(downstream),
-                Err(why) if matches!(from, Attribution::Exact(_)) => {
-                    return refused(self.refuse(
-                        &host,
-                        &pending,
-                        &decision,
-                        format!("sampling {why}"),
-                    ));
-                }
                 Err(why) => {
                     return refused(self.refuse(
                         &host,
@@ -641,7 +634,7 @@ impl Decider {
         // The session's model is asked for at most the cap; a client is
         // sent the request unchanged, so one over the cap is refused.
         let mut params = params;
-        let mut capped = None;
+        let mut capped = serde_json::Map::new();
         // A server's `includeContext` ("thisServer", "allServers") asks
         // whoever samples to add context from the session, other servers'
         // included: what one server must never read through another. It
@@ -650,7 +643,10 @@ impl Decider {
             .include_context
             .take_if(|c| *c != ContextInclusion::None)
         {
-            capped = Some(json!({"include_context": {"asked": asked, "sent": "none"}}));
+            capped.insert(
+                "include_context".into(),
+                json!({"asked": asked, "sent": "none"}),
+            );
             params.include_context = Some(ContextInclusion::None);
         }
         if params.max_tokens > limits.max_tokens {
@@ -665,13 +661,10 @@ impl Decider {
                     ),
                 ));
             }
-            let cap = json!({"asked": params.max_tokens, "sent": limits.max_tokens});
-            match capped.as_mut().and_then(Value::as_object_mut) {
-                Some(fields) => {
-                    fields.insert("max_tokens".into(), cap);
-                }
-                None => capped = Some(json!({ "max_tokens": cap })),
-            }
+            capped.insert(
+                "max_tokens".into(),
+                json!({"asked": params.max_tokens, "sent": limits.max_tokens}),
+            );
             tracing::info!(
                 server,
                 asked = params.max_tokens,
@@ -737,6 +730,7 @@ impl Decider {
             };
             Answered::by(by, answer)
         };
+        let capped = (!capped.is_empty()).then_some(Value::Object(capped));
         self.forward(&host, &pending, &decision, capped, send).await
     }
 }

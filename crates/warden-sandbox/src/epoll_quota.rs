@@ -118,7 +118,7 @@ impl EpollQuota {
         {
             return Ok(());
         }
-        let at = match self.find(fd.as_fd())? {
+        let mut at = match self.find(fd.as_fd())? {
             Ok(i) => {
                 self.last = Some(i);
                 return Ok(());
@@ -128,19 +128,13 @@ impl EpollQuota {
         if !self.is_epoll(fd.as_fd())? {
             return Err(libc::EINVAL);
         }
-        let at = if self.held.len() >= self.sweep_at {
+        if self.held.len() >= self.sweep_at {
             self.upper_bound = self.sweep().map_err(|_| libc::ENOSPC)?;
             self.sweep_at = FIRST_SWEEP.max(self.held.len().saturating_mul(2));
-            match self.find(fd.as_fd())? {
-                Ok(i) => {
-                    self.last = Some(i);
-                    return Ok(());
-                }
-                Err(at) => at,
-            }
-        } else {
-            at
-        };
+            // A sweep only lets instances go, so `fd`'s is still not held:
+            // only the place it goes may have moved.
+            at = self.find(fd.as_fd())?.unwrap_or_else(|at| at);
+        }
         self.held.insert(at, fd);
         self.last = Some(at);
         Ok(())

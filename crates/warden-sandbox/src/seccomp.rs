@@ -777,8 +777,8 @@ fn bind_for(
 
 /// init's duplicate of the caller's socket when the listen may proceed,
 /// else the errno to return. An AF_INET/AF_INET6 socket must already be
-/// bound (its port was checked by Landlock at `bind()`): `listen()` on an
-/// unbound one would auto-bind a port no rule ever saw.
+/// bound (its port was checked at `bind()`, which init made: [`bind_for`]):
+/// `listen()` on an unbound one would auto-bind a port no rule ever saw.
 fn checked_duplicate(
     pid: u32,
     fd: i32,
