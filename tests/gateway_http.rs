@@ -6,7 +6,8 @@ mod gateway_support;
 use std::time::Duration;
 
 use gateway_support::{
-    TestClient, World, call, eventually, gateway_command, is_error, standard_config, text_of,
+    Listening, TestClient, World, call, eventually, gateway_command, is_error, standard_config,
+    text_of,
 };
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -14,18 +15,6 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 
-struct Listening {
-    child: tokio::process::Child,
-    url: String,
-    port: u16,
-    /// The clients' bearer token the gateway printed (none with --no-auth).
-    token: Option<String>,
-    /// The person's-client token (with --ask-client).
-    ask_token: Option<String>,
-}
-
-/// Starts the gateway on 127.0.0.1:0 and reads the tokens and the bound
-/// address from stderr.
 async fn listen(world: &World) -> Listening {
     listen_with(world, &[]).await
 }
@@ -35,68 +24,7 @@ async fn listen_with(world: &World, extra: &[&str]) -> Listening {
     // without a default crypto provider, so install one whatever the order
     // the tests run in.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut args = vec!["--listen", "127.0.0.1:0"];
-    args.extend_from_slice(extra);
-    let mut child = gateway_command(world, &args)
-        .spawn()
-        .expect("spawn gateway");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = tokio::io::BufReader::new(stderr).lines();
-    let (url, token, ask_token) = tokio::time::timeout(Duration::from_secs(60), async {
-        let mut seen = Vec::new();
-        let (mut token, mut ask_token) = (None, None);
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(url) = line.strip_prefix("warden gateway: listening on ") {
-                return (url.trim().to_string(), token, ask_token);
-            }
-            if line.starts_with("warden gateway: bearer token") {
-                token = line.rsplit(' ').next().map(str::to_string);
-            }
-            if line.starts_with("warden gateway: ask-client token") {
-                ask_token = line.rsplit(' ').next().map(str::to_string);
-            }
-            seen.push(line);
-        }
-        panic!("the gateway never said where it listens: {seen:?}");
-    })
-    .await
-    .expect("listening in time");
-    // Keep draining stderr so the gateway never blocks on it.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let port = url
-        .trim_end_matches("/mcp")
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("port in the url");
-    Listening {
-        child,
-        url,
-        port,
-        token,
-        ask_token,
-    }
-}
-
-impl Listening {
-    async fn stop(mut self, world: &World) {
-        if let Some(pid) = self.child.id() {
-            // SIGTERM: the gateway stops its servers and exits cleanly.
-            let _ = std::process::Command::new("kill")
-                .arg(pid.to_string())
-                .status();
-        }
-        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
-            .await
-            .expect("the gateway exits on SIGTERM")
-            .expect("wait");
-        assert!(status.success(), "{status:?}");
-        assert!(
-            eventually(10.0, || world.leftover_processes().is_empty()),
-            "left behind: {:?}",
-            world.leftover_processes()
-        );
-    }
+    Listening::start(world, extra).await
 }
 
 fn http_client() -> reqwest::Client {
@@ -201,14 +129,14 @@ async fn a_wrong_host_or_origin_is_refused_with_403() {
     };
     let bad_host = post(Some("evil.example"), None).await.expect("send");
     assert_eq!(bad_host.status().as_u16(), 403);
-    let rebinding = post(Some(&format!("evil.example:{}", gateway.port)), None)
+    let rebinding = post(Some(&format!("evil.example:{}", gateway.port())), None)
         .await
         .expect("send");
     assert_eq!(rebinding.status().as_u16(), 403);
     let bad_origin = post(None, Some("http://evil.example")).await.expect("send");
     assert_eq!(bad_origin.status().as_u16(), 403);
     // The same request from a loopback origin is served.
-    let good = post(None, Some(&format!("http://127.0.0.1:{}", gateway.port)))
+    let good = post(None, Some(&format!("http://127.0.0.1:{}", gateway.port())))
         .await
         .expect("send");
     assert_eq!(good.status().as_u16(), 200);
@@ -289,7 +217,6 @@ async fn allow_remote_listens_and_warns_about_plain_http() {
     let gateway = Listening {
         child,
         url: String::new(),
-        port: 0,
         token: None,
         ask_token: None,
     };

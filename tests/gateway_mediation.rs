@@ -16,15 +16,12 @@
 mod gateway_support;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use gateway_support::cli_support::calls_received;
 use gateway_support::{
-    World, audit_path, eventually, gateway_command, requests, run_gateway_client, stdio_env,
-    stdio_target,
+    Listening, World, audit_path, eventually, requests, run_gateway_client, stdio_env, stdio_target,
 };
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
 
 /// The fixture (session protocol, counting what it receives) and rules
 /// for every kind.
@@ -350,76 +347,12 @@ async fn python_sdk_client_over_stdio_gets_mediated_resources_prompts_logs_and_p
     );
 }
 
-struct Listening {
-    child: tokio::process::Child,
-    url: String,
-    token: String,
-    /// The person's-client token (with `--ask-client`).
-    ask_token: Option<String>,
-}
-
 async fn listen(world: &World) -> Listening {
     listen_with(world, &[]).await
 }
 
 async fn listen_with(world: &World, extra: &[&str]) -> Listening {
-    let mut args = vec!["--listen", "127.0.0.1:0"];
-    args.extend_from_slice(extra);
-    let mut child = gateway_command(world, &args)
-        .spawn()
-        .expect("spawn gateway");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = tokio::io::BufReader::new(stderr).lines();
-    let (url, token, ask_token) = tokio::time::timeout(Duration::from_secs(60), async {
-        let (mut token, mut ask_token) = (None, None);
-        let mut seen = Vec::new();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(url) = line.strip_prefix("warden gateway: listening on ") {
-                return (
-                    url.trim().to_string(),
-                    token.expect("a bearer token"),
-                    ask_token,
-                );
-            }
-            if line.starts_with("warden gateway: bearer token") {
-                token = line.rsplit(' ').next().map(str::to_string);
-            }
-            if line.starts_with("warden gateway: ask-client token") {
-                ask_token = line.rsplit(' ').next().map(str::to_string);
-            }
-            seen.push(line);
-        }
-        panic!("the gateway never said where it listens: {seen:?}");
-    })
-    .await
-    .expect("listening in time");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Listening {
-        child,
-        url,
-        token,
-        ask_token,
-    }
-}
-
-impl Listening {
-    async fn stop(mut self, world: &World) {
-        if let Some(pid) = self.child.id() {
-            let _ = std::process::Command::new("kill")
-                .arg(pid.to_string())
-                .status();
-        }
-        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
-            .await
-            .expect("the gateway exits on SIGTERM")
-            .expect("wait");
-        assert!(status.success(), "{status:?}");
-        assert!(
-            eventually(10.0, || world.leftover_processes().is_empty()),
-            "left behind: {:?}",
-            world.leftover_processes()
-        );
-    }
+    Listening::start(world, extra).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -428,7 +361,7 @@ async fn two_python_sdk_clients_over_http_get_only_their_own_notifications() {
     let (config, counter) = config(&world);
     world.write_config(&config);
     let gateway = listen(&world).await;
-    let target = vec![gateway.url.clone(), gateway.token.clone()];
+    let target = vec![gateway.url.clone(), gateway.bearer()];
     // A: wants warnings, subscribes to notes/1, then waits while B acts.
     let plan_a = json!({"steps": [
         {"set_level": "warning"},                       // 0
@@ -758,7 +691,7 @@ async fn a_second_clients_subscription_is_decided_and_recorded_like_the_first() 
         gateway.url.clone(),
         gateway.ask_token.clone().expect("ask-client token"),
     ];
-    let agent = vec![gateway.url.clone(), gateway.token.clone()];
+    let agent = vec![gateway.url.clone(), gateway.bearer()];
     let plan_person = json!({
         "answers": {"elicitation": {"action": "accept", "content": {"decision": "allow_once"}}},
         "steps": [

@@ -16,14 +16,11 @@
 
 mod gateway_support;
 
-use std::time::Duration;
-
 use gateway_support::{
-    World, audit_lines, eventually, gateway_command, interpreter_prefix, python_scripts,
-    python_venv, requests, run_detached, run_gateway_client, stdio_target,
+    Listening, World, audit_lines, eventually, interpreter_prefix, python_scripts, python_venv,
+    requests, run_detached, run_gateway_client, stdio_target,
 };
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
 
 /// The conformance fixture as server `fx`, its tools and its sampling
 /// allowed (the default `ask` would refuse an unattributed sampling
@@ -405,8 +402,8 @@ async fn the_stdio_gateway_passes_nothing_on_after_the_call_returned() {
 async fn the_http_gateway_passes_nothing_on_outside_one_call() {
     let world = World::new();
     write_config(&world);
-    let gateway = Listening::start(&world).await;
-    let target = vec![gateway.url.clone(), gateway.token.clone()];
+    let gateway = Listening::start(&world, &[]).await;
+    let target = vec![gateway.url.clone(), gateway.bearer()];
     let out = run_gateway_client(&world, &after_return_plan("sampling", 300), &target).await;
     not_passed_on("sampling", &out, 2);
     refused_once(&world, "sampling", OUTSIDE);
@@ -445,54 +442,4 @@ async fn the_http_gateway_passes_nothing_on_outside_one_call() {
     assert_eq!(refused.len(), 1, "{:#?}", requests(&world, "sampling"));
     assert_eq!(refused[0]["outcome"], "denied");
     gateway.stop(&world).await;
-}
-
-/// `warden gateway --listen 127.0.0.1:0`, with the URL and bearer token it
-/// printed.
-struct Listening {
-    child: tokio::process::Child,
-    url: String,
-    token: String,
-}
-
-impl Listening {
-    async fn start(world: &World) -> Listening {
-        let mut child = gateway_command(world, &["--listen", "127.0.0.1:0"])
-            .spawn()
-            .expect("spawn gateway");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = tokio::io::BufReader::new(stderr).lines();
-        let (url, token) = tokio::time::timeout(Duration::from_secs(60), async {
-            let mut token = None;
-            let mut seen = Vec::new();
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(url) = line.strip_prefix("warden gateway: listening on ") {
-                    return (url.trim().to_string(), token.expect("a bearer token"));
-                }
-                if line.starts_with("warden gateway: bearer token") {
-                    token = line.rsplit(' ').next().map(str::to_string);
-                }
-                seen.push(line);
-            }
-            panic!("the gateway never said where it listens: {seen:?}");
-        })
-        .await
-        .expect("listening in time");
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Listening { child, url, token }
-    }
-
-    async fn stop(mut self, world: &World) {
-        if let Some(pid) = self.child.id() {
-            let _ = std::process::Command::new("kill")
-                .arg(pid.to_string())
-                .status();
-        }
-        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
-            .await
-            .expect("the gateway exits on SIGTERM")
-            .expect("wait");
-        assert!(status.success(), "{status:?}");
-        no_leftovers(world);
-    }
 }

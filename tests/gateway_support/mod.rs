@@ -381,3 +381,91 @@ pub fn run_detached(world: &World, args: &[&str], stdin: &str) -> std::process::
         .expect("write stdin");
     child.wait_with_output().expect("wait")
 }
+
+/// `warden gateway --listen 127.0.0.1:0 EXTRA…` for `world`, once it has
+/// said where it listens, with the tokens it printed.
+pub struct Listening {
+    pub child: tokio::process::Child,
+    pub url: String,
+    /// The clients' bearer token the gateway printed (none with
+    /// `--no-auth` or `--token-file`).
+    pub token: Option<String>,
+    /// The person's-client token (with `--ask-client`).
+    pub ask_token: Option<String>,
+}
+
+impl Listening {
+    pub async fn start(world: &World, extra: &[&str]) -> Listening {
+        use tokio::io::AsyncBufReadExt;
+        let mut args = vec!["--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut child = gateway_command(world, &args)
+            .spawn()
+            .expect("spawn gateway");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        let (url, token, ask_token) =
+            tokio::time::timeout(std::time::Duration::from_secs(60), async {
+                let (mut token, mut ask_token) = (None, None);
+                let mut seen = Vec::new();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if let Some(url) = line.strip_prefix("warden gateway: listening on ") {
+                        return (url.trim().to_string(), token, ask_token);
+                    }
+                    if line.starts_with("warden gateway: bearer token") {
+                        token = line.rsplit(' ').next().map(str::to_string);
+                    }
+                    if line.starts_with("warden gateway: ask-client token") {
+                        ask_token = line.rsplit(' ').next().map(str::to_string);
+                    }
+                    seen.push(line);
+                }
+                panic!("the gateway never said where it listens: {seen:?}");
+            })
+            .await
+            .expect("listening in time");
+        // Keep draining stderr so the gateway never blocks on it.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Listening {
+            child,
+            url,
+            token,
+            ask_token,
+        }
+    }
+
+    /// The clients' bearer token, which the gateway must have printed.
+    pub fn bearer(&self) -> String {
+        self.token.clone().expect("a bearer token")
+    }
+
+    /// The port in [`Listening::url`].
+    pub fn port(&self) -> u16 {
+        self.url
+            .trim_end_matches("/mcp")
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port in the url")
+    }
+
+    /// SIGTERM: the gateway stops its servers and exits cleanly, leaving
+    /// no process behind.
+    pub async fn stop(mut self, world: &World) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
+        }
+        let status = tokio::time::timeout(std::time::Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("the gateway exits on SIGTERM")
+            .expect("wait");
+        assert!(status.success(), "{status:?}");
+        assert!(
+            eventually(10.0, || world.leftover_processes().is_empty()),
+            "left behind: {:?}",
+            world.leftover_processes()
+        );
+    }
+}
