@@ -1590,7 +1590,8 @@ fn loose_file_readings(raw: &str, rest: &str) -> Vec<String> {
     out
 }
 
-fn percent_decode_lossy(s: &str) -> String {
+/// `%XX` decoded (invalid UTF-8 replaced); what is not an escape stays.
+pub(crate) fn percent_decode_lossy(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -341,7 +341,7 @@ impl<'a> Walker<'a> {
             return Err(unresolvable());
         };
         if fragment.is_empty() || fragment.starts_with('/') {
-            let decoded = percent_decode(fragment);
+            let decoded = crate::canon::percent_decode_lossy(fragment);
             return self
                 .root
                 .pointer(&decoded)
@@ -386,26 +386,6 @@ fn find_anchor<'a>(v: &'a Value, name: &str, at: &mut String) -> Option<(&'a Val
         }
         _ => None,
     }
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(b) = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The hostile schema of issue 11: `anyOf` of two `$ref`s to the next
