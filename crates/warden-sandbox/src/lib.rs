@@ -38,6 +38,7 @@ mod paths;
 mod pipes;
 mod plan;
 mod prepare;
+mod proc_mask;
 mod runtime_dir;
 mod seccomp;
 mod spec;

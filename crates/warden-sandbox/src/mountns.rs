@@ -19,7 +19,8 @@
 //! /tmp         private tmpfs: size=private_mb, 0700, nosuid,nodev,noexec (TMPDIR)
 //! /tmp/home    HOME (inside the same tmpfs: one byte budget)
 //! /dev         tmpfs (ro) with binds of null zero full random urandom, shm -> /tmp
-//! /proc        a fresh proc of the server's pid namespace, read-only; where
+//! /proc        a fresh proc of the server's pid namespace, read-only (for
+//!              root, its owner-only kernel files covered: `proc_mask`); where
 //!              that is refused (containers with masked /proc paths) a
 //!              read-only tmpfs with copies of cpuinfo, stat, meminfo,
 //!              loadavg, uptime. Never the host's /proc.
@@ -259,7 +260,14 @@ pub(crate) fn build(view: &View, cwd: &Path, uid: u32, gid: u32) -> Result<ProcK
                 )?;
             }
             Entry::Dev => dev(&dst, &view.tmp)?,
-            Entry::Proc => proc_kind = proc(&dst)?,
+            Entry::Proc => {
+                proc_kind = proc(&dst)?;
+                // uid 0 inside is the host's root (the map is the
+                // identity): its owner-only kernel files are not its to read.
+                if uid == 0 && proc_kind == ProcKind::Fresh {
+                    crate::proc_mask::mask_root_only(&dst)?;
+                }
+            }
         }
     }
     // HOME (and TMPDIR, when it is a folder of its own) inside the

@@ -1,0 +1,110 @@
+//! The root-only files of the server's fresh `/proc`, covered when the
+//! server runs as root.
+//!
+//! A server started by root runs as uid 0 in its user namespace, mapped to
+//! the host's uid 0, with no capability. Files of `/proc` that are global
+//! to the kernel and readable by their owner only (mode 0400/0600, owner
+//! root) need no capability, only that uid, so such a server read what no
+//! other user of the host can: the physical page flags and counts of all
+//! memory (`kpageflags`, `kpagecount`, `kpagecgroup`: the map Rowhammer
+//! and page-cache attacks steer by), the kernel's slab and vmalloc state
+//! (`slabinfo`, `vmallocinfo`, `pagetypeinfo`), timers and, in ports mode
+//! (the host's network namespace), the host's TCP Fast Open key and IPv6
+//! `stable_secret`s. Each is covered like a hidden file of a grant
+//! (`/dev/null` on a read-only `nodev` mount: any open fails with
+//! `EACCES`, as for every other user), a folder only its owner may read
+//! (`/proc/tty/driver`) by an empty read-only tmpfs. Found by walking the
+//! mounted `/proc` rather than from a list, so a kernel's own additions
+//! are covered too; the processes' folders (the sandbox's own) are not
+//! walked.
+
+use std::os::fd::AsFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MsFlags, mount};
+
+use crate::sys::{self, Result};
+
+/// Deeper than any global file of `/proc` (`sys/net/ipv6/conf/IF/x` is 5).
+const MAX_DEPTH: usize = 8;
+
+/// Covers every regular file not readable by others and every folder not
+/// searchable by others below `proc` (a fresh proc, still mounted where
+/// init built it). Returns how many it covered.
+pub(crate) fn mask_root_only(proc: &Path) -> Result<usize> {
+    let mut found = Vec::new();
+    walk(proc, proc, 0, &mut found);
+    for (path, is_dir) in &found {
+        if *is_dir {
+            mount(
+                Some("tmpfs"),
+                path,
+                Some("tmpfs"),
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                Some("size=4k,nr_inodes=1,mode=0000"),
+            )
+            .map_err(|e| sys::errno_from(format!("cover {}", path.display()), e))?;
+        } else {
+            let fd = sys::open_tree_clone(Path::new("/dev/null"))?;
+            sys::mount_setattr_tree(
+                fd.as_fd(),
+                sys::MOUNT_ATTR_RDONLY
+                    | sys::MOUNT_ATTR_NOSUID
+                    | sys::MOUNT_ATTR_NODEV
+                    | sys::MOUNT_ATTR_NOEXEC,
+                path,
+            )?;
+            sys::move_mount_to(fd.as_fd(), path)?;
+        }
+    }
+    Ok(found.len())
+}
+
+/// Whether a top-level entry of `/proc` is a process's folder (or the
+/// links to one), which belongs to the sandbox and is not walked.
+fn is_process(name: &str) -> bool {
+    name == "self" || name == "thread-self" || name.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Vec<(PathBuf, bool)>) {
+    // A folder that cannot be listed (root's, with its mode) is covered
+    // by its parent's check; one that vanished has nothing to cover.
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if dir == root && entry.file_name().to_str().is_some_and(is_process) {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        let mode = meta.mode();
+        if meta.is_dir() {
+            if mode & 0o005 != 0o005 {
+                found.push((entry.path(), true));
+            } else if depth < MAX_DEPTH {
+                walk(root, &entry.path(), depth + 1, found);
+            }
+        } else if meta.is_file() && mode & 0o004 == 0 && mode & 0o400 != 0 {
+            found.push((entry.path(), false));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_folders_are_not_walked() {
+        assert!(is_process("1"));
+        assert!(is_process("4242"));
+        assert!(is_process("self"));
+        assert!(is_process("thread-self"));
+        assert!(!is_process("sys"));
+        assert!(!is_process("kpageflags"));
+        assert!(!is_process("1x"));
+    }
+}
