@@ -14,14 +14,32 @@ use std::time::Duration;
 use gateway_support::{World, audit_path, python_scripts, requests};
 use serde_json::{Value, json};
 
+/// The raw echo server started with `args`.
+fn raw_server(world: &World, args: &[&str]) -> Value {
+    let mut command = vec![
+        python_scripts()
+            .join("raw_echo_server.py")
+            .display()
+            .to_string(),
+        "--marker".into(),
+        world.marker.clone(),
+    ];
+    command.extend(args.iter().map(|a| a.to_string()));
+    json!({
+        "command": "/usr/bin/python3",
+        "args": command,
+        "sandbox": {"read": [python_scripts()]}
+    })
+}
+
 /// The raw echo server as `raw`, with `permissions`.
 fn config(world: &World, permissions: Value) -> Value {
+    config_of(world, json!({"raw": raw_server(world, &[])}), permissions)
+}
+
+fn config_of(world: &World, servers: Value, permissions: Value) -> Value {
     json!({
-        "mcpServers": {"raw": {
-            "command": "/usr/bin/python3",
-            "args": [python_scripts().join("raw_echo_server.py"), "--marker", world.marker],
-            "sandbox": {"read": [python_scripts()]}
-        }},
+        "mcpServers": servers,
         "permissions": permissions,
         "policy": [],
         "audit": {"path": audit_path(world)}
@@ -33,6 +51,8 @@ struct Gateway {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<Value>,
+    /// Notifications read while waiting for an answer.
+    seen: Vec<Value>,
     next_id: u64,
 }
 
@@ -63,6 +83,7 @@ impl Gateway {
             child,
             stdin,
             lines,
+            seen: Vec::new(),
             next_id: 0,
         };
         let init = gateway.request(
@@ -94,7 +115,25 @@ impl Gateway {
             if line["id"] == json!(id) {
                 return line;
             }
+            if line.get("id").is_none() {
+                self.seen.push(line);
+            }
         }
+    }
+
+    /// The notifications not taken yet and those that arrive within
+    /// `window`.
+    fn notifications(&mut self, window: Duration) -> Vec<Value> {
+        let until = std::time::Instant::now() + window;
+        let mut seen = std::mem::take(&mut self.seen);
+        while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.get("id").is_none() => seen.push(line),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        seen
     }
 
     /// Closes stdin and waits for the gateway to end.
@@ -202,4 +241,56 @@ fn a_completion_context_cannot_carry_another_value_for_the_completed_argument() 
         .expect("the template completion on record");
     assert_eq!(asked["arguments"]["context"]["path"], "etc/", "{asked}");
     assert_eq!(asked["arguments"]["uri"], format!("file://{ws}"));
+}
+
+/// A resource update names only a URI, so the gateway passed a client
+/// every update for a URI it had subscribed to, whichever server sent
+/// it: a server whose every tool, resource and prompt the rules deny
+/// (its log messages dropped for that reason) signalled the client as
+/// often as it liked, under the URI of another server's resource the
+/// client was allowed to follow (CONTRACT §8: notifications never cross
+/// between servers). An update now reaches a client only from the server
+/// its subscription was allowed on.
+#[test]
+fn a_resource_update_reaches_a_subscriber_only_from_the_server_it_subscribed_on() {
+    let world = World::new();
+    let uri = "note://shared/a";
+    world.write_config(&config_of(
+        &world,
+        json!({
+            "one": raw_server(&world, &["--resource", uri]),
+            "two": raw_server(&world, &["--updates", uri, "from two"])
+        }),
+        json!({
+            "allow": ["resource__one(uri: note://shared/**)", "mcp__one__touch"],
+            "deny": ["mcp__two__*", "resource__two", "prompt__two__*"]
+        }),
+    ));
+    let mut gateway = Gateway::start(&world);
+    let subscribed = gateway.request("resources/subscribe", json!({"uri": uri}));
+    assert!(subscribed.get("result").is_some(), "{subscribed}");
+    let updates = |gateway: &mut Gateway| -> usize {
+        gateway
+            .notifications(Duration::from_secs(2))
+            .into_iter()
+            .filter(|n| n["method"] == "notifications/resources/updated")
+            .count()
+    };
+    // `two` says the URI changed five times a second; `one` did not.
+    assert_eq!(
+        updates(&mut gateway),
+        0,
+        "another server's updates reached the subscriber"
+    );
+    // `one` says so once: that one passes.
+    let touched = gateway.request(
+        "tools/call",
+        json!({"name": "one__touch", "arguments": {"uri": uri}}),
+    );
+    assert!(
+        touched.get("result").is_some() && touched["result"]["isError"] != json!(true),
+        "{touched}"
+    );
+    assert_eq!(updates(&mut gateway), 1, "the subscribed server's update");
+    gateway.stop();
 }
