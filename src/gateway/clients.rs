@@ -84,8 +84,13 @@ impl ClientState {
         lock(&self.subscriptions).remove(uri)
     }
 
-    pub(super) fn subscribed(&self, uri: &str) -> bool {
-        lock(&self.subscriptions).contains_key(uri)
+    /// Whether this client's subscription to `uri` was allowed on
+    /// `server`: an update names only a URI, and another server's update
+    /// for the same URI is not this subscription's.
+    pub(super) fn subscribed_on(&self, uri: &str, server: &str) -> bool {
+        lock(&self.subscriptions)
+            .get(uri)
+            .is_some_and(|held| held.share.server == server)
     }
 
     fn subscriptions(&self) -> Vec<(String, Held)> {
@@ -248,7 +253,7 @@ pub(super) fn forward_notifications(gateway: super::Gateway, peer: Peer<RoleServ
                         .await
                 }
                 ServerNotification::ResourceUpdatedNotification(u) => {
-                    if !client.subscribed(&u.params.uri) {
+                    if !client.subscribed_on(&u.params.uri, &note.server) {
                         continue;
                     }
                     peer.notify_resource_updated(u.params.clone()).await

@@ -31,6 +31,7 @@ use super::call::{CallReport, Refusal, Refused};
 use super::mediated::{Mediation, PendingCall, Resolved, elapsed_ms};
 use crate::mcp::{
     CallError, Forwarded, Mediated, ProgressSink, SendOptions, ServerState, completion_arguments,
+    keep_decided_context,
 };
 
 /// At most this many pages are read from one server's listing.
@@ -641,6 +642,10 @@ impl Host {
             }
             _ => completion_arguments(&params),
         };
+        // What is sent is what is decided: the context's copy of the
+        // argument being completed, and a template's context values for
+        // names it does not have, are kept on record and not sent.
+        keep_decided_context(&mut params);
         let refused = |kind, refusal| {
             self.refuse(
                 kind,

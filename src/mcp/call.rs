@@ -107,6 +107,40 @@ pub fn completion_arguments(params: &CompleteRequestParams) -> Value {
     }
 }
 
+/// Takes out of a completion's `context.arguments` what its decision
+/// does not cover ([`completion_arguments`]): the argument being
+/// completed (its value is `argument.value`; the context is for the
+/// *other*, already resolved arguments, and a server reading the same
+/// name there would complete a value no rule saw) and, for a template,
+/// a name that is not one of its variables (it is in no URI decided on).
+/// Returns whether anything was taken out.
+pub fn keep_decided_context(params: &mut CompleteRequestParams) -> bool {
+    let variables: Option<Vec<String>> = match &params.r#ref {
+        Reference::Resource(template) => Some(
+            super::template_fill::variables(&template.uri)
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+        ),
+        _ => None,
+    };
+    let completed = params.argument.name.clone();
+    let Some(known) = params.context.as_mut().and_then(|c| c.arguments.as_mut()) else {
+        return false;
+    };
+    let before = known.len();
+    known.retain(|name, _| {
+        *name != completed && variables.as_ref().is_none_or(|v| v.contains(name))
+    });
+    known.len() != before
+}
+
+/// Whether `params` carries context its decision does not cover (see
+/// [`keep_decided_context`]).
+fn undecided_context(params: &CompleteRequestParams) -> bool {
+    keep_decided_context(&mut params.clone())
+}
+
 /// The subject a completion's permit names: the prompt's (remote) name,
 /// or the template.
 fn completion_subject(params: &CompleteRequestParams) -> &str {
@@ -161,7 +195,10 @@ impl Mediated {
             | Mediated::Unsubscribe { uri, .. } => decided
                 .as_object()
                 .is_some_and(|o| o.len() == 1 && o.get("uri").and_then(Value::as_str) == Some(uri)),
-            Mediated::Complete(params) => completion_arguments(params) == *decided,
+            // Context the decision did not cover is never sent.
+            Mediated::Complete(params) => {
+                !undecided_context(params) && completion_arguments(params) == *decided
+            }
         }
     }
 

@@ -50,7 +50,7 @@ use serde::Serialize;
 use warden_core::TransportKind;
 use warden_sandbox::SandboxSummary;
 
-pub use call::{Forwarded, Mediated, SendOptions, completion_arguments};
+pub use call::{Forwarded, Mediated, SendOptions, completion_arguments, keep_decided_context};
 pub use call_error::CallError;
 pub use connect::ensure_crypto_provider;
 pub use manager::Manager;

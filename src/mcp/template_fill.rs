@@ -28,6 +28,28 @@ pub fn fill_template<'v>(template: &str, values: impl Fn(&str) -> Option<&'v str
     out
 }
 
+/// The names of `template`'s variables (`{x*}`, `{x:3}`: `x`), read as
+/// [`fill_template`] reads them.
+pub fn variables(template: &str) -> Vec<&str> {
+    let mut names = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let Some(len) = rest[open..].find('}') else {
+            break;
+        };
+        let body = &rest[open + 1..open + len];
+        let body = body
+            .strip_prefix(['+', '#', '/', '.', ';', '?', '&'])
+            .unwrap_or(body);
+        for name in body.split(',') {
+            let name = name.trim_end_matches('*');
+            names.push(name.split(':').next().unwrap_or(name));
+        }
+        rest = &rest[open + len + 1..];
+    }
+    names
+}
+
 /// One expression's expansion, or `None` when none of its variables has a
 /// value (it then stays as written).
 fn expand<'v>(body: &str, values: &impl Fn(&str) -> Option<&'v str>) -> Option<String> {
@@ -84,5 +106,14 @@ mod tests {
         assert_eq!(fill("x://a{?p,q}", &[("q", "1")]), "x://a?q=1");
         assert_eq!(fill("x://a/{+rest}", &[("rest", "b/../c")]), "x://a/b/../c");
         assert_eq!(fill("x://a/{name", &[("name", "b")]), "x://a/{name");
+    }
+
+    #[test]
+    fn variables_are_read_as_filled() {
+        assert_eq!(
+            variables("x://{host}/{+rest}{?p,q*}{;r:3}/{s"),
+            ["host", "rest", "p", "q", "r"]
+        );
+        assert!(variables("x://plain").is_empty());
     }
 }
