@@ -265,7 +265,7 @@ pub(crate) fn build(view: &View, cwd: &Path, uid: u32, gid: u32) -> Result<ProcK
                 // uid 0 inside is the host's root (the map is the
                 // identity): its owner-only kernel files are not its to read.
                 if uid == 0 && proc_kind == ProcKind::Fresh {
-                    crate::proc_mask::mask_root_only(&dst)?;
+                    crate::proc_mask::mask_root_only(&dst, view.proc_root_only.as_deref())?;
                 }
             }
         }

@@ -55,6 +55,11 @@ pub(crate) struct View {
     pub tmp: PathBuf,
     /// Size of the private tmpfs.
     pub private_mb: u64,
+    /// A root-started server's owner-only `/proc` entries to cover
+    /// (`proc_mask`), found once by warden; `None`: the helper walks its
+    /// fresh `/proc` itself (or the server is not root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proc_root_only: Option<Vec<crate::proc_mask::RootOnly>>,
 }
 
 /// The paths Landlock allows (inside the view when there is one).

@@ -455,6 +455,10 @@ pub(crate) fn plan(
             home: PathBuf::from(PRIVATE_HOME),
             tmp: grants.tmpdir.clone(),
             private_mb: spec.limits.private_mb,
+            proc_root_only: nix::unistd::geteuid()
+                .is_root()
+                .then(crate::proc_mask::host_root_only)
+                .flatten(),
         }),
         landlock: grants.landlock.clone(),
         network: spec.network.clone(),

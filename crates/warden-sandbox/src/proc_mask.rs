@@ -17,10 +17,18 @@
 //! mounted `/proc` rather than from a list, so a kernel's own additions
 //! are covered too; the processes' folders (the sandbox's own) are not
 //! walked.
+//!
+//! The walk reads about 1,300 entries (3–10 ms, most of a sandboxed
+//! start), so warden makes it once per process over its own `/proc`
+//! ([`host_root_only`]) and every launch's helper covers that list in its
+//! fresh `/proc`: the global part of the two is the same kernel's (a
+//! fresh network namespace has a subset of the host's `sys/net`). Where
+//! the list could not be made the helper walks its own `/proc`.
 
 use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use nix::mount::{MsFlags, mount};
 
@@ -29,36 +37,79 @@ use crate::sys::{self, Result};
 /// Deeper than any global file of `/proc` (`sys/net/ipv6/conf/IF/x` is 5).
 const MAX_DEPTH: usize = 8;
 
+/// One owner-only entry of `/proc`: its path relative to `/proc`, and
+/// whether it is a folder.
+pub(crate) type RootOnly = (PathBuf, bool);
+
+/// The owner-only entries of this process's `/proc`, walked once per
+/// process. `None` when `/proc` cannot be listed (the helper then walks
+/// its own).
+pub(crate) fn host_root_only() -> Option<Vec<RootOnly>> {
+    static LIST: OnceLock<Option<Vec<RootOnly>>> = OnceLock::new();
+    LIST.get_or_init(|| {
+        let proc = Path::new("/proc");
+        std::fs::read_dir(proc).ok()?;
+        let mut found = Vec::new();
+        walk(proc, proc, 0, &mut found);
+        Some(
+            found
+                .into_iter()
+                .filter_map(|(p, d)| Some((p.strip_prefix(proc).ok()?.to_path_buf(), d)))
+                .collect(),
+        )
+    })
+    .clone()
+}
+
 /// Covers every regular file not readable by others and every folder not
 /// searchable by others below `proc` (a fresh proc, still mounted where
-/// init built it). Returns how many it covered.
-pub(crate) fn mask_root_only(proc: &Path) -> Result<usize> {
+/// init built it): those of `listed` (relative to `proc`, from
+/// [`host_root_only`]) that exist here, or, without a list, those a walk
+/// finds. Returns how many it covered.
+pub(crate) fn mask_root_only(proc: &Path, listed: Option<&[RootOnly]>) -> Result<usize> {
     let mut found = Vec::new();
-    walk(proc, proc, 0, &mut found);
-    for (path, is_dir) in &found {
-        if *is_dir {
-            mount(
-                Some("tmpfs"),
-                path,
-                Some("tmpfs"),
-                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-                Some("size=4k,nr_inodes=1,mode=0000"),
-            )
-            .map_err(|e| sys::errno_from(format!("cover {}", path.display()), e))?;
-        } else {
-            let fd = sys::open_tree_clone(Path::new("/dev/null"))?;
-            sys::mount_setattr_tree(
-                fd.as_fd(),
-                sys::MOUNT_ATTR_RDONLY
-                    | sys::MOUNT_ATTR_NOSUID
-                    | sys::MOUNT_ATTR_NODEV
-                    | sys::MOUNT_ATTR_NOEXEC,
-                path,
-            )?;
-            sys::move_mount_to(fd.as_fd(), path)?;
+    match listed {
+        Some(list) => {
+            for (rel, _) in list {
+                let path = proc.join(rel);
+                // What is there decides the cover: an entry of the host's
+                // list this namespace lacks has nothing to cover.
+                if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                    found.push((path, meta.is_dir()));
+                }
+            }
         }
+        None => walk(proc, proc, 0, &mut found),
+    }
+    for (path, is_dir) in &found {
+        cover(path, *is_dir)?;
     }
     Ok(found.len())
+}
+
+fn cover(path: &Path, is_dir: bool) -> Result<()> {
+    if is_dir {
+        mount(
+            Some("tmpfs"),
+            path,
+            Some("tmpfs"),
+            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            Some("size=4k,nr_inodes=1,mode=0000"),
+        )
+        .map_err(|e| sys::errno_from(format!("cover {}", path.display()), e))?;
+    } else {
+        let fd = sys::open_tree_clone(Path::new("/dev/null"))?;
+        sys::mount_setattr_tree(
+            fd.as_fd(),
+            sys::MOUNT_ATTR_RDONLY
+                | sys::MOUNT_ATTR_NOSUID
+                | sys::MOUNT_ATTR_NODEV
+                | sys::MOUNT_ATTR_NOEXEC,
+            path,
+        )?;
+        sys::move_mount_to(fd.as_fd(), path)?;
+    }
+    Ok(())
 }
 
 /// Whether a top-level entry of `/proc` is a process's folder (or the
