@@ -79,18 +79,22 @@ pub(crate) const ETC_READ: &[&str] = &[
 ];
 
 /// The host's own credentials, readable by root alone: password hashes
-/// (and the `-` backups the shadow tools leave beside them, the same
-/// hashes), sudo's rules, old passwords, the ssh host keys, TLS private
-/// keys, Kerberos, Wi-Fi and WireGuard secrets. Hidden inside any grant
-/// that covers them (an `/etc` read grant, the view's own `/etc/ssl`): a
-/// server started by root runs as the host's uid 0 and would read them
-/// (one started by another user is refused by their modes anyway). `*`
-/// in the last part stands for any text.
+/// (and the `-` backups the shadow tools leave beside them and Debian's
+/// daily `.bak` copies: the same hashes), sudo's rules, old passwords,
+/// the ssh host keys, TLS private keys, Kerberos, Wi-Fi and WireGuard
+/// secrets. Hidden inside any grant that covers them (an `/etc` read
+/// grant, the view's own `/etc/ssl`): a server started by root runs as
+/// the host's uid 0 and would read them (one started by another user is
+/// refused by their modes anyway). `*` in the last part stands for any
+/// text.
 pub(crate) const HOST_SECRETS: &[&str] = &[
     "/etc/shadow",
     "/etc/shadow-",
     "/etc/gshadow",
     "/etc/gshadow-",
+    // Debian's daily copies of them.
+    "/var/backups/shadow.bak",
+    "/var/backups/gshadow.bak",
     "/etc/sudoers",
     "/etc/sudoers.d",
     "/etc/security/opasswd",
