@@ -91,7 +91,13 @@ pub(crate) fn grants(
         }
     }
     let configured: Vec<&PathBuf> = spec.read.iter().chain(&spec.write).collect();
-    let hidden = hidden_paths(&configured, &ctx.hide).map_err(setup)?;
+    let mut hidden = hidden_paths(&configured, &ctx.hide).map_err(setup)?;
+    // The host's own credentials inside any bind (the view's `/etc/ssl`
+    // included): a server started by root would read them.
+    let host = host_secret_paths(&binds).map_err(setup)?;
+    hidden.extend(host.iter().cloned());
+    hidden.sort();
+    hidden.dedup();
     // What is hidden is protected too: its folders are pinned like those
     // of any of warden's files, so none can be moved aside and refilled.
     let protected: Vec<PathBuf> = ctx.protect.iter().chain(&ctx.hide).cloned().collect();
@@ -104,16 +110,35 @@ pub(crate) fn grants(
         files.read_only.retain(visible);
         files.pinned.retain(visible);
     }
+    let warden_hidden: Vec<PathBuf> = hidden
+        .iter()
+        .filter(|p| !host.contains(p))
+        .cloned()
+        .collect();
     let (mut gaps, mut notes) = (Vec::new(), Vec::new());
-    for (paths, what) in [
+    // The host's credentials are root's alone: without a view they are a
+    // gap only for a server started by root.
+    let root = nix::unistd::geteuid().is_root();
+    for (paths, what, gap) in [
         (
             &own.read_only,
             "warden's own files, read-only inside the write grants",
+            true,
         ),
-        (&hidden, "hidden from the server (warden's credentials)"),
+        (
+            &warden_hidden,
+            "hidden from the server (warden's credentials)",
+            true,
+        ),
+        (
+            &host,
+            "hidden from the server (the host's credentials)",
+            root,
+        ),
         (
             &repos.read_only,
             "git control files, read-only inside the write grants (they run code on the host)",
+            true,
         ),
     ] {
         if paths.is_empty() {
@@ -126,7 +151,7 @@ pub(crate) fn grants(
             .join(", ");
         if view {
             notes.push(format!("{what}: {list}"));
-        } else {
+        } else if gap {
             gaps.push(format!(
                 "{what}: not enforced without the mount view: {list}"
             ));
@@ -370,6 +395,32 @@ fn hidden_paths(grants: &[&PathBuf], hide: &[PathBuf]) -> Result<Vec<PathBuf>, S
     Ok(out)
 }
 
+/// The host's credentials ([`paths::HOST_SECRETS`]) inside any of the
+/// view's read or write binds, as paths below the bind; a configured grant
+/// that is one of them or lies inside one is refused.
+fn host_secret_paths(binds: &[Bind]) -> Result<Vec<PathBuf>, String> {
+    let secrets = paths::host_secrets();
+    let found = inside_grants(
+        binds.iter().map(|b| &b.src),
+        &secrets,
+        |p: &Path| p.is_dir() || p.is_file(),
+        |grant, named| {
+            format!(
+                "the grant {} is the host's credential {} or inside it (password hashes, sudo rules, host and TLS keys), which no server may read",
+                grant.display(),
+                named.display()
+            )
+        },
+    )?;
+    let mut out: Vec<PathBuf> = found
+        .into_iter()
+        .map(|(grant, rest)| grant.join(rest))
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
 /// Each of `paths` (resolved; missing ones and those `keep` refuses
 /// skipped) that lies inside one of `grants`, as the grant and the rest of
 /// the path below it. `Err(refuse(grant, path))` for a grant that is one
@@ -473,6 +524,21 @@ fn dedup_binds(mut binds: Vec<Bind>, pinned: &BTreeSet<PathBuf>) -> Vec<Bind> {
         pinned.contains(&b.src)
             || !all.iter().any(|o| {
                 o.src != b.src && o.kind == b.kind && b.src.starts_with(&o.src) && !between(o, b)
+            })
+    });
+    // A system bind (optional: the system folders, the `/etc` list) inside
+    // a configured grant of wider access is that grant's already. Bound
+    // again it needed a mount point made inside the read-only grant, which
+    // cannot be done for a symlink (`/etc/os-release`): an `/etc` or `/`
+    // read grant never started.
+    binds.retain(|b| {
+        !b.optional
+            || !all.iter().any(|o| {
+                !o.optional
+                    && o.kind != BindKind::Hidden
+                    && rank(o.kind) < rank(b.kind)
+                    && o.src != b.src
+                    && b.src.starts_with(&o.src)
             })
     });
     binds
@@ -639,6 +705,71 @@ mod tests {
                 ("/w/ro", BindKind::ReadExec)
             ]
         );
+    }
+
+    #[test]
+    fn system_binds_inside_a_wider_configured_grant_are_dropped() {
+        let b = |p: &str, kind, optional| Bind {
+            src: PathBuf::from(p),
+            kind,
+            optional,
+            confine: None,
+        };
+        let out = dedup_binds(
+            vec![
+                b("/etc", BindKind::ReadExec, false),
+                // The `/etc` list (a symlink among them) is the grant's.
+                b("/etc/os-release", BindKind::Read, true),
+                b("/etc/ssl", BindKind::Read, true),
+                // A hidden file stays, whatever covers it.
+                b("/etc/shadow", BindKind::Hidden, false),
+                // warden's own read-only file inside a write grant stays.
+                b("/w", BindKind::Write, false),
+                b("/w/warden.json", BindKind::Read, false),
+                b("/usr", BindKind::ReadExec, true),
+            ],
+            &BTreeSet::new(),
+        );
+        let got: Vec<&str> = out.iter().map(|b| b.src.to_str().unwrap_or("")).collect();
+        assert_eq!(
+            got,
+            vec!["/etc", "/etc/shadow", "/usr", "/w", "/w/warden.json"]
+        );
+    }
+
+    #[test]
+    fn the_hosts_credentials_in_a_grant_are_hidden_and_no_grant_is_one() {
+        let etc = Bind {
+            src: PathBuf::from("/etc"),
+            kind: BindKind::ReadExec,
+            optional: false,
+            confine: None,
+        };
+        let hidden = host_secret_paths(std::slice::from_ref(&etc)).expect("hidden");
+        for p in [
+            "/etc/shadow",
+            "/etc/gshadow",
+            "/etc/sudoers",
+            "/etc/ssl/private",
+        ] {
+            let p = Path::new(p);
+            if p.exists() {
+                assert!(
+                    hidden.iter().any(|h| h == p),
+                    "{} not hidden: {hidden:?}",
+                    p.display()
+                );
+            }
+        }
+        assert!(hidden.iter().all(|h| !h.ends_with(".pub")), "{hidden:?}");
+        if Path::new("/etc/shadow").exists() {
+            let shadow = Bind {
+                src: PathBuf::from("/etc/shadow"),
+                ..etc
+            };
+            let e = host_secret_paths(&[shadow]).expect_err("refused");
+            assert!(e.contains("host's credential"), "{e}");
+        }
     }
 
     #[test]

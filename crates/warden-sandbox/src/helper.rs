@@ -106,6 +106,9 @@ fn io_err(what: &'static str) -> impl FnOnce(io::Error) -> HelperError {
 pub fn main(mut args: impl Iterator<Item = OsString>) -> ! {
     let code = match args.next().ok_or(HelperError::Usage).and_then(|json| {
         let plan: Plan = serde_json::from_slice(json.as_bytes())?;
+        // Before init is cloned: its `/proc/1/cmdline`, which the server
+        // reads, is a copy of these bytes (see `sys::blank_last_arg`).
+        sys::blank_last_arg()?;
         run(&plan)
     }) {
         Ok(code) => code,
@@ -142,6 +145,7 @@ fn run(plan: &Plan) -> Result<i32, HelperError> {
         }
     };
     sys::cloexec_from_3();
+    hold_core_limit(&plan.name);
 
     // cgroups, before any namespace: created with host credentials, the
     // limits written before any process joins.
@@ -822,7 +826,14 @@ fn set_rlimits(plan: &Plan) -> Result<(), HelperError> {
     )?;
     let fsize = l.file_size_mb.saturating_mul(MB);
     set(Resource::RLIMIT_FSIZE, Some(fsize), fsize, "RLIMIT_FSIZE")?;
-    set(Resource::RLIMIT_CORE, Some(0), 0, "RLIMIT_CORE")?;
+    // RLIMIT_CORE 1, not 0 (raised in the helper where only root could,
+    // `hold_core_limit`): a file dump needs a page, so 1 writes none, and
+    // with a pipe `core_pattern` (systemd-coredump, apport) the kernel
+    // ignores the limit except for 1, which it takes for a crash of the
+    // handler itself and aborts the dump. With 0 a crashing server made
+    // the host start that handler as root, reading its memory and
+    // namespaces. Changing it is refused by seccomp.
+    set(Resource::RLIMIT_CORE, Some(1), 1, "RLIMIT_CORE")?;
     // Scheduling: no real-time policy (RLIMIT_RTPRIO 0) and no nice value
     // below the one it started with (RLIMIT_NICE 0). A host whose limits
     // allow them (root's raised hard limits, a real-time group) would
@@ -845,6 +856,24 @@ fn set_rlimits(plan: &Plan) -> Result<(), HelperError> {
         set(res, Some(share), share, what)?;
     }
     Ok(())
+}
+
+/// Sets RLIMIT_CORE to 1/1 here, in the host's namespaces, where a helper
+/// started by root may raise a hard limit of 0 (the server, in its user
+/// namespace, never may). A limit that stays below 1 (a host whose hard
+/// limit is 0, warden not root) is said when a pipe `core_pattern` would
+/// then receive the server's crash.
+fn hold_core_limit(name: &str) {
+    let _ = setrlimit(Resource::RLIMIT_CORE, 1, 1);
+    let held = getrlimit(Resource::RLIMIT_CORE).is_ok_and(|(soft, _)| soft == 1);
+    let pipe = std::fs::read("/proc/sys/kernel/core_pattern").is_ok_and(|p| p.starts_with(b"|"));
+    if !held && pipe {
+        eprintln!(
+            "warden sandbox: `{name}`: the hard RLIMIT_CORE is 0, so a crash of the server \
+             goes to the host's core handler (core_pattern is a pipe); raise the hard limit \
+             to at least 1"
+        );
+    }
 }
 
 /// Blocks the forwarded signals and returns a signalfd that receives them.

@@ -78,6 +78,69 @@ pub(crate) const ETC_READ: &[&str] = &[
     "/sys/devices/system/cpu",
 ];
 
+/// The host's own credentials, readable by root alone: password hashes
+/// (and the `-` backups the shadow tools leave beside them and Debian's
+/// daily `.bak` copies: the same hashes), sudo's rules, old passwords,
+/// the ssh host keys, TLS private keys, Kerberos, Wi-Fi and WireGuard
+/// secrets. Hidden inside any grant that covers them (an `/etc` read
+/// grant, the view's own `/etc/ssl`): a server started by root runs as
+/// the host's uid 0 and would read them (one started by another user is
+/// refused by their modes anyway). `*` in the last part stands for any
+/// text.
+pub(crate) const HOST_SECRETS: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    // Debian's daily copies of them.
+    "/var/backups/shadow.bak",
+    "/var/backups/gshadow.bak",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/security/opasswd",
+    "/etc/ssh/ssh_host_*_key",
+    "/etc/ssh/ssh_host_key",
+    "/etc/ssl/private",
+    "/etc/pki/tls/private",
+    "/etc/krb5.keytab",
+    "/etc/NetworkManager/system-connections",
+    "/etc/wireguard",
+];
+
+/// [`HOST_SECRETS`] with each `*` pattern expanded to the files present.
+pub(crate) fn host_secrets() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in HOST_SECRETS {
+        let path = Path::new(entry);
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let (Some(parent), Some((head, tail))) = (path.parent(), name.split_once('*')) else {
+            out.push(path.to_path_buf());
+            continue;
+        };
+        let Ok(entries) = std::fs::read_dir(parent) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let n = e.file_name();
+            let Some(n) = n.to_str() else {
+                continue;
+            };
+            if matches_pattern(n, head, tail) {
+                out.push(parent.join(n));
+            }
+        }
+    }
+    out
+}
+
+/// Whether `name` is `head`, any text, then `tail` (the two never overlap).
+fn matches_pattern(name: &str, head: &str, tail: &str) -> bool {
+    name.len() >= head.len() + tail.len() && name.starts_with(head) && name.ends_with(tail)
+}
+
 /// Device nodes readable and writable.
 pub(crate) const DEV_RW: &[&str] = &["/dev/null", "/dev/full"];
 /// Device nodes readable only.
@@ -334,6 +397,19 @@ fn is_executable(p: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_key_patterns_match_private_keys_only() {
+        for (name, want) in [
+            ("ssh_host_ed25519_key", true),
+            ("ssh_host_rsa_key", true),
+            ("ssh_host_rsa_key.pub", false),
+            ("ssh_host_key", false),
+            ("sshd_config", false),
+        ] {
+            assert_eq!(matches_pattern(name, "ssh_host_", "_key"), want, "{name}");
+        }
+    }
 
     fn exe(p: &Path, body: &str) {
         use std::os::unix::fs::PermissionsExt;

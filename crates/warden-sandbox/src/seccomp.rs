@@ -18,9 +18,11 @@
 //!   `mknod`/`mknodat` of a character or block device and
 //!   `renameat2(RENAME_WHITEOUT)` (a 0:0 character device needs no
 //!   privilege since Linux 5.8, and the whiteout a rename leaves is not
-//!   checked by Landlock's MakeChar right); and `prlimit64` of any pid but
+//!   checked by Landlock's MakeChar right); `prlimit64` of any pid but
 //!   0 (the server's own limits stay; init's, which keeps the epoll quota,
-//!   and other processes' do not).
+//!   and other processes' do not); and any change of RLIMIT_CORE
+//!   (`setrlimit`, `prlimit64` with a new value): its 1 is what keeps a
+//!   crash from a pipe `core_pattern`'s root handler.
 //! - ENOMEM: **huge pages** (`mmap` MAP_HUGETLB, `memfd_create`
 //!   MFD_HUGETLB, `shmget` SHM_HUGETLB): hugetlb memory is charged to
 //!   neither the memory cgroup nor RLIMIT_DATA, so it escaped `memory_mb`.
@@ -290,7 +292,26 @@ pub(crate) fn build(network: &Network) -> Result<Vec<BpfProgram>, SeccompError> 
     // init keeps the epoll quota and reads its own /proc, and a server
     // lowering init's RLIMIT_NOFILE could make that fail. A process's own
     // limits (pid 0: getrlimit, setrlimit, prlimit of itself) stay.
-    rules.insert(libc::SYS_prlimit64, vec![rule(vec![cond(0, Op::Ne, 0)?])?]);
+    // RLIMIT_CORE stays the 1 the helper set (`helper::set_rlimits`): with
+    // a pipe `core_pattern` the kernel ignores the limit except for that
+    // value, so a server lowering its soft limit to 0 would have the host
+    // start the core handler as root with its memory. Reading the limit
+    // (prlimit64 with no new value, getrlimit) stays.
+    let core = libc::RLIMIT_CORE as u64;
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![
+            rule(vec![cond(0, Op::Ne, 0)?])?,
+            rule(vec![
+                cond(1, Op::Eq, core)?,
+                Cond::new(2, Len::Qword, Op::Ne, 0).map_err(err)?,
+            ])?,
+        ],
+    );
+    rules.insert(
+        libc::SYS_setrlimit,
+        vec![rule(vec![cond(0, Op::Eq, core)?])?],
+    );
     programs.push(compile(rules, SeccompAction::Errno(libc::EPERM as u32))?);
 
     // 2. EOPNOTSUPP: fallocate modes whose allocation RLIMIT_FSIZE never

@@ -353,6 +353,61 @@ pub(crate) fn close_all_but(keep: &[RawFd]) {
     }
 }
 
+/// Overwrites this process's last command-line argument (the helper's
+/// plan) with zeros where the kernel keeps it, so that `/proc/PID/cmdline`
+/// of the helper and of init (pid 1, a copy of the helper's memory) no
+/// longer shows it: the plan names every grant's host path, the hidden
+/// files and the cgroup folders, and the server may read init's
+/// `cmdline` (a world-readable file). The other arguments stay, so the
+/// process is still named by its program. Call it once the plan was
+/// parsed and before any other thread or process exists.
+pub(crate) fn blank_last_arg() -> Result<()> {
+    let bad = |why: &str| {
+        err_from(
+            "/proc/self/stat",
+            io::Error::new(io::ErrorKind::InvalidData, why.to_owned()),
+        )
+    };
+    let stat = std::fs::read_to_string("/proc/self/stat")
+        .map_err(|e| err_from("read /proc/self/stat", e))?;
+    // The name (field 2) may hold spaces and parentheses: count the
+    // fields after its closing one, which is field 3.
+    let after = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| bad("no name"))?;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let field = |n: usize| -> Result<usize> {
+        fields
+            .get(n - 3)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| bad("no argument range"))
+    };
+    let (start, end) = (field(48)?, field(49)?);
+    if start == 0 || end <= start {
+        return Err(bad("empty argument range"));
+    }
+    // SAFETY: [arg_start, arg_end) is where the kernel copied this
+    // process's argument strings at exec, on the initial stack: mapped,
+    // writable and initialised for the process's whole life, and ours
+    // alone (single-threaded, no other process shares this memory). std
+    // keeps only a raw pointer to the C `argv` (for `std::env::args`,
+    // which copies out when called, and was called before this); no Rust
+    // reference into it is alive, so this one is unique while it lives.
+    let args = unsafe { std::slice::from_raw_parts_mut(start as *mut u8, end - start) };
+    // The last byte is the last argument's terminating NUL; the argument
+    // starts after the NUL before it. Both stay, so the file still reads
+    // as the arguments (the last one empty), not as a rewritten title.
+    let Some((_, body)) = args.split_last_mut() else {
+        return Ok(());
+    };
+    let from = body.iter().rposition(|&b| b == 0).map_or(0, |i| i + 1);
+    if let Some(last) = body.get_mut(from..) {
+        last.fill(0);
+    }
+    Ok(())
+}
+
 /// Writes all of `data` to `fd` (a pipe or a cgroup file).
 pub(crate) fn write_all(fd: BorrowedFd<'_>, data: &[u8]) -> io::Result<()> {
     let mut off = 0;
