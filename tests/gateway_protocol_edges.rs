@@ -1,0 +1,298 @@
+//! The gateway's protocol edges, through the real `warden gateway`
+//! driven with raw JSON-RPC (what a client writes, nothing an SDK would
+//! tidy): a message the gateway cannot read as a request is answered at
+//! once with a JSON-RPC error and recorded (CONTRACT §6: nothing a
+//! client asks goes unrecorded), over stdio and HTTP.
+
+mod gateway_support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use gateway_support::{Listening, World, requests, standard_config};
+use serde_json::{Value, json};
+
+/// How long an answer may take: a client must not wait out its timeout.
+const PROMPT: Duration = Duration::from_secs(5);
+
+/// `warden gateway --stdio`, initialized, its stdout read by a thread.
+struct Gateway {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<Value>,
+}
+
+impl Gateway {
+    fn start(world: &World) -> Gateway {
+        let mut child = world
+            .warden(&["gateway", "--stdio"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the gateway");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let Ok(value) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut gateway = Gateway {
+            child,
+            stdin,
+            lines,
+        };
+        gateway.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                               "clientInfo": {"name": "raw", "version": "1"}}})
+            .to_string(),
+        );
+        let init = gateway.answer(Duration::from_secs(30));
+        assert!(init.is_some_and(|a| a.get("result").is_some()));
+        gateway.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+        gateway
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "{line}").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    /// The next answer (a message with a `result` or an `error`) within
+    /// `within`; notifications are skipped.
+    fn answer(&mut self, within: Duration) -> Option<Value> {
+        let until = Instant::now() + within;
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.get("result").is_some() || line.get("error").is_some() => {
+                    return Some(line);
+                }
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    fn stop(mut self) {
+        drop(self.stdin.take());
+        for _ in 0..200 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Arguments nested deeper than serde_json reads (128).
+fn deep(id: u64) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"fixture__echo","arguments":{{"message":{}1{}}}}}}}"#,
+        "[".repeat(300),
+        "]".repeat(300)
+    )
+}
+
+/// Each attack line, the JSON-RPC error code and `id` it must be
+/// answered with (`None`: no id), and the `method` its record names.
+fn attacks() -> Vec<(String, i64, Option<u64>, Option<&'static str>)> {
+    vec![
+        // Not JSON: a parse error, which has no id.
+        (r#"{"jsonrpc":"2.0","id":10,"method":"tools/call""#.into(), -32700, None, None),
+        // A lone surrogate in the arguments: no string can hold it, so
+        // the line does not read; the request is still answered under
+        // its id.
+        (
+            r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"fixture__echo","arguments":{"message":"a\ud800"}}}"#.into(),
+            -32602,
+            Some(11),
+            Some("tools/call"),
+        ),
+        (deep(12), -32602, Some(12), Some("tools/call")),
+        // Well-formed, with parameters that are not the method's: invalid
+        // params (was "method not found").
+        (
+            r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"fixture__echo","arguments":[1]}}"#.into(),
+            -32602,
+            Some(13),
+            Some("tools/call"),
+        ),
+        // The next variants: other methods' parameters.
+        (
+            r#"{"jsonrpc":"2.0","id":14,"method":"resources/read","params":{"uri":5}}"#.into(),
+            -32602,
+            Some(14),
+            Some("resources/read"),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":15,"method":"prompts/get","params":{"name":"notes__p","arguments":[1]}}"#.into(),
+            -32602,
+            Some(15),
+            Some("prompts/get"),
+        ),
+        // JSON that is no request: invalid request under its id.
+        (r#"{"jsonrpc":"2.0","id":16,"method":7}"#.into(), -32600, Some(16), None),
+    ]
+}
+
+/// What the attack's answer must be.
+fn check_answer(answer: &Value, code: i64, id: Option<u64>, line: &str) {
+    assert_eq!(
+        answer["error"]["code"],
+        json!(code),
+        "{answer} for {line:.120}"
+    );
+    match id {
+        Some(id) => assert_eq!(answer["id"], json!(id), "{answer}"),
+        None => assert!(answer["id"].is_null(), "{answer}"),
+    }
+}
+
+/// The `malformed` records, one per attack, in order, with what they say.
+fn check_records(world: &World, expected: &[(String, i64, Option<u64>, Option<&str>)]) {
+    let records = requests(world, "malformed");
+    assert_eq!(records.len(), expected.len(), "{records:#?}");
+    for (record, (line, code, _, method)) in records.iter().zip(expected) {
+        assert_eq!(record["outcome"], "invalid_request", "{record}");
+        assert_eq!(record["caller"], "gateway", "{record}");
+        assert!(record["decision"].is_null(), "{record}");
+        assert_eq!(record["method"].as_str(), *method, "{record}");
+        assert!(
+            record["error"]
+                .as_str()
+                .is_some_and(|e| e.contains(&format!("({code})"))),
+            "{record}"
+        );
+        // A line that does not read is recorded by size and digest only.
+        if serde_json::from_str::<Value>(line).is_err() {
+            assert_eq!(record["arguments"]["bytes"], json!(line.len()), "{record}");
+        }
+    }
+}
+
+/// A line the gateway could not read was dropped inside its transport:
+/// the client waited out its timeout for an answer that never came, and
+/// the audit log had nothing of it. A request whose parameters were not
+/// its method's got "method not found". Now every one is answered at once
+/// (parse error without id; invalid params or invalid request under the
+/// request's id) and recorded as a refused `malformed` request, and the
+/// session goes on.
+#[test]
+fn stdio_answers_and_records_every_request_it_cannot_read() {
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let mut gateway = Gateway::start(&world);
+    let attacks = attacks();
+    for (line, code, id, _) in &attacks {
+        gateway.send(line);
+        let answer = gateway
+            .answer(PROMPT)
+            .unwrap_or_else(|| panic!("no answer within {PROMPT:?} to {line:.120}"));
+        check_answer(&answer, *code, *id, line);
+    }
+    // The session goes on.
+    gateway.send(r#"{"jsonrpc":"2.0","id":99,"method":"tools/list"}"#);
+    let listed = gateway.answer(PROMPT).expect("an answer to tools/list");
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    gateway.stop();
+    check_records(&world, &attacks);
+}
+
+/// The same over `--listen`: rmcp answered a body it could not read with
+/// a bare 415 and the log had nothing; a request with parameters not its
+/// method's got "method not found". Now the client gets the JSON-RPC error
+/// and the log the record. A request refused for its Host is still
+/// refused as before (403), and not recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_answers_and_records_every_request_it_cannot_read() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let gateway = Listening::start(&world, &[]).await;
+    let http = reqwest::Client::builder()
+        .timeout(PROMPT)
+        .build()
+        .expect("reqwest client");
+    let post = |body: String, host: Option<&str>, session: Option<&str>| {
+        let mut request = http
+            .post(&gateway.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", format!("Bearer {}", gateway.bearer()))
+            .body(body);
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.send()
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                          "clientInfo": {"name": "raw", "version": "0"}}})
+        .to_string(),
+        None,
+        None,
+    )
+    .await
+    .expect("initialize");
+    assert_eq!(init.status().as_u16(), 200);
+    let session = init
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    drop(init);
+    let initialized = post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        None,
+        session.as_deref(),
+    )
+    .await
+    .expect("initialized");
+    assert!(initialized.status().is_success(), "{initialized:?}");
+
+    let refused = post(attacks()[0].0.clone(), Some("evil.example"), None)
+        .await
+        .expect("send");
+    assert_eq!(refused.status().as_u16(), 403);
+
+    let attacks = attacks();
+    for (line, code, id, _) in &attacks {
+        let response = post(line.clone(), None, session.as_deref())
+            .await
+            .unwrap_or_else(|e| panic!("no answer to {line:.120}: {e}"));
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("body");
+        // An in-band error is JSON, or one SSE event carrying it.
+        let json_text = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:").map(str::trim))
+            .find(|d| !d.is_empty())
+            .unwrap_or(text.trim());
+        let answer: Value = serde_json::from_str(json_text)
+            .unwrap_or_else(|_| panic!("{status}: {text:.200} for {line:.120}"));
+        check_answer(&answer, *code, *id, line);
+    }
+    gateway.stop(&world).await;
+    check_records(&world, &attacks);
+}
