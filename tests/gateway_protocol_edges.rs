@@ -2,7 +2,9 @@
 //! driven with raw JSON-RPC (what a client writes, nothing an SDK would
 //! tidy): a message the gateway cannot read as a request is answered at
 //! once with a JSON-RPC error and recorded (CONTRACT §6: nothing a
-//! client asks goes unrecorded), over stdio and HTTP.
+//! client asks goes unrecorded), over stdio and HTTP; a server's sampling
+//! request is decided and recorded with every field its client receives
+//! (tests/python/raw_echo_server.py `--sample`).
 
 mod gateway_support;
 
@@ -11,7 +13,7 @@ use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use gateway_support::{Listening, World, requests, standard_config};
+use gateway_support::{Listening, World, audit_path, python_scripts, requests, standard_config};
 use serde_json::{Value, json};
 
 /// How long an answer may take: a client must not wait out its timeout.
@@ -26,6 +28,11 @@ struct Gateway {
 
 impl Gateway {
     fn start(world: &World) -> Gateway {
+        Gateway::start_with(world, json!({}))
+    }
+
+    /// Started as a client declaring `capabilities`.
+    fn start_with(world: &World, capabilities: Value) -> Gateway {
         let mut child = world
             .warden(&["gateway", "--stdio"])
             .stdin(Stdio::piped())
@@ -54,7 +61,7 @@ impl Gateway {
         };
         gateway.send(
             &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": capabilities,
                                "clientInfo": {"name": "raw", "version": "1"}}})
             .to_string(),
         );
@@ -84,6 +91,34 @@ impl Gateway {
             }
         }
         None
+    }
+
+    /// Calls `name`, answering every sampling request meanwhile (with
+    /// "sampled"); the call's answer and the sampling parameters received.
+    fn call_sampling(&mut self, id: u64, name: &str) -> (Value, Vec<Value>) {
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": name, "arguments": {}}})
+            .to_string(),
+        );
+        let mut sampled = Vec::new();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no answer to {name}"));
+            if line["method"] == "sampling/createMessage" {
+                sampled.push(line["params"].clone());
+                self.send(
+                    &json!({"jsonrpc": "2.0", "id": line["id"], "result": {
+                        "role": "assistant", "model": "m",
+                        "content": {"type": "text", "text": "sampled"}}})
+                    .to_string(),
+                );
+            } else if line["id"] == json!(id) {
+                return (line, sampled);
+            }
+        }
     }
 
     fn stop(mut self) {
@@ -295,4 +330,112 @@ async fn http_answers_and_records_every_request_it_cannot_read() {
     }
     gateway.stop(&world).await;
     check_records(&world, &attacks);
+}
+
+/// tests/python/raw_echo_server.py whose tool `sample` asks its client to
+/// sample with `params`.
+fn sampling_server(world: &World, params: &Value) -> Value {
+    json!({
+        "command": "/usr/bin/python3",
+        "args": [
+            python_scripts().join("raw_echo_server.py"),
+            "--marker", world.marker,
+            "--sample", params.to_string()
+        ],
+        "sandbox": {"read": [python_scripts()]}
+    })
+}
+
+/// `fooBar` → `foo_bar`: the spec's names as `input.sampling` keys.
+fn snake(key: &str) -> String {
+    key.chars()
+        .flat_map(|c| {
+            if c.is_ascii_uppercase() {
+                vec!['_', c.to_ascii_lowercase()]
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// A server's sampling request reached the gateway's client with fields
+/// no decision or record covered: `tools` (tools the client's model may
+/// call while sampling), `toolChoice`, `metadata`, `stopSequences`,
+/// `temperature`, `modelPreferences`. Rego saw only `max_tokens`,
+/// `messages`, `system_prompt` and `include_context`, so a policy could
+/// not refuse a request offering tools, and the log did not show them.
+/// Now every field the client receives is in `input.sampling` (snake_case)
+/// and in the record: a deny on `input.sampling.tools` refuses the
+/// request before the client sees it, recorded with what it offered; a
+/// request without tools is passed on, and each field the client got is
+/// in its record with the value received.
+#[test]
+fn a_policy_sees_and_the_log_keeps_every_field_of_a_sampling_request() {
+    let world = World::new();
+    let message = json!([{"role": "user", "content": {"type": "text", "text": "hi"}}]);
+    let tooled = json!({
+        "messages": message, "maxTokens": 50,
+        "tools": [{"name": "run_shell", "inputSchema": {"type": "object",
+                   "properties": {"command": {"type": "string"}}}}],
+        "toolChoice": {"mode": "required"}
+    });
+    let plain = json!({
+        "messages": message, "maxTokens": 50, "systemPrompt": "be brief",
+        "temperature": 0.7, "stopSequences": ["END"], "metadata": {"trace": "t-1"},
+        "modelPreferences": {"hints": [{"name": "claude"}], "intelligencePriority": 0.5}
+    });
+    let policy = world.path("sampling.rego");
+    std::fs::write(
+        &policy,
+        "package warden\n\ndeny contains \"sampling that offers tools\" if count(input.sampling.tools) > 0\n",
+    )
+    .expect("write policy");
+    world.write_config(&json!({
+        "mcpServers": {
+            "tooled": sampling_server(&world, &tooled),
+            "plain": sampling_server(&world, &plain)
+        },
+        "permissions": {"allow": ["mcp__tooled__*", "mcp__plain__*", "sampling__tooled", "sampling__plain"]},
+        "policy": [policy],
+        "audit": {"path": audit_path(&world)}
+    }));
+    // A client that takes tools in sampling (rmcp sends tools only to one).
+    let mut gateway = Gateway::start_with(&world, json!({"sampling": {"tools": {}}}));
+
+    let (answer, sampled) = gateway.call_sampling(1, "tooled__sample");
+    assert!(
+        sampled.is_empty(),
+        "the client was asked to sample with tools: {sampled:?}"
+    );
+    assert!(
+        answer.to_string().contains("sampling that offers tools"),
+        "the server was told why: {answer}"
+    );
+    let (answer, sampled) = gateway.call_sampling(2, "plain__sample");
+    assert_eq!(sampled.len(), 1, "{answer}");
+    gateway.stop();
+
+    let records = requests(&world, "sampling");
+    assert_eq!(records.len(), 2, "{records:#?}");
+    let refused = &records[0];
+    assert_eq!(refused["server"], "tooled");
+    assert_eq!(refused["outcome"], "denied", "{refused}");
+    assert_eq!(refused["decision"]["stage"], "policy", "{refused}");
+    assert_eq!(refused["arguments"]["tools"], tooled["tools"], "{refused}");
+    assert_eq!(refused["arguments"]["tool_choice"], tooled["toolChoice"]);
+
+    let passed = &records[1];
+    assert_eq!(passed["result"]["outcome"], "ok", "{passed}");
+    let received = sampled[0].as_object().expect("params");
+    for (key, value) in received {
+        if key == "_meta" {
+            continue;
+        }
+        assert_eq!(
+            &passed["arguments"][snake(key)],
+            value,
+            "{key} as the client received it is not in the record: {passed}"
+        );
+    }
 }
