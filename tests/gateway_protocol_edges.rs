@@ -121,6 +121,26 @@ impl Gateway {
         }
     }
 
+    /// The list-changed notifications (by method) that arrive within
+    /// `window`.
+    fn list_changes(&mut self, window: Duration) -> Vec<String> {
+        let until = Instant::now() + window;
+        let mut seen = Vec::new();
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(method) = line["method"].as_str()
+                        && method.ends_with("/list_changed")
+                    {
+                        seen.push(method.to_string());
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        seen
+    }
+
     fn stop(mut self) {
         drop(self.stdin.take());
         for _ in 0..200 {
@@ -436,6 +456,79 @@ fn a_policy_sees_and_the_log_keeps_every_field_of_a_sampling_request() {
             &passed["arguments"][snake(key)],
             value,
             "{key} as the client received it is not in the record: {passed}"
+        );
+    }
+}
+
+/// tests/python/raw_echo_server.py with `args`.
+fn raw_server(world: &World, args: &[&str]) -> Value {
+    let mut command = vec![
+        python_scripts()
+            .join("raw_echo_server.py")
+            .display()
+            .to_string(),
+        "--marker".into(),
+        world.marker.clone(),
+    ];
+    command.extend(args.iter().map(|a| a.to_string()));
+    json!({
+        "command": "/usr/bin/python3",
+        "args": command,
+        "sandbox": {"read": [python_scripts()]}
+    })
+}
+
+/// A server says its tools, resources and prompts changed five times a
+/// second. One whose every tool, resource and prompt the rules deny (so
+/// that none of it is ever listed to a client) still had its resource and
+/// prompt list changes passed to every client: a signal from a server the
+/// client can see nothing of, as often as it liked, and a client that
+/// follows it lists again each time. Now a list change is passed on only
+/// when the client's listing could change: the server offers that kind
+/// and not all of it is denied. A server with something visible still
+/// has its changes passed on (the next variant: it must not be cut off).
+#[test]
+fn list_changes_reach_a_client_only_from_a_server_it_can_see_something_of() {
+    let world = World::new();
+    let config = |two: &[&str]| {
+        json!({
+            "mcpServers": {
+                "one": raw_server(&world, &["--resource", "note://one/a"]),
+                "two": raw_server(&world, two)
+            },
+            "permissions": {
+                "allow": ["mcp__one__*", "resource__one", "prompt__one__*"],
+                "deny": ["mcp__two__*", "resource__two", "prompt__two__*"]
+            },
+            "policy": [],
+            "audit": {"path": audit_path(&world)}
+        })
+    };
+    world.write_config(&config(&["--changes"]));
+    let mut gateway = Gateway::start(&world);
+    gateway.send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    assert!(gateway.answer(PROMPT).is_some());
+    let changes = gateway.list_changes(Duration::from_secs(3));
+    gateway.stop();
+    assert!(
+        changes.is_empty(),
+        "a server the client sees nothing of signalled it: {changes:?}"
+    );
+
+    // `one` (visible) changes: its list changes reach the client.
+    world.write_config(&json!({
+        "mcpServers": {"one": raw_server(&world, &["--resource", "note://one/a", "--changes"])},
+        "permissions": {"allow": ["mcp__one__*", "resource__one", "prompt__one__*"]},
+        "policy": [],
+        "audit": {"path": audit_path(&world)}
+    }));
+    let mut gateway = Gateway::start(&world);
+    let changes = gateway.list_changes(Duration::from_secs(3));
+    gateway.stop();
+    for kind in ["resources", "prompts"] {
+        assert!(
+            changes.contains(&format!("notifications/{kind}/list_changed")),
+            "{kind} changes of a visible server: {changes:?}"
         );
     }
 }
