@@ -218,9 +218,31 @@ fn check_answer(answer: &Value, code: i64, id: Option<u64>, line: &str) {
     }
 }
 
-/// The `malformed` records, one per attack, in order, with what they say.
-fn check_records(world: &World, expected: &[(String, i64, Option<u64>, Option<&str>)]) {
-    let records = requests(world, "malformed");
+/// A request longer than the gateway reads (`limit`).
+fn oversized(limit: usize) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{{"name":"fixture__echo","arguments":{{"message":"{}"}}}}}}"#,
+        "A".repeat(limit)
+    )
+}
+
+/// The `malformed` records, one per attack, in order, with what they say,
+/// and last the oversized one, whose record says only that it was longer
+/// than `limit`.
+fn check_records(
+    world: &World,
+    expected: &[(String, i64, Option<u64>, Option<&str>)],
+    limit: usize,
+) {
+    let mut records = requests(world, "malformed");
+    let last = records.pop().expect("records");
+    assert_eq!(last["arguments"], json!({"longer_than": limit}), "{last}");
+    assert!(
+        last["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("(-32600)")),
+        "{last}"
+    );
     assert_eq!(records.len(), expected.len(), "{records:#?}");
     for (record, (line, code, _, method)) in records.iter().zip(expected) {
         assert_eq!(record["outcome"], "invalid_request", "{record}");
@@ -260,12 +282,20 @@ fn stdio_answers_and_records_every_request_it_cannot_read() {
             .unwrap_or_else(|| panic!("no answer within {PROMPT:?} to {line:.120}"));
         check_answer(&answer, *code, *id, line);
     }
+    // The next variant: a line longer than the gateway reads (16 MiB),
+    // whose id is not read either.
+    let limit = 16 << 20;
+    gateway.send(&oversized(limit));
+    let answer = gateway
+        .answer(Duration::from_secs(30))
+        .expect("an answer to an oversized line");
+    check_answer(&answer, -32600, None, "the oversized line");
     // The session goes on.
     gateway.send(r#"{"jsonrpc":"2.0","id":99,"method":"tools/list"}"#);
     let listed = gateway.answer(PROMPT).expect("an answer to tools/list");
     assert!(listed["result"]["tools"].is_array(), "{listed}");
     gateway.stop();
-    check_records(&world, &attacks);
+    check_records(&world, &attacks, limit);
 }
 
 /// The same over `--listen`: rmcp answered a body it could not read with
@@ -348,8 +378,21 @@ async fn http_answers_and_records_every_request_it_cannot_read() {
             .unwrap_or_else(|_| panic!("{status}: {text:.200} for {line:.120}"));
         check_answer(&answer, *code, *id, line);
     }
+    // A body longer than the gateway reads (4 MiB): 413 as before, now
+    // with the JSON-RPC error; refused for its Host, it is not recorded.
+    let limit = 4 << 20;
+    let refused = post(oversized(limit), Some("evil.example"), None)
+        .await
+        .expect("send");
+    assert_eq!(refused.status().as_u16(), 403);
+    let response = post(oversized(limit), None, session.as_deref())
+        .await
+        .expect("send");
+    assert_eq!(response.status().as_u16(), 413);
+    let answer: Value = response.json().await.expect("a JSON-RPC error");
+    check_answer(&answer, -32600, None, "the oversized body");
     gateway.stop(&world).await;
-    check_records(&world, &attacks);
+    check_records(&world, &attacks, limit);
 }
 
 /// tests/python/raw_echo_server.py whose tool `sample` asks its client to

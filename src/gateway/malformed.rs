@@ -80,11 +80,20 @@ pub(super) async fn answer_unreadable(
         });
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
-        return (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("Payload Too Large: request body exceeds {MAX_BODY} bytes"),
-        )
-            .into_response();
+        // Over the limit: not read (rmcp answers it so too, with 413).
+        // rmcp's checks of the headers still come first: it is given an
+        // empty body, which it refuses as unreadable (415) only once they
+        // passed; then the client gets the JSON-RPC error stdio gives,
+        // with 413, and the attempt is recorded.
+        let response = next.run(Request::from_parts(parts, Body::empty())).await;
+        if !json || response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+            return response;
+        }
+        let unreadable = unreadable::oversized(MAX_BODY);
+        record(&host, &unreadable);
+        let mut response = answer(unreadable);
+        *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
+        return response;
     };
     let refused = if json {
         serde_json::from_slice::<ClientJsonRpcMessage>(&bytes).err()

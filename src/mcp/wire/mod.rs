@@ -167,6 +167,12 @@ where
                     tracing::error!(
                         "Incoming message exceeded the maximum line length, discarding it"
                     );
+                    // The gateway's client is told, and the attempt recorded.
+                    if let Some(refusals) = &self.refusals {
+                        let unreadable = unreadable::oversized(self.lines.max());
+                        refusals(&unreadable);
+                        self.owed_answer = Some(Owed::Queue(unreadable.error, None));
+                    }
                     continue;
                 }
                 Line::Eof => return None,

@@ -156,6 +156,21 @@ pub(crate) fn classify(line: &[u8], error: &serde_json::Error) -> Option<Unreada
     })
 }
 
+/// A message longer than the gateway reads (`limit` bytes): its `id`
+/// is not read, so it is answered without one; the record says only how
+/// long it was at least.
+pub(crate) fn oversized(limit: usize) -> Unreadable {
+    Unreadable {
+        id: None,
+        method: None,
+        error: ErrorData::invalid_request(
+            format!("Invalid request: a message longer than {limit} bytes is not read"),
+            None,
+        ),
+        recorded: serde_json::json!({ "longer_than": limit }),
+    }
+}
+
 /// See [`Unreadable::recorded`].
 fn recorded(line: &[u8]) -> Value {
     match serde_json::from_slice::<Value>(line) {
