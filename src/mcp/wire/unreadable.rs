@@ -192,8 +192,7 @@ mod tests {
 
     fn answer(line: &str) -> Option<Unreadable> {
         let error = serde_json::from_str::<rmcp::model::ClientJsonRpcMessage>(line)
-            .err()
-            .expect("a line rmcp refuses");
+            .expect_err("a line rmcp refuses");
         classify(line.as_bytes(), &error)
     }
 
