@@ -13,7 +13,9 @@
 //!   With no client listening it is logged at debug.
 //! - `notifications/resources/updated`: only to clients whose own
 //!   subscription to that URI was allowed; `resources/list_changed` and
-//!   `prompts/list_changed` to every client.
+//!   `prompts/list_changed` to every client, but only from a server that
+//!   offers resources (prompts) not all denied outright: a server the
+//!   client can list nothing of has nothing to tell it.
 // `logging/*` and `resources/(un)subscribe` are deprecated in rmcp
 // (SEP-2577, protocol 2026-07-28) but are the session protocol's
 // (2025-11-25) way, which the gateway speaks.
@@ -258,10 +260,22 @@ pub(super) fn forward_notifications(gateway: super::Gateway, peer: Peer<RoleServ
                     }
                     peer.notify_resource_updated(u.params.clone()).await
                 }
+                // A list change is the server's signal to the client: passed
+                // on only when the client's listing could change with it,
+                // never from a server none of whose resources (prompts) it
+                // can see (tools: the gateway compares its own listing).
                 ServerNotification::ResourceListChangedNotification(_) => {
+                    if !lists_any(&gateway.inner.host, &note.server, Listed::Resources) {
+                        tracing::debug!(server = %note.server, "resources/list_changed dropped: nothing of this server's is listed");
+                        continue;
+                    }
                     peer.notify_resource_list_changed().await
                 }
                 ServerNotification::PromptListChangedNotification(_) => {
+                    if !lists_any(&gateway.inner.host, &note.server, Listed::Prompts) {
+                        tracing::debug!(server = %note.server, "prompts/list_changed dropped: nothing of this server's is listed");
+                        continue;
+                    }
                     peer.notify_prompt_list_changed().await
                 }
                 _ => continue,
@@ -279,6 +293,31 @@ pub(super) fn forward_notifications(gateway: super::Gateway, peer: Peer<RoleServ
                 .await;
         }
     });
+}
+
+/// What a list change is about.
+#[derive(Clone, Copy)]
+enum Listed {
+    Resources,
+    Prompts,
+}
+
+/// Whether a client's listing of `what` can hold anything of `server`'s:
+/// it offers them (a server that does not is never listed) and a rule
+/// does not deny them all outright.
+fn lists_any(host: &Host, server: &str, what: Listed) -> bool {
+    let offers = host
+        .servers_with(|c| match what {
+            Listed::Resources => c.resources.is_some(),
+            Listed::Prompts => c.prompts.is_some(),
+        })
+        .iter()
+        .any(|s| s == server);
+    offers
+        && match what {
+            Listed::Resources => !host.resources_denied(server),
+            Listed::Prompts => !host.prompts_denied(server),
+        }
 }
 
 /// Lets go of a client's share of an upstream subscription (recorded),

@@ -51,11 +51,12 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, DiscoverRequestMethod, DiscoverResult, ElicitRequestParams, ElicitationAction,
-    ElicitationSchema, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, PromptsCapability, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ResourcesCapability, ServerCapabilities, ServerConfig, Tool,
+    ContentBlock, CustomRequest, CustomResult, DiscoverRequestMethod, DiscoverResult,
+    ElicitRequestParams, ElicitationAction, ElicitationSchema, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, PromptsCapability,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ResourcesCapability,
+    ServerCapabilities, ServerConfig, Tool,
 };
 #[allow(deprecated)]
 use rmcp::model::{SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
@@ -69,6 +70,7 @@ use warden_core::RequestKind;
 
 mod auth;
 mod clients;
+mod malformed;
 mod resources;
 mod server_requests;
 
@@ -542,6 +544,17 @@ impl ServerHandler for Gateway {
         Err(ErrorData::method_not_found::<DiscoverRequestMethod>())
     }
 
+    /// rmcp reads a request for a method it knows whose parameters are not
+    /// that method's as a custom one: answered with invalid params and
+    /// recorded (`malformed`), as an unreadable line is.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(malformed::custom_request(&self.inner.host, &request))
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         tracing::info!("gateway client initialized");
         clients::forward_notifications(self.clone(), context.peer.clone());
@@ -868,7 +881,11 @@ pub async fn serve_stdio(gateway: Gateway, stop: CancellationToken) -> anyhow::R
         }
     }
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
-    let transport = crate::mcp::wire::WireTransport::new(stdin, stdout, crate::mcp::MAX_LINE);
+    // Every line from the client that cannot be read is answered and
+    // recorded (`malformed`), not dropped as rmcp's transport drops it.
+    let refusals = malformed::refusals(gateway.inner.host.clone());
+    let transport = crate::mcp::wire::WireTransport::new(stdin, stdout, crate::mcp::MAX_LINE)
+        .with_refusals(refusals);
     let running = gateway.serve(transport).await?;
     let cancel = running.cancellation_token();
     tokio::select! {
@@ -922,14 +939,25 @@ pub async fn bind_http(
         .with_allowed_hosts(allowed_hosts)
         .with_allowed_origins(origins)
         .enforce_origin_validation()
+        .with_max_request_body_bytes(malformed::MAX_BODY)
         .with_cancellation_token(stop.child_token());
+    let host = gateway.inner.host.clone();
     let service: StreamableHttpService<Gateway, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(gateway.for_new_client()), Arc::default(), config);
     // Authentication runs first: a request without a valid token never
-    // reaches the MCP service (nor its Host/Origin checks or sessions).
-    let router = axum::Router::new().nest_service("/mcp", service).layer(
-        axum::middleware::from_fn_with_state(options.tokens.clone(), auth::authenticate),
-    );
+    // reaches the MCP service (nor its Host/Origin checks or sessions),
+    // nor is a body it sends recorded. Then a body rmcp cannot read is
+    // answered with a JSON-RPC error and recorded (`malformed`).
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(
+            host,
+            malformed::answer_unreadable,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            options.tokens.clone(),
+            auth::authenticate,
+        ));
     let serve = async move {
         axum::serve(listener, router)
             .with_graceful_shutdown(async move { stop.cancelled_owned().await })

@@ -12,6 +12,7 @@ pub mod answers;
 mod audit;
 mod call;
 pub mod elicitation;
+mod malformed;
 mod mediated;
 mod requests;
 mod sampling_model;

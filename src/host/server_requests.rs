@@ -573,12 +573,7 @@ impl Decider {
         // `include_context`: what the server asked to have added from
         // other servers' context (`input.sampling.include_context`);
         // never passed on (below).
-        let arguments = json!({
-            "max_tokens": params.max_tokens,
-            "messages": params.messages,
-            "system_prompt": params.system_prompt,
-            "include_context": params.include_context,
-        });
+        let arguments = sampling_arguments(&params);
         let pending = Pending {
             kind: RequestKind::Sampling,
             method: "sampling/createMessage",
@@ -733,6 +728,41 @@ impl Decider {
         let capped = (!capped.is_empty()).then_some(Value::Object(capped));
         self.forward(&host, &pending, &decision, capped, send).await
     }
+}
+
+/// What a sampling request is decided on (`input.sampling`) and recorded
+/// with: every field whoever samples receives (the spec's names in
+/// snake_case), so that a policy can refuse, and the log show, a request
+/// offering tools, steering the model's choice or carrying metadata. The
+/// first four keys are always there (null when not given, as before);
+/// the others only when the server gave them, so that a policy's
+/// `count(input.sampling.tools)` is undefined, not an error on null, for
+/// a request without tools.
+#[allow(deprecated)]
+fn sampling_arguments(params: &CreateMessageRequestParams) -> Value {
+    let mut arguments = json!({
+        "max_tokens": params.max_tokens,
+        "messages": params.messages,
+        "system_prompt": params.system_prompt,
+        "include_context": params.include_context,
+    });
+    let given = [
+        ("model_preferences", json!(params.model_preferences)),
+        ("temperature", json!(params.temperature)),
+        ("stop_sequences", json!(params.stop_sequences)),
+        ("metadata", json!(params.metadata)),
+        ("tools", json!(params.tools)),
+        ("tool_choice", json!(params.tool_choice)),
+    ];
+    if let Some(map) = arguments.as_object_mut() {
+        map.extend(
+            given
+                .into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.to_string(), v)),
+        );
+    }
+    arguments
 }
 
 /// Why a server's sampling request is refused once it has had its share.

@@ -130,6 +130,11 @@ pub enum Outcome {
     /// The pending record could not be written, so the call was not sent
     /// (never in a record).
     AuditFailed,
+    /// A gateway client's message that could not be read as a request
+    /// (not JSON, no valid request, or parameters that are not its
+    /// method's): answered with a JSON-RPC error (`error` says which),
+    /// never decided nor sent (kind `malformed`).
+    InvalidRequest,
 }
 
 impl Outcome {
@@ -152,6 +157,7 @@ impl Outcome {
             Outcome::SandboxUnavailable => "sandbox_unavailable",
             Outcome::Skipped => "skipped",
             Outcome::AuditFailed => "audit_failed",
+            Outcome::InvalidRequest => "invalid_request",
         }
     }
 
@@ -169,6 +175,7 @@ impl Outcome {
                 | Outcome::SandboxUnavailable
                 | Outcome::Skipped
                 | Outcome::AuditFailed
+                | Outcome::InvalidRequest
         )
     }
 
@@ -213,6 +220,13 @@ pub enum RequestKind {
     /// workspace: recorded (target `roots__S`, `decision: null`,
     /// `answered_by: "warden"`), not decided. Not a pipeline kind.
     Roots,
+    /// A gateway client's message that could not be read as a request
+    /// (target `malformed`, `method` when it could be read, `decision:
+    /// null`, outcome `invalid_request`, `arguments`: its `params` when it
+    /// reads as JSON, else `{"bytes", "sha256"}` of the line):
+    /// answered with a JSON-RPC error, never decided nor sent. Not a
+    /// pipeline kind.
+    Malformed,
 }
 
 impl From<warden_core::RequestKind> for RequestKind {

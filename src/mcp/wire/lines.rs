@@ -63,6 +63,11 @@ impl<R: AsyncRead + Unpin> Lines<R> {
         }
     }
 
+    /// The longest line read.
+    pub(super) fn max(&self) -> usize {
+        self.max
+    }
+
     /// The bytes a [`Line::Ready`] range points into; valid until the next
     /// call to [`Lines::next`].
     pub(super) fn buffer(&self) -> &[u8] {

@@ -14,7 +14,11 @@
 //! compatibility rules stay rmcp's: a non-MCP notification is ignored, a
 //! line that is not JSON is dropped, well-formed JSON that is no message
 //! is answered with Invalid Request, a line over the limit is dropped and
-//! the connection stays up.
+//! the connection stays up. The gateway's transport (`with_refusals`)
+//! answers more, as JSON-RPC asks of a server ([`unreadable`]): every line
+//! from its client that cannot be read is answered (a parse error, an
+//! invalid request or invalid params, under the request's `id` when that
+//! can be read) and reported, so that it is recorded.
 
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod compare;
@@ -24,12 +28,14 @@ mod lines;
 mod outbox;
 #[cfg(test)]
 mod strategies;
+pub(crate) mod unreadable;
 
 use std::borrow::Cow;
 use std::io;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
-use rmcp::model::ErrorData;
+use rmcp::model::{ErrorData, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -39,6 +45,11 @@ pub(crate) use decode::ReadRole;
 pub(crate) use encode::WriteRole;
 use lines::{Line, Lines};
 use outbox::{Outbox, SharedOutbox};
+use unreadable::Unreadable;
+
+/// Told of every client message the gateway answered with an error
+/// instead of serving (to record it).
+pub(crate) type Refusals = Arc<dyn Fn(&Unreadable) + Send + Sync>;
 
 /// A stdio-style transport: newline-delimited JSON-RPC over a reader and
 /// a writer (a server's stdout and stdin, or warden's own stdin and
@@ -46,15 +57,18 @@ use outbox::{Outbox, SharedOutbox};
 pub(crate) struct WireTransport<Role, R, W> {
     lines: Lines<R>,
     outbox: SharedOutbox<W>,
-    /// An Invalid Request answer owed to the peer, and whether it is in
-    /// the outbox yet (so that a `receive` cancelled half-way neither
-    /// loses it nor sends it twice).
+    /// An error answer owed to the peer, and whether it is in the outbox
+    /// yet (so that a `receive` cancelled half-way neither loses it nor
+    /// sends it twice).
     owed_answer: Option<Owed>,
+    /// Set for the gateway's client: every unreadable line is answered and
+    /// reported here.
+    refusals: Option<Refusals>,
     _role: PhantomData<fn() -> Role>,
 }
 
 enum Owed {
-    Queue,
+    Queue(ErrorData, Option<RequestId>),
     Flush,
 }
 
@@ -70,28 +84,48 @@ where
             lines: Lines::new(read, max_line),
             outbox: Outbox::shared(write),
             owed_answer: None,
+            refusals: None,
             _role: PhantomData,
         }
     }
 
-    /// Writes the Invalid Request answer owed, if any; `false` when the
-    /// peer can no longer be written to.
-    async fn pay_owed_answer(&mut self) -> bool {
-        let Some(state) = &self.owed_answer else {
-            return true;
+    /// The gateway's transport to its client: every line that cannot be
+    /// read is answered as JSON-RPC asks of a server (not only JSON of no
+    /// known shape, as rmcp's transport does) and reported to `refusals`.
+    pub(crate) fn with_refusals(mut self, refusals: Refusals) -> Self {
+        self.refusals = Some(refusals);
+        self
+    }
+
+    /// What is owed for a line rmcp's decoder refused with `error`
+    /// (`not_json`: a syntax error, which rmcp drops).
+    fn answer_for(&self, line: &[u8], error: &serde_json::Error, not_json: bool) -> Option<Owed> {
+        let Some(refusals) = &self.refusals else {
+            return (!not_json)
+                .then(|| Owed::Queue(ErrorData::invalid_request("Invalid request", None), None));
         };
+        let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        let unreadable = unreadable::classify(line, error)?;
+        refusals(&unreadable);
+        Some(Owed::Queue(unreadable.error, unreadable.id))
+    }
+
+    /// Writes the error answer owed, if any; `false` when the peer can no
+    /// longer be written to.
+    async fn pay_owed_answer(&mut self) -> bool {
+        if self.owed_answer.is_none() {
+            return true;
+        }
         let mut outbox = self.outbox.lock().await;
-        if matches!(state, Owed::Queue) {
-            let answer = TxJsonRpcMessage::<Role>::error(
-                ErrorData::invalid_request("Invalid request", None),
-                None,
-            );
+        if let Some(Owed::Queue(error, id)) = self.owed_answer.take() {
+            let answer = TxJsonRpcMessage::<Role>::error(error, id);
             match encode::encode::<Role>(&answer) {
                 Ok(frame) => outbox.queue(frame),
-                Err(error) => tracing::error!(%error, "cannot encode an Invalid Request answer"),
+                Err(error) => tracing::error!(%error, "cannot encode an error answer"),
             }
-            self.owed_answer = Some(Owed::Flush);
         }
+        // Queued: only the flush is left, should this future be dropped.
+        self.owed_answer = Some(Owed::Flush);
         if outbox.flush().await.is_err() {
             return false;
         }
@@ -133,6 +167,12 @@ where
                     tracing::error!(
                         "Incoming message exceeded the maximum line length, discarding it"
                     );
+                    // The gateway's client is told, and the attempt recorded.
+                    if let Some(refusals) = &self.refusals {
+                        let unreadable = unreadable::oversized(self.lines.max());
+                        refusals(&unreadable);
+                        self.owed_answer = Some(Owed::Queue(unreadable.error, None));
+                    }
                     continue;
                 }
                 Line::Eof => return None,
@@ -149,11 +189,12 @@ where
                 Decoded::Message(message) => return Some(message),
                 Decoded::Ignored => {}
                 Decoded::Unparsable(error) => {
-                    tracing::debug!("Ignoring unparsable incoming message: {error}");
+                    tracing::debug!("Unparsable incoming message: {error}");
+                    self.owed_answer = self.answer_for(line, &error, true);
                 }
                 Decoded::Invalid(error) => {
                     tracing::debug!("Protocol error on incoming message: {error}");
-                    self.owed_answer = Some(Owed::Queue);
+                    self.owed_answer = self.answer_for(line, &error, false);
                 }
             }
         }

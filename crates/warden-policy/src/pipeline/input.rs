@@ -160,7 +160,9 @@ fn build(
             ]),
         ),
         // What the server asks (CONTRACT §8): `{message, schema}`,
-        // `{max_tokens, messages, system_prompt}`.
+        // `{max_tokens, messages, system_prompt, include_context}` and the
+        // other fields of a sampling request the server gave (`tools`,
+        // `tool_choice`, `metadata`, …: `host::server_requests`).
         RequestKind::Elicitation => ("elicitation", to_rego(&facts.arguments)),
         RequestKind::Sampling => ("sampling", to_rego(&facts.arguments)),
         _ => (
