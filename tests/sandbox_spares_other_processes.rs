@@ -167,7 +167,8 @@ except StopIteration:
     pass
 except OSError as e:
     err = e.errno
-print("watches", n, "errno", err, flush=True)
+# One write per report: the two processes print at once.
+os.write(1, f"watches {n} errno {err}\n".encode())
 if pid:
     os.close(done_w)
     os.waitpid(pid, 0)
