@@ -374,36 +374,22 @@ impl OwnFiles {
 /// read-only folder, or an unopenable device node, is mounted over each).
 /// A grant that is one of them, or lies inside one, is refused.
 fn hidden_paths(grants: &[&PathBuf], hide: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
-    let found = inside_grants(
-        grants.iter().copied(),
-        hide,
-        |p: &Path| p.is_dir() || p.is_file(),
-        |grant, named| {
-            format!(
-                "the grant {} is warden's own {} or inside it, which no server may see (credentials, OAuth logins, the audit log, pins)",
-                grant.display(),
-                named.display()
-            )
-        },
-    )?;
-    let mut out: Vec<PathBuf> = found
-        .into_iter()
-        .map(|(grant, rest)| grant.join(rest))
-        .collect();
-    out.sort();
-    out.dedup();
-    Ok(out)
+    covered_inside(grants.iter().copied(), hide, |grant, named| {
+        format!(
+            "the grant {} is warden's own {} or inside it, which no server may see (credentials, OAuth logins, the audit log, pins)",
+            grant.display(),
+            named.display()
+        )
+    })
 }
 
 /// The host's credentials ([`paths::HOST_SECRETS`]) inside any of the
 /// view's read or write binds, as paths below the bind; a configured grant
 /// that is one of them or lies inside one is refused.
 fn host_secret_paths(binds: &[Bind]) -> Result<Vec<PathBuf>, String> {
-    let secrets = paths::host_secrets();
-    let found = inside_grants(
+    covered_inside(
         binds.iter().map(|b| &b.src),
-        &secrets,
-        |p: &Path| p.is_dir() || p.is_file(),
+        &paths::host_secrets(),
         |grant, named| {
             format!(
                 "the grant {} is the host's credential {} or inside it (password hashes, sudo rules, host and TLS keys), which no server may read",
@@ -411,6 +397,22 @@ fn host_secret_paths(binds: &[Bind]) -> Result<Vec<PathBuf>, String> {
                 named.display()
             )
         },
+    )
+}
+
+/// The folders and files of `covered` that lie inside `grants`, as full
+/// paths below each grant, sorted and once each (what is mounted over);
+/// `refuse` words a grant that is one of them or lies inside one.
+fn covered_inside<'a>(
+    grants: impl Iterator<Item = &'a PathBuf>,
+    covered: &[PathBuf],
+    refuse: impl Fn(&Path, &Path) -> String,
+) -> Result<Vec<PathBuf>, String> {
+    let found = inside_grants(
+        grants,
+        covered,
+        |p: &Path| p.is_dir() || p.is_file(),
+        refuse,
     )?;
     let mut out: Vec<PathBuf> = found
         .into_iter()
