@@ -8,12 +8,11 @@
 
 mod gateway_support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use gateway_support::{Listening, World, audit_path, python_scripts, requests, standard_config};
+use gateway_support::{
+    Listening, RawStdio, World, audit_path, python_scripts, requests, standard_config,
+};
 use serde_json::{Value, json};
 
 /// How long an answer may take: a client must not wait out its timeout.
@@ -21,9 +20,7 @@ const PROMPT: Duration = Duration::from_secs(5);
 
 /// `warden gateway --stdio`, initialized, its stdout read by a thread.
 struct Gateway {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Value>,
+    raw: RawStdio,
 }
 
 impl Gateway {
@@ -33,48 +30,13 @@ impl Gateway {
 
     /// Started as a client declaring `capabilities`.
     fn start_with(world: &World, capabilities: Value) -> Gateway {
-        let mut child = world
-            .warden(&["gateway", "--stdio"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the gateway");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let Ok(value) = serde_json::from_str::<Value>(&line) else {
-                    continue;
-                };
-                if tx.send(value).is_err() {
-                    break;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        let mut gateway = Gateway {
-            child,
-            stdin,
-            lines,
-        };
-        gateway.send(
-            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                    "params": {"protocolVersion": "2025-06-18", "capabilities": capabilities,
-                               "clientInfo": {"name": "raw", "version": "1"}}})
-            .to_string(),
-        );
-        let init = gateway.answer(Duration::from_secs(30));
-        assert!(init.is_some_and(|a| a.get("result").is_some()));
-        gateway.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
-        gateway
+        Gateway {
+            raw: RawStdio::start(world, capabilities),
+        }
     }
 
     fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin");
-        writeln!(stdin, "{line}").expect("write");
-        stdin.flush().expect("flush");
+        self.raw.send(line);
     }
 
     /// The next answer (a message with a `result` or an `error`) within
@@ -82,7 +44,7 @@ impl Gateway {
     fn answer(&mut self, within: Duration) -> Option<Value> {
         let until = Instant::now() + within;
         while let Some(left) = until.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
+            match self.raw.lines.recv_timeout(left) {
                 Ok(line) if line.get("result").is_some() || line.get("error").is_some() => {
                     return Some(line);
                 }
@@ -104,6 +66,7 @@ impl Gateway {
         let mut sampled = Vec::new();
         loop {
             let line = self
+                .raw
                 .lines
                 .recv_timeout(Duration::from_secs(30))
                 .unwrap_or_else(|_| panic!("no answer to {name}"));
@@ -127,7 +90,7 @@ impl Gateway {
         let until = Instant::now() + window;
         let mut seen = Vec::new();
         while let Some(left) = until.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
+            match self.raw.lines.recv_timeout(left) {
                 Ok(line) => {
                     if let Some(method) = line["method"].as_str()
                         && method.ends_with("/list_changed")
@@ -141,16 +104,8 @@ impl Gateway {
         seen
     }
 
-    fn stop(mut self) {
-        drop(self.stdin.take());
-        for _ in 0..200 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn stop(self) {
+        self.raw.stop();
     }
 }
 

@@ -6,12 +6,9 @@
 
 mod gateway_support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
-use gateway_support::{World, audit_path, python_scripts, requests};
+use gateway_support::{RawStdio, World, audit_path, python_scripts, requests};
 use serde_json::{Value, json};
 
 /// The raw echo server started with `args`.
@@ -48,9 +45,7 @@ fn config_of(world: &World, servers: Value, permissions: Value) -> Value {
 
 /// `warden gateway --stdio`, initialized, read by a thread.
 struct Gateway {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Value>,
+    raw: RawStdio,
     /// Notifications read while waiting for an answer.
     seen: Vec<Value>,
     next_id: u64,
@@ -58,48 +53,15 @@ struct Gateway {
 
 impl Gateway {
     fn start(world: &World) -> Gateway {
-        let mut child = world
-            .warden(&["gateway", "--stdio"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the gateway");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let Ok(value) = serde_json::from_str::<Value>(&line) else {
-                    continue;
-                };
-                if tx.send(value).is_err() {
-                    break;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        let mut gateway = Gateway {
-            child,
-            stdin,
-            lines,
+        Gateway {
+            raw: RawStdio::start(world, json!({})),
             seen: Vec::new(),
             next_id: 0,
-        };
-        let init = gateway.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "raw", "version": "1"}}),
-        );
-        assert!(init.get("result").is_some(), "{init}");
-        gateway.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        gateway
+        }
     }
 
     fn send(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin");
-        writeln!(stdin, "{message}").expect("write");
-        stdin.flush().expect("flush");
+        self.raw.send(&message.to_string());
     }
 
     /// Sends a request and returns its answer (notifications skipped).
@@ -109,6 +71,7 @@ impl Gateway {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         loop {
             let line = self
+                .raw
                 .lines
                 .recv_timeout(Duration::from_secs(20))
                 .unwrap_or_else(|_| panic!("no answer to {method}"));
@@ -127,7 +90,7 @@ impl Gateway {
         let until = std::time::Instant::now() + window;
         let mut seen = std::mem::take(&mut self.seen);
         while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
-            match self.lines.recv_timeout(left) {
+            match self.raw.lines.recv_timeout(left) {
                 Ok(line) if line.get("id").is_none() => seen.push(line),
                 Ok(_) => {}
                 Err(_) => break,
@@ -137,16 +100,8 @@ impl Gateway {
     }
 
     /// Closes stdin and waits for the gateway to end.
-    fn stop(mut self) {
-        drop(self.stdin.take());
-        for _ in 0..200 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn stop(self) {
+        self.raw.stop();
     }
 }
 

@@ -469,3 +469,88 @@ impl Listening {
         );
     }
 }
+
+/// `warden gateway --stdio` driven line by line (for messages an SDK
+/// client would never send), initialized, its stdout read by a thread
+/// into `lines` (each line that reads as JSON).
+pub struct RawStdio {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    pub lines: std::sync::mpsc::Receiver<Value>,
+}
+
+impl RawStdio {
+    /// Started as a client declaring `capabilities`, and initialized.
+    pub fn start(world: &World, capabilities: Value) -> RawStdio {
+        use std::io::BufRead;
+        let mut child = world
+            .warden(&["gateway", "--stdio"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the gateway");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let Ok(value) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut raw = RawStdio {
+            child,
+            stdin,
+            lines,
+        };
+        raw.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": capabilities,
+                               "clientInfo": {"name": "raw", "version": "1"}}})
+            .to_string(),
+        );
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let left = until
+                .checked_duration_since(std::time::Instant::now())
+                .expect("an answer to initialize in time");
+            let line = raw
+                .lines
+                .recv_timeout(left)
+                .expect("an answer to initialize");
+            if line["id"] == json!(0) {
+                assert!(line.get("result").is_some(), "initialize: {line}");
+                break;
+            }
+        }
+        raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+        raw
+    }
+
+    /// Writes `line` and a newline.
+    pub fn send(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "{line}").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    /// Closes stdin and waits for the gateway to end (killed after 10 s).
+    pub fn stop(mut self) {
+        drop(self.stdin.take());
+        for _ in 0..200 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
