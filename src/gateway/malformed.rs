@@ -39,14 +39,16 @@ pub(super) fn refusals(host: Arc<Host>) -> Refusals {
 /// serves, that means its parameters are not that method's (rmcp tries
 /// the typed reading first), so it is answered with invalid params and
 /// recorded rather than "method not found"; any other method is not
-/// found.
+/// found, and recorded too.
 pub(super) fn custom_request(host: &Host, request: &CustomRequest) -> ErrorData {
     if !unreadable::is_served_method(&request.method) {
-        return ErrorData::new(
+        let error = ErrorData::new(
             rmcp::model::ErrorCode::METHOD_NOT_FOUND,
             request.method.clone(),
             None,
         );
+        super::unserved::record(host, &request.method, request.params.clone(), &error);
+        return error;
     }
     let error = unreadable::invalid_params(&request.method);
     host.record_malformed(
@@ -95,11 +97,23 @@ pub(super) async fn answer_unreadable(
         *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
         return response;
     };
-    let refused = if json {
-        serde_json::from_slice::<ClientJsonRpcMessage>(&bytes).err()
-    } else {
-        None
-    };
+    let read = json.then(|| serde_json::from_slice::<ClientJsonRpcMessage>(&bytes));
+    if let Some(Ok(ClientJsonRpcMessage::Request(request))) = &read
+        && super::unserved::always_refused(&request.request)
+    {
+        // rmcp answers it "method not found" before any handler runs.
+        let method = request.request.method();
+        let params = serde_json::to_value(&request.request)
+            .ok()
+            .and_then(|mut v| v.get_mut("params").map(serde_json::Value::take));
+        let error = ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            method.to_string(),
+            None,
+        );
+        super::unserved::record(&host, method, params, &error);
+    }
+    let refused = read.and_then(Result::err);
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes.clone())))
         .await;
