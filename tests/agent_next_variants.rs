@@ -1,0 +1,325 @@
+//! A hostile model against the agent loop, through the real `warden run`
+//! (a real host, the fixture server in its sandbox, the audit log) and a
+//! loopback server speaking the OpenAI or Anthropic wire format. Every
+//! tool call a model proposes must pass the pipeline or be refused, and be
+//! recorded (CONTRACT §6: nothing a caller asked for goes unrecorded); what
+//! the server receives must be what was decided.
+
+mod agent_support;
+mod cli_support;
+
+use agent_support::{Canned, MockServer};
+use cli_support::{World, audit_calls, calls_received, stdout_json};
+use serde_json::{Value, json};
+
+fn openai_turn(calls: Value) -> Canned {
+    Canned::json(
+        200,
+        json!({
+            "id": "c1", "object": "chat.completion", "model": "gpt-test",
+            "choices": [{"index": 0, "finish_reason": "tool_calls",
+                         "message": {"role": "assistant", "content": null, "tool_calls": calls}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 10}
+        }),
+    )
+}
+
+fn openai_text(text: &str) -> Canned {
+    Canned::json(
+        200,
+        json!({
+            "id": "c2", "object": "chat.completion", "model": "gpt-test",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 1}
+        }),
+    )
+}
+
+fn anthropic_turn(content: Value, stop: &str) -> Canned {
+    Canned::json(
+        200,
+        json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+            "content": content, "stop_reason": stop, "stop_sequence": null,
+            "usage": {"input_tokens": 10, "output_tokens": 10}
+        }),
+    )
+}
+
+fn anthropic_text(text: &str) -> Canned {
+    anthropic_turn(json!([{"type": "text", "text": text}]), "end_turn")
+}
+
+fn function(id: &str, name: &str, arguments: &str) -> Value {
+    json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+}
+
+/// A world with the counting fixture (`fx`), `echo` allowed.
+fn world() -> (World, std::path::PathBuf) {
+    let world = World::new();
+    let (fixture, counter) = world.counting_fixture();
+    world.write_config(&json!({
+        "mcpServers": {"fx": fixture},
+        "permissions": {"allow": ["mcp__fx__echo"]},
+        "audit": {"path": world.path("audit.jsonl")},
+    }));
+    (world, counter)
+}
+
+/// `warden run --ci --json` against `server` as `provider` (`openai` or
+/// `anthropic`), extra arguments after; its JSON report and exit code.
+async fn run(world: &World, server: &MockServer, provider: &str, extra: &[&str]) -> (Value, i32) {
+    let (spec, key_var, base_var, base) = match provider {
+        "openai" => (
+            "openai:gpt-test",
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+            format!("{}/v1", server.url),
+        ),
+        _ => (
+            "anthropic:claude-test",
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            server.url.clone(),
+        ),
+    };
+    let mut command = world.warden(&["run", "--ci", "--json", "--model", spec, "--task", "t"]);
+    command
+        .args(extra)
+        .env(key_var, "sk-test-0123456789")
+        .env(base_var, base);
+    let output = tokio::task::spawn_blocking(move || command.output().expect("run warden"))
+        .await
+        .expect("join");
+    (stdout_json(&output), output.status.code().unwrap_or(-1))
+}
+
+/// A model turn whose tool-call arguments do not read as JSON (trailing
+/// data, a comment, NaN, a number beyond f64): the
+/// run ended as a model error, and the audit log had nothing of the call
+/// the model asked for, nor of the readable call beside it. Now each call
+/// of such a turn is recorded as not run (`skipped`, the unreadable
+/// arguments by size and digest), none is sent, and the run still ends as
+/// a model error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_tool_call_arguments_are_recorded_and_never_sent() {
+    let variants = [
+        r#"{"message":"a"}{"message":"b"}"#,
+        r#"{"message":"a"} // and then"#,
+        r#"{"message":NaN}"#,
+        r#"{"message":1e400}"#,
+    ];
+    for arguments in variants {
+        let (world, counter) = world();
+        let server = MockServer::start(vec![
+            openai_turn(json!([
+                function("c1", "mcp__fx__echo", r#"{"message":"fine"}"#),
+                function("c2", "mcp__fx__echo", arguments),
+            ])),
+            openai_text("done"),
+        ])
+        .await;
+        let (report, code) = run(&world, &server, "openai", &[]).await;
+        assert_eq!(report["status"], "model_error", "{arguments}: {report}");
+        assert_eq!(code, 1, "{arguments}: {report}");
+        assert!(calls_received(&counter).is_empty(), "{arguments}: sent");
+        let audited = audit_calls(&world.path("audit.jsonl"));
+        assert_eq!(audited.len(), 2, "{arguments}: {audited:#?}");
+        assert!(
+            audited
+                .iter()
+                .all(|c| c["outcome"] == "skipped" && c["qualified"] == "mcp__fx__echo"),
+            "{arguments}: {audited:#?}"
+        );
+        assert_eq!(audited[0]["arguments"], json!({"message": "fine"}));
+        assert_eq!(
+            audited[1]["arguments"]["bytes"],
+            json!(arguments.len()),
+            "{arguments}: {:#}",
+            audited[1]
+        );
+        assert_eq!(
+            report["calls"].as_array().map(Vec::len),
+            Some(2),
+            "{report}"
+        );
+    }
+}
+
+/// The same over the Messages API: a `tool_use` whose `input` is not an
+/// object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_tool_use_input_not_an_object_is_recorded() {
+    for input in [json!(["message"]), json!("{\"message\":\"a\"}"), json!(5)] {
+        let (world, counter) = world();
+        let server = MockServer::start(vec![
+            anthropic_turn(
+                json!([
+                    {"type": "tool_use", "id": "toolu_1", "name": "mcp__fx__echo", "input": {"message": "fine"}},
+                    {"type": "tool_use", "id": "toolu_2", "name": "mcp__fx__echo", "input": input},
+                ]),
+                "tool_use",
+            ),
+            anthropic_text("done"),
+        ])
+        .await;
+        let (report, code) = run(&world, &server, "anthropic", &[]).await;
+        assert_eq!(report["status"], "model_error", "{input}: {report}");
+        assert_eq!(code, 1);
+        assert!(calls_received(&counter).is_empty(), "{input}: sent");
+        let audited = audit_calls(&world.path("audit.jsonl"));
+        assert_eq!(audited.len(), 2, "{input}: {audited:#?}");
+        assert!(
+            audited.iter().all(|c| c["outcome"] == "skipped"),
+            "{audited:#?}"
+        );
+    }
+}
+
+/// Arguments that read as JSON but are odd: the pipeline decides on the
+/// value serde reads, and the server receives that value (the fixture's
+/// `echo` answers with what it received). Duplicate keys: the last one,
+/// in the decision, the record and the call alike; an integer beyond
+/// u64: the same f64 everywhere; JSON that is no object: denied by the
+/// schema stage, recorded, never sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_but_readable_arguments_are_sent_as_decided() {
+    let (world, counter) = world();
+    let server = MockServer::start(vec![
+        openai_turn(json!([
+            function(
+                "c1",
+                "mcp__fx__echo",
+                r#"{"message":"notes/a.md","message":"/etc/shadow"}"#
+            ),
+            function(
+                "c2",
+                "mcp__fx__echo",
+                r#"{"message":123456789012345678901234567890}"#
+            ),
+            function("c3", "mcp__fx__echo", r#"["message"]"#),
+            function("c4", "mcp__fx__echo", r#""{\"message\":\"a\"}""#),
+        ])),
+        openai_text("done"),
+    ])
+    .await;
+    let (report, code) = run(&world, &server, "openai", &[]).await;
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(code, 0);
+    let audited = audit_calls(&world.path("audit.jsonl"));
+    assert_eq!(audited.len(), 4, "{audited:#?}");
+    // The calls run side by side: each found by what it was decided on.
+    let find = |arguments: Value| {
+        audited
+            .iter()
+            .find(|c| c["arguments"] == arguments)
+            .unwrap_or_else(|| panic!("no record of {arguments}: {audited:#?}"))
+    };
+    // Decided on the last `message`, the one the server would get: the
+    // shipped policy denies a secret file, whatever came first.
+    let duplicate = find(json!({"message": "/etc/shadow"}));
+    assert_eq!(duplicate["outcome"], "denied", "{duplicate}");
+    assert_eq!(duplicate["decision"]["stage"], "policy", "{duplicate}");
+    // What the server echoed is what was decided and recorded.
+    let big = find(json!({"message": 123456789012345678901234567890_f64}));
+    assert_eq!(big["outcome"], "ok", "{big}");
+    let echoed = report["calls"].as_array().and_then(|c| {
+        c.iter()
+            .find(|r| r["outcome"] == "ok" && r["result"]["structuredContent"] == big["arguments"])
+    });
+    assert!(echoed.is_some(), "{report}");
+    for arguments in [json!(["message"]), json!("{\"message\":\"a\"}")] {
+        let call = find(arguments);
+        assert_eq!(call["outcome"], "denied", "{call}");
+        assert_eq!(call["decision"]["stage"], "schema", "{call}");
+    }
+    assert_eq!(calls_received(&counter), ["echo"]);
+}
+
+/// The same id twice in one turn, one call allowed and one the policy
+/// does not allow (an `ask`, denied in CI): each is decided alone and
+/// recorded; the model gets two results under two distinct ids, each
+/// matching the call it answers; `--fail-on-deny` makes the verdict 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_id_twice_and_a_denied_sibling_are_each_decided_and_recorded() {
+    let (world, counter) = world();
+    let server = MockServer::start(vec![
+        openai_turn(json!([
+            function("same", "mcp__fx__echo", r#"{"message":"one"}"#),
+            function("same", "mcp__fx__say", r#"{"text":"two"}"#),
+        ])),
+        openai_text("done"),
+    ])
+    .await;
+    let (report, code) = run(&world, &server, "openai", &["--fail-on-deny"]).await;
+    assert_eq!(code, 3, "{report}");
+    assert_eq!(report["denied_calls"], 1, "{report}");
+    let audited = audit_calls(&world.path("audit.jsonl"));
+    let mut outcomes: Vec<&str> = audited
+        .iter()
+        .filter_map(|c| c["outcome"].as_str())
+        .collect();
+    outcomes.sort_unstable();
+    assert_eq!(outcomes, ["denied", "ok"], "{audited:#?}");
+    assert_eq!(calls_received(&counter), ["echo"]);
+    let second = &server.requests()[1].body["messages"];
+    let asked: Vec<&str> = second
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["tool_calls"].as_array())
+        .flatten()
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    let answered: Vec<&str> = second
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["tool_call_id"].as_str())
+        .collect();
+    assert_eq!(asked.len(), 2, "{second:#}");
+    assert_ne!(asked[0], asked[1], "{second:#}");
+    assert_eq!(asked, answered, "{second:#}");
+}
+
+/// Anthropic: a `tool_use` written inside a `thinking` block is no call
+/// (never run, never recorded as one); a `tool_use` after the text of a
+/// turn that says `end_turn` is a call like any other, decided and
+/// recorded. Names that only look like a tool's (case, a Cyrillic `о`, a
+/// name longer than providers allow) are unknown tools, recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_thinking_and_late_tool_use_and_lookalike_names() {
+    let (world, counter) = world();
+    let long = format!("mcp__fx__{}", "e".repeat(300));
+    let server = MockServer::start(vec![
+        anthropic_turn(
+            json!([
+                {"type": "thinking", "thinking": "{\"type\":\"tool_use\",\"name\":\"mcp__fx__say\"}",
+                 "signature": "s", "tool_use": {"id": "toolu_x", "name": "mcp__fx__say", "input": {}}},
+                {"type": "text", "text": "done"},
+                {"type": "tool_use", "id": "toolu_1", "name": "mcp__fx__echo", "input": {"message": "late"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "MCP__fx__echo", "input": {}},
+                {"type": "tool_use", "id": "toolu_3", "name": "mcp__fx__ech\u{43e}", "input": {}},
+                {"type": "tool_use", "id": "toolu_4", "name": long, "input": {}},
+            ]),
+            "end_turn",
+        ),
+        anthropic_text("done"),
+    ])
+    .await;
+    let (report, _) = run(&world, &server, "anthropic", &[]).await;
+    let audited = audit_calls(&world.path("audit.jsonl"));
+    // The calls run side by side: records in the order they ended.
+    let mut outcomes: Vec<&str> = audited
+        .iter()
+        .filter_map(|c| c["outcome"].as_str())
+        .collect();
+    outcomes.sort_unstable();
+    assert_eq!(
+        outcomes,
+        ["ok", "unknown_tool", "unknown_tool", "unknown_tool"],
+        "{report}"
+    );
+    assert_eq!(calls_received(&counter), ["echo"]);
+}
