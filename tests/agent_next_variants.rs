@@ -13,12 +13,16 @@ use cli_support::{World, audit_calls, calls_received, stdout_json};
 use serde_json::{Value, json};
 
 fn openai_turn(calls: Value) -> Canned {
+    openai_turn_with(calls, Value::Null)
+}
+
+fn openai_turn_with(calls: Value, content: Value) -> Canned {
     Canned::json(
         200,
         json!({
             "id": "c1", "object": "chat.completion", "model": "gpt-test",
             "choices": [{"index": 0, "finish_reason": "tool_calls",
-                         "message": {"role": "assistant", "content": null, "tool_calls": calls}}],
+                         "message": {"role": "assistant", "content": content, "tool_calls": calls}}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 10}
         }),
     )
@@ -96,14 +100,17 @@ async fn run(world: &World, server: &MockServer, provider: &str, extra: &[&str])
 }
 
 /// A model turn whose tool-call arguments do not read as JSON (trailing
-/// data, a comment, NaN, a number beyond f64): the
-/// run ended as a model error, and the audit log had nothing of the call
-/// the model asked for, nor of the readable call beside it. Now each call
-/// of such a turn is recorded as not run (`skipped`, the unreadable
-/// arguments by size and digest), none is sent, and the run still ends as
-/// a model error.
+/// data, a comment, NaN, a number beyond f64): the run ended as a model
+/// error, and the audit log had nothing of the call the model asked for,
+/// nor of the readable call beside it. Now each call of such a turn is
+/// recorded as not run (`skipped`, the unreadable arguments by size and
+/// digest), none is sent, and the run still ends as a model error. The
+/// next variants: a turn unreadable elsewhere (a call without a name or a
+/// function, content that is neither text nor null) beside a readable
+/// call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreadable_tool_call_arguments_are_recorded_and_never_sent() {
+    let fine = || function("c1", "mcp__fx__echo", r#"{"message":"fine"}"#);
     let variants = [
         r#"{"message":"a"}{"message":"b"}"#,
         r#"{"message":"a"} // and then"#,
@@ -111,53 +118,77 @@ async fn unreadable_tool_call_arguments_are_recorded_and_never_sent() {
         r#"{"message":1e400}"#,
     ];
     for arguments in variants {
-        let (world, counter) = world();
-        let server = MockServer::start(vec![
-            openai_turn(json!([
-                function("c1", "mcp__fx__echo", r#"{"message":"fine"}"#),
-                function("c2", "mcp__fx__echo", arguments),
-            ])),
-            openai_text("done"),
-        ])
-        .await;
-        let (report, code) = run(&world, &server, "openai", &[]).await;
-        assert_eq!(report["status"], "model_error", "{arguments}: {report}");
-        assert_eq!(code, 1, "{arguments}: {report}");
-        assert!(calls_received(&counter).is_empty(), "{arguments}: sent");
-        let audited = audit_calls(&world.path("audit.jsonl"));
-        assert_eq!(audited.len(), 2, "{arguments}: {audited:#?}");
-        assert!(
-            audited
-                .iter()
-                .all(|c| c["outcome"] == "skipped" && c["qualified"] == "mcp__fx__echo"),
-            "{arguments}: {audited:#?}"
-        );
-        assert_eq!(audited[0]["arguments"], json!({"message": "fine"}));
+        let calls = json!([fine(), function("c2", "mcp__fx__echo", arguments)]);
+        check_openai_unreadable(calls, Value::Null, Some(arguments)).await;
+    }
+    let nameless = json!({"id": "c2", "type": "function", "function": {"arguments": "{}"}});
+    check_openai_unreadable(json!([fine(), nameless]), Value::Null, None).await;
+    let no_function = json!({"id": "c2", "type": "function"});
+    check_openai_unreadable(json!([fine(), no_function]), Value::Null, None).await;
+    check_openai_unreadable(json!([fine()]), json!(5), None).await;
+}
+
+/// Runs one OpenAI turn of `calls` (with `content`) that cannot be read
+/// whole: no call is sent, every one is recorded as not run, the first
+/// (`{"message": "fine"}`) with its arguments, and the second, when its
+/// arguments are the `unreadable` text, by size.
+async fn check_openai_unreadable(calls: Value, content: Value, unreadable: Option<&str>) {
+    let count = calls.as_array().map_or(0, Vec::len);
+    let (world, counter) = world();
+    let server = MockServer::start(vec![
+        openai_turn_with(calls.clone(), content),
+        openai_text("done"),
+    ])
+    .await;
+    let (report, code) = run(&world, &server, "openai", &[]).await;
+    assert_eq!(report["status"], "model_error", "{calls}: {report}");
+    assert_eq!(code, 1, "{calls}: {report}");
+    assert!(calls_received(&counter).is_empty(), "{calls}: sent");
+    let audited = audit_calls(&world.path("audit.jsonl"));
+    assert_eq!(audited.len(), count, "{calls}: {audited:#?}");
+    assert!(
+        audited.iter().all(|c| c["outcome"] == "skipped"),
+        "{calls}: {audited:#?}"
+    );
+    assert_eq!(audited[0]["arguments"], json!({"message": "fine"}));
+    assert_eq!(audited[0]["qualified"], "mcp__fx__echo");
+    if let Some(text) = unreadable {
         assert_eq!(
             audited[1]["arguments"]["bytes"],
-            json!(arguments.len()),
-            "{arguments}: {:#}",
+            json!(text.len()),
+            "{text}: {:#}",
             audited[1]
         );
-        assert_eq!(
-            report["calls"].as_array().map(Vec::len),
-            Some(2),
-            "{report}"
-        );
     }
+    assert_eq!(
+        report["calls"].as_array().map(Vec::len),
+        Some(count),
+        "{report}"
+    );
 }
 
 /// The same over the Messages API: a `tool_use` whose `input` is not an
-/// object.
+/// object; the next variants, a turn unreadable elsewhere beside a
+/// readable call (a `tool_use` without an id or a name, a block without a
+/// type, a text block without text).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn anthropic_tool_use_input_not_an_object_is_recorded() {
-    for input in [json!(["message"]), json!("{\"message\":\"a\"}"), json!(5)] {
+async fn anthropic_unreadable_turns_are_recorded() {
+    let seconds = [
+        json!({"type": "tool_use", "id": "toolu_2", "name": "mcp__fx__echo", "input": ["message"]}),
+        json!({"type": "tool_use", "id": "toolu_2", "name": "mcp__fx__echo", "input": "{\"message\":\"a\"}"}),
+        json!({"type": "tool_use", "id": "toolu_2", "name": "mcp__fx__echo", "input": 5}),
+        json!({"type": "tool_use", "name": "mcp__fx__echo", "input": {"message": "no id"}}),
+        json!({"type": "tool_use", "id": "toolu_2", "input": {"message": "no name"}}),
+        json!({"name": "mcp__fx__echo"}),
+        json!({"type": "text"}),
+    ];
+    for second in seconds {
         let (world, counter) = world();
         let server = MockServer::start(vec![
             anthropic_turn(
                 json!([
                     {"type": "tool_use", "id": "toolu_1", "name": "mcp__fx__echo", "input": {"message": "fine"}},
-                    {"type": "tool_use", "id": "toolu_2", "name": "mcp__fx__echo", "input": input},
+                    second.clone(),
                 ]),
                 "tool_use",
             ),
@@ -165,15 +196,17 @@ async fn anthropic_tool_use_input_not_an_object_is_recorded() {
         ])
         .await;
         let (report, code) = run(&world, &server, "anthropic", &[]).await;
-        assert_eq!(report["status"], "model_error", "{input}: {report}");
+        assert_eq!(report["status"], "model_error", "{second}: {report}");
         assert_eq!(code, 1);
-        assert!(calls_received(&counter).is_empty(), "{input}: sent");
+        assert!(calls_received(&counter).is_empty(), "{second}: sent");
         let audited = audit_calls(&world.path("audit.jsonl"));
-        assert_eq!(audited.len(), 2, "{input}: {audited:#?}");
+        let count = if second["type"] == "tool_use" { 2 } else { 1 };
+        assert_eq!(audited.len(), count, "{second}: {audited:#?}");
         assert!(
             audited.iter().all(|c| c["outcome"] == "skipped"),
             "{audited:#?}"
         );
+        assert_eq!(audited[0]["arguments"], json!({"message": "fine"}));
     }
 }
 

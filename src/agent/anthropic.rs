@@ -219,30 +219,38 @@ fn parse_response(v: &Value) -> Result<ModelTurn, BadTurn> {
         .ok_or("no 'content' array")?;
     let mut texts = Vec::new();
     let mut tool_calls = Vec::new();
-    // The first `tool_use` whose input is no object: the turn is not run,
-    // but every call in it is named to be recorded.
+    // The first block that does not read: the turn is not run, but every
+    // call in it is named to be recorded (a `tool_use` without a name
+    // under none, one without an id under one made here).
     let mut unreadable: Option<String> = None;
     for (i, block) in content.iter().enumerate() {
         let at = format!("content[{i}]");
         match block.get("type").and_then(Value::as_str) {
-            Some("text") => {
-                let t = block
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| format!("{at} (text) has no 'text' string"))?;
-                texts.push(t.to_string());
-            }
+            Some("text") => match block.get("text").and_then(Value::as_str) {
+                Some(t) => texts.push(t.to_string()),
+                None => {
+                    unreadable.get_or_insert_with(|| format!("{at} (text) has no 'text' string"));
+                }
+            },
             Some("tool_use") => {
                 let name = block
                     .get("name")
                     .and_then(Value::as_str)
-                    .filter(|n| !n.is_empty())
-                    .ok_or_else(|| format!("{at} (tool_use) has no 'name'"))?;
+                    .filter(|n| !n.is_empty());
+                if name.is_none() {
+                    unreadable.get_or_insert_with(|| format!("{at} (tool_use) has no 'name'"));
+                }
+                let name = name.unwrap_or_default();
                 let id = block
                     .get("id")
                     .and_then(Value::as_str)
                     .filter(|s| !s.is_empty())
-                    .ok_or_else(|| format!("{at} (tool_use '{name}') has no 'id'"))?;
+                    .map(str::to_string);
+                if id.is_none() {
+                    unreadable
+                        .get_or_insert_with(|| format!("{at} (tool_use '{name}') has no 'id'"));
+                }
+                let id = id.unwrap_or_else(|| format!("toolu_{}", uuid::Uuid::new_v4().simple()));
                 let input = match block.get("input") {
                     None | Some(Value::Null) => json!({}),
                     Some(i @ Value::Object(_)) => i.clone(),
@@ -254,7 +262,7 @@ fn parse_response(v: &Value) -> Result<ModelTurn, BadTurn> {
                     }
                 };
                 tool_calls.push(ToolCall {
-                    id: id.to_string(),
+                    id,
                     name: name.to_string(),
                     arguments: input,
                 });
@@ -262,7 +270,9 @@ fn parse_response(v: &Value) -> Result<ModelTurn, BadTurn> {
             // thinking, redacted_thinking and future block types carry no
             // answer text or calls.
             Some(_) => {}
-            None => return Err(format!("{at} has no 'type'").into()),
+            None => {
+                unreadable.get_or_insert_with(|| format!("{at} has no 'type'"));
+            }
         }
     }
     if let Some(what) = unreadable {

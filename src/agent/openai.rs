@@ -196,6 +196,9 @@ fn parse_response(v: &Value) -> Result<ModelTurn, BadTurn> {
         .get("message")
         .and_then(Value::as_object)
         .ok_or("choices[0] has no 'message' object")?;
+    // The first thing in the message that does not read: the turn is not
+    // run, but every call in it that can be named is, to be recorded.
+    let mut unreadable: Option<String> = None;
     let text = match message.get("content") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
@@ -207,7 +210,10 @@ fn parse_response(v: &Value) -> Result<ModelTurn, BadTurn> {
                 .collect::<Vec<_>>()
                 .join(""),
         ),
-        Some(_) => return Err("choices[0].message.content is neither a string nor null".into()),
+        Some(_) => {
+            unreadable = Some("choices[0].message.content is neither a string nor null".into());
+            None
+        }
     }
     .or_else(|| {
         message
@@ -217,23 +223,27 @@ fn parse_response(v: &Value) -> Result<ModelTurn, BadTurn> {
     })
     .filter(|t| !t.is_empty());
     let mut tool_calls = Vec::new();
-    // The first call whose arguments do not read: the turn is not run,
-    // but every call in it is named to be recorded.
-    let mut unreadable: Option<String> = None;
     match message.get("tool_calls") {
         None | Some(Value::Null) => {}
         Some(Value::Array(calls)) => {
             for (i, c) in calls.iter().enumerate() {
                 let at = format!("choices[0].message.tool_calls[{i}]");
-                let function = c
-                    .get("function")
-                    .and_then(Value::as_object)
-                    .ok_or_else(|| format!("{at} has no 'function' object"))?;
+                // A call without a function or a name is still one the
+                // model asked for: recorded under the name it has (none).
+                let empty = Map::new();
+                let function = c.get("function").and_then(Value::as_object);
+                if function.is_none() {
+                    unreadable.get_or_insert_with(|| format!("{at} has no 'function' object"));
+                }
+                let function = function.unwrap_or(&empty);
                 let name = function
                     .get("name")
                     .and_then(Value::as_str)
-                    .filter(|n| !n.is_empty())
-                    .ok_or_else(|| format!("{at}.function.name is missing"))?;
+                    .filter(|n| !n.is_empty());
+                if name.is_none() {
+                    unreadable.get_or_insert_with(|| format!("{at}.function.name is missing"));
+                }
+                let name = name.unwrap_or_default();
                 let arguments = match function.get("arguments") {
                     None | Some(Value::Null) => json!({}),
                     Some(Value::String(s)) if s.trim().is_empty() => json!({}),
