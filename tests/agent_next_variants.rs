@@ -356,3 +356,77 @@ async fn anthropic_thinking_and_late_tool_use_and_lookalike_names() {
     );
     assert_eq!(calls_received(&counter), ["echo"]);
 }
+
+/// One response may hold hundreds of thousands of tool calls (32 MiB of
+/// `{"name":"x"}`). Past `--max-tool-calls` each was recorded as skipped,
+/// one record each: 100,000 calls took 177 s of the run and 58 MB of log,
+/// outside the run's `--timeout`. Now the first 64 such calls of a turn
+/// are recorded one by one, the rest as one record (their count and
+/// digest), in the log and the report alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_calls_in_one_turn_is_recorded_in_bounded_records() {
+    let n = 5_000;
+    let (world, counter) = world();
+    let calls: Vec<Value> = (0..n)
+        .map(|i| function(&format!("c{i}"), "mcp__fx__echo", r#"{"message":"m"}"#))
+        .collect();
+    let server =
+        MockServer::start(vec![openai_turn(Value::Array(calls)), openai_text("done")]).await;
+    let (report, code) = run(&world, &server, "openai", &["--max-tool-calls", "2"]).await;
+    assert_eq!(report["status"], "max_tool_calls", "{report:.300}");
+    assert_eq!(code, 1);
+    assert_eq!(calls_received(&counter).len(), 2);
+    let audited = audit_calls(&world.path("audit.jsonl"));
+    assert_eq!(audited.len(), 2 + 64 + 1, "{} records", audited.len());
+    let together = audited
+        .iter()
+        .find(|c| c["arguments"]["more_calls"].is_u64())
+        .expect("the record of the rest");
+    assert_eq!(together["arguments"]["more_calls"], json!(n - 2 - 64));
+    assert_eq!(together["outcome"], "skipped");
+    let reported = report["calls"].as_array().map_or(0, Vec::len);
+    assert_eq!(reported, 2 + 64 + 1);
+}
+
+/// A turn with more calls than the run's budget whose run then stops
+/// (its `--timeout` while the calls it runs are running): the calls over
+/// the budget were never recorded, since the run returned before it
+/// recorded them. Now they are, before the run ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_over_the_budget_are_recorded_when_the_run_stops_meanwhile() {
+    let world = World::new();
+    let (fixture, _counter) = world.counting_fixture();
+    world.write_config(&json!({
+        "mcpServers": {"fx": fixture},
+        "permissions": {"allow": ["mcp__fx__echo", "mcp__fx__sleep"]},
+        "audit": {"path": world.path("audit.jsonl")},
+    }));
+    let server = MockServer::start(vec![
+        openai_turn(json!([
+            function("c1", "mcp__fx__sleep", r#"{"ms":20000}"#),
+            function("c2", "mcp__fx__echo", r#"{"message":"over one"}"#),
+            function("c3", "mcp__fx__echo", r#"{"message":"over two"}"#),
+        ])),
+        openai_text("done"),
+    ])
+    .await;
+    let (report, _) = run(
+        &world,
+        &server,
+        "openai",
+        &["--max-tool-calls", "1", "--timeout", "8"],
+    )
+    .await;
+    assert_eq!(report["status"], "timeout", "{report}");
+    let audited = audit_calls(&world.path("audit.jsonl"));
+    let skipped: Vec<&Value> = audited
+        .iter()
+        .filter(|c| c["outcome"] == "skipped")
+        .map(|c| &c["arguments"]["message"])
+        .collect();
+    assert_eq!(
+        skipped,
+        [&json!("over one"), &json!("over two")],
+        "{audited:#?}"
+    );
+}
