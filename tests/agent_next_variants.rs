@@ -430,3 +430,95 @@ async fn calls_over_the_budget_are_recorded_when_the_run_stops_meanwhile() {
         "{audited:#?}"
     );
 }
+
+/// A policy whose evaluation runs until regorus's own budget stops it, for
+/// `echo` of the message "slow" only.
+const SLOW_POLICY: &str = "package warden\nimport rego.v1\n\n\
+deny contains \"slow\" if {\n  input.arguments.message == \"slow\"\n  \
+count([x | some x in numbers.range(1, 100000); some y in numbers.range(1, 100000); x == y + 100001]) >= 0\n}\n";
+
+/// A call the run's `--timeout` overtakes while warden is still deciding
+/// it: the run dropped the call, and with it the only record it would
+/// have had (a call is written ahead once decided). Now the run's end
+/// cancels its calls and waits a moment for them, so the call is recorded
+/// as cancelled before warden decided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_still_being_decided_when_the_run_times_out_is_recorded() {
+    let (world, counter) = world();
+    std::fs::write(world.path("slow.rego"), SLOW_POLICY).expect("policy");
+    world.write_config(&json!({
+        "mcpServers": {"fx": world.counting_fixture().0},
+        "permissions": {"allow": ["mcp__fx__echo"]},
+        "policy": [world.path("slow.rego")],
+        "audit": {"path": world.path("audit.jsonl")},
+    }));
+    let server = MockServer::start(vec![
+        openai_turn(json!([function(
+            "c1",
+            "mcp__fx__echo",
+            r#"{"message":"slow"}"#
+        )])),
+        openai_text("done"),
+    ])
+    .await;
+    let (report, _) = run(&world, &server, "openai", &["--timeout", "1.5"]).await;
+    assert_eq!(report["status"], "timeout", "{report}");
+    let audited = audit_calls(&world.path("audit.jsonl"));
+    assert_eq!(audited.len(), 1, "{report}");
+    assert_eq!(audited[0]["arguments"], json!({"message": "slow"}));
+    assert!(calls_received(&counter).is_empty());
+}
+
+/// `warden repl`: its executor (which shows each call) did not pass on
+/// the record of a call it did not run, so a repl turn's calls past
+/// `--max-tool-calls` were in no record at all. Now they are, as in `run`.
+#[test]
+fn the_repl_records_the_calls_it_does_not_run() {
+    let (world, counter) = world();
+    let script = world.path("script.json");
+    let turns = json!([
+        {"tool_calls": [
+            {"name": "mcp__fx__echo", "arguments": {"message": "run"}},
+            {"name": "mcp__fx__echo", "arguments": {"message": "over"}}
+        ]},
+        {"text": "done"}
+    ]);
+    std::fs::write(&script, turns.to_string()).expect("script");
+    let model = format!("scripted:{}", script.display());
+    let mut command = std::process::Command::new("setsid");
+    let inner = world.warden(&["--max-tool-calls", "1", "--model", &model, "repl"]);
+    command
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .envs(
+            inner
+                .get_envs()
+                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+        )
+        .env_remove("RUST_LOG")
+        .current_dir(&world.workspace)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("spawn");
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        stdin.write_all(b"echo twice\n/quit\n").expect("write");
+    }
+    let output = child.wait_with_output().expect("wait");
+    let audited = audit_calls(&world.path("audit.jsonl"));
+    let seen: Vec<(&Value, &Value)> = audited
+        .iter()
+        .map(|c| (&c["arguments"]["message"], &c["outcome"]))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (&json!("run"), &json!("ok")),
+            (&json!("over"), &json!("skipped"))
+        ],
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(calls_received(&counter), ["echo"]);
+}
