@@ -522,3 +522,30 @@ fn the_repl_records_the_calls_it_does_not_run() {
     );
     assert_eq!(calls_received(&counter), ["echo"]);
 }
+
+/// A tool hidden from the model because a `deny` rule without argument
+/// conditions matches it (CONTRACT §4), called by its name anyway: a deny
+/// through the pipeline (rules stage), counted by `--fail-on-deny`, never
+/// an unknown tool that lets the run end 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_to_a_tool_hidden_by_a_deny_rule_is_a_deny_in_ci() {
+    let world = World::new();
+    let (fixture, counter) = world.counting_fixture();
+    world.write_config(&json!({
+        "mcpServers": {"fx": fixture},
+        "permissions": {"allow": ["mcp__fx__echo"], "deny": ["mcp__fx__say"]},
+        "audit": {"path": world.path("audit.jsonl")},
+    }));
+    let server = MockServer::start(vec![
+        openai_turn(json!([function("c1", "mcp__fx__say", r#"{"text":"hi"}"#)])),
+        openai_text("done"),
+    ])
+    .await;
+    let (report, code) = run(&world, &server, "openai", &["--fail-on-deny"]).await;
+    // The model was not offered the tool.
+    let offered = server.requests()[0].body["tools"].to_string();
+    assert!(!offered.contains("mcp__fx__say"), "{offered}");
+    assert_eq!(report["calls"][0]["outcome"], "denied", "{report}");
+    assert_eq!(code, 3, "{report}");
+    assert!(calls_received(&counter).is_empty());
+}
