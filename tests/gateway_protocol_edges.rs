@@ -591,6 +591,18 @@ async fn http_records_requests_for_methods_not_served() {
         let text = response.text().await.expect("body");
         assert!(text.contains("-32601"), "{text:.300}");
     }
+    // The next variant: a `tools/call` rmcp refuses for the revision its
+    // `_meta` names, before the handler (and the host) sees it.
+    let response = post(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+               "params": {"name": "fixture__echo", "arguments": {"message": "early"},
+                          "_meta": {"io.modelcontextprotocol/protocolVersion": "1999-01-01"}}}),
+        session,
+    )
+    .await
+    .expect("an answer");
+    let text = response.text().await.expect("body");
+    assert!(text.contains("error"), "{text:.300}");
     post(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                "params": {"requestId": {"x": 1}}}),
@@ -606,10 +618,21 @@ async fn http_records_requests_for_methods_not_served() {
         .collect();
     assert_eq!(
         methods,
-        ["made/up", "tasks/get", "notifications/cancelled"],
+        [
+            "made/up",
+            "tasks/get",
+            "tools/call",
+            "notifications/cancelled"
+        ],
         "{records:#?}"
     );
     assert_eq!(records[1]["arguments"], json!({"taskId": "t"}));
+    assert_eq!(
+        records[2]["arguments"]["arguments"],
+        json!({"message": "early"})
+    );
+    let log = std::fs::read_to_string(audit_path(&world)).expect("the log");
+    assert!(!log.contains(r#""event":"tool_call""#), "{log:.2000}");
 }
 
 /// tests/python/raw_echo_server.py whose tool `sample` asks its client to

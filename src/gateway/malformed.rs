@@ -11,7 +11,9 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::model::{ClientJsonRpcMessage, CustomRequest, ErrorData, ServerJsonRpcMessage};
+use rmcp::model::{
+    ClientJsonRpcMessage, CustomRequest, ErrorData, GetMeta, ProtocolVersion, ServerJsonRpcMessage,
+};
 
 use crate::host::{Caller, Host};
 use crate::mcp::wire::Refusals;
@@ -98,20 +100,35 @@ pub(super) async fn answer_unreadable(
         return response;
     };
     let read = json.then(|| serde_json::from_slice::<ClientJsonRpcMessage>(&bytes));
-    if let Some(Ok(ClientJsonRpcMessage::Request(request))) = &read
-        && super::unserved::always_refused(&request.request)
-    {
-        // rmcp answers it "method not found" before any handler runs.
-        let method = request.request.method();
-        let params = serde_json::to_value(&request.request)
-            .ok()
-            .and_then(|mut v| v.get_mut("params").map(serde_json::Value::take));
-        let error = ErrorData::new(
-            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-            method.to_string(),
-            None,
-        );
-        super::unserved::record(&host, method, params, &error);
+    if let Some(Ok(ClientJsonRpcMessage::Request(request))) = &read {
+        // rmcp answers these before any handler runs: "method not found",
+        // or a `_meta` it refuses.
+        let request = &request.request;
+        let error = if super::unserved::always_refused(request) {
+            Some(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                request.method().to_string(),
+                None,
+            ))
+        } else if super::unserved::refused_for_meta(
+            request,
+            request.get_meta(),
+            ProtocolVersion::KNOWN_VERSIONS,
+        ) {
+            Some(ErrorData::invalid_params(
+                "refused before it was served: its _meta names a protocol revision the gateway \
+                 does not speak, or lacks what that revision requires",
+                None,
+            ))
+        } else {
+            None
+        };
+        if let Some(error) = error {
+            let params = serde_json::to_value(request)
+                .ok()
+                .and_then(|mut v| v.get_mut("params").map(serde_json::Value::take));
+            super::unserved::record(&host, request.method(), params, &error);
+        }
     }
     let refused = read.and_then(Result::err);
     let response = next

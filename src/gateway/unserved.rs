@@ -18,13 +18,14 @@
 //!   it never reaches the host, which records every call it sees). Over
 //!   stdio [`Recording`] sees rmcp's answer; over HTTP, where rmcp's
 //!   service must be the `ServerHandler` itself, the body is read by
-//!   `malformed::answer_unreadable` and [`always_refused`] says which.
+//!   `malformed::answer_unreadable`, and [`always_refused`] and
+//!   [`refused_for_meta`] say which.
 
 use std::borrow::Cow;
 
 use rmcp::model::{
     CancelledNotificationMethod, ClientNotification, ClientRequest, ConstString, ErrorCode,
-    InitializedNotificationMethod, ProgressNotificationMethod, ProtocolVersion,
+    InitializedNotificationMethod, ProgressNotificationMethod, ProtocolVersion, RequestMetaObject,
     RootsListChangedNotificationMethod, ServerConfig, ServerResult,
 };
 use rmcp::service::{NotificationContext, RequestContext, Service};
@@ -84,26 +85,25 @@ pub(super) fn always_refused(request: &ClientRequest) -> bool {
 #[derive(Clone)]
 pub struct Recording(pub Gateway);
 
-/// Whether rmcp refuses `request` for its `_meta` before any handler
-/// runs (the checks rmcp's `Service` makes that do not depend on how the
-/// session began).
-fn refused_for_meta(
-    service: &Gateway,
+/// Whether rmcp refuses `request`, whose `_meta` is `meta`, before any
+/// handler runs (the checks rmcp's `Service` makes that do not depend on
+/// how the session began), for a gateway speaking `supported`.
+pub(super) fn refused_for_meta(
     request: &ClientRequest,
-    context: &RequestContext<RoleServer>,
+    meta: &RequestMetaObject,
+    supported: &[ProtocolVersion],
 ) -> bool {
     if matches!(request, ClientRequest::InitializeRequest(_)) {
         return false;
     }
-    let Some(requested) = context.meta.protocol_version() else {
+    let Some(requested) = meta.protocol_version() else {
         return false;
     };
-    if !Service::supported_protocol_versions(service).contains(&requested) {
+    if !supported.contains(&requested) {
         return true;
     }
     requested.as_str() >= ProtocolVersion::V_2026_07_28.as_str()
-        && !context
-            .meta
+        && !meta
             .missing_required_keys(&ProtocolVersion::V_2026_07_28)
             .is_empty()
 }
@@ -134,7 +134,8 @@ impl Service<RoleServer> for Recording {
         request: ClientRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
-        let for_meta = refused_for_meta(&self.0, &request, &context);
+        let supported = Service::supported_protocol_versions(&self.0);
+        let for_meta = refused_for_meta(&request, &context.meta, &supported);
         let kept = kept(&request, for_meta);
         let result = Service::handle_request(&self.0, request, context).await;
         if let (Err(error), Some((method, params))) = (&result, kept)
