@@ -350,6 +350,246 @@ async fn http_answers_and_records_every_request_it_cannot_read() {
     check_records(&world, &attacks, limit);
 }
 
+/// A request for a method the gateway does not serve was answered
+/// "method not found" (-32601) and left no record, whether the gateway's
+/// handler answered it (a made-up method, `server/discover`) or rmcp did
+/// before any handler ran (`tasks/get` without the tasks capability); a
+/// notification for a client's method whose parameters were not that
+/// method's was ignored without a record. Now each is recorded
+/// (`malformed`, the method named, bounded however long the client made
+/// it), and the answers are unchanged.
+#[test]
+fn requests_for_methods_not_served_and_unreadable_notifications_are_recorded() {
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let mut gateway = Gateway::start(&world);
+    let long = format!("x/{}", "y".repeat(200_000));
+    let unserved = [
+        (30, "made/up".to_string(), json!({"secret": "nope"})),
+        (
+            31,
+            "server/discover".to_string(),
+            json!({"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}}),
+        ),
+        (32, "tasks/get".to_string(), json!({"taskId": "t1"})),
+        (33, long.clone(), json!({})),
+    ];
+    for (id, method, params) in &unserved {
+        gateway.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        );
+        let answer = gateway
+            .answer(PROMPT)
+            .unwrap_or_else(|| panic!("no answer to {method:.40}"));
+        check_answer(&answer, -32601, Some(*id), method);
+    }
+    // The next variant: a `tools/call` rmcp refuses before the gateway's
+    // handler runs, for its `_meta`: a revision the gateway does not
+    // speak, or 2026-07-28 without the fields that revision requires.
+    let early = [
+        (
+            34,
+            json!({"io.modelcontextprotocol/protocolVersion": "1999-01-01"}),
+        ),
+        (
+            35,
+            json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}),
+        ),
+    ];
+    for (id, meta) in &early {
+        gateway.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "fixture__echo", "arguments": {"message": "early"},
+                               "_meta": meta}})
+            .to_string(),
+        );
+        let answer = gateway.answer(PROMPT).expect("an answer");
+        assert!(answer["error"]["code"].is_i64(), "{answer}");
+        assert_eq!(answer["id"], json!(id), "{answer}");
+    }
+    // Notifications of a client's methods with parameters not theirs.
+    gateway.send(
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":{"x":1}}}"#,
+    );
+    gateway.send(
+        r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":[1],"progress":"a"}}"#,
+    );
+    // The session goes on.
+    gateway.send(r#"{"jsonrpc":"2.0","id":99,"method":"tools/list"}"#);
+    let listed = gateway.answer(PROMPT).expect("an answer to tools/list");
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    gateway.stop();
+    let records = requests(&world, "malformed");
+    let methods: Vec<String> = records
+        .iter()
+        .map(|r| {
+            r["method"]
+                .as_str()
+                .unwrap_or("")
+                .chars()
+                .take(40)
+                .collect()
+        })
+        .collect();
+    assert_eq!(records.len(), 8, "{methods:?}");
+    for (record, (_, method, params)) in records.iter().zip(&unserved) {
+        let shown: String = record.to_string().chars().take(300).collect();
+        assert_eq!(record["outcome"], "invalid_request", "{shown}");
+        assert_eq!(record["caller"], "gateway");
+        assert!(record["decision"].is_null());
+        assert!(
+            record["error"]
+                .as_str()
+                .is_some_and(
+                    |e| (e.contains("(-32601)") || method.len() > 1000) && e.len() < 16 * 1024
+                ),
+            "{shown}"
+        );
+        let recorded = record["method"].as_str().expect("a method");
+        if method.len() > 1000 {
+            assert!(recorded.len() < 16 * 1024, "the method is kept whole");
+            assert!(recorded.starts_with("x/yyy"), "{recorded:.100}");
+        } else {
+            assert_eq!(recorded, method);
+            assert_eq!(&record["arguments"], params);
+        }
+    }
+    for record in &records[4..6] {
+        assert_eq!(record["method"], "tools/call", "{record}");
+        assert_eq!(
+            record["arguments"]["arguments"],
+            json!({"message": "early"})
+        );
+    }
+    // Never sent: no tool_call, no call to the server.
+    let log = std::fs::read_to_string(audit_path(&world)).expect("the log");
+    assert!(!log.contains(r#""event":"tool_call""#), "{log:.2000}");
+    assert_eq!(records[6]["method"], "notifications/cancelled");
+    assert_eq!(records[6]["arguments"], json!({"requestId": {"x": 1}}));
+    assert_eq!(records[7]["method"], "notifications/progress");
+    assert!(
+        records[6]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("(-32602)")),
+        "{}",
+        records[6]
+    );
+    // The whole log line of the long method stays bounded.
+    assert!(
+        log.lines().all(|l| l.len() < 64 * 1024),
+        "a record is unbounded"
+    );
+}
+
+/// The same over `--listen`, where rmcp's HTTP service runs the handler
+/// itself: a made-up method, `tasks/get` (refused by rmcp before the
+/// handler) and a notification with parameters not its method's are
+/// recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_records_requests_for_methods_not_served() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let gateway = Listening::start(&world, &[]).await;
+    let http = reqwest::Client::builder()
+        .timeout(PROMPT)
+        .build()
+        .expect("reqwest client");
+    let post = |body: Value, session: Option<&str>| {
+        let mut request = http
+            .post(&gateway.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", format!("Bearer {}", gateway.bearer()))
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.send()
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                          "clientInfo": {"name": "raw", "version": "0"}}}),
+        None,
+    )
+    .await
+    .expect("initialize");
+    let session = init
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    drop(init);
+    let session = session.as_deref();
+    post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        session,
+    )
+    .await
+    .expect("initialized");
+    for (id, method, params) in [
+        (2, "made/up", json!({"a": 1})),
+        (3, "tasks/get", json!({"taskId": "t"})),
+    ] {
+        let response = post(
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+            session,
+        )
+        .await
+        .expect("an answer");
+        let text = response.text().await.expect("body");
+        assert!(text.contains("-32601"), "{text:.300}");
+    }
+    // The next variant: a `tools/call` rmcp refuses for the revision its
+    // `_meta` names, before the handler (and the host) sees it.
+    let response = post(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+               "params": {"name": "fixture__echo", "arguments": {"message": "early"},
+                          "_meta": {"io.modelcontextprotocol/protocolVersion": "1999-01-01"}}}),
+        session,
+    )
+    .await
+    .expect("an answer");
+    let text = response.text().await.expect("body");
+    assert!(text.contains("error"), "{text:.300}");
+    post(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+               "params": {"requestId": {"x": 1}}}),
+        session,
+    )
+    .await
+    .expect("sent");
+    gateway.stop(&world).await;
+    let records = requests(&world, "malformed");
+    let methods: Vec<&str> = records
+        .iter()
+        .filter_map(|r| r["method"].as_str())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "made/up",
+            "tasks/get",
+            "tools/call",
+            "notifications/cancelled"
+        ],
+        "{records:#?}"
+    );
+    assert_eq!(records[1]["arguments"], json!({"taskId": "t"}));
+    assert_eq!(
+        records[2]["arguments"]["arguments"],
+        json!({"message": "early"})
+    );
+    let log = std::fs::read_to_string(audit_path(&world)).expect("the log");
+    assert!(!log.contains(r#""event":"tool_call""#), "{log:.2000}");
+}
+
 /// tests/python/raw_echo_server.py whose tool `sample` asks its client to
 /// sample with `params`.
 fn sampling_server(world: &World, params: &Value) -> Value {

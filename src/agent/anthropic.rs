@@ -6,7 +6,9 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use super::http::{self, ApiKey, HttpSettings, Target};
-use super::{Message, Model, ModelError, ModelRequest, ModelTurn, ToolCall, ToolSpec, Usage};
+use super::{
+    BadTurn, Message, Model, ModelError, ModelRequest, ModelTurn, ToolCall, ToolSpec, Usage,
+};
 
 const PROVIDER: &str = "anthropic";
 
@@ -175,8 +177,9 @@ impl AnthropicModel {
         };
         let body = self.request_body(request);
         let response = http::post_json(&self.client, &self.settings, &target, &body).await?;
-        parse_response(&response)
-            .map_err(|what| http::malformed(PROVIDER, &what, &response, &self.key))
+        parse_response(&response).map_err(|bad| {
+            bad.into_error(|what| http::malformed(PROVIDER, what, &response, &self.key))
+        })
     }
 }
 
@@ -202,13 +205,13 @@ fn tool_json(t: &ToolSpec) -> Value {
 }
 
 /// Parses a Messages response; the error says what was wrong.
-fn parse_response(v: &Value) -> Result<ModelTurn, String> {
+fn parse_response(v: &Value) -> Result<ModelTurn, BadTurn> {
     if v.get("type").and_then(Value::as_str) == Some("error") {
         let msg = v
             .pointer("/error/message")
             .and_then(Value::as_str)
             .unwrap_or("(no message)");
-        return Err(format!("the response is an error object: {msg}"));
+        return Err(format!("the response is an error object: {msg}").into());
     }
     let content = v
         .get("content")
@@ -216,38 +219,50 @@ fn parse_response(v: &Value) -> Result<ModelTurn, String> {
         .ok_or("no 'content' array")?;
     let mut texts = Vec::new();
     let mut tool_calls = Vec::new();
+    // The first block that does not read: the turn is not run, but every
+    // call in it is named to be recorded (a `tool_use` without a name
+    // under none, one without an id under one made here).
+    let mut unreadable: Option<String> = None;
     for (i, block) in content.iter().enumerate() {
         let at = format!("content[{i}]");
         match block.get("type").and_then(Value::as_str) {
-            Some("text") => {
-                let t = block
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| format!("{at} (text) has no 'text' string"))?;
-                texts.push(t.to_string());
-            }
+            Some("text") => match block.get("text").and_then(Value::as_str) {
+                Some(t) => texts.push(t.to_string()),
+                None => {
+                    unreadable.get_or_insert_with(|| format!("{at} (text) has no 'text' string"));
+                }
+            },
             Some("tool_use") => {
                 let name = block
                     .get("name")
                     .and_then(Value::as_str)
-                    .filter(|n| !n.is_empty())
-                    .ok_or_else(|| format!("{at} (tool_use) has no 'name'"))?;
+                    .filter(|n| !n.is_empty());
+                if name.is_none() {
+                    unreadable.get_or_insert_with(|| format!("{at} (tool_use) has no 'name'"));
+                }
+                let name = name.unwrap_or_default();
                 let id = block
                     .get("id")
                     .and_then(Value::as_str)
                     .filter(|s| !s.is_empty())
-                    .ok_or_else(|| format!("{at} (tool_use '{name}') has no 'id'"))?;
+                    .map(str::to_string);
+                if id.is_none() {
+                    unreadable
+                        .get_or_insert_with(|| format!("{at} (tool_use '{name}') has no 'id'"));
+                }
+                let id = id.unwrap_or_else(|| format!("toolu_{}", uuid::Uuid::new_v4().simple()));
                 let input = match block.get("input") {
                     None | Some(Value::Null) => json!({}),
                     Some(i @ Value::Object(_)) => i.clone(),
-                    Some(_) => {
-                        return Err(format!(
-                            "{at} (tool_use '{name}'): 'input' is not an object"
-                        ));
+                    Some(other) => {
+                        unreadable.get_or_insert_with(|| {
+                            format!("{at} (tool_use '{name}'): 'input' is not an object")
+                        });
+                        other.clone()
                     }
                 };
                 tool_calls.push(ToolCall {
-                    id: id.to_string(),
+                    id,
                     name: name.to_string(),
                     arguments: input,
                 });
@@ -255,8 +270,16 @@ fn parse_response(v: &Value) -> Result<ModelTurn, String> {
             // thinking, redacted_thinking and future block types carry no
             // answer text or calls.
             Some(_) => {}
-            None => return Err(format!("{at} has no 'type'")),
+            None => {
+                unreadable.get_or_insert_with(|| format!("{at} has no 'type'"));
+            }
         }
+    }
+    if let Some(what) = unreadable {
+        return Err(BadTurn {
+            what,
+            calls: tool_calls,
+        });
     }
     let text = Some(texts.join("")).filter(|t| !t.is_empty());
     let count = |k: &str| {
@@ -296,7 +319,7 @@ mod tests {
             "stop_reason": "tool_use",
             "usage": {"input_tokens": 10, "output_tokens": 5}
         });
-        let t = parse_response(&v).unwrap_or_else(|e| panic!("{e}"));
+        let t = parse_response(&v).unwrap_or_else(|e| panic!("{}", e.what));
         assert_eq!(t.text.as_deref(), Some("Let me look."));
         assert_eq!(t.tool_calls[0].id, "toolu_1");
         assert_eq!(t.tool_calls[0].arguments, json!({"x": 1}));

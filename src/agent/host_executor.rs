@@ -15,6 +15,8 @@ use warden_policy::Asker;
 pub struct HostExecutor<'a> {
     host: &'a Host,
     asker: Option<&'a dyn Asker>,
+    /// Every call's cancellation: a child of the caller's token, also
+    /// cancelled when the run stops its calls ([`ToolExecutor::stop`]).
     cancel: CancellationToken,
 }
 
@@ -23,7 +25,7 @@ impl<'a> HostExecutor<'a> {
         HostExecutor {
             host,
             asker,
-            cancel,
+            cancel: cancel.child_token(),
         }
     }
 }
@@ -88,6 +90,10 @@ impl ToolExecutor for HostExecutor<'_> {
                 _ => ToolOutcome::error(content, record),
             }
         })
+    }
+
+    fn stop(&self) {
+        self.cancel.cancel();
     }
 
     fn record_skipped(&self, call: &ToolCall, reason: &str) {

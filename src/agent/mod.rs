@@ -144,9 +144,68 @@ pub enum ModelError {
         model: String,
         message: String,
     },
+    /// A turn with tool calls of which at least one cannot be read
+    /// (arguments that are not JSON, or not the object the API promises):
+    /// `error` says what was wrong; `calls` are every call of the turn, in
+    /// order, so that each is recorded as not run (an unreadable call's
+    /// arguments by size and digest when they are no JSON).
+    #[error("{error}")]
+    UnreadableCalls {
+        error: Box<ModelError>,
+        calls: Vec<ToolCall>,
+    },
     /// A scripted model's file is unreadable or malformed.
     #[error("scripted model {file}: {message}")]
     Script { file: String, message: String },
+}
+
+/// Why a provider's answer could not be used: what was wrong, and the
+/// tool calls of the turn when one of them could not be read
+/// ([`ModelError::UnreadableCalls`]).
+pub(crate) struct BadTurn {
+    pub what: String,
+    pub calls: Vec<ToolCall>,
+}
+
+impl From<String> for BadTurn {
+    fn from(what: String) -> Self {
+        BadTurn {
+            what,
+            calls: Vec::new(),
+        }
+    }
+}
+
+impl From<&str> for BadTurn {
+    fn from(what: &str) -> Self {
+        what.to_string().into()
+    }
+}
+
+impl BadTurn {
+    /// The error a provider returns for it, `malformed` building the
+    /// message.
+    pub(crate) fn into_error(self, malformed: impl FnOnce(&str) -> ModelError) -> ModelError {
+        let error = malformed(&self.what);
+        if self.calls.is_empty() {
+            error
+        } else {
+            ModelError::UnreadableCalls {
+                error: Box::new(error),
+                calls: self.calls,
+            }
+        }
+    }
+}
+
+/// How an unreadable call's arguments are recorded: no `redact` pointer
+/// can be applied to text that does not read, and a value it would hide
+/// could be in it, so only its size and digest.
+pub(crate) fn unreadable_arguments(text: &str) -> Value {
+    serde_json::json!({
+        "bytes": text.len(),
+        "sha256": warden_core::digest::sha256_hex(text.as_bytes()),
+    })
 }
 
 /// Builds a model from a `--model` spec: `scripted:FILE`, `openai:MODEL` or

@@ -6,7 +6,9 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use super::http::{self, ApiKey, HttpSettings, Target};
-use super::{Message, Model, ModelError, ModelRequest, ModelTurn, ToolCall, ToolSpec, Usage};
+use super::{
+    BadTurn, Message, Model, ModelError, ModelRequest, ModelTurn, ToolCall, ToolSpec, Usage,
+};
 
 const PROVIDER: &str = "openai";
 
@@ -145,8 +147,9 @@ impl OpenAiModel {
         };
         let body = self.request_body(request);
         let response = http::post_json(&self.client, &self.settings, &target, &body).await?;
-        parse_response(&response)
-            .map_err(|what| http::malformed(PROVIDER, &what, &response, &self.key))
+        parse_response(&response).map_err(|bad| {
+            bad.into_error(|what| http::malformed(PROVIDER, what, &response, &self.key))
+        })
     }
 }
 
@@ -175,13 +178,13 @@ fn tool_json(t: &ToolSpec) -> Value {
 }
 
 /// Parses a Chat Completions response; the error says what was wrong.
-fn parse_response(v: &Value) -> Result<ModelTurn, String> {
+fn parse_response(v: &Value) -> Result<ModelTurn, BadTurn> {
     if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
         let msg = err
             .get("message")
             .and_then(Value::as_str)
             .unwrap_or("(no message)");
-        return Err(format!("the response is an error object: {msg}"));
+        return Err(format!("the response is an error object: {msg}").into());
     }
     let choice = v
         .get("choices")
@@ -193,6 +196,9 @@ fn parse_response(v: &Value) -> Result<ModelTurn, String> {
         .get("message")
         .and_then(Value::as_object)
         .ok_or("choices[0] has no 'message' object")?;
+    // The first thing in the message that does not read: the turn is not
+    // run, but every call in it that can be named is, to be recorded.
+    let mut unreadable: Option<String> = None;
     let text = match message.get("content") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
@@ -204,7 +210,10 @@ fn parse_response(v: &Value) -> Result<ModelTurn, String> {
                 .collect::<Vec<_>>()
                 .join(""),
         ),
-        Some(_) => return Err("choices[0].message.content is neither a string nor null".into()),
+        Some(_) => {
+            unreadable = Some("choices[0].message.content is neither a string nor null".into());
+            None
+        }
     }
     .or_else(|| {
         message
@@ -219,25 +228,46 @@ fn parse_response(v: &Value) -> Result<ModelTurn, String> {
         Some(Value::Array(calls)) => {
             for (i, c) in calls.iter().enumerate() {
                 let at = format!("choices[0].message.tool_calls[{i}]");
-                let function = c
-                    .get("function")
-                    .and_then(Value::as_object)
-                    .ok_or_else(|| format!("{at} has no 'function' object"))?;
+                // A call without a function or a name is still one the
+                // model asked for: recorded under the name it has (none).
+                let empty = Map::new();
+                let function = c.get("function").and_then(Value::as_object);
+                if function.is_none() {
+                    unreadable.get_or_insert_with(|| format!("{at} has no 'function' object"));
+                }
+                let function = function.unwrap_or(&empty);
                 let name = function
                     .get("name")
                     .and_then(Value::as_str)
-                    .filter(|n| !n.is_empty())
-                    .ok_or_else(|| format!("{at}.function.name is missing"))?;
+                    .filter(|n| !n.is_empty());
+                if name.is_none() {
+                    unreadable.get_or_insert_with(|| format!("{at}.function.name is missing"));
+                }
+                let name = name.unwrap_or_default();
                 let arguments = match function.get("arguments") {
                     None | Some(Value::Null) => json!({}),
                     Some(Value::String(s)) if s.trim().is_empty() => json!({}),
-                    Some(Value::String(s)) => serde_json::from_str::<Value>(s).map_err(|e| {
-                        format!("{at}.function.arguments (tool '{name}') is not valid JSON: {e}")
-                    })?,
+                    // JSON that is not an object reads, and the schema
+                    // stage denies it; text that is no JSON (trailing
+                    // data, a comment, NaN, a number beyond f64) does not.
+                    Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+                        Ok(arguments) => arguments,
+                        Err(e) => {
+                            unreadable.get_or_insert_with(|| {
+                                format!(
+                                    "{at}.function.arguments (tool '{name}') is not valid JSON: {e}"
+                                )
+                            });
+                            super::unreadable_arguments(s)
+                        }
+                    },
                     // Lenient: some compatible servers send an object.
                     Some(o @ Value::Object(_)) => o.clone(),
-                    Some(_) => {
-                        return Err(format!("{at}.function.arguments is not a JSON string"));
+                    Some(other) => {
+                        unreadable.get_or_insert_with(|| {
+                            format!("{at}.function.arguments is not a JSON string")
+                        });
+                        other.clone()
                     }
                 };
                 let id = c
@@ -254,6 +284,12 @@ fn parse_response(v: &Value) -> Result<ModelTurn, String> {
             }
         }
         Some(_) => return Err("choices[0].message.tool_calls is not an array".into()),
+    }
+    if let Some(what) = unreadable {
+        return Err(BadTurn {
+            what,
+            calls: tool_calls,
+        });
     }
     let usage = v.get("usage");
     let count = |k: &str| {
@@ -287,7 +323,7 @@ mod tests {
             ]}, "finish_reason": "tool_calls"}],
             "usage": {"prompt_tokens": 7, "completion_tokens": 3}
         });
-        let t = parse_response(&v).unwrap_or_else(|e| panic!("{e}"));
+        let t = parse_response(&v).unwrap_or_else(|e| panic!("{}", e.what));
         assert_eq!(t.text, None);
         assert_eq!(t.tool_calls.len(), 2);
         assert_eq!(t.tool_calls[0].arguments, json!({"a": 1}));
@@ -305,11 +341,18 @@ mod tests {
     fn bad_arguments_are_named() {
         let v = json!({"choices": [{"message": {"tool_calls": [
             {"id": "c1", "function": {"name": "t", "arguments": "{oops"}}]}}]});
-        let e = parse_response(&v).err().unwrap_or_default();
+        let e = parse_response(&v).err().map(|b| b.what).unwrap_or_default();
         assert!(
             e.contains("tool_calls[0].function.arguments") && e.contains("'t'"),
             "{e}"
         );
+        // Every call of the turn is named, to be recorded as not run.
+        let calls = parse_response(&v)
+            .err()
+            .map(|b| b.calls)
+            .unwrap_or_default();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].arguments["bytes"], json!(5));
         assert!(parse_response(&json!({"choices": []})).is_err());
         assert!(parse_response(&json!({"id": "x"})).is_err());
     }

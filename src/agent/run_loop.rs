@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Message, Model, ModelRequest, ToolCall, ToolSpec, Usage};
+use super::{Message, Model, ModelError, ModelRequest, ToolCall, ToolSpec, Usage};
 
 /// The system prompt of every run. Tool results are data, never instructions.
 pub const SYSTEM_PROMPT: &str = "\
@@ -104,6 +104,10 @@ pub trait ToolExecutor: Send + Sync {
     /// (past `--max-tool-calls`, or in a turn cut at the output-token
     /// limit): an auditor sees every call asked for, run or not.
     fn record_skipped(&self, _call: &ToolCall, _reason: &str) {}
+    /// Cancels the calls still running: the run stops (its deadline).
+    /// Each then ends, and is recorded, as cancelled; a call dropped
+    /// while it was being decided would have no record at all.
+    fn stop(&self) {}
 }
 
 /// Bounds of one run.
@@ -307,8 +311,64 @@ impl Stop {
     }
 }
 
+/// What was wrong with a turn, without the excerpt of the response
+/// (`http::malformed` appends it; the record names the calls itself).
+fn unreadable_reason(error: &ModelError) -> String {
+    let text = error.to_string();
+    match text.split_once("; response starts:") {
+        Some((what, _)) => what.to_string(),
+        None => text,
+    }
+}
+
 fn unrun_record(call: &ToolCall, outcome: &str, reason: &str) -> Value {
     json!({"id": call.id, "tool": call.name, "outcome": outcome, "error": reason})
+}
+
+/// At most this many calls of one turn that are not run are recorded one
+/// by one (in the audit log and the report); the rest of the turn's as one
+/// record. One response of a model may hold hundreds of thousands of
+/// calls (32 MiB of `{"name":"x"}`): one record each took minutes of the
+/// run and a log of hundreds of megabytes, past every limit the run sets.
+pub const MAX_UNRUN_RECORDS: usize = 64;
+
+/// Records the `calls` a turn asked for that are not run ([`ToolExecutor::
+/// record_skipped`], and in the report), the first [`MAX_UNRUN_RECORDS`]
+/// one by one, the rest as one record under no tool name, whose arguments
+/// are `{"more_calls": N, "sha256": S}`, S the digest of those calls
+/// (`[{"id", "name", "arguments"}…]` as canonical JSON), so the log still
+/// accounts for each.
+fn record_unrun(
+    tools: &dyn ToolExecutor,
+    report: &mut RunReport,
+    calls: &[ToolCall],
+    outcome: &str,
+    reason: &str,
+) {
+    let (each, rest) = calls.split_at(calls.len().min(MAX_UNRUN_RECORDS));
+    for call in each {
+        tools.record_skipped(call, reason);
+        report.calls.push(unrun_record(call, outcome, reason));
+    }
+    if rest.is_empty() {
+        return;
+    }
+    let digest = warden_core::digest::sha256_json(&json!(rest));
+    let reason = format!(
+        "{reason}; and {} more calls of this turn, recorded together: their count, \
+         and the sha256 of their ids, names and arguments",
+        rest.len()
+    );
+    let together = ToolCall {
+        id: String::new(),
+        name: String::new(),
+        arguments: json!({"more_calls": rest.len(), "sha256": digest}),
+    };
+    tools.record_skipped(&together, &reason);
+    report.calls.push(json!({
+        "id": null, "tool": null, "outcome": outcome, "error": reason,
+        "more_calls": rest.len(), "sha256": digest,
+    }));
 }
 
 /// Runs one task to the end. Never panics on model or tool behaviour; every
@@ -381,6 +441,19 @@ pub async fn run_conversation(
         };
         let mut turn = match turn {
             Ok(t) => t,
+            Err(ModelError::UnreadableCalls { error, calls }) => {
+                // The model asked for these calls: none is run (the turn
+                // could not be read whole, so neither could what it
+                // meant), each is recorded as not run.
+                let reason = format!(
+                    "not run: a tool call in the model's turn could not be read ({})",
+                    unreadable_reason(&error)
+                );
+                record_unrun(tools, &mut report, &calls, "skipped", &reason);
+                tracing::warn!(error = %error, calls = calls.len(), "model turn unreadable");
+                report.status = RunStatus::ModelError(error.to_string());
+                return report;
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "model failed");
                 report.status = RunStatus::ModelError(e.to_string());
@@ -398,10 +471,7 @@ pub async fn run_conversation(
             // failure, the calls listed as not run.
             let reason = "not run: the model's turn was cut at its output-token limit, \
                           so its arguments may be incomplete";
-            for call in &turn.tool_calls {
-                tools.record_skipped(call, reason);
-                report.calls.push(unrun_record(call, "skipped", reason));
-            }
+            record_unrun(tools, &mut report, &turn.tool_calls, "skipped", reason);
             tracing::warn!(
                 calls = turn.tool_calls.len(),
                 "model turn cut at its output-token limit"
@@ -465,7 +535,20 @@ pub async fn run_conversation(
                         let _ = tokio::time::timeout(CANCEL_GRACE, drain).await;
                         break Some(Stop::Cancelled);
                     }
-                    _ = tokio::time::sleep_until(deadline) => break Some(Stop::Timeout),
+                    _ = tokio::time::sleep_until(deadline) => {
+                        // As for a cancellation: the calls are told, and
+                        // given a moment to end recorded.
+                        tools.stop();
+                        let drain = async {
+                            while let Some((i, o)) = pending.next().await {
+                                if let Some(slot) = outcomes.get_mut(i) {
+                                    *slot = Some(o);
+                                }
+                            }
+                        };
+                        let _ = tokio::time::timeout(CANCEL_GRACE, drain).await;
+                        break Some(Stop::Timeout);
+                    }
                     next = pending.next() => match next {
                         Some((i, o)) => {
                             if let Some(slot) = outcomes.get_mut(i) {
@@ -507,19 +590,19 @@ pub async fn run_conversation(
                 }
             }
         }
+        if !over.is_empty() {
+            // Recorded whether or not the run stops here: the model asked.
+            let reason = format!(
+                "not run: the limit of {} tool calls was reached",
+                limits.max_tool_calls
+            );
+            record_unrun(tools, &mut report, over, "skipped", &reason);
+        }
         if let Some(stop) = stop {
             report.status = stop.status();
             return report;
         }
         if !over.is_empty() {
-            let reason = format!(
-                "not run: the limit of {} tool calls was reached",
-                limits.max_tool_calls
-            );
-            for call in over {
-                tools.record_skipped(call, &reason);
-                report.calls.push(unrun_record(call, "skipped", &reason));
-            }
             tracing::info!(
                 max_tool_calls = limits.max_tool_calls,
                 "run stopped: max tool calls reached"

@@ -11,7 +11,9 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::model::{ClientJsonRpcMessage, CustomRequest, ErrorData, ServerJsonRpcMessage};
+use rmcp::model::{
+    ClientJsonRpcMessage, CustomRequest, ErrorData, GetMeta, ProtocolVersion, ServerJsonRpcMessage,
+};
 
 use crate::host::{Caller, Host};
 use crate::mcp::wire::Refusals;
@@ -39,14 +41,16 @@ pub(super) fn refusals(host: Arc<Host>) -> Refusals {
 /// serves, that means its parameters are not that method's (rmcp tries
 /// the typed reading first), so it is answered with invalid params and
 /// recorded rather than "method not found"; any other method is not
-/// found.
+/// found, and recorded too.
 pub(super) fn custom_request(host: &Host, request: &CustomRequest) -> ErrorData {
     if !unreadable::is_served_method(&request.method) {
-        return ErrorData::new(
+        let error = ErrorData::new(
             rmcp::model::ErrorCode::METHOD_NOT_FOUND,
             request.method.clone(),
             None,
         );
+        super::unserved::record(host, &request.method, request.params.clone(), &error);
+        return error;
     }
     let error = unreadable::invalid_params(&request.method);
     host.record_malformed(
@@ -95,11 +99,38 @@ pub(super) async fn answer_unreadable(
         *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
         return response;
     };
-    let refused = if json {
-        serde_json::from_slice::<ClientJsonRpcMessage>(&bytes).err()
-    } else {
-        None
-    };
+    let read = json.then(|| serde_json::from_slice::<ClientJsonRpcMessage>(&bytes));
+    if let Some(Ok(ClientJsonRpcMessage::Request(request))) = &read {
+        // rmcp answers these before any handler runs: "method not found",
+        // or a `_meta` it refuses.
+        let request = &request.request;
+        let error = if super::unserved::always_refused(request) {
+            Some(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                request.method().to_string(),
+                None,
+            ))
+        } else if super::unserved::refused_for_meta(
+            request,
+            request.get_meta(),
+            ProtocolVersion::KNOWN_VERSIONS,
+        ) {
+            Some(ErrorData::invalid_params(
+                "refused before it was served: its _meta names a protocol revision the gateway \
+                 does not speak, or lacks what that revision requires",
+                None,
+            ))
+        } else {
+            None
+        };
+        if let Some(error) = error {
+            let params = serde_json::to_value(request)
+                .ok()
+                .and_then(|mut v| v.get_mut("params").map(serde_json::Value::take));
+            super::unserved::record(&host, request.method(), params, &error);
+        }
+    }
+    let refused = read.and_then(Result::err);
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes.clone())))
         .await;

@@ -51,12 +51,12 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, CustomRequest, CustomResult, DiscoverRequestMethod, DiscoverResult,
-    ElicitRequestParams, ElicitationAction, ElicitationSchema, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, PromptsCapability,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ResourcesCapability,
-    ServerCapabilities, ServerConfig, Tool,
+    ConstString, ContentBlock, CustomNotification, CustomRequest, CustomResult,
+    DiscoverRequestMethod, DiscoverResult, ElicitRequestParams, ElicitationAction,
+    ElicitationSchema, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, PromptsCapability, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ResourcesCapability, ServerCapabilities, ServerConfig, Tool,
 };
 #[allow(deprecated)]
 use rmcp::model::{SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
@@ -73,6 +73,7 @@ mod clients;
 mod malformed;
 mod resources;
 mod server_requests;
+mod unserved;
 
 pub use auth::{Tokens, generate as generate_token, read_token_file};
 
@@ -539,9 +540,28 @@ impl ServerHandler for Gateway {
 
     async fn discover(
         &self,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
-        Err(ErrorData::method_not_found::<DiscoverRequestMethod>())
+        let error = ErrorData::method_not_found::<DiscoverRequestMethod>();
+        // Its only parameters are the `_meta` rmcp took out.
+        let params = serde_json::to_value(&context.meta)
+            .ok()
+            .map(|meta| json!({"_meta": meta}));
+        unserved::record(
+            &self.inner.host,
+            DiscoverRequestMethod::VALUE,
+            params,
+            &error,
+        );
+        Err(error)
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        unserved::custom_notification(&self.inner.host, &notification.method, notification.params);
     }
 
     /// rmcp reads a request for a method it knows whose parameters are not
@@ -886,7 +906,7 @@ pub async fn serve_stdio(gateway: Gateway, stop: CancellationToken) -> anyhow::R
     let refusals = malformed::refusals(gateway.inner.host.clone());
     let transport = crate::mcp::wire::WireTransport::new(stdin, stdout, crate::mcp::MAX_LINE)
         .with_refusals(refusals);
-    let running = gateway.serve(transport).await?;
+    let running = unserved::Recording(gateway).serve(transport).await?;
     let cancel = running.cancellation_token();
     tokio::select! {
         quit = running.waiting() => {

@@ -467,6 +467,17 @@ impl ToolExecutor for ShowingExecutor<'_> {
             outcome
         })
     }
+
+    // Without these the repl recorded no call it did not run (past its
+    // budget, in a cut or unreadable turn), and dropped calls a timeout
+    // overtook while they were being decided.
+    fn record_skipped(&self, call: &ToolCall, reason: &str) {
+        self.inner.record_skipped(call, reason);
+    }
+
+    fn stop(&self) {
+        self.inner.stop();
+    }
 }
 
 /// Shows the model's text on turns that also call tools (the final text

@@ -61,6 +61,8 @@ impl Inner {
             Event::Request(request) => {
                 self.clean_arguments(&mut request.arguments, || request.args_sha256.clone());
                 text(&mut request.target);
+                // A method nobody serves is the client's text, of any length.
+                request.method.as_mut().map(text);
                 request.error.as_mut().map(text);
                 decision(&mut request.decision);
             }
