@@ -15,8 +15,6 @@ use warden_policy::Asker;
 pub struct HostExecutor<'a> {
     host: &'a Host,
     asker: Option<&'a dyn Asker>,
-    /// Every call's cancellation: a child of the caller's token, also
-    /// cancelled when the run stops its calls ([`ToolExecutor::stop`]).
     cancel: CancellationToken,
 }
 
@@ -25,7 +23,7 @@ impl<'a> HostExecutor<'a> {
         HostExecutor {
             host,
             asker,
-            cancel: cancel.child_token(),
+            cancel,
         }
     }
 }
@@ -90,10 +88,6 @@ impl ToolExecutor for HostExecutor<'_> {
                 _ => ToolOutcome::error(content, record),
             }
         })
-    }
-
-    fn stop(&self) {
-        self.cancel.cancel();
     }
 
     fn record_skipped(&self, call: &ToolCall, reason: &str) {

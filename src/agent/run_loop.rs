@@ -104,10 +104,6 @@ pub trait ToolExecutor: Send + Sync {
     /// (past `--max-tool-calls`, or in a turn cut at the output-token
     /// limit): an auditor sees every call asked for, run or not.
     fn record_skipped(&self, _call: &ToolCall, _reason: &str) {}
-    /// Cancels the calls still running: the run stops (its deadline).
-    /// Each then ends, and is recorded, as cancelled; a call dropped
-    /// while it was being decided would have no record at all.
-    fn stop(&self) {}
 }
 
 /// Bounds of one run.
@@ -535,20 +531,11 @@ pub async fn run_conversation(
                         let _ = tokio::time::timeout(CANCEL_GRACE, drain).await;
                         break Some(Stop::Cancelled);
                     }
-                    _ = tokio::time::sleep_until(deadline) => {
-                        // As for a cancellation: the calls are told, and
-                        // given a moment to end recorded.
-                        tools.stop();
-                        let drain = async {
-                            while let Some((i, o)) = pending.next().await {
-                                if let Some(slot) = outcomes.get_mut(i) {
-                                    *slot = Some(o);
-                                }
-                            }
-                        };
-                        let _ = tokio::time::timeout(CANCEL_GRACE, drain).await;
-                        break Some(Stop::Timeout);
-                    }
+                    // The calls' futures are dropped: one already sent is
+                    // recorded `abandoned` (its outcome is unknown), one
+                    // still being decided `cancelled` before it was sent
+                    // (CONTRACT §6; `host::mediated`).
+                    _ = tokio::time::sleep_until(deadline) => break Some(Stop::Timeout),
                     next = pending.next() => match next {
                         Some((i, o)) => {
                             if let Some(slot) = outcomes.get_mut(i) {

@@ -94,18 +94,6 @@ impl Host {
         let pipeline = self.pipeline();
         // Also what tests wait for before they interrupt a decision.
         tracing::debug!(%call_id, target = %facts.tool.qualified, "deciding");
-        let decided = tokio::select! {
-            decision = pipeline.decide_within(facts.clone()) => Some(decision),
-            () = cancel.cancelled() => None,
-            () = self.exiting.cancelled() => None,
-        };
-        self.stats.calls.fetch_add(1, Ordering::Relaxed);
-        let recording = asker.map(|inner| RecordingAsker {
-            inner,
-            host: self,
-            call_id: &call_id,
-        });
-        let asker = recording.as_ref().map(|a| a as &dyn Asker);
         let mut report = CallReport {
             server: Some(facts.server.name.clone()),
             tool: Some(facts.tool.name.clone()),
@@ -119,7 +107,31 @@ impl Host {
             kind,
             method,
         };
+        // Until a record of the request is written (its refusal, or the
+        // pending record), dropping this future (a run's deadline, a
+        // client gone) records it as cancelled before it was sent.
+        let mut unrecorded = Unrecorded {
+            host: self,
+            caller,
+            arguments,
+            report: Some(report.clone()),
+            policy_sha256: pipeline.policy_sha256(),
+            started,
+        };
+        let decided = tokio::select! {
+            decision = pipeline.decide_within(facts.clone()) => Some(decision),
+            () = cancel.cancelled() => None,
+            () = self.exiting.cancelled() => None,
+        };
+        self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let recording = asker.map(|inner| RecordingAsker {
+            inner,
+            host: self,
+            call_id: &call_id,
+        });
+        let asker = recording.as_ref().map(|a| a as &dyn Asker);
         let Some(decision) = decided else {
+            unrecorded.disarm();
             let decision = cancelled_before_decision(pipeline.policy_sha256());
             report.decision = Some(summary(&decision));
             report.outcome = Outcome::Cancelled;
@@ -141,6 +153,7 @@ impl Host {
             authorized = pipeline.authorize(&facts, decision, asker) => Some(authorized),
         };
         let Some(authorized) = authorized else {
+            unrecorded.disarm();
             report.decision = asked.as_ref().map(summary);
             report.outcome = Outcome::Cancelled;
             report.error = Some("cancelled while waiting for the person's answer".into());
@@ -152,6 +165,7 @@ impl Host {
         let permit = match authorized {
             Ok(permit) => permit,
             Err(decision) => {
+                unrecorded.disarm();
                 self.stats.denied.fetch_add(1, Ordering::Relaxed);
                 report.decision = Some(summary(&decision));
                 report.outcome = Outcome::Denied;
@@ -185,6 +199,9 @@ impl Host {
             &report,
             Some(&decision),
         );
+        // From here a record exists (or its failure is the outcome), and
+        // a drop is the pending call's to record.
+        unrecorded.disarm();
         if let Err(refusal) = self.audit.write_ahead(pending_record) {
             report.outcome = Outcome::AuditFailed;
             report.error = Some(refusal.to_string());
@@ -252,6 +269,48 @@ impl Host {
         (report, answer_as_sent)
     }
 }
+
+/// A request not yet recorded in any way: dropped (its caller stopped
+/// waiting while it was decided or asked about), it is recorded as
+/// cancelled before it was sent, so that nothing asked goes unrecorded.
+struct Unrecorded<'a> {
+    host: &'a Host,
+    caller: Caller,
+    arguments: &'a Value,
+    /// The report as it stood before the decision; `None` once disarmed.
+    report: Option<CallReport>,
+    policy_sha256: Option<&'a str>,
+    started: Instant,
+}
+
+impl Unrecorded<'_> {
+    /// A record of the request is written (or its failure is the outcome).
+    fn disarm(&mut self) {
+        self.report = None;
+    }
+}
+
+impl Drop for Unrecorded<'_> {
+    fn drop(&mut self) {
+        if let Some(mut report) = self.report.take() {
+            let decision = cancelled_before_decision(self.policy_sha256);
+            report.decision = Some(summary(&decision));
+            report.outcome = Outcome::Cancelled;
+            report.error = Some(DROPPED_UNSENT.into());
+            report.duration_ms = elapsed_ms(self.started);
+            self.host.audit.record(self.host.request_record(
+                self.caller,
+                self.arguments,
+                &report,
+                Some(&decision),
+            ));
+        }
+    }
+}
+
+/// Why a request dropped before it was sent ended cancelled.
+const DROPPED_UNSENT: &str =
+    "the caller stopped waiting (a deadline, or it went away) before the request was sent";
 
 /// Why an `abandoned` call ended, when warden is exiting.
 const EXITING: &str = "warden is exiting: it stopped waiting, and the call's outcome is unknown";

@@ -468,15 +468,10 @@ impl ToolExecutor for ShowingExecutor<'_> {
         })
     }
 
-    // Without these the repl recorded no call it did not run (past its
-    // budget, in a cut or unreadable turn), and dropped calls a timeout
-    // overtook while they were being decided.
+    // Without it the repl recorded no call it did not run (past its
+    // budget, in a cut or unreadable turn).
     fn record_skipped(&self, call: &ToolCall, reason: &str) {
         self.inner.record_skipped(call, reason);
-    }
-
-    fn stop(&self) {
-        self.inner.stop();
     }
 }
 
