@@ -90,6 +90,12 @@ pub enum PolicyInput {
         name: String,
         text: String,
     },
+    /// A project-scope file or folder: a repository chose it, so every
+    /// `.rego` file found in the folder must resolve inside it. A link
+    /// in a checked-out repository (`policy/x.rego -> /proc/self/environ`)
+    /// would otherwise have its target read, and the parse error shows the
+    /// target's text, secrets included, in a CI log.
+    Confined(PathBuf),
     /// A JSON document the configuration names as data (`policy_data`).
     Data(PathBuf),
 }
@@ -98,6 +104,16 @@ pub enum PolicyInput {
 /// `with_tests`). JSON files beside a policy are *not* data: data comes
 /// only from files the configuration names as data ([`PolicyInput::Data`]).
 pub fn collect(path: &Path, with_tests: bool) -> Result<Vec<PathBuf>, PolicyError> {
+    collect_within(path, with_tests, false)
+}
+
+/// [`collect`], and when `confined`, every file found in a folder must
+/// resolve (symlinks followed) inside the folder.
+fn collect_within(
+    path: &Path,
+    with_tests: bool,
+    confined: bool,
+) -> Result<Vec<PathBuf>, PolicyError> {
     let meta = std::fs::metadata(path).map_err(|e| PolicyError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -105,6 +121,9 @@ pub fn collect(path: &Path, with_tests: bool) -> Result<Vec<PathBuf>, PolicyErro
     let mut rego = Vec::new();
     if meta.is_dir() {
         walk(path, with_tests, &mut rego)?;
+        if confined {
+            confine(path, &rego)?;
+        }
     } else {
         rego.push(path.to_path_buf());
     }
@@ -164,11 +183,66 @@ fn walk(dir: &Path, with_tests: bool, rego: &mut Vec<PathBuf>) -> Result<(), Pol
     Ok(())
 }
 
-fn read(path: &Path) -> Result<String, PolicyError> {
-    std::fs::read_to_string(path).map_err(|e| PolicyError::Io {
+/// Refuses a file in `files` that resolves outside the folder `root`.
+fn confine(root: &Path, files: &[PathBuf]) -> Result<(), PolicyError> {
+    let io = |path: &Path, e: std::io::Error| PolicyError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
-    })
+    };
+    let real_root = std::fs::canonicalize(root).map_err(|e| io(root, e))?;
+    for file in files {
+        let real = std::fs::canonicalize(file).map_err(|e| io(file, e))?;
+        if !real.starts_with(&real_root) {
+            // The target is not named: it is a place the repository chose
+            // to point at, perhaps to learn whether it exists.
+            return Err(PolicyError::Io {
+                path: file.clone(),
+                message: format!(
+                    "resolves outside the project's policy folder {}; a repository's \
+                     policies are read only from inside it, so this file is not read",
+                    root.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The most a policy file may hold. Real policies are kilobytes; a link to
+/// `/dev/zero` or a file grown without bound must not be read whole.
+const MAX_POLICY_BYTES: u64 = 4 << 20;
+
+/// A policy file's text: a regular file (a FIFO would block the session
+/// forever, a device never end) of at most [`MAX_POLICY_BYTES`].
+fn read(path: &Path) -> Result<String, PolicyError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| PolicyError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let not_regular = || PolicyError::Io {
+        path: path.to_path_buf(),
+        message: "not a regular file (a FIFO, device or socket is not read as a policy)".into(),
+    };
+    // Checked before opening: opening a FIFO waits for a writer.
+    if !std::fs::metadata(path).map_err(io)?.is_file() {
+        return Err(not_regular());
+    }
+    let file = std::fs::File::open(path).map_err(io)?;
+    if !file.metadata().map_err(io)?.is_file() {
+        return Err(not_regular());
+    }
+    let mut text = String::new();
+    file.take(MAX_POLICY_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(io)?;
+    if text.len() as u64 > MAX_POLICY_BYTES {
+        return Err(PolicyError::Io {
+            path: path.to_path_buf(),
+            message: format!("larger than {} MiB", MAX_POLICY_BYTES >> 20),
+        });
+    }
+    Ok(text)
 }
 
 pub(crate) fn timer_config() -> regorus::utils::limits::ExecutionTimerConfig {
@@ -249,8 +323,9 @@ pub fn build_engine(inputs: &[PolicyInput], with_tests: bool) -> Result<BuiltEng
                 });
                 sources.push((name.clone(), text.clone()));
             }
-            PolicyInput::Path(path) => {
-                let rego = collect(path, with_tests)?;
+            PolicyInput::Path(path) | PolicyInput::Confined(path) => {
+                let confined = matches!(input, PolicyInput::Confined(_));
+                let rego = collect_within(path, with_tests, confined)?;
                 if rego.is_empty() {
                     return Err(PolicyError::Io {
                         path: path.clone(),
@@ -422,6 +497,22 @@ impl RegoSet {
                 package: package_of(&text).unwrap_or_default(),
             });
         }
+        let modules: Vec<crate::functions::Module<'_>> = sources
+            .iter()
+            .map(|(file, text)| crate::functions::Module {
+                file,
+                package: package_of(text).unwrap_or_default(),
+                text,
+            })
+            .collect();
+        crate::functions::unconsulted_decisions(&modules).map_err(|message| PolicyError::Rego {
+            file: modules
+                .iter()
+                .find(|m| message.starts_with(m.file))
+                .map(|m| m.file.to_string())
+                .unwrap_or_default(),
+            message,
+        })?;
         for (file, text) in &sources {
             let package = package_of(text).unwrap_or_default();
             if package != "warden" && !package.starts_with("warden.") {
