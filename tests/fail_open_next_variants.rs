@@ -278,3 +278,39 @@ fn a_deny_in_a_package_that_package_warden_reads_still_applies() {
     assert!(text.contains("from lib"), "{text}");
     assert!(calls_received(&counter).is_empty(), "{text}");
 }
+
+#[test]
+fn a_project_policy_may_not_print_to_the_terminal_or_the_ci_log() {
+    let world = World::new();
+    let counter = user_config(&world);
+    let policy = world.workspace.join("policy");
+    std::fs::create_dir_all(&policy).unwrap();
+    // regorus prints straight to stderr: a terminal's title, and a workflow
+    // command that would stop the runner reading the commands after it.
+    std::fs::write(
+        policy.join("p.rego"),
+        "package warden\nimport rego.v1\n\ndeny contains \"x\" if {\n  print(\"\\u001b]0;owned\\u0007\\n::stop-commands::tok\")\n  false\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        world.workspace.join(".mcp.json"),
+        json!({"policy": ["policy"]}).to_string(),
+    )
+    .unwrap();
+    let out = warden_in_project(&world, &["call", "--ci", "fx", "echo", "--args"])
+        .arg(json!({"message": "hi"}).to_string())
+        .output()
+        .expect("run warden");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    assert!(
+        !stderr.lines().any(|l| l.starts_with("::stop-commands::")),
+        "{stderr:?}"
+    );
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("p.rego:5") && stderr.contains("`print` in a project policy"),
+        "{stderr}"
+    );
+    assert!(calls_received(&counter).is_empty(), "{stderr}");
+}

@@ -122,6 +122,32 @@ pub fn unconsulted_decisions(modules: &[Module<'_>]) -> Result<(), String> {
     Ok(())
 }
 
+/// Refuses a call of `print` in `modules`: regorus writes what it prints
+/// straight to warden's stderr, past the filter every other output passes
+/// (`warden_core::display`), on every decision. A repository's policy
+/// could put terminal escapes or CI workflow commands (`::stop-commands::`)
+/// into the person's terminal or the job's log. (`warden policy test`
+/// keeps `print` for the policies one is writing.)
+pub fn no_print(modules: &[Module<'_>]) -> Result<(), String> {
+    for m in modules {
+        for (line_no, line) in code_lines(m.text) {
+            if calls(&line).iter().any(|c| c == "print") {
+                return Err(format!(
+                    "{}:{line_no}: `print` in a project policy is refused: regorus writes it \
+                     unfiltered to warden's stderr (a terminal, a CI log) on every decision\n    {}",
+                    m.file,
+                    m.text
+                        .lines()
+                        .nth(line_no.saturating_sub(1))
+                        .unwrap_or_default()
+                        .trim()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Whether `line` reads `prefix` (`data.PKG`) or something under it.
 fn names_package(line: &str, prefix: &str) -> bool {
     line.match_indices(prefix).any(|(at, _)| {

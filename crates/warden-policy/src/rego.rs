@@ -505,7 +505,14 @@ impl RegoSet {
                 text,
             })
             .collect();
-        crate::functions::unconsulted_decisions(&modules).map_err(|message| PolicyError::Rego {
+        let checked = crate::functions::unconsulted_decisions(&modules).and_then(|()| {
+            if scope == Scope::Project {
+                crate::functions::no_print(&modules)
+            } else {
+                Ok(())
+            }
+        });
+        checked.map_err(|message| PolicyError::Rego {
             file: modules
                 .iter()
                 .find(|m| message.starts_with(m.file))
