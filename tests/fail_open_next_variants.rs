@@ -314,3 +314,44 @@ fn a_project_policy_may_not_print_to_the_terminal_or_the_ci_log() {
     );
     assert!(calls_received(&counter).is_empty(), "{stderr}");
 }
+
+#[test]
+fn a_policy_holding_control_characters_is_refused_before_regorus_quotes_it() {
+    let world = World::new();
+    let _counter = user_config(&world);
+    let policy = world.workspace.join("policy");
+    std::fs::create_dir_all(&policy).unwrap();
+    std::fs::write(
+        world.workspace.join(".mcp.json"),
+        json!({"policy": ["policy"]}).to_string(),
+    )
+    .unwrap();
+    // regorus warns about `import input` on stderr itself, quoting the
+    // line; a file's name reaches the same warning.
+    let cases = [
+        (
+            "p.rego",
+            "package warden\nimport input # \u{1b}]0;owned\u{7} x\n".to_string(),
+        ),
+        (
+            "q\n::stop-commands::tok\n.rego",
+            "package warden\nimport input\n".to_string(),
+        ),
+    ];
+    for (name, text) in cases {
+        let file = policy.join(name);
+        std::fs::write(&file, text).unwrap();
+        let out = warden_in_project(&world, &["call", "--ci", "fx", "echo", "--args"])
+            .arg(json!({"message": "hi"}).to_string())
+            .output()
+            .expect("run warden");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains('\u{1b}'), "{name:?}: {stderr:?}");
+        assert!(
+            !stderr.lines().any(|l| l.starts_with("::stop-commands::")),
+            "{name:?}: {stderr:?}"
+        );
+        assert!(!out.status.success(), "{name:?}: {stderr}");
+        std::fs::remove_file(&file).unwrap();
+    }
+}

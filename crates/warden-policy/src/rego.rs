@@ -242,7 +242,51 @@ fn read(path: &Path) -> Result<String, PolicyError> {
             message: format!("larger than {} MiB", MAX_POLICY_BYTES >> 20),
         });
     }
+    no_controls(path, &text)?;
     Ok(text)
+}
+
+/// Whether `c` may not appear raw in a policy's name or text: a control
+/// character but tab and line ends, or a bidirectional override (which
+/// makes a line read otherwise than it parses).
+fn forbidden(c: char) -> bool {
+    (c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Refuses a policy whose path or text holds a [`forbidden`] character,
+/// before regorus sees it: regorus writes some warnings (`import input`,
+/// a keyword used as a name) to stderr itself, quoting the file's name and
+/// line unfiltered, so such a character would reach the terminal or a CI
+/// log raw (an escape sequence; a newline starting a workflow command).
+/// Rego strings spell these as escapes (`"\u001b"`).
+fn no_controls(path: &Path, text: &str) -> Result<(), PolicyError> {
+    let refuse = |message: String| {
+        Err(PolicyError::Io {
+            path: path.to_path_buf(),
+            message,
+        })
+    };
+    if path
+        .to_string_lossy()
+        .chars()
+        .any(|c| c.is_control() || forbidden(c))
+    {
+        return refuse("the file's name holds a control character; rename the file".into());
+    }
+    for (n, line) in text.lines().enumerate() {
+        if let Some((col, c)) = line.chars().enumerate().find(|(_, c)| forbidden(*c)) {
+            return refuse(format!(
+                "line {}, column {}: U+{:04X} written raw; a policy holds no control or \
+                 bidirectional characters (inside a string, write an escape: \"\\u{:04x}\")",
+                n + 1,
+                col + 1,
+                u32::from(c),
+                u32::from(c)
+            ));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn timer_config() -> regorus::utils::limits::ExecutionTimerConfig {
