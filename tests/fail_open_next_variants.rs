@@ -355,3 +355,31 @@ fn a_policy_holding_control_characters_is_refused_before_regorus_quotes_it() {
         std::fs::remove_file(&file).unwrap();
     }
 }
+
+#[test]
+fn a_policy_folder_of_looping_links_is_read_once_not_forever() {
+    let world = World::new();
+    let counter = user_config(&world);
+    let policy = world.workspace.join("policy");
+    std::fs::create_dir_all(&policy).unwrap();
+    std::fs::write(
+        policy.join("main.rego"),
+        "package warden\nimport rego.v1\ndeny contains \"looped\" if input.arguments.message == \"stop\"\n",
+    )
+    .unwrap();
+    for name in ["a", "b"] {
+        std::os::unix::fs::symlink(".", policy.join(name)).unwrap();
+    }
+    std::fs::write(
+        world.workspace.join(".mcp.json"),
+        json!({"policy": ["policy"]}).to_string(),
+    )
+    .unwrap();
+    let mut cmd = warden_in_project(&world, &["call", "--ci", "fx", "echo", "--args"]);
+    cmd.arg(json!({"message": "stop"}).to_string());
+    let out = output_within(cmd, Duration::from_secs(20))
+        .expect("warden was still walking the policy folder's links");
+    let text = all_text(&out);
+    assert!(text.contains("looped"), "{text}");
+    assert!(calls_received(&counter).is_empty(), "{text}");
+}

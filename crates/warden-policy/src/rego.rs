@@ -169,13 +169,36 @@ fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, PolicyError> {
     Ok(out)
 }
 
+/// Every `.rego` file under `dir`, each folder read once: a folder met
+/// again through a link (`a -> .`, `b -> .`) is skipped, where the walk
+/// once went down every path of links, 2^depth of them, until the kernel
+/// refused the fortieth (a repository's policy folder held the session
+/// for minutes).
 fn walk(dir: &Path, with_tests: bool, rego: &mut Vec<PathBuf>) -> Result<(), PolicyError> {
+    let mut seen = std::collections::HashSet::new();
+    walk_once(dir, with_tests, rego, &mut seen)
+}
+
+fn walk_once(
+    dir: &Path,
+    with_tests: bool,
+    rego: &mut Vec<PathBuf>,
+    seen: &mut std::collections::HashSet<(u64, u64)>,
+) -> Result<(), PolicyError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir).map_err(|e| PolicyError::Io {
+        path: dir.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    if !seen.insert((meta.dev(), meta.ino())) {
+        return Ok(());
+    }
     for p in read_dir_sorted(dir)? {
         if hidden(&p) {
             continue;
         }
         if p.is_dir() {
-            walk(&p, with_tests, rego)?;
+            walk_once(&p, with_tests, rego, seen)?;
         } else if p.extension().is_some_and(|e| e == "rego") && (with_tests || !is_test_file(&p)) {
             rego.push(p);
         }
