@@ -74,6 +74,90 @@ pub fn check(modules: &[Module<'_>]) -> Result<(), String> {
     Ok(())
 }
 
+/// The decision rules warden reads, `data.warden.deny`/`ask`/`allow`.
+const DECISIONS: &[&str] = &["deny", "ask", "allow"];
+
+/// Refuses a module outside package `warden` that defines `deny`, `ask`
+/// or `allow` while no other module reads its package: warden consults
+/// only `data.warden`, so such a rule (`package wardn`, `package
+/// warden.extra` with its own `deny`) would load and never deny anything,
+/// with at most a warning. A package another module reads (`data.lib.deny`,
+/// `import data.lib`) may define them as helpers.
+pub fn unconsulted_decisions(modules: &[Module<'_>]) -> Result<(), String> {
+    for m in modules.iter().filter(|m| m.package != "warden") {
+        let prefix = format!("data.{}", m.package);
+        let read_elsewhere = modules
+            .iter()
+            .filter(|other| !std::ptr::eq(*other, m))
+            .flat_map(|other| code_lines(other.text))
+            .any(|(_, line)| names_package(&line, &prefix));
+        if read_elsewhere {
+            continue;
+        }
+        for (line_no, line) in code_lines(m.text) {
+            if line.starts_with(char::is_whitespace) {
+                continue;
+            }
+            let head = line.strip_prefix("default ").unwrap_or(&line).trim_start();
+            let name: String = head
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if DECISIONS.contains(&name.as_str()) {
+                return Err(format!(
+                    "{}:{line_no}: `{name}` in package `{}` is never consulted: warden decides \
+                     on `data.warden.deny`, `ask` and `allow` only, so this rule would never \
+                     apply; put it in `package warden` (or read it from there)\n    {}",
+                    m.file,
+                    m.package,
+                    m.text
+                        .lines()
+                        .nth(line_no.saturating_sub(1))
+                        .unwrap_or_default()
+                        .trim()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a call of `print` in `modules`: regorus writes what it prints
+/// straight to warden's stderr, past the filter every other output passes
+/// (`warden_core::display`), on every decision. A repository's policy
+/// could put terminal escapes or CI workflow commands (`::stop-commands::`)
+/// into the person's terminal or the job's log. (`warden policy test`
+/// keeps `print` for the policies one is writing.)
+pub fn no_print(modules: &[Module<'_>]) -> Result<(), String> {
+    for m in modules {
+        for (line_no, line) in code_lines(m.text) {
+            if calls(&line).iter().any(|c| c == "print") {
+                return Err(format!(
+                    "{}:{line_no}: `print` in a project policy is refused: regorus writes it \
+                     unfiltered to warden's stderr (a terminal, a CI log) on every decision\n    {}",
+                    m.file,
+                    m.text
+                        .lines()
+                        .nth(line_no.saturating_sub(1))
+                        .unwrap_or_default()
+                        .trim()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `line` reads `prefix` (`data.PKG`) or something under it.
+fn names_package(line: &str, prefix: &str) -> bool {
+    line.match_indices(prefix).any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        let after = line[at + prefix.len()..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+            && !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
 fn resolves(
     call: &str,
     package: &str,
@@ -254,5 +338,33 @@ mod tests {
             },
         ])
         .unwrap();
+    }
+
+    #[test]
+    fn decisions_only_in_a_package_something_reads() {
+        let m = |file, package: &str, text| Module {
+            file,
+            package: package.into(),
+            text,
+        };
+        let stray = "package wardn\ndefault allow := true\n";
+        let main = "package warden\n# data.wardn is not read by a comment\ns := \"data.wardn\"\n";
+        let err =
+            unconsulted_decisions(&[m("w.rego", "warden", main), m("x.rego", "wardn", stray)])
+                .unwrap_err();
+        assert!(err.starts_with("x.rego:2: `allow`"), "{err}");
+        // Read through an import, or by its full name: helpers, not errors.
+        let imports = "package warden\nimport data.wardn\n";
+        unconsulted_decisions(&[m("w.rego", "warden", imports), m("x.rego", "wardn", stray)])
+            .unwrap();
+        let reads = "package warden\ndeny contains m if some m in data.wardn.deny\n";
+        unconsulted_decisions(&[m("w.rego", "warden", reads), m("x.rego", "wardn", stray)])
+            .unwrap();
+        // `data.wardnx` is another package.
+        let other = "package warden\nx := data.wardnx.y\n";
+        assert!(
+            unconsulted_decisions(&[m("w.rego", "warden", other), m("x.rego", "wardn", stray)])
+                .is_err()
+        );
     }
 }

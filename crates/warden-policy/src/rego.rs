@@ -90,6 +90,12 @@ pub enum PolicyInput {
         name: String,
         text: String,
     },
+    /// A project-scope file or folder: a repository chose it, so every
+    /// `.rego` file found in the folder must resolve inside it. A link
+    /// in a checked-out repository (`policy/x.rego -> /proc/self/environ`)
+    /// would otherwise have its target read, and the parse error shows the
+    /// target's text, secrets included, in a CI log.
+    Confined(PathBuf),
     /// A JSON document the configuration names as data (`policy_data`).
     Data(PathBuf),
 }
@@ -98,6 +104,16 @@ pub enum PolicyInput {
 /// `with_tests`). JSON files beside a policy are *not* data: data comes
 /// only from files the configuration names as data ([`PolicyInput::Data`]).
 pub fn collect(path: &Path, with_tests: bool) -> Result<Vec<PathBuf>, PolicyError> {
+    collect_within(path, with_tests, false)
+}
+
+/// [`collect`], and when `confined`, every file found in a folder must
+/// resolve (symlinks followed) inside the folder.
+fn collect_within(
+    path: &Path,
+    with_tests: bool,
+    confined: bool,
+) -> Result<Vec<PathBuf>, PolicyError> {
     let meta = std::fs::metadata(path).map_err(|e| PolicyError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -105,6 +121,9 @@ pub fn collect(path: &Path, with_tests: bool) -> Result<Vec<PathBuf>, PolicyErro
     let mut rego = Vec::new();
     if meta.is_dir() {
         walk(path, with_tests, &mut rego)?;
+        if confined {
+            confine(path, &rego)?;
+        }
     } else {
         rego.push(path.to_path_buf());
     }
@@ -150,13 +169,36 @@ fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, PolicyError> {
     Ok(out)
 }
 
+/// Every `.rego` file under `dir`, each folder read once: a folder met
+/// again through a link (`a -> .`, `b -> .`) is skipped, where the walk
+/// once went down every path of links, 2^depth of them, until the kernel
+/// refused the fortieth (a repository's policy folder held the session
+/// for minutes).
 fn walk(dir: &Path, with_tests: bool, rego: &mut Vec<PathBuf>) -> Result<(), PolicyError> {
+    let mut seen = std::collections::HashSet::new();
+    walk_once(dir, with_tests, rego, &mut seen)
+}
+
+fn walk_once(
+    dir: &Path,
+    with_tests: bool,
+    rego: &mut Vec<PathBuf>,
+    seen: &mut std::collections::HashSet<(u64, u64)>,
+) -> Result<(), PolicyError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir).map_err(|e| PolicyError::Io {
+        path: dir.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    if !seen.insert((meta.dev(), meta.ino())) {
+        return Ok(());
+    }
     for p in read_dir_sorted(dir)? {
         if hidden(&p) {
             continue;
         }
         if p.is_dir() {
-            walk(&p, with_tests, rego)?;
+            walk_once(&p, with_tests, rego, seen)?;
         } else if p.extension().is_some_and(|e| e == "rego") && (with_tests || !is_test_file(&p)) {
             rego.push(p);
         }
@@ -164,11 +206,110 @@ fn walk(dir: &Path, with_tests: bool, rego: &mut Vec<PathBuf>) -> Result<(), Pol
     Ok(())
 }
 
-fn read(path: &Path) -> Result<String, PolicyError> {
-    std::fs::read_to_string(path).map_err(|e| PolicyError::Io {
+/// Refuses a file in `files` that resolves outside the folder `root`.
+fn confine(root: &Path, files: &[PathBuf]) -> Result<(), PolicyError> {
+    let io = |path: &Path, e: std::io::Error| PolicyError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
-    })
+    };
+    let real_root = std::fs::canonicalize(root).map_err(|e| io(root, e))?;
+    for file in files {
+        let real = std::fs::canonicalize(file).map_err(|e| io(file, e))?;
+        if !real.starts_with(&real_root) {
+            // The target is not named: it is a place the repository chose
+            // to point at, perhaps to learn whether it exists.
+            return Err(PolicyError::Io {
+                path: file.clone(),
+                message: format!(
+                    "resolves outside the project's policy folder {}; a repository's \
+                     policies are read only from inside it, so this file is not read",
+                    root.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The most a policy file may hold. Real policies are kilobytes; a link to
+/// `/dev/zero` or a file grown without bound must not be read whole.
+const MAX_POLICY_BYTES: u64 = 4 << 20;
+
+/// A policy file's text: a regular file (a FIFO would block the session
+/// forever, a device never end) of at most [`MAX_POLICY_BYTES`].
+fn read(path: &Path) -> Result<String, PolicyError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| PolicyError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let not_regular = || PolicyError::Io {
+        path: path.to_path_buf(),
+        message: "not a regular file (a FIFO, device or socket is not read as a policy)".into(),
+    };
+    // Checked before opening: opening a FIFO waits for a writer.
+    if !std::fs::metadata(path).map_err(io)?.is_file() {
+        return Err(not_regular());
+    }
+    let file = std::fs::File::open(path).map_err(io)?;
+    if !file.metadata().map_err(io)?.is_file() {
+        return Err(not_regular());
+    }
+    let mut text = String::new();
+    file.take(MAX_POLICY_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(io)?;
+    if text.len() as u64 > MAX_POLICY_BYTES {
+        return Err(PolicyError::Io {
+            path: path.to_path_buf(),
+            message: format!("larger than {} MiB", MAX_POLICY_BYTES >> 20),
+        });
+    }
+    no_controls(path, &text)?;
+    Ok(text)
+}
+
+/// Whether `c` may not appear raw in a policy's name or text: a control
+/// character but tab and line ends, or a bidirectional override (which
+/// makes a line read otherwise than it parses).
+fn forbidden(c: char) -> bool {
+    (c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Refuses a policy whose path or text holds a [`forbidden`] character,
+/// before regorus sees it: regorus writes some warnings (`import input`,
+/// a keyword used as a name) to stderr itself, quoting the file's name and
+/// line unfiltered, so such a character would reach the terminal or a CI
+/// log raw (an escape sequence; a newline starting a workflow command).
+/// Rego strings spell these as escapes (`"\u001b"`).
+fn no_controls(path: &Path, text: &str) -> Result<(), PolicyError> {
+    let refuse = |message: String| {
+        Err(PolicyError::Io {
+            path: path.to_path_buf(),
+            message,
+        })
+    };
+    if path
+        .to_string_lossy()
+        .chars()
+        .any(|c| c.is_control() || forbidden(c))
+    {
+        return refuse("the file's name holds a control character; rename the file".into());
+    }
+    for (n, line) in text.lines().enumerate() {
+        if let Some((col, c)) = line.chars().enumerate().find(|(_, c)| forbidden(*c)) {
+            return refuse(format!(
+                "line {}, column {}: U+{:04X} written raw; a policy holds no control or \
+                 bidirectional characters (inside a string, write an escape: \"\\u{:04x}\")",
+                n + 1,
+                col + 1,
+                u32::from(c),
+                u32::from(c)
+            ));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn timer_config() -> regorus::utils::limits::ExecutionTimerConfig {
@@ -249,8 +390,9 @@ pub fn build_engine(inputs: &[PolicyInput], with_tests: bool) -> Result<BuiltEng
                 });
                 sources.push((name.clone(), text.clone()));
             }
-            PolicyInput::Path(path) => {
-                let rego = collect(path, with_tests)?;
+            PolicyInput::Path(path) | PolicyInput::Confined(path) => {
+                let confined = matches!(input, PolicyInput::Confined(_));
+                let rego = collect_within(path, with_tests, confined)?;
                 if rego.is_empty() {
                     return Err(PolicyError::Io {
                         path: path.clone(),
@@ -422,6 +564,29 @@ impl RegoSet {
                 package: package_of(&text).unwrap_or_default(),
             });
         }
+        let modules: Vec<crate::functions::Module<'_>> = sources
+            .iter()
+            .map(|(file, text)| crate::functions::Module {
+                file,
+                package: package_of(text).unwrap_or_default(),
+                text,
+            })
+            .collect();
+        let checked = crate::functions::unconsulted_decisions(&modules).and_then(|()| {
+            if scope == Scope::Project {
+                crate::functions::no_print(&modules)
+            } else {
+                Ok(())
+            }
+        });
+        checked.map_err(|message| PolicyError::Rego {
+            file: modules
+                .iter()
+                .find(|m| message.starts_with(m.file))
+                .map(|m| m.file.to_string())
+                .unwrap_or_default(),
+            message,
+        })?;
         for (file, text) in &sources {
             let package = package_of(text).unwrap_or_default();
             if package != "warden" && !package.starts_with("warden.") {

@@ -166,11 +166,10 @@ impl Pipeline {
             });
         }
         for p in config.policies.iter().flatten() {
-            let input = PolicyInput::Path(p.path.clone());
             if p.scope == Scope::Project {
-                project.push(input);
+                project.push(PolicyInput::Confined(p.path.clone()));
             } else {
-                trusted.push(input);
+                trusted.push(PolicyInput::Path(p.path.clone()));
             }
         }
         trusted.extend(config.extra_policies.iter().cloned().map(PolicyInput::Path));
