@@ -9,7 +9,7 @@ mod sandbox_support;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use sandbox_support::*;
 use warden::config::{SandboxSpec, Trust};
@@ -144,8 +144,12 @@ fn a_link_swapped_after_the_check_is_caught_by_the_helper() {
         "baseline"
     );
     let stop = Arc::new(AtomicBool::new(false));
+    // Read by the launch loop, which goes on until the link has moved
+    // often enough for the race to have been run.
+    let moved = Arc::new(AtomicU64::new(0));
     let flipper = {
         let stop = Arc::clone(&stop);
+        let moved = Arc::clone(&moved);
         let (inside, outside) = (ws.join("real"), fx.secret_dir.path().to_path_buf());
         let (link, tmp) = (link.clone(), ws.join("data.next"));
         std::thread::spawn(move || {
@@ -159,6 +163,7 @@ fn a_link_swapped_after_the_check_is_caught_by_the_helper() {
                 let _ = std::fs::remove_file(&tmp);
                 if symlink(target, &tmp).is_ok() && std::fs::rename(&tmp, &link).is_ok() {
                     flips += 1;
+                    moved.store(flips, Ordering::Relaxed);
                 }
             }
             flips
@@ -187,7 +192,7 @@ fn a_link_swapped_after_the_check_is_caught_by_the_helper() {
                 }
             }
         }
-        if launched >= 40 && refused_late >= 3 {
+        if launched >= 40 && refused_late >= 3 && moved.load(Ordering::Relaxed) > 100 {
             break;
         }
     }
