@@ -11,6 +11,10 @@
 //! - A policy whose `deny` is in a package warden never reads (`package
 //!   wardn`, `package warden.extra`) loaded beside another policy, and the
 //!   calls it was written to stop were sent.
+//! - A user's policy calling `print(input.arguments.x)` had regorus write
+//!   the caller's text raw to stderr (terminal escapes, `::stop-commands::`
+//!   in a CI log); `warden policy test` did the same, and read a link in
+//!   the folder it was given wherever it pointed, quoting the target.
 
 mod cli_support;
 
@@ -518,5 +522,40 @@ fn warden_policy_test_does_not_read_links_out_of_its_folder() {
             "{name}: the target was shown: {text}"
         );
         assert!(text.contains("outside the policy folder"), "{name}: {text}");
+    }
+}
+
+#[test]
+fn a_project_policy_file_or_data_named_directly_that_links_outside_is_not_read() {
+    let world = World::new();
+    let counter = user_config(&world);
+    let canary = format!("canary-{}", world.marker);
+    let outside = world.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret"), format!("{canary} = not rego\n")).unwrap();
+    std::fs::write(outside.join("secret.json"), format!("{{{canary}\n")).unwrap();
+    std::fs::write(world.workspace.join("ok.rego"), DENY_NOTHING).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret"), world.workspace.join("p.rego")).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.json"), world.workspace.join("d.json"))
+        .unwrap();
+    for (name, config) in [
+        ("a policy file", json!({"policy": ["p.rego"]})),
+        (
+            "a data file",
+            json!({"policy": ["ok.rego"], "policy_data": ["d.json"]}),
+        ),
+    ] {
+        std::fs::write(world.workspace.join(".mcp.json"), config.to_string()).unwrap();
+        let out = warden_in_project(&world, &["call", "--ci", "fx", "echo", "--args"])
+            .arg(json!({"message": "hi"}).to_string())
+            .output()
+            .expect("run warden");
+        let text = all_text(&out);
+        assert!(!out.status.success(), "{name}: {text}");
+        assert!(
+            !text.contains(&canary),
+            "{name}: the target was shown: {text}"
+        );
+        assert!(calls_received(&counter).is_empty(), "{name}: {text}");
     }
 }

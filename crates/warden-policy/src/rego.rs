@@ -911,6 +911,45 @@ pub fn rego_object<'a>(pairs: impl IntoIterator<Item = (&'a str, RegoValue)>) ->
 mod tests {
     use super::*;
 
+    /// A policy naming `print` decides on a gathering copy of the engine
+    /// (not `CompiledPolicy`, which lets regorus write to stderr), with the
+    /// answers of the same policy without it.
+    #[test]
+    fn a_policy_naming_print_decides_as_without_it() {
+        let with_print = "package warden\nimport rego.v1\ndeny contains m if {\n  m := input.arguments.m\n  print(\"seen\", m)\n}\n";
+        let without = with_print.replace("  print(\"seen\", m)\n", "");
+        let load = |text: &str| {
+            RegoSet::load_using(
+                &[
+                    PolicyInput::Embedded {
+                        name: "default.rego".into(),
+                        text: DEFAULT_REGO.into(),
+                    },
+                    PolicyInput::Embedded {
+                        name: "p.rego".into(),
+                        text: text.into(),
+                    },
+                ],
+                Scope::User,
+                &[RegoValue::from_json_str(r#"{"arguments": {}}"#).unwrap()],
+                VmUse::Never,
+            )
+            .unwrap()
+        };
+        let (printing, plain) = (load(with_print), load(&without));
+        assert!(printing.prints && !plain.prints);
+        let input = RegoValue::from_json_str(
+            r#"{"tool": "echo", "server": "fx", "arguments": {"m": "\u001b]0;x\u0007"}}"#,
+        )
+        .unwrap();
+        let (a, b) = (
+            printing.eval_value(input.clone()).unwrap(),
+            plain.eval_value(input.clone()).unwrap(),
+        );
+        assert_eq!(a.deny, b.deny);
+        assert!(a.deny.iter().any(|d| d.contains("0;x")), "{:?}", a.deny);
+    }
+
     fn load(text: &str) -> Result<RegoSet, PolicyError> {
         RegoSet::load(
             &[PolicyInput::Embedded {
