@@ -11,6 +11,10 @@
 //! - A policy whose `deny` is in a package warden never reads (`package
 //!   wardn`, `package warden.extra`) loaded beside another policy, and the
 //!   calls it was written to stop were sent.
+//! - A user's policy calling `print(input.arguments.x)` had regorus write
+//!   the caller's text raw to stderr (terminal escapes, `::stop-commands::`
+//!   in a CI log); `warden policy test` did the same, and read a link in
+//!   the folder it was given wherever it pointed, quoting the target.
 
 mod cli_support;
 
@@ -125,10 +129,7 @@ fn a_project_policy_folder_link_to_a_file_outside_is_not_read_or_shown() {
             !text.contains(&canary),
             "{name}: the target was shown: {text}"
         );
-        assert!(
-            text.contains("outside the project's policy folder"),
-            "{name}: {text}"
-        );
+        assert!(text.contains("outside the policy folder"), "{name}: {text}");
         assert!(
             calls_received(&counter).is_empty(),
             "{name}: a call was sent"
@@ -382,4 +383,179 @@ fn a_policy_folder_of_looping_links_is_read_once_not_forever() {
     let text = all_text(&out);
     assert!(text.contains("looped"), "{text}");
     assert!(calls_received(&counter).is_empty(), "{text}");
+}
+
+/// Text a tool's caller chose, for a policy that prints it: a terminal
+/// title (ESC … BEL) and, on a line of its own, a workflow command that
+/// stops a CI runner reading the commands after it.
+const PRINTED: &str = "\u{1b}]0;owned\u{7}\n::stop-commands::x";
+
+/// Asserts `stderr` holds nothing raw of [`PRINTED`].
+fn nothing_raw(stderr: &str, what: &str) {
+    assert!(!stderr.contains('\u{1b}'), "{what}: {stderr:?}");
+    assert!(!stderr.contains('\u{7}'), "{what}: {stderr:?}");
+    assert!(
+        !stderr
+            .lines()
+            .any(|l| l.trim_start().starts_with("::stop-commands::")),
+        "{what}: {stderr:?}"
+    );
+}
+
+#[test]
+fn a_user_policy_printing_an_argument_does_not_reach_stderr_raw() {
+    let world = World::new();
+    let (fixture, counter) = world.counting_fixture();
+    world.write_config(&json!({
+        "mcpServers": {"fx": fixture},
+        "permissions": {"allow": ["mcp__fx__*"]},
+        "audit": {"path": world.path("audit.jsonl")},
+    }));
+    let policy = world.path("policy");
+    std::fs::create_dir_all(&policy).unwrap();
+    // `print(x)` and the spelling with a blank before the parenthesis.
+    std::fs::write(
+        policy.join("p.rego"),
+        "package warden\nimport rego.v1\n\ndeny contains \"never\" if {\n  print(input.arguments.message)\n  print (\"second\", input.arguments.message)\n  false\n}\n",
+    )
+    .unwrap();
+    for verbose in [false, true] {
+        let mut cmd = world.warden(&["call", "--ci", "fx", "echo", "--policy"]);
+        cmd.arg(&policy);
+        if verbose {
+            cmd.arg("-v");
+        }
+        let out = cmd
+            .arg("--args")
+            .arg(json!({"message": PRINTED}).to_string())
+            .output()
+            .expect("run warden");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        nothing_raw(&stderr, &format!("verbose {verbose}"));
+        // The user's own policy may print: the call still goes, and with
+        // -v the prints are shown, neutralised.
+        assert!(out.status.success(), "{stderr}");
+        if verbose {
+            assert!(
+                stderr.contains("p.rego:5") && stderr.contains("^[]0;owned^G"),
+                "{stderr}"
+            );
+        }
+    }
+    assert_eq!(calls_received(&counter).len(), 2);
+}
+
+#[test]
+fn warden_policy_test_prints_nothing_raw() {
+    let world = World::new();
+    let dir = world.path("tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("p.rego"),
+        "package p\nimport rego.v1\nmsg := input.m\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("p_test.rego"),
+        format!(
+            "package p\nimport rego.v1\ntest_m if {{\n  print(msg) with input as {{\"m\": {}}}\n}}\n",
+            serde_json::to_string(PRINTED).unwrap()
+        ),
+    )
+    .unwrap();
+    let out = world.run(&["policy", "test", dir.to_str().unwrap()]);
+    let text = all_text(&out);
+    nothing_raw(&text, "policy test");
+    assert!(
+        text.contains("print: ") && text.contains("^[]0;owned^G"),
+        "{text}"
+    );
+}
+
+#[test]
+fn warden_policy_test_does_not_read_links_out_of_its_folder() {
+    let world = World::new();
+    let canary = format!("canary-{}", world.marker);
+    let outside = world.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    // Not Rego: the parse error would quote it.
+    std::fs::write(outside.join("secret"), format!("{canary} = not rego\n")).unwrap();
+    std::fs::write(outside.join("secret.json"), format!("{{{canary}\n")).unwrap();
+    let cases: [(&str, &str, &str); 4] = [
+        ("a test", "x_test.rego", "secret"),
+        ("the tested policy", "x.rego", "secret"),
+        ("data beside the tests", "d.json", "secret.json"),
+        ("a folder", "sub", ""),
+    ];
+    for (name, link, target) in cases {
+        let dir = world.path(&format!("repo-{}", link.replace('.', "-")));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("ok_test.rego"),
+            "package ok\nimport rego.v1\ntest_ok if true\n",
+        )
+        .unwrap();
+        if link == "sub" {
+            std::fs::write(
+                outside.join("y_test.rego"),
+                format!("{canary} = not rego\n"),
+            )
+            .unwrap();
+        } else if link == "x.rego" {
+            std::fs::write(
+                dir.join("x_test.rego"),
+                "package x\nimport rego.v1\ntest_x if true\n",
+            )
+            .unwrap();
+        }
+        let target = if target.is_empty() {
+            outside.clone()
+        } else {
+            outside.join(target)
+        };
+        std::os::unix::fs::symlink(&target, dir.join(link)).unwrap();
+        let out = world.run(&["policy", "test", dir.to_str().unwrap()]);
+        let text = all_text(&out);
+        assert!(!out.status.success(), "{name}: {text}");
+        assert!(
+            !text.contains(&canary),
+            "{name}: the target was shown: {text}"
+        );
+        assert!(text.contains("outside the policy folder"), "{name}: {text}");
+    }
+}
+
+#[test]
+fn a_project_policy_file_or_data_named_directly_that_links_outside_is_not_read() {
+    let world = World::new();
+    let counter = user_config(&world);
+    let canary = format!("canary-{}", world.marker);
+    let outside = world.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret"), format!("{canary} = not rego\n")).unwrap();
+    std::fs::write(outside.join("secret.json"), format!("{{{canary}\n")).unwrap();
+    std::fs::write(world.workspace.join("ok.rego"), DENY_NOTHING).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret"), world.workspace.join("p.rego")).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.json"), world.workspace.join("d.json"))
+        .unwrap();
+    for (name, config) in [
+        ("a policy file", json!({"policy": ["p.rego"]})),
+        (
+            "a data file",
+            json!({"policy": ["ok.rego"], "policy_data": ["d.json"]}),
+        ),
+    ] {
+        std::fs::write(world.workspace.join(".mcp.json"), config.to_string()).unwrap();
+        let out = warden_in_project(&world, &["call", "--ci", "fx", "echo", "--args"])
+            .arg(json!({"message": "hi"}).to_string())
+            .output()
+            .expect("run warden");
+        let text = all_text(&out);
+        assert!(!out.status.success(), "{name}: {text}");
+        assert!(
+            !text.contains(&canary),
+            "{name}: the target was shown: {text}"
+        );
+        assert!(calls_received(&counter).is_empty(), "{name}: {text}");
+    }
 }

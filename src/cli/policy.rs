@@ -239,6 +239,9 @@ fn print_report(report: &TestReport) {
         if let Some(m) = &r.message {
             println!("    {}", warden_core::display::text(m));
         }
+        for p in &r.prints {
+            println!("    print: {}", warden_core::display::line(p));
+        }
     }
     println!("{}", "-".repeat(60));
     if report.results.is_empty() {

@@ -148,6 +148,24 @@ pub fn no_print(modules: &[Module<'_>]) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether any module names `print` outside strings and comments (not as
+/// a field, `x.print`). Wider than a call on purpose (`print (x)`, a
+/// `with` replacement): such a policy is evaluated with its prints
+/// gathered ([`crate::rego`]), and gathering where none happens only costs
+/// time, while missing one would let regorus write to stderr itself.
+pub fn mentions_print(modules: &[Module<'_>]) -> bool {
+    modules.iter().any(|m| {
+        code_lines(m.text).iter().any(|(_, line)| {
+            line.match_indices("print").any(|(at, _)| {
+                let before = line[..at].chars().next_back();
+                let after = line[at + "print".len()..].chars().next();
+                let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+                !word(before) && before != Some('.') && !word(after)
+            })
+        })
+    })
+}
+
 /// Whether `line` reads `prefix` (`data.PKG`) or something under it.
 fn names_package(line: &str, prefix: &str) -> bool {
     line.match_indices(prefix).any(|(at, _)| {

@@ -70,6 +70,10 @@ pub struct RegoSet {
     pub(crate) vm: Option<VmPolicy>,
     /// Project-scope policies may only restrict: their `allow` is ignored.
     restrict_only: bool,
+    /// Whether a module may call `print`: then decisions are evaluated on
+    /// a clone of `engine` with its prints gathered ([`show_prints`]),
+    /// since `CompiledPolicy` always lets regorus write them to stderr.
+    prints: bool,
     pub files: Vec<LoadedFile>,
 }
 
@@ -103,13 +107,10 @@ pub enum PolicyInput {
 /// Expands files and folders into `.rego` files (tests excluded unless
 /// `with_tests`). JSON files beside a policy are *not* data: data comes
 /// only from files the configuration names as data ([`PolicyInput::Data`]).
-pub fn collect(path: &Path, with_tests: bool) -> Result<Vec<PathBuf>, PolicyError> {
-    collect_within(path, with_tests, false)
-}
-
-/// [`collect`], and when `confined`, every file found in a folder must
-/// resolve (symlinks followed) inside the folder.
-fn collect_within(
+///
+/// When `confined`, every file found in a folder must resolve (symlinks
+/// followed) inside the folder.
+pub(crate) fn collect_within(
     path: &Path,
     with_tests: bool,
     confined: bool,
@@ -206,8 +207,9 @@ fn walk_once(
     Ok(())
 }
 
-/// Refuses a file in `files` that resolves outside the folder `root`.
-fn confine(root: &Path, files: &[PathBuf]) -> Result<(), PolicyError> {
+/// Refuses a file in `files` that resolves outside the folder `root` (a
+/// project's policy folder; the folder `warden policy test` was given).
+pub(crate) fn confine(root: &Path, files: &[PathBuf]) -> Result<(), PolicyError> {
     let io = |path: &Path, e: std::io::Error| PolicyError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -221,8 +223,8 @@ fn confine(root: &Path, files: &[PathBuf]) -> Result<(), PolicyError> {
             return Err(PolicyError::Io {
                 path: file.clone(),
                 message: format!(
-                    "resolves outside the project's policy folder {}; a repository's \
-                     policies are read only from inside it, so this file is not read",
+                    "resolves outside the policy folder {}; a folder's policies and \
+                     data are read only from inside it, so this file is not read",
                     root.display()
                 ),
             });
@@ -520,6 +522,17 @@ fn add_policy(engine: &mut Engine, name: &str, text: &str) -> Result<(), PolicyE
         })
 }
 
+/// Logs the prints `engine` gathered, through the filter every text warden
+/// does not control passes ([`warden_core::display`]): a policy printing
+/// `input.arguments.x` prints what a tool's caller chose, and regorus on
+/// its own writes it raw to stderr, where an escape drives the terminal
+/// and a `::stop-commands::` line steers a CI runner.
+pub(crate) fn show_prints(engine: &mut Engine) {
+    for print in engine.take_prints().unwrap_or_default() {
+        tracing::info!(target: "warden::policy::print", "{}", warden_core::display::line(&print));
+    }
+}
+
 /// The package a module declares (first `package` line).
 pub fn package_of(text: &str) -> Option<String> {
     text.lines().find_map(|l| {
@@ -587,6 +600,11 @@ impl RegoSet {
                 .unwrap_or_default(),
             message,
         })?;
+        let prints = crate::functions::mentions_print(&modules);
+        // Every evaluation from `engine` (the load probe, the `allow`
+        // probe, the decisions of a policy that prints) gathers its prints
+        // instead of regorus writing them unfiltered to stderr.
+        engine.set_gather_prints(true);
         for (file, text) in &sources {
             let package = package_of(text).unwrap_or_default();
             if package != "warden" && !package.starts_with("warden.") {
@@ -610,18 +628,20 @@ impl RegoSet {
                 message: e.to_string(),
             })?;
         engine.set_input(probe.clone());
-        engine
-            .eval_rule(GATHER_RULE.into())
-            .map_err(|e| PolicyError::RegoEval {
-                files: names(),
-                message: e.to_string(),
-            })?;
+        let probed = engine.eval_rule(GATHER_RULE.into());
+        // Shown, and not left in the engine for every clone to repeat.
+        show_prints(&mut engine);
+        probed.map_err(|e| PolicyError::RegoEval {
+            files: names(),
+            message: e.to_string(),
+        })?;
         let vm = on_vm(&engine, &compiled, &sources, probes, vm_use);
         let set = RegoSet {
             engine,
             compiled,
             vm,
             restrict_only: scope == Scope::Project,
+            prints,
             files,
         };
         set.eval_value(probe.clone())
@@ -632,7 +652,9 @@ impl RegoSet {
         if set.restrict_only {
             let mut e = set.engine.clone();
             e.set_input(probe.clone());
-            if let Ok(RegoValue::Bool(true)) = e.eval_rule("data.warden__internal.allow".into()) {
+            let allow = e.eval_rule("data.warden__internal.allow".into());
+            show_prints(&mut e);
+            if let Ok(RegoValue::Bool(true)) = allow {
                 tracing::warn!(files = %names(), "project-scope policy defines `allow`; it is ignored");
             }
         }
@@ -660,6 +682,13 @@ impl RegoSet {
     }
 
     pub(crate) fn interpret(&self, input: RegoValue) -> Result<RegoValue, String> {
+        if self.prints {
+            let mut e = self.engine.clone();
+            e.set_input(input);
+            let out = e.eval_rule(GATHER_RULE.into());
+            show_prints(&mut e);
+            return out.map_err(|e| e.to_string());
+        }
         self.compiled
             .eval_with_input(input)
             .map_err(|e| e.to_string())
@@ -881,6 +910,45 @@ pub fn rego_object<'a>(pairs: impl IntoIterator<Item = (&'a str, RegoValue)>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A policy naming `print` decides on a gathering copy of the engine
+    /// (not `CompiledPolicy`, which lets regorus write to stderr), with the
+    /// answers of the same policy without it.
+    #[test]
+    fn a_policy_naming_print_decides_as_without_it() {
+        let with_print = "package warden\nimport rego.v1\ndeny contains m if {\n  m := input.arguments.m\n  print(\"seen\", m)\n}\n";
+        let without = with_print.replace("  print(\"seen\", m)\n", "");
+        let load = |text: &str| {
+            RegoSet::load_using(
+                &[
+                    PolicyInput::Embedded {
+                        name: "default.rego".into(),
+                        text: DEFAULT_REGO.into(),
+                    },
+                    PolicyInput::Embedded {
+                        name: "p.rego".into(),
+                        text: text.into(),
+                    },
+                ],
+                Scope::User,
+                &[RegoValue::from_json_str(r#"{"arguments": {}}"#).unwrap()],
+                VmUse::Never,
+            )
+            .unwrap()
+        };
+        let (printing, plain) = (load(with_print), load(&without));
+        assert!(printing.prints && !plain.prints);
+        let input = RegoValue::from_json_str(
+            r#"{"tool": "echo", "server": "fx", "arguments": {"m": "\u001b]0;x\u0007"}}"#,
+        )
+        .unwrap();
+        let (a, b) = (
+            printing.eval_value(input.clone()).unwrap(),
+            plain.eval_value(input.clone()).unwrap(),
+        );
+        assert_eq!(a.deny, b.deny);
+        assert!(a.deny.iter().any(|d| d.contains("0;x")), "{:?}", a.deny);
+    }
 
     fn load(text: &str) -> Result<RegoSet, PolicyError> {
         RegoSet::load(

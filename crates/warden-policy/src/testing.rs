@@ -16,8 +16,8 @@ use serde::Serialize;
 
 use crate::error::PolicyError;
 use crate::rego::{
-    CI_REGO, CI_TEST_REGO, DEFAULT_REGO, DEFAULT_TEST_REGO, PolicyInput, build_engine, collect,
-    json_beside, package_of,
+    CI_REGO, CI_TEST_REGO, DEFAULT_REGO, DEFAULT_TEST_REGO, PolicyInput, build_engine,
+    collect_within, confine, json_beside, package_of,
 };
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -36,6 +36,11 @@ pub struct TestResult {
     pub outcome: TestOutcome,
     /// The error, for `Error`.
     pub message: Option<String>,
+    /// What the test's `print` calls printed (gathered: regorus would
+    /// write them raw to stderr), as regorus gives them, for the caller
+    /// to show through [`warden_core::display`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub prints: Vec<String>,
     #[serde(skip)]
     pub duration: Duration,
 }
@@ -73,11 +78,16 @@ pub fn shipped_groups() -> Vec<Vec<PolicyInput>> {
 }
 
 /// Groups the `*_test.rego` files found under `paths` with the policies
-/// they test (see the module docs).
+/// they test (see the module docs). A folder is confined as a project's
+/// policy folder is: every policy and data file found in it must resolve
+/// inside it. One runs the tests of a checked-out repository; a link in
+/// it (`x_test.rego -> ~/.ssh/id_ed25519`) would otherwise be read and
+/// quoted in the parse error.
 pub fn groups_for_paths(paths: &[PathBuf]) -> Result<Vec<Vec<PolicyInput>>, PolicyError> {
     let mut groups = Vec::new();
     for path in paths {
-        let rego = collect(path, true)?;
+        let rego = collect_within(path, true, true)?;
+        let folder = path.is_dir();
         let tests: Vec<&PathBuf> = rego
             .iter()
             .filter(|p| p.to_string_lossy().ends_with("_test.rego"))
@@ -97,7 +107,8 @@ pub fn groups_for_paths(paths: &[PathBuf]) -> Result<Vec<Vec<PolicyInput>>, Poli
                 .unwrap_or_default();
             let subject = dir.join(format!("{stem}.rego"));
             let mut group = Vec::new();
-            if subject.is_file() {
+            // Only a file the confined walk found.
+            if rego.contains(&subject) {
                 group.push(PolicyInput::Path(subject));
             } else {
                 for p in rego.iter().filter(|p| {
@@ -109,7 +120,11 @@ pub fn groups_for_paths(paths: &[PathBuf]) -> Result<Vec<Vec<PolicyInput>>, Poli
             group.push(PolicyInput::Path(test.clone()));
             // Data beside the tests, as `opa test` loads it (under the
             // same rules as configured data: nothing under `warden`).
-            group.extend(json_beside(dir)?.into_iter().map(PolicyInput::Data));
+            let data = json_beside(dir)?;
+            if folder {
+                confine(path, &data)?;
+            }
+            group.extend(data.into_iter().map(PolicyInput::Data));
             groups.push(group);
         }
     }
@@ -138,7 +153,8 @@ fn test_rules(text: &str) -> Vec<String> {
 pub fn run_groups(groups: &[Vec<PolicyInput>]) -> Result<TestReport, PolicyError> {
     let mut report = TestReport::default();
     for group in groups {
-        let (engine, _files, sources) = build_engine(group, true)?;
+        let (mut engine, _files, sources) = build_engine(group, true)?;
+        engine.set_gather_prints(true);
         for (file, text) in &sources {
             if !file.ends_with("_test.rego") {
                 continue;
@@ -150,6 +166,7 @@ pub fn run_groups(groups: &[Vec<PolicyInput>]) -> Result<TestReport, PolicyError
                 let start = Instant::now();
                 let result = e.eval_rule(name.clone());
                 let duration = start.elapsed();
+                let prints = e.take_prints().unwrap_or_default();
                 let (outcome, message) = match result {
                     Ok(regorus::Value::Bool(true)) => (TestOutcome::Pass, None),
                     Ok(_) => (TestOutcome::Fail, None),
@@ -160,6 +177,7 @@ pub fn run_groups(groups: &[Vec<PolicyInput>]) -> Result<TestReport, PolicyError
                     file: file.clone(),
                     outcome,
                     message,
+                    prints,
                     duration,
                 });
             }
