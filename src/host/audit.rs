@@ -109,6 +109,17 @@ impl SessionAudit {
             }
             return Ok(());
         };
+        if self.on_failure == OnFailure::FailClosed
+            && let Some(why) = log.head_failure()
+        {
+            // The record could be written, but not vouched for: once the
+            // head falls behind, a cut of the log's end after it passes
+            // `verify`. Like a record that cannot be written, the call is
+            // not sent (CONTRACT §6, "truncation").
+            let why = format!("the audit head file could not be kept current: {why}");
+            self.lost_because(Some(why.clone()));
+            return Err(AuditRefusal(why));
+        }
         self.report_gap(log);
         self.learn_secrets(log);
         match blocking(log, || log.write_ahead(event)) {
@@ -184,25 +195,35 @@ impl SessionAudit {
             return None;
         }
         let lost = lock(&self.lost_in_session);
-        (lost.0 > 0).then(|| (lost.0, lost.1.clone().unwrap_or_default()))
+        if lost.0 > 0 {
+            return Some((lost.0, lost.1.clone().unwrap_or_default()));
+        }
+        // No call came after the head fell behind, but the records since
+        // could still be cut unnoticed: not a success either.
+        let why = self.log.as_ref()?.head_failure()?;
+        Some((
+            0,
+            format!("the audit head file could not be kept current: {why}"),
+        ))
     }
 
     fn lost(&self, error: Option<&AuditError>) {
+        self.lost_because(error.map(ToString::to_string));
+    }
+
+    fn lost_because(&self, error: Option<String>) {
         {
             let mut total = lock(&self.lost_in_session);
             total.0 += 1;
             if total.1.is_none() {
-                total.1 = error.map(ToString::to_string);
+                total.1.clone_from(&error);
             }
         }
         let mut gap = lock(&self.gap);
         let gap = gap.get_or_insert_with(|| Gap {
             lost: 0,
             since: now(),
-            error: error.map_or_else(
-                || self.unavailable.clone().unwrap_or_default(),
-                ToString::to_string,
-            ),
+            error: error.unwrap_or_else(|| self.unavailable.clone().unwrap_or_default()),
         });
         gap.lost += 1;
     }

@@ -115,6 +115,12 @@ pub enum AuditError {
         .path.display()
     )]
     Moved { path: std::path::PathBuf },
+    #[error(
+        "audit head file {} was moved, removed or replaced while this session kept it: the path \
+         no longer names the file warden opened, so a cut of the log's end would go unnoticed",
+        .path.display()
+    )]
+    HeadMoved { path: std::path::PathBuf },
     #[error("audit log {}: its head was not accepted: {detail}", .path.display())]
     AcceptRefused {
         path: std::path::PathBuf,

@@ -278,6 +278,9 @@ fn slot_bytes(head: &Head, hasher: &Hasher) -> Vec<u8> {
 pub(crate) struct HeadWriter {
     path: PathBuf,
     file: File,
+    /// Device and inode of `file`, checked against `path` before each
+    /// update.
+    identity: (u64, u64),
     hasher: Hasher,
     /// Serialises this process's updates; the `flock` serialises processes
     /// (a `flock` is shared by every thread using the same descriptor).
@@ -350,7 +353,9 @@ impl HeadWriter {
                 kind: crate::log::file_kind(&meta),
             });
         }
+        use std::os::unix::fs::MetadataExt;
         Ok(Some(HeadWriter {
+            identity: (meta.dev(), meta.ino()),
             path,
             file,
             hasher,
@@ -436,9 +441,30 @@ impl HeadWriter {
     ) -> Result<(), AuditError> {
         let mut seen = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         let flock = self.flock(&mut seen)?;
-        let result = self.advance_locked(&mut seen, seq, hash, log_hash_at);
+        let result = self
+            .check_path()
+            .and_then(|()| self.advance_locked(&mut seen, seq, hash, log_hash_at));
         self.unlock(&mut seen, flock);
         result
+    }
+
+    /// The head's path must still name the file this writer updates:
+    /// writes through the descriptor to a head renamed or removed, or
+    /// whose path now is a directory or a link to `/dev/full`, succeed,
+    /// and `verify` would find no head (or an old copy put back) where
+    /// it looks.
+    fn check_path(&self) -> Result<(), AuditError> {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata(&self.path) {
+            Ok(now) if (now.dev(), now.ino()) == self.identity => Ok(()),
+            Ok(_) => Err(AuditError::HeadMoved {
+                path: self.path.clone(),
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(AuditError::HeadMoved {
+                path: self.path.clone(),
+            }),
+            Err(e) => Err(self.io_err("stat the head file's path", e)),
+        }
     }
 
     fn advance_locked(

@@ -188,8 +188,9 @@ struct State {
     /// as it was: a full disk, a size limit). The next write that succeeds
     /// starts with an `audit_gap` record counting them.
     dropped: Option<Dropped>,
-    /// The head file could not be updated (reported once).
-    head_failed: bool,
+    /// Why the head file could not be updated (the first failure; it
+    /// stays: a head that once fell behind no longer vouches for the end).
+    head_failed: Option<String>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -291,7 +292,7 @@ impl AuditLog {
                 shutdown: false,
                 failed: None,
                 dropped: None,
-                head_failed: false,
+                head_failed: None,
             }),
             wake: Condvar::new(),
             space: Condvar::new(),
@@ -440,6 +441,14 @@ impl AuditLog {
     /// not a regular file, and so could have no head, is refused).
     pub fn head_path(&self) -> Option<&Path> {
         Some(self.inner.head_file.path())
+    }
+
+    /// Why the head file could not be updated, if it ever failed in this
+    /// log's life: records after that could be cut from the log's end
+    /// without `verify` noticing, so a fail-closed session sends no more
+    /// calls (CONTRACT §6).
+    pub fn head_failure(&self) -> Option<String> {
+        self.inner.lock_state().head_failed.clone()
     }
 
     pub fn mode(&self) -> HashMode {

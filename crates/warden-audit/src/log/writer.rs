@@ -98,11 +98,19 @@ impl Inner {
     }
 
     /// Moves the head file to a record that is in the file (and synced,
-    /// where the mode syncs). An I/O failure weakens truncation detection
-    /// but loses no record: it is reported once, not returned. A head
-    /// that names a record the log no longer has is not moved past (it
-    /// keeps the evidence) and the log takes no more records.
+    /// where the mode syncs). A head that names a record the log no longer
+    /// has is not moved past (it keeps the evidence) and the log takes no
+    /// more records. Any other failure (the head's path replaced, its lock
+    /// held by someone else, a failed write) loses no record but leaves the
+    /// head behind: a cut of what follows would go unnoticed. It is kept
+    /// ([`crate::AuditLog::head_failure`]) for the session to refuse the
+    /// calls that follow, and reported once; the head is not tried again
+    /// (each try could wait [`crate::flock::LOCK_WAIT`] for a lock someone
+    /// holds, per record).
     pub(super) fn advance_head(&self, seq: u64, hash: &str) {
+        if self.lock_state().head_failed.is_some() {
+            return;
+        }
         let result = self.head_file.advance(seq, hash, |at| {
             let size = self
                 .file
@@ -117,8 +125,9 @@ impl Inner {
             Err(error) if error.is_permanent() => self.note_failure(&error),
             Err(error) => {
                 let mut st = self.lock_state();
-                if !std::mem::replace(&mut st.head_failed, true) {
+                if st.head_failed.is_none() {
                     tracing::error!(%error, "the audit head file could not be updated; truncation of the log's end may go unnoticed");
+                    st.head_failed = Some(error.to_string());
                 }
             }
         }
