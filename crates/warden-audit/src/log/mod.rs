@@ -188,9 +188,19 @@ struct State {
     /// as it was: a full disk, a size limit). The next write that succeeds
     /// starts with an `audit_gap` record counting them.
     dropped: Option<Dropped>,
-    /// Why the head file could not be updated (the first failure; it
-    /// stays: a head that once fell behind no longer vouches for the end).
-    head_failed: Option<String>,
+    /// Why the head file is behind the log (`Inner::advance_head`).
+    head_failed: Option<HeadFailure>,
+}
+
+/// Why the head file could not be updated.
+#[derive(Debug, Clone)]
+struct HeadFailure {
+    why: String,
+    /// Its path replaced or its lock held: not tried again. Otherwise (a
+    /// failed write) the next update tries again.
+    for_good: bool,
+    /// The record (seq, hash) the head was to be moved to.
+    at: (u64, String),
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -443,12 +453,17 @@ impl AuditLog {
         Some(self.inner.head_file.path())
     }
 
-    /// Why the head file could not be updated, if it ever failed in this
-    /// log's life: records after that could be cut from the log's end
-    /// without `verify` noticing, so a fail-closed session sends no more
-    /// calls (CONTRACT §6).
+    /// Why the head file is behind the log, while it is (a head that fell
+    /// behind because a write failed is tried again first): records after
+    /// it could be cut from the log's end without `verify` noticing, so a
+    /// fail-closed session sends no calls meanwhile (CONTRACT §6).
     pub fn head_failure(&self) -> Option<String> {
-        self.inner.lock_state().head_failed.clone()
+        self.inner.retry_head();
+        self.inner
+            .lock_state()
+            .head_failed
+            .as_ref()
+            .map(|f| f.why.clone())
     }
 
     pub fn mode(&self) -> HashMode {

@@ -100,15 +100,21 @@ impl Inner {
     /// Moves the head file to a record that is in the file (and synced,
     /// where the mode syncs). A head that names a record the log no longer
     /// has is not moved past (it keeps the evidence) and the log takes no
-    /// more records. Any other failure (the head's path replaced, its lock
-    /// held by someone else, a failed write) loses no record but leaves the
-    /// head behind: a cut of what follows would go unnoticed. It is kept
+    /// more records. Any other failure loses no record but leaves the head
+    /// behind: a cut of what follows would go unnoticed. It is kept
     /// ([`crate::AuditLog::head_failure`]) for the session to refuse the
-    /// calls that follow, and reported once; the head is not tried again
-    /// (each try could wait [`crate::flock::LOCK_WAIT`] for a lock someone
-    /// holds, per record).
+    /// calls that follow, and reported when it begins. A failed write (a
+    /// full disk, a size limit) is tried again at the next update, and
+    /// once the head is current again the calls go through; a head whose
+    /// path was replaced, or whose lock someone else holds, is not tried
+    /// again (each try could wait [`crate::flock::LOCK_WAIT`], per record).
     pub(super) fn advance_head(&self, seq: u64, hash: &str) {
-        if self.lock_state().head_failed.is_some() {
+        if self
+            .lock_state()
+            .head_failed
+            .as_ref()
+            .is_some_and(|f| f.for_good)
+        {
             return;
         }
         let result = self.head_file.advance(seq, hash, |at| {
@@ -121,15 +127,49 @@ impl Inner {
                 .map_err(|e| self.io_err("read the record its head names", e))
         });
         match result {
-            Ok(()) => {}
+            Ok(()) => {
+                let mut st = self.lock_state();
+                // Only a failure at or before this record is over (a
+                // retry of an older one may finish after a newer failed).
+                if st.head_failed.as_ref().is_some_and(|f| f.at.0 <= seq) {
+                    st.head_failed = None;
+                    tracing::warn!("the audit head file is current again");
+                }
+            }
             Err(error) if error.is_permanent() => self.note_failure(&error),
             Err(error) => {
+                let for_good = matches!(&error, AuditError::HeadMoved { .. })
+                    || matches!(
+                        &error,
+                        AuditError::Io { source, .. } if source.kind() == std::io::ErrorKind::TimedOut
+                    );
                 let mut st = self.lock_state();
                 if st.head_failed.is_none() {
                     tracing::error!(%error, "the audit head file could not be updated; truncation of the log's end may go unnoticed");
-                    st.head_failed = Some(error.to_string());
                 }
+                st.head_failed = Some(super::HeadFailure {
+                    why: error.to_string(),
+                    for_good,
+                    at: (seq, hash.to_string()),
+                });
             }
+        }
+    }
+
+    /// Tries again to move a head that fell behind because a write failed
+    /// (not one whose path was replaced or whose lock is held) to the
+    /// record it failed at: the session asks before each call, since while
+    /// the head is behind it sends none, and so writes nothing that would
+    /// move it.
+    pub(super) fn retry_head(&self) {
+        let at = self
+            .lock_state()
+            .head_failed
+            .as_ref()
+            .filter(|f| !f.for_good)
+            .map(|f| f.at.clone());
+        if let Some((seq, hash)) = at {
+            self.advance_head(seq, &hash);
         }
     }
 
