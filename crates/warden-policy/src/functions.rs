@@ -35,6 +35,29 @@ pub struct Module<'a> {
     pub text: &'a str,
 }
 
+impl<'a> Module<'a> {
+    /// Each `(file, text)` as a module of the package its text declares.
+    pub fn all(sources: &'a [(String, String)]) -> Vec<Module<'a>> {
+        sources
+            .iter()
+            .map(|(file, text)| Module {
+                file,
+                package: crate::rego::package_of(text).unwrap_or_default(),
+                text,
+            })
+            .collect()
+    }
+
+    /// Line `line_no` (from 1), trimmed, for a message that quotes it.
+    fn line(&self, line_no: usize) -> &'a str {
+        self.text
+            .lines()
+            .nth(line_no.saturating_sub(1))
+            .unwrap_or_default()
+            .trim()
+    }
+}
+
 /// Checks every call in `modules`; the first unknown one is an error.
 pub fn check(modules: &[Module<'_>]) -> Result<(), String> {
     // Functions (and rules) each module defines, as `data.PKG.NAME`.
@@ -110,11 +133,7 @@ pub fn unconsulted_decisions(modules: &[Module<'_>]) -> Result<(), String> {
                      apply; put it in `package warden` (or read it from there)\n    {}",
                     m.file,
                     m.package,
-                    m.text
-                        .lines()
-                        .nth(line_no.saturating_sub(1))
-                        .unwrap_or_default()
-                        .trim()
+                    m.line(line_no)
                 ));
             }
         }
@@ -136,11 +155,7 @@ pub fn no_print(modules: &[Module<'_>]) -> Result<(), String> {
                     "{}:{line_no}: `print` in a project policy is refused: regorus writes it \
                      unfiltered to warden's stderr (a terminal, a CI log) on every decision\n    {}",
                     m.file,
-                    m.text
-                        .lines()
-                        .nth(line_no.saturating_sub(1))
-                        .unwrap_or_default()
-                        .trim()
+                    m.line(line_no)
                 ));
             }
         }

@@ -421,14 +421,7 @@ pub fn build_engine(inputs: &[PolicyInput], with_tests: bool) -> Result<BuiltEng
     }
     size_pattern_caches(&sources);
     // Every call must resolve now, not when evaluation first reaches it.
-    let modules: Vec<crate::functions::Module<'_>> = sources
-        .iter()
-        .map(|(file, text)| crate::functions::Module {
-            file,
-            package: package_of(text).unwrap_or_default(),
-            text,
-        })
-        .collect();
+    let modules = crate::functions::Module::all(&sources);
     crate::functions::check(&modules).map_err(|message| PolicyError::Rego {
         file: modules
             .first()
@@ -577,14 +570,7 @@ impl RegoSet {
                 package: package_of(&text).unwrap_or_default(),
             });
         }
-        let modules: Vec<crate::functions::Module<'_>> = sources
-            .iter()
-            .map(|(file, text)| crate::functions::Module {
-                file,
-                package: package_of(text).unwrap_or_default(),
-                text,
-            })
-            .collect();
+        let modules = crate::functions::Module::all(&sources);
         let checked = crate::functions::unconsulted_decisions(&modules).and_then(|()| {
             if scope == Scope::Project {
                 crate::functions::no_print(&modules)
