@@ -177,9 +177,7 @@ impl AnthropicModel {
         };
         let body = self.request_body(request);
         let response = http::post_json(&self.client, &self.settings, &target, &body).await?;
-        parse_response(&response).map_err(|bad| {
-            bad.into_error(|what| http::malformed(PROVIDER, what, &response, &self.key))
-        })
+        parse_response(&response).map_err(|bad| bad.into_error(PROVIDER, &response, &self.key))
     }
 }
 

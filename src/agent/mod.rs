@@ -152,6 +152,9 @@ pub enum ModelError {
     #[error("{error}")]
     UnreadableCalls {
         error: Box<ModelError>,
+        /// What was wrong, without the excerpt of the response `error`
+        /// carries (the record names the calls itself).
+        what: String,
         calls: Vec<ToolCall>,
     },
     /// A scripted model's file is unreadable or malformed.
@@ -183,15 +186,22 @@ impl From<&str> for BadTurn {
 }
 
 impl BadTurn {
-    /// The error a provider returns for it, `malformed` building the
-    /// message.
-    pub(crate) fn into_error(self, malformed: impl FnOnce(&str) -> ModelError) -> ModelError {
-        let error = malformed(&self.what);
+    /// The error `provider` returns for it: what was wrong with an excerpt
+    /// of its `response` (`http::malformed`), and the calls when there are
+    /// any.
+    pub(crate) fn into_error(
+        self,
+        provider: &str,
+        response: &Value,
+        key: &http::ApiKey,
+    ) -> ModelError {
+        let error = http::malformed(provider, &self.what, response, key);
         if self.calls.is_empty() {
             error
         } else {
             ModelError::UnreadableCalls {
                 error: Box::new(error),
+                what: format!("{provider}: {}", self.what),
                 calls: self.calls,
             }
         }

@@ -307,16 +307,6 @@ impl Stop {
     }
 }
 
-/// What was wrong with a turn, without the excerpt of the response
-/// (`http::malformed` appends it; the record names the calls itself).
-fn unreadable_reason(error: &ModelError) -> String {
-    let text = error.to_string();
-    match text.split_once("; response starts:") {
-        Some((what, _)) => what.to_string(),
-        None => text,
-    }
-}
-
 fn unrun_record(call: &ToolCall, outcome: &str, reason: &str) -> Value {
     json!({"id": call.id, "tool": call.name, "outcome": outcome, "error": reason})
 }
@@ -437,14 +427,12 @@ pub async fn run_conversation(
         };
         let mut turn = match turn {
             Ok(t) => t,
-            Err(ModelError::UnreadableCalls { error, calls }) => {
+            Err(ModelError::UnreadableCalls { error, what, calls }) => {
                 // The model asked for these calls: none is run (the turn
                 // could not be read whole, so neither could what it
                 // meant), each is recorded as not run.
-                let reason = format!(
-                    "not run: a tool call in the model's turn could not be read ({})",
-                    unreadable_reason(&error)
-                );
+                let reason =
+                    format!("not run: a tool call in the model's turn could not be read ({what})");
                 record_unrun(tools, &mut report, &calls, "skipped", &reason);
                 tracing::warn!(error = %error, calls = calls.len(), "model turn unreadable");
                 report.status = RunStatus::ModelError(error.to_string());
