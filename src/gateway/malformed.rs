@@ -44,11 +44,7 @@ pub(super) fn refusals(host: Arc<Host>) -> Refusals {
 /// found, and recorded too.
 pub(super) fn custom_request(host: &Host, request: &CustomRequest) -> ErrorData {
     if !unreadable::is_served_method(&request.method) {
-        let error = ErrorData::new(
-            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-            request.method.clone(),
-            None,
-        );
+        let error = unreadable::method_not_found(&request.method);
         super::unserved::record(host, &request.method, request.params.clone(), &error);
         return error;
     }
@@ -105,11 +101,7 @@ pub(super) async fn answer_unreadable(
         // or a `_meta` it refuses.
         let request = &request.request;
         let error = if super::unserved::always_refused(request) {
-            Some(ErrorData::new(
-                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-                request.method().to_string(),
-                None,
-            ))
+            Some(unreadable::method_not_found(request.method()))
         } else if super::unserved::refused_for_meta(
             request,
             request.get_meta(),
@@ -124,9 +116,7 @@ pub(super) async fn answer_unreadable(
             None
         };
         if let Some(error) = error {
-            let params = serde_json::to_value(request)
-                .ok()
-                .and_then(|mut v| v.get_mut("params").map(serde_json::Value::take));
+            let params = super::unserved::params_of(request);
             super::unserved::record(&host, request.method(), params, &error);
         }
     }

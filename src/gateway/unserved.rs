@@ -122,10 +122,14 @@ fn kept(request: &ClientRequest, refused_for_meta: bool) -> Option<(String, Opti
     if handler_records && !refused_for_meta {
         return None;
     }
-    let params = serde_json::to_value(request)
+    Some((request.method().to_string(), params_of(request)))
+}
+
+/// A request's `params` as the client sent them, for its record.
+pub(super) fn params_of(request: &ClientRequest) -> Option<Value> {
+    serde_json::to_value(request)
         .ok()
-        .and_then(|mut v| v.get_mut("params").map(Value::take));
-    Some((request.method().to_string(), params))
+        .and_then(|mut v| v.get_mut("params").map(Value::take))
 }
 
 impl Service<RoleServer> for Recording {

@@ -66,6 +66,16 @@ pub(crate) fn is_served_method(method: &str) -> bool {
     .contains(&method)
 }
 
+/// The answer to a request for a method the gateway does not serve, as
+/// rmcp gives it (the method as the message).
+pub(crate) fn method_not_found(method: &str) -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        method.to_string(),
+        None,
+    )
+}
+
 /// The invalid-params answer to a request for `method` whose parameters
 /// rmcp could not read as that method's.
 pub(crate) fn invalid_params(method: &str) -> ErrorData {
