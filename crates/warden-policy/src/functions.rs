@@ -113,7 +113,7 @@ pub fn unconsulted_decisions(modules: &[Module<'_>]) -> Result<(), String> {
             .iter()
             .filter(|other| !std::ptr::eq(*other, m))
             .flat_map(|other| code_lines(other.text))
-            .any(|(_, line)| names_package(&line, &prefix));
+            .any(|(_, line)| names_whole(&line, &prefix));
         if read_elsewhere {
             continue;
         }
@@ -170,24 +170,21 @@ pub fn no_print(modules: &[Module<'_>]) -> Result<(), String> {
 /// time, while missing one would let regorus write to stderr itself.
 pub fn mentions_print(modules: &[Module<'_>]) -> bool {
     modules.iter().any(|m| {
-        code_lines(m.text).iter().any(|(_, line)| {
-            line.match_indices("print").any(|(at, _)| {
-                let before = line[..at].chars().next_back();
-                let after = line[at + "print".len()..].chars().next();
-                let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-                !word(before) && before != Some('.') && !word(after)
-            })
-        })
+        code_lines(m.text)
+            .iter()
+            .any(|(_, line)| names_whole(line, "print"))
     })
 }
 
-/// Whether `line` reads `prefix` (`data.PKG`) or something under it.
-fn names_package(line: &str, prefix: &str) -> bool {
-    line.match_indices(prefix).any(|(at, _)| {
+/// Whether `line` holds `name` as a whole reference (`print`, or
+/// `data.PKG`: then also `data.PKG.x`): not the tail of a longer name or
+/// of a field (`x.name`), nor the head of a longer name.
+fn names_whole(line: &str, name: &str) -> bool {
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    line.match_indices(name).any(|(at, _)| {
         let before = line[..at].chars().next_back();
-        let after = line[at + prefix.len()..].chars().next();
-        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
-            && !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        let after = line[at + name.len()..].chars().next();
+        !word(before) && before != Some('.') && !word(after)
     })
 }
 
