@@ -91,11 +91,11 @@ pub(crate) fn grants(
         }
     }
     let configured: Vec<&PathBuf> = spec.read.iter().chain(&spec.write).collect();
-    let mut hidden = hidden_paths(&configured, &ctx.hide).map_err(setup)?;
+    let warden_hidden = hidden_paths(&configured, &ctx.hide).map_err(setup)?;
     // The host's own credentials inside any bind (the view's `/etc/ssl`
     // included): a server started by root would read them.
     let host = host_secret_paths(&binds).map_err(setup)?;
-    hidden.extend(host.iter().cloned());
+    let mut hidden: Vec<PathBuf> = warden_hidden.iter().chain(&host).cloned().collect();
     hidden.sort();
     hidden.dedup();
     // What is hidden is protected too: its folders are pinned like those
@@ -110,11 +110,6 @@ pub(crate) fn grants(
         files.read_only.retain(visible);
         files.pinned.retain(visible);
     }
-    let warden_hidden: Vec<PathBuf> = hidden
-        .iter()
-        .filter(|p| !host.contains(p))
-        .cloned()
-        .collect();
     let (mut gaps, mut notes) = (Vec::new(), Vec::new());
     // The host's credentials are root's alone: without a view they are a
     // gap only for a server started by root.
