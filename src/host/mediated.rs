@@ -94,19 +94,7 @@ impl Host {
         let pipeline = self.pipeline();
         // Also what tests wait for before they interrupt a decision.
         tracing::debug!(%call_id, target = %facts.tool.qualified, "deciding");
-        let mut report = CallReport {
-            server: Some(facts.server.name.clone()),
-            tool: Some(facts.tool.name.clone()),
-            decision: None,
-            outcome: Outcome::Pending,
-            result: None,
-            error: None,
-            duration_ms: 0,
-            qualified: facts.tool.qualified.clone(),
-            call_id: call_id.clone(),
-            kind,
-            method,
-        };
+        let mut report = pending_report(&facts, &call_id, method);
         // Until a record of the request is written (its refusal, or the
         // pending record), dropping this future (a run's deadline, a
         // client gone) records it as cancelled before it was sent.
@@ -114,7 +102,9 @@ impl Host {
             host: self,
             caller,
             arguments,
-            report: Some(report.clone()),
+            facts: Some(facts.clone()),
+            call_id: &call_id,
+            method,
             policy_sha256: pipeline.policy_sha256(),
             started,
         };
@@ -277,8 +267,10 @@ struct Unrecorded<'a> {
     host: &'a Host,
     caller: Caller,
     arguments: &'a Value,
-    /// The report as it stood before the decision; `None` once disarmed.
-    report: Option<CallReport>,
+    /// What the request is about; `None` once disarmed.
+    facts: Option<Arc<CallFacts>>,
+    call_id: &'a str,
+    method: &'static str,
     policy_sha256: Option<&'a str>,
     started: Instant,
 }
@@ -286,13 +278,14 @@ struct Unrecorded<'a> {
 impl Unrecorded<'_> {
     /// A record of the request is written (or its failure is the outcome).
     fn disarm(&mut self) {
-        self.report = None;
+        self.facts = None;
     }
 }
 
 impl Drop for Unrecorded<'_> {
     fn drop(&mut self) {
-        if let Some(mut report) = self.report.take() {
+        if let Some(facts) = self.facts.take() {
+            let mut report = pending_report(&facts, self.call_id, self.method);
             let decision = cancelled_before_decision(self.policy_sha256);
             report.decision = Some(summary(&decision));
             report.outcome = Outcome::Cancelled;
@@ -305,6 +298,23 @@ impl Drop for Unrecorded<'_> {
                 Some(&decision),
             ));
         }
+    }
+}
+
+/// The report of a request as it stands before its decision.
+fn pending_report(facts: &CallFacts, call_id: &str, method: &'static str) -> CallReport {
+    CallReport {
+        server: Some(facts.server.name.clone()),
+        tool: Some(facts.tool.name.clone()),
+        decision: None,
+        outcome: Outcome::Pending,
+        result: None,
+        error: None,
+        duration_ms: 0,
+        qualified: facts.tool.qualified.clone(),
+        call_id: call_id.to_string(),
+        kind: facts.kind,
+        method,
     }
 }
 
