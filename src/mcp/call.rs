@@ -115,30 +115,34 @@ pub fn completion_arguments(params: &CompleteRequestParams) -> Value {
 /// a name that is not one of its variables (it is in no URI decided on).
 /// Returns whether anything was taken out.
 pub fn keep_decided_context(params: &mut CompleteRequestParams) -> bool {
-    let variables: Option<Vec<String>> = match &params.r#ref {
-        Reference::Resource(template) => Some(
-            super::template_fill::variables(&template.uri)
-                .into_iter()
-                .map(str::to_string)
-                .collect(),
-        ),
-        _ => None,
-    };
-    let completed = params.argument.name.clone();
+    let decided = decided_context(&params.r#ref, &params.argument.name);
     let Some(known) = params.context.as_mut().and_then(|c| c.arguments.as_mut()) else {
         return false;
     };
     let before = known.len();
-    known.retain(|name, _| {
-        *name != completed && variables.as_ref().is_none_or(|v| v.contains(name))
-    });
+    known.retain(|name, _| decided(name));
     known.len() != before
+}
+
+/// Whether a context entry named so is covered by the decision of a
+/// completion of `completed` for `reference` ([`keep_decided_context`]).
+fn decided_context<'a>(reference: &'a Reference, completed: &'a str) -> impl Fn(&str) -> bool + 'a {
+    let variables = match reference {
+        Reference::Resource(template) => Some(super::template_fill::variables(&template.uri)),
+        _ => None,
+    };
+    move |name| name != completed && variables.as_ref().is_none_or(|v| v.contains(&name))
 }
 
 /// Whether `params` carries context its decision does not cover (see
 /// [`keep_decided_context`]).
 fn undecided_context(params: &CompleteRequestParams) -> bool {
-    keep_decided_context(&mut params.clone())
+    let decided = decided_context(&params.r#ref, &params.argument.name);
+    params
+        .context
+        .as_ref()
+        .and_then(|c| c.arguments.as_ref())
+        .is_some_and(|known| known.keys().any(|name| !decided(name)))
 }
 
 /// The subject a completion's permit names: the prompt's (remote) name,
