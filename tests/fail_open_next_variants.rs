@@ -41,19 +41,33 @@ fn warden_in_project(world: &World, args: &[&str]) -> Command {
     cmd
 }
 
-/// The user's own file: the counting fixture `fx`, allowed.
-fn user_config(world: &World) -> std::path::PathBuf {
+/// A configuration with the counting fixture `fx`, allowed, and the
+/// fixture's call counter.
+fn fx_allowed(world: &World) -> (serde_json::Value, std::path::PathBuf) {
     let (fixture, counter) = world.counting_fixture();
     let config = json!({
         "mcpServers": {"fx": fixture},
         "permissions": {"allow": ["mcp__fx__*"]},
         "audit": {"path": world.path("audit.jsonl")},
     });
+    (config, counter)
+}
+
+/// The user's own file: the counting fixture `fx`, allowed.
+fn user_config(world: &World) -> std::path::PathBuf {
+    let (config, counter) = fx_allowed(world);
     std::fs::write(
         world.config_dir.join("config.json"),
         serde_json::to_string_pretty(&config).unwrap(),
     )
     .unwrap();
+    counter
+}
+
+/// `warden --config FILE`'s file: the counting fixture `fx`, allowed.
+fn given_config(world: &World) -> std::path::PathBuf {
+    let (config, counter) = fx_allowed(world);
+    world.write_config(&config);
     counter
 }
 
@@ -156,12 +170,7 @@ fn a_project_policy_folder_link_to_a_file_outside_is_not_read_or_shown() {
 #[test]
 fn a_policy_that_is_a_fifo_is_refused_not_waited_for() {
     let world = World::new();
-    let (fixture, counter) = world.counting_fixture();
-    world.write_config(&json!({
-        "mcpServers": {"fx": fixture},
-        "permissions": {"allow": ["mcp__fx__*"]},
-        "audit": {"path": world.path("audit.jsonl")},
-    }));
+    let counter = given_config(&world);
     let policy = world.path("policy");
     std::fs::create_dir_all(&policy).unwrap();
     std::fs::write(policy.join("a.rego"), DENY_NOTHING).unwrap();
@@ -186,12 +195,7 @@ fn a_policy_that_is_a_fifo_is_refused_not_waited_for() {
 #[test]
 fn a_policy_file_larger_than_the_bound_is_refused() {
     let world = World::new();
-    let (fixture, counter) = world.counting_fixture();
-    world.write_config(&json!({
-        "mcpServers": {"fx": fixture},
-        "permissions": {"allow": ["mcp__fx__*"]},
-        "audit": {"path": world.path("audit.jsonl")},
-    }));
+    let counter = given_config(&world);
     let big = world.path("big.rego");
     let mut text = String::from(DENY_NOTHING);
     let comment = format!("# {}\n", "x".repeat(1000));
@@ -214,12 +218,7 @@ fn a_policy_file_larger_than_the_bound_is_refused() {
 fn a_deny_in_a_package_warden_never_reads_is_refused_at_load() {
     for package in ["wardn", "warden.extra", "policies.warden"] {
         let world = World::new();
-        let (fixture, counter) = world.counting_fixture();
-        world.write_config(&json!({
-            "mcpServers": {"fx": fixture},
-            "permissions": {"allow": ["mcp__fx__*"]},
-            "audit": {"path": world.path("audit.jsonl")},
-        }));
+        let counter = given_config(&world);
         let file = world.path("stop.rego");
         std::fs::write(
             &file,
@@ -251,12 +250,7 @@ fn a_deny_in_a_package_warden_never_reads_is_refused_at_load() {
 #[test]
 fn a_deny_in_a_package_that_package_warden_reads_still_applies() {
     let world = World::new();
-    let (fixture, counter) = world.counting_fixture();
-    world.write_config(&json!({
-        "mcpServers": {"fx": fixture},
-        "permissions": {"allow": ["mcp__fx__*"]},
-        "audit": {"path": world.path("audit.jsonl")},
-    }));
+    let counter = given_config(&world);
     let policy = world.path("policy");
     std::fs::create_dir_all(&policy).unwrap();
     std::fs::write(
@@ -405,12 +399,7 @@ fn nothing_raw(stderr: &str, what: &str) {
 #[test]
 fn a_user_policy_printing_an_argument_does_not_reach_stderr_raw() {
     let world = World::new();
-    let (fixture, counter) = world.counting_fixture();
-    world.write_config(&json!({
-        "mcpServers": {"fx": fixture},
-        "permissions": {"allow": ["mcp__fx__*"]},
-        "audit": {"path": world.path("audit.jsonl")},
-    }));
+    let counter = given_config(&world);
     let policy = world.path("policy");
     std::fs::create_dir_all(&policy).unwrap();
     // `print(x)` and the spelling with a blank before the parenthesis.
