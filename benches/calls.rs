@@ -496,13 +496,16 @@ fn true_config(sandboxed: bool) -> ServerConfig {
     }
 }
 
-/// bwrap with what warden's default profile has (the same list as
-/// scripts/bench-spawn.sh): user, pid, net, ipc and mount namespaces, a
-/// read-only /usr and /etc list, /dev, a fresh /proc, a tmpfs /tmp.
-fn bwrap() -> Option<std::process::Command> {
+/// bwrap with the restrictions of the plan warden's helper receives for
+/// the same server (`plan`, the helper's argument): user, pid, net, ipc
+/// and mount namespaces, every read grant of the view bound read-only
+/// (the merged-/usr links as links), its hidden folders as empty tmpfs
+/// and hidden files as `/dev/null`, /dev, a fresh /proc with the same
+/// owner-only files covered (for root), a tmpfs /tmp. What bwrap cannot
+/// do (Landlock, the seccomp filter, cgroups, rlimits) warden adds on top.
+fn bwrap(plan: &Value) -> Option<Vec<String>> {
     let bwrap = which::which("bwrap").ok()?;
-    let mut cmd = std::process::Command::new(bwrap);
-    cmd.args([
+    let mut args: Vec<String> = [
         "--unshare-user",
         "--unshare-pid",
         "--unshare-net",
@@ -521,50 +524,103 @@ fn bwrap() -> Option<std::process::Command> {
         "--setenv",
         "TMPDIR",
         "/tmp",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-    ]);
-    for l in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
-        let path = Path::new(l);
-        if let Ok(target) = std::fs::read_link(path) {
-            cmd.arg("--symlink").arg(target).arg(l);
-        } else if path.is_dir() {
-            cmd.args(["--ro-bind", l, l]);
+    ]
+    .map(String::from)
+    .to_vec();
+    let view = &plan["view"];
+    for bind in view["binds"].as_array().into_iter().flatten() {
+        let Some(src) = bind["src"].as_str() else {
+            continue;
+        };
+        let path = Path::new(src);
+        if bind["kind"] == "hidden" {
+            if path.is_dir() {
+                args.extend([
+                    "--tmpfs".into(),
+                    src.into(),
+                    "--remount-ro".into(),
+                    src.into(),
+                ]);
+            } else {
+                args.extend(["--ro-bind".into(), "/dev/null".into(), src.into()]);
+            }
+        } else if let (Ok(target), true) = (
+            std::fs::read_link(path),
+            path.parent() == Some(Path::new("/")),
+        ) {
+            args.extend(["--symlink".into(), target.display().to_string(), src.into()]);
+        } else {
+            args.extend(["--ro-bind-try".into(), src.into(), src.into()]);
         }
     }
-    for e in [
-        "/etc/ld.so.cache",
-        "/etc/ld.so.conf",
-        "/etc/ld.so.conf.d",
-        "/etc/localtime",
-        "/etc/ssl",
-        "/etc/resolv.conf",
-        "/etc/hosts",
-        "/etc/nsswitch.conf",
-        "/etc/passwd",
-        "/etc/group",
-        "/etc/alternatives",
-        "/sys/devices/system/cpu",
-    ] {
-        cmd.args(["--ro-bind-try", e, e]);
+    args.extend(["--dev", "/dev", "--proc", "/proc"].map(String::from));
+    let covers: Vec<(String, bool)> = view["proc_root_only"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((format!("/proc/{}", e[0].as_str()?), e[1].as_bool()?)))
+        .collect();
+    // bwrap refuses a cover over what its fresh /proc lacks (the host's
+    // own network devices' files): keep those one probe finds.
+    let present = present_in_fresh_proc(&bwrap, &covers);
+    for (path, is_dir) in covers.into_iter().filter(|(p, _)| present.contains(p)) {
+        if is_dir {
+            args.extend(["--tmpfs".into(), path.clone(), "--remount-ro".into(), path]);
+        } else {
+            args.extend(["--ro-bind".into(), "/dev/null".into(), path]);
+        }
     }
-    cmd.args([
-        "--dev",
-        "/dev",
+    args.extend(
+        [
+            "--size",
+            "268435456",
+            "--tmpfs",
+            "/tmp",
+            "--dir",
+            "/tmp/home",
+            "--chdir",
+            "/tmp",
+            "/bin/true",
+        ]
+        .map(String::from),
+    );
+    args.insert(0, bwrap.display().to_string());
+    Some(args)
+}
+
+/// Which of `covers` exist in a /proc like the one bwrap mounts.
+fn present_in_fresh_proc(bwrap: &Path, covers: &[(String, bool)]) -> Vec<String> {
+    if covers.is_empty() {
+        return Vec::new();
+    }
+    let mut probe = std::process::Command::new(bwrap);
+    probe.args([
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--ro-bind",
+        "/",
+        "/",
         "--proc",
         "/proc",
-        "--size",
-        "268435456",
-        "--tmpfs",
-        "/tmp",
-        "--dir",
-        "/tmp/home",
-        "--chdir",
-        "/tmp",
-        "/bin/true",
+        "/bin/sh",
+        "-c",
+        r#"for f; do [ -e "$f" ] && echo "$f"; done; true"#,
+        "sh",
     ]);
-    Some(cmd)
+    probe.args(covers.iter().map(|(p, _)| p));
+    let out = probe.output().expect("bwrap probe");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// The plan a prepared sandboxed launch hands its helper (its last
+/// argument).
+fn helper_plan(command: &std::process::Command) -> Value {
+    let arg = command.get_args().last().expect("the plan argument");
+    serde_json::from_str(&arg.to_string_lossy()).expect("the plan is JSON")
 }
 
 /// `/bin/true` started and waited for, four ways, interleaved.
@@ -574,10 +630,19 @@ async fn server_start(scale: Scale) {
     let ctx = LaunchContext::new(ws.path(), runtime.path()).with_helper(HELPER);
     let plain_spec = launch_spec(&true_config(false)).expect("stdio");
     let sandbox_spec = launch_spec(&true_config(true)).expect("stdio");
-    let has_bwrap = bwrap().is_some();
+    let bwrap_same = prepare(&sandbox_spec, &ctx)
+        .ok()
+        .and_then(|p| bwrap(&helper_plan(&p.command)));
+    // bwrap's floor: the namespaces, /usr and its links, /dev, /proc,
+    // /tmp; no /etc, nothing hidden or covered.
+    let floor_binds: Vec<Value> = ["/usr", "/bin", "/sbin", "/lib", "/lib64"]
+        .iter()
+        .map(|p| json!({"src": p, "kind": "read_exec"}))
+        .collect();
+    let bwrap_floor = bwrap(&json!({"view": {"binds": floor_binds}}));
     let mut names = vec!["plain", "seam_plain", "seam_sandbox"];
-    if has_bwrap {
-        names.push("bwrap");
+    if bwrap_same.is_some() && bwrap_floor.is_some() {
+        names.extend(["bwrap", "bwrap_floor"]);
     }
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut order: Vec<usize> = (0..names.len()).collect();
@@ -591,9 +656,15 @@ async fn server_start(scale: Scale) {
                     .status()
                     .await
                     .expect("spawn"),
-                "bwrap" => {
-                    let cmd = bwrap().expect("bwrap");
-                    tokio::process::Command::from(cmd)
+                bwrap @ ("bwrap" | "bwrap_floor") => {
+                    let args = if bwrap == "bwrap" {
+                        &bwrap_same
+                    } else {
+                        &bwrap_floor
+                    };
+                    let args = args.as_deref().expect("bwrap");
+                    tokio::process::Command::new(&args[0])
+                        .args(&args[1..])
                         .status()
                         .await
                         .expect("bwrap")

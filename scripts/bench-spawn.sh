@@ -25,8 +25,9 @@ cd /tmp
 # fresh user+pid+net+ipc+mount namespaces, die with the parent, a new
 # session, no capabilities, a cleared environment, /usr read-only with the
 # merged-/usr symlinks, warden's /etc list and /sys/devices/system/cpu
-# read-only, /dev nodes, a fresh /proc, a 256 MB tmpfs /tmp with HOME in
-# it. (bwrap has no Landlock, seccomp filter, cgroups or rlimits; warden
+# read-only with /etc/ssl/private hidden, /dev nodes, a fresh /proc (its
+# owner-only files covered, for root, as warden does), a 256 MB tmpfs
+# /tmp with HOME in it. (bwrap has no Landlock, seccomp filter, cgroups or rlimits; warden
 # applies those on top.)
 ETC=(/etc/ld.so.cache /etc/ld.so.conf /etc/ld.so.conf.d /etc/localtime /etc/timezone /etc/ssl
   /etc/ca-certificates /etc/pki /etc/crypto-policies /etc/resolv.conf /etc/hosts /etc/host.conf
@@ -40,7 +41,25 @@ for l in /bin /sbin /lib /lib32 /lib64 /libx32; do
   if [ -L "$l" ]; then BWRAP+=(--symlink "$(readlink "$l")" "$l"); elif [ -d "$l" ]; then BWRAP+=(--ro-bind "$l" "$l"); fi
 done
 for e in "${ETC[@]}"; do BWRAP+=(--ro-bind-try "$e" "$e"); done
-BWRAP+=(--dev /dev --proc /proc --size 268435456 --tmpfs /tmp --dir /tmp/home --chdir /tmp /bin/true)
+# What warden hides inside those grants (the host's TLS private keys).
+[ -d /etc/ssl/private ] && BWRAP+=(--tmpfs /etc/ssl/private --remount-ro /etc/ssl/private)
+BWRAP+=(--dev /dev --proc /proc)
+# Started by root, warden covers the kernel's owner-only files of the
+# fresh /proc (crates/warden-sandbox/src/proc_mask.rs): bwrap gets the
+# same covers, those its fresh /proc has (found by the same walk).
+if [ "$(id -u)" = 0 ]; then
+  mapfile -t covers < <(find /proc -mindepth 1 -maxdepth 9 \
+    \( -path '/proc/[0-9]*' -o -path /proc/self -o -path /proc/thread-self \) -prune -o \
+    \( -type d ! -perm -005 -printf 'd %p\n' -prune \) -o \
+    \( -type f ! -perm -004 -perm -400 -printf 'f %p\n' \) 2>/dev/null)
+  mapfile -t present < <(bwrap --unshare-user --unshare-pid --unshare-net --ro-bind / / --proc /proc \
+    /bin/sh -c 'for f; do [ -e "${f#? }" ] && echo "$f"; done; true' sh "${covers[@]}")
+  for c in "${present[@]}"; do
+    if [ "${c%% *}" = d ]; then BWRAP+=(--tmpfs "${c#d }" --remount-ro "${c#d }")
+    else BWRAP+=(--ro-bind /dev/null "${c#f }"); fi
+  done
+fi
+BWRAP+=(--size 268435456 --tmpfs /tmp --dir /tmp/home --chdir /tmp /bin/true)
 printf -v BWRAP_CMD '%q ' "${BWRAP[@]}"
 
 names=(plain)

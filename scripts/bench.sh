@@ -185,7 +185,8 @@ for b in sorted(direct):
               f"{r['calls_per_s_8']:,.0f}/s | {r['calls_per_s_64']:,.0f}/s | {vs} | {vs_floor} |")
 starts = {r["path"]: r for r in rows if r["kind"] == "start"}
 names = {"plain": "plain spawn", "seam_plain": "launch seam, sandbox off",
-         "seam_sandbox": "launch seam, sandboxed", "bwrap": "bwrap (same namespaces + view)"}
+         "seam_sandbox": "launch seam, sandboxed", "bwrap": "bwrap (the same view: every bind, hidden path and /proc cover of warden's plan)",
+         "bwrap_floor": "bwrap (namespaces, /usr, /dev, /proc, /tmp only)"}
 base = starts.get("plain", {}).get("median_us")
 for k, r in starts.items():
     vs = "—" if k == "plain" else f"+{(r['median_us'] - base) / 1000:.2f} ms"

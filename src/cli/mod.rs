@@ -460,6 +460,11 @@ pub fn main() -> ExitCode {
         Err(error) => return parse_error(&args, json_requested, &error),
     };
     init_tracing(&cli.global);
+    if launches_servers(&cli.command) {
+        // Root's sandboxes cover /proc's owner-only files, found by a walk
+        // (a few ms): made while the configuration and policies load.
+        warden_sandbox::begin_proc_walk();
+    }
     let command = command_path(&cli.command);
     let call_target = match &cli.command {
         Command::Call { server, tool, .. } => Some((server.clone(), tool.clone())),
@@ -543,6 +548,21 @@ fn parse_error(args: &[std::ffi::OsString], json_requested: bool, error: &clap::
 }
 
 /// The command's path as `--json` names it (`"mcp status"`).
+/// Whether `command` may start sandboxed servers (or describe their
+/// sandboxes).
+fn launches_servers(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Demo
+            | Command::Call { .. }
+            | Command::Run { .. }
+            | Command::Repl { .. }
+            | Command::Gateway { .. }
+            | Command::Mcp(McpCommand::Status)
+            | Command::Sandbox(_)
+    )
+}
+
 fn command_path(command: &Command) -> String {
     let path = match command {
         Command::Demo => "demo",

@@ -55,6 +55,7 @@ pub use launch::{
 };
 pub use paths::which_in;
 pub use pipes::{STDIO_PIPE_BYTES, widen_pipe};
+pub use proc_mask::begin_proc_walk;
 pub use runtime_dir::{RuntimeDirError, ensure_runtime_dir, sweep_runtime_dir};
 pub use spec::{EnvInputs, ExplicitLimits, HostVar, LaunchSpec, Limits, Network};
 pub use summary::{LayerReport, LimitReport, PrefixGrant, SandboxSummary};
