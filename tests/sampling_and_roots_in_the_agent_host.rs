@@ -102,6 +102,61 @@ fn run_answers_allowed_sampling_with_its_model_and_caps_max_tokens() {
     assert_eq!(result["call_id"], request["call_id"]);
 }
 
+/// The session's model is offered no tools when it answers a server's
+/// sampling request; one that asks for tool calls anyway (a model's turn
+/// is not warden's to trust) had them dropped without a trace. Each is
+/// recorded `skipped` with why, and none is run: the server's tool that
+/// would have been called is called only by the run's own first turn.
+#[test]
+fn tool_calls_in_a_models_answer_to_sampling_are_recorded_and_not_run() {
+    let world = World::new();
+    write_config(
+        &world,
+        json!({}),
+        json!({"allow": ["mcp__fx__*", "sampling__fx"]}),
+    );
+    let mut turns = sampling_turns("hello from the model", "done");
+    turns[1]["tool_calls"] = json!([
+        {"name": "mcp__fx__test_sampling", "arguments": {"prompt": "again"}},
+        {"name": "mcp__fx__no_such_tool", "arguments": {"x": 1}}
+    ]);
+    let model = write_script(&world, Value::Array(turns));
+    let out = run_detached(&world, &["--model", &model, "run", "--task", "go"], "");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records = audit_lines(&world.path("audit.jsonl"));
+    let calls: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "tool_call")
+        .collect();
+    let skipped: Vec<&&Value> = calls.iter().filter(|r| r["outcome"] == "skipped").collect();
+    assert_eq!(skipped.len(), 2, "{calls:#?}");
+    for record in &skipped {
+        assert!(
+            record["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("sampling request") && e.contains("not run")),
+            "{record}"
+        );
+        assert_eq!(record["caller"], "model", "{record}");
+    }
+    assert_eq!(skipped[0]["arguments"]["prompt"], "again", "{}", skipped[0]);
+    // Sent once (the first turn's call), never for the answer's.
+    let sent: Vec<&&Value> = calls.iter().filter(|r| r["outcome"] != "skipped").collect();
+    assert_eq!(sent.len(), 1, "{calls:#?}");
+    assert_eq!(sent[0]["arguments"]["prompt"], "say hello", "{calls:#?}");
+    let result = sampling_records(&world)
+        .into_iter()
+        .find(|r| r["event"] == "request_result")
+        .expect("a sampling result record");
+    assert_eq!(result["outcome"], "ok", "{result}");
+}
+
 #[test]
 fn an_ask_about_sampling_is_put_to_the_person_and_recorded() {
     for (action, approved) in [("approve", true), ("deny", false)] {

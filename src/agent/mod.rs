@@ -30,8 +30,8 @@ pub use host_executor::HostExecutor;
 pub use http::HttpSettings;
 pub use openai::OpenAiModel;
 pub use run_loop::{
-    Limits, RunReport, RunStatus, SYSTEM_PROMPT, ToolExecutor, ToolOutcome, run_conversation,
-    run_task,
+    Limits, RunReport, RunStatus, SYSTEM_PROMPT, ToolExecutor, ToolOutcome, record_calls_not_run,
+    run_conversation, run_task,
 };
 pub use scripted::ScriptedModel;
 

@@ -319,11 +319,7 @@ fn unrun_record(call: &ToolCall, outcome: &str, reason: &str) -> Value {
 pub const MAX_UNRUN_RECORDS: usize = 64;
 
 /// Records the `calls` a turn asked for that are not run ([`ToolExecutor::
-/// record_skipped`], and in the report), the first [`MAX_UNRUN_RECORDS`]
-/// one by one, the rest as one record under no tool name, whose arguments
-/// are `{"more_calls": N, "sha256": S}`, S the digest of those calls
-/// (`[{"id", "name", "arguments"}…]` as canonical JSON), so the log still
-/// accounts for each.
+/// record_skipped`], and in the report): see [`record_calls_not_run`].
 fn record_unrun(
     tools: &dyn ToolExecutor,
     report: &mut RunReport,
@@ -331,13 +327,32 @@ fn record_unrun(
     outcome: &str,
     reason: &str,
 ) {
+    let entries = record_calls_not_run(calls, outcome, reason, &mut |call, why| {
+        tools.record_skipped(call, why);
+    });
+    report.calls.extend(entries);
+}
+
+/// Records `calls` a model asked for that are not run with `record`: the
+/// first [`MAX_UNRUN_RECORDS`] one by one, the rest as one record under no
+/// tool name, whose arguments are `{"more_calls": N, "sha256": S}`, S the
+/// digest of those calls (`[{"id", "name", "arguments"}…]` as canonical
+/// JSON), so the log still accounts for each. Returns the report's entry
+/// of each record.
+pub fn record_calls_not_run(
+    calls: &[ToolCall],
+    outcome: &str,
+    reason: &str,
+    record: &mut dyn FnMut(&ToolCall, &str),
+) -> Vec<Value> {
     let (each, rest) = calls.split_at(calls.len().min(MAX_UNRUN_RECORDS));
+    let mut entries = Vec::with_capacity(each.len() + 1);
     for call in each {
-        tools.record_skipped(call, reason);
-        report.calls.push(unrun_record(call, outcome, reason));
+        record(call, reason);
+        entries.push(unrun_record(call, outcome, reason));
     }
     if rest.is_empty() {
-        return;
+        return entries;
     }
     let digest = warden_core::digest::sha256_json(&json!(rest));
     let reason = format!(
@@ -350,11 +365,12 @@ fn record_unrun(
         name: String::new(),
         arguments: json!({"more_calls": rest.len(), "sha256": digest}),
     };
-    tools.record_skipped(&together, &reason);
-    report.calls.push(json!({
+    record(&together, &reason);
+    entries.push(json!({
         "id": null, "tool": null, "outcome": outcome, "error": reason,
         "more_calls": rest.len(), "sha256": digest,
     }));
+    entries
 }
 
 /// Runs one task to the end. Never panics on model or tool behaviour; every

@@ -8,7 +8,7 @@
 use rmcp::ErrorData;
 use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, SamplingMessage};
 
-use crate::agent::{Message, Model, ModelRequest};
+use crate::agent::{Message, Model, ModelRequest, ToolCall};
 
 const OPEN: &str = "<server_messages>";
 const CLOSE: &str = "</server_messages>";
@@ -34,12 +34,14 @@ fn wrapped(params: &CreateMessageRequestParams) -> String {
     format!("{OPEN}\n{text}\n{CLOSE}")
 }
 
-/// Runs the request on `model` and answers as the assistant.
+/// Runs the request on `model` and answers as the assistant, with the
+/// tool calls the model asked for anyway (it was offered none): never
+/// run, never sent to the server, but the caller records them.
 pub(super) async fn sample(
     model: &dyn Model,
     server: &str,
     params: &CreateMessageRequestParams,
-) -> Result<CreateMessageResult, ErrorData> {
+) -> Result<(CreateMessageResult, Vec<ToolCall>), ErrorData> {
     let request = ModelRequest {
         system: system(server),
         messages: vec![Message::User {
@@ -61,7 +63,7 @@ pub(super) async fn sample(
         CreateMessageResult::STOP_REASON_END_TURN
     };
     result.stop_reason = Some(stop.to_string());
-    Ok(result)
+    Ok((result, turn.tool_calls))
 }
 
 #[cfg(test)]
@@ -102,7 +104,7 @@ mod tests {
             (false, CreateMessageResult::STOP_REASON_END_TURN),
         ] {
             let result = sample(&Cut(cut), "s", &params).await;
-            let stop_reason = result.ok().and_then(|r| r.stop_reason);
+            let stop_reason = result.ok().and_then(|(r, _)| r.stop_reason);
             assert_eq!(stop_reason.as_deref(), Some(stop));
         }
     }

@@ -55,7 +55,7 @@ use warden_policy::{AskAnswer, AskPrompt, Decision, Effect};
 
 use super::Host;
 use super::answers::Answerer;
-use super::call::CallReport;
+use super::call::{CallReport, ToolRef};
 use super::mediated::{PendingCall, elapsed_ms, summary};
 use crate::mcp::{Attribution, Downstream, ServerRequests};
 
@@ -712,7 +712,28 @@ impl Decider {
         let sampled = async {
             match (model, downstream) {
                 (Some(model), _) => {
-                    super::sampling_model::sample(model.as_ref(), server, &params).await
+                    let (result, calls) =
+                        super::sampling_model::sample(model.as_ref(), server, &params).await?;
+                    if !calls.is_empty() {
+                        let reason = format!(
+                            "the model asked for this tool call in its answer to server \
+                             `{server}`'s sampling request, which offers no tools: not run"
+                        );
+                        crate::agent::record_calls_not_run(
+                            &calls,
+                            "skipped",
+                            &reason,
+                            &mut |call, why| {
+                                host.record_skipped(
+                                    &ToolRef::Qualified(call.name.clone()),
+                                    &call.arguments,
+                                    Caller::Model,
+                                    why,
+                                );
+                            },
+                        );
+                    }
+                    Ok(result)
                 }
                 (None, Some(downstream)) => downstream.sample(params).await,
                 (None, None) => Err(ErrorData::internal_error("no one to sample", None)),
