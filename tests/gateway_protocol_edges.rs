@@ -350,6 +350,66 @@ async fn http_answers_and_records_every_request_it_cannot_read() {
     check_records(&world, &attacks, limit);
 }
 
+/// An `initialize` whose parameters are not initialize's, sent over
+/// `--listen` without a session, was refused by rmcp with a bare 400
+/// ("session id required"), before any handler ran: the client was told
+/// something else than what was wrong, and the log had nothing. Now it is
+/// answered invalid params under its id and recorded as `malformed`; a
+/// well-formed `initialize` after it still opens a session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_answers_and_records_an_initialize_it_cannot_read() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let gateway = Listening::start(&world, &[]).await;
+    let http = reqwest::Client::builder()
+        .timeout(PROMPT)
+        .build()
+        .expect("reqwest client");
+    let post = |body: Value| {
+        http.post(&gateway.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", format!("Bearer {}", gateway.bearer()))
+            .body(body.to_string())
+            .send()
+    };
+    for (id, params) in [
+        (7, json!({"protocolVersion": 2025, "capabilities": {}})),
+        (
+            8,
+            json!({"clientInfo": "me", "secret": "sk-ant-aaaaaaaaaaaaaaaaaaaaaaaa"}),
+        ),
+    ] {
+        let response =
+            post(json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": params}))
+                .await
+                .expect("an answer");
+        assert_eq!(response.status().as_u16(), 200, "{response:?}");
+        assert!(response.headers().get("mcp-session-id").is_none());
+        let answer: Value = response.json().await.expect("a JSON-RPC error");
+        check_answer(&answer, -32602, Some(id), "initialize");
+    }
+    let init = post(json!({"jsonrpc": "2.0", "id": 9, "method": "initialize",
+           "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                      "clientInfo": {"name": "raw", "version": "0"}}}))
+    .await
+    .expect("initialize");
+    assert_eq!(init.status().as_u16(), 200);
+    assert!(init.headers().get("mcp-session-id").is_some());
+    drop(init);
+    gateway.stop(&world).await;
+    let records = requests(&world, "malformed");
+    assert_eq!(records.len(), 2, "{records:#?}");
+    for record in &records {
+        assert_eq!(record["method"], "initialize", "{record}");
+        assert_eq!(record["outcome"], "invalid_request", "{record}");
+        assert_eq!(record["caller"], "gateway", "{record}");
+    }
+    assert_eq!(records[0]["arguments"]["protocolVersion"], 2025);
+    assert_eq!(records[1]["arguments"]["clientInfo"], "me");
+}
+
 /// A request for a method the gateway does not serve was answered
 /// "method not found" (-32601) and left no record, whether the gateway's
 /// handler answered it (a made-up method, `server/discover`) or rmcp did
