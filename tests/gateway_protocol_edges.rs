@@ -350,6 +350,46 @@ async fn http_answers_and_records_every_request_it_cannot_read() {
     check_records(&world, &attacks, limit);
 }
 
+/// An `initialize` whose parameters are not initialize's was answered by
+/// rmcp with an error about a missing `_meta` and left no record. Now it
+/// is answered invalid params under its id and recorded `malformed`,
+/// before the session and inside it; a well-formed one still opens it.
+#[test]
+fn stdio_answers_and_records_an_initialize_it_cannot_read() {
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let mut gateway = Gateway {
+        raw: RawStdio::spawn(&world),
+    };
+    let bad = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "initialize",
+               "params": {"protocolVersion": 2025, "clientInfo": "me"}})
+        .to_string()
+    };
+    gateway.send(&bad(7));
+    let answer = gateway
+        .answer(PROMPT)
+        .expect("an answer to a bad initialize");
+    check_answer(&answer, -32602, Some(7), "initialize");
+    gateway.raw.initialize(json!({}));
+    gateway.send(&bad(8));
+    let answer = gateway
+        .answer(PROMPT)
+        .expect("an answer inside the session");
+    check_answer(&answer, -32602, Some(8), "initialize");
+    gateway.send(r#"{"jsonrpc":"2.0","id":99,"method":"tools/list"}"#);
+    let listed = gateway.answer(PROMPT).expect("an answer to tools/list");
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    gateway.raw.stop();
+    let records = requests(&world, "malformed");
+    assert_eq!(records.len(), 2, "{records:#?}");
+    for record in &records {
+        assert_eq!(record["method"], "initialize", "{record}");
+        assert_eq!(record["outcome"], "invalid_request", "{record}");
+        assert_eq!(record["arguments"]["protocolVersion"], 2025, "{record}");
+    }
+}
+
 /// An `initialize` whose parameters are not initialize's, sent over
 /// `--listen` without a session, was refused by rmcp with a bare 400
 /// ("session id required"), before any handler ran: the client was told

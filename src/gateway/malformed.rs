@@ -96,8 +96,10 @@ pub(super) async fn answer_unreadable(
         return response;
     };
     let read = json.then(|| serde_json::from_slice::<ClientJsonRpcMessage>(&bytes));
+    // Inside a session rmcp hands it to the handler ([`custom_request`]).
     if let Some(Ok(ClientJsonRpcMessage::Request(request))) = &read
-        && let Some(unreadable) = initialize_unread(&parts.headers, request)
+        && !parts.headers.contains_key("mcp-session-id")
+        && let Some(unreadable) = unreadable::unread_initialize(request)
     {
         record(&host, &unreadable);
         return answer(unreadable);
@@ -143,29 +145,6 @@ pub(super) async fn answer_unreadable(
         }
         None => response,
     }
-}
-
-/// An `initialize` outside a session whose parameters are not
-/// initialize's (rmcp reads it as a custom request): rmcp refuses it with
-/// a bare 400 "session id required" before any handler runs, so it was
-/// neither answered as what it is nor recorded. Inside a session it
-/// reaches the handler ([`custom_request`]).
-fn initialize_unread(
-    headers: &axum::http::HeaderMap,
-    request: &rmcp::model::JsonRpcRequest<rmcp::model::ClientRequest>,
-) -> Option<Unreadable> {
-    let rmcp::model::ClientRequest::CustomRequest(custom) = &request.request else {
-        return None;
-    };
-    if custom.method != "initialize" || headers.contains_key("mcp-session-id") {
-        return None;
-    }
-    Some(Unreadable {
-        id: Some(request.id.clone()),
-        method: Some(custom.method.clone()),
-        error: unreadable::invalid_params(&custom.method),
-        recorded: custom.params.clone().unwrap_or_default(),
-    })
 }
 
 /// The JSON-RPC error, in rmcp's type: 200 for an answer under the

@@ -482,6 +482,13 @@ pub struct RawStdio {
 impl RawStdio {
     /// Started as a client declaring `capabilities`, and initialized.
     pub fn start(world: &World, capabilities: Value) -> RawStdio {
+        let mut raw = RawStdio::spawn(world);
+        raw.initialize(capabilities);
+        raw
+    }
+
+    /// Started, nothing sent yet.
+    pub fn spawn(world: &World) -> RawStdio {
         use std::io::BufRead;
         let mut child = world
             .warden(&["gateway", "--stdio"])
@@ -504,11 +511,16 @@ impl RawStdio {
             }
         });
         let stdin = child.stdin.take();
-        let mut raw = RawStdio {
+        RawStdio {
             child,
             stdin,
             lines,
-        };
+        }
+    }
+
+    /// Initializes the session as a client declaring `capabilities`.
+    pub fn initialize(&mut self, capabilities: Value) {
+        let raw = self;
         raw.send(
             &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
                     "params": {"protocolVersion": "2025-06-18", "capabilities": capabilities,
@@ -530,7 +542,6 @@ impl RawStdio {
             }
         }
         raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
-        raw
     }
 
     /// Writes `line` and a newline.

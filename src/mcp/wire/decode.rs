@@ -70,6 +70,12 @@ pub(super) enum Decoded<T> {
 pub(crate) trait ReadRole: ServiceRole {
     /// The message, read in one pass; `None` leaves the line to rmcp.
     fn read_fast(line: &[u8]) -> Option<RxJsonRpcMessage<Self>>;
+
+    /// A message that reads but is answered with an error by the
+    /// transport of a peer that reports refusals, not handed to rmcp.
+    fn refused(_message: &RxJsonRpcMessage<Self>) -> Option<super::unreadable::Unreadable> {
+        None
+    }
 }
 
 /// Reads one line (without its newline) as rmcp would.
@@ -112,6 +118,14 @@ impl ReadRole for RoleServer {
         serde_json::from_slice::<ToolsCall>(line)
             .ok()
             .map(|call| call.0)
+    }
+
+    /// An `initialize` rmcp could not read as one.
+    fn refused(message: &ClientJsonRpcMessage) -> Option<super::unreadable::Unreadable> {
+        match message {
+            ClientJsonRpcMessage::Request(request) => super::unreadable::unread_initialize(request),
+            _ => None,
+        }
     }
 }
 

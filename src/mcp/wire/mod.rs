@@ -186,7 +186,16 @@ where
                 continue;
             }
             match decode::decode::<Role>(line) {
-                Decoded::Message(message) => return Some(message),
+                Decoded::Message(message) => {
+                    if let Some(refusals) = &self.refusals
+                        && let Some(unreadable) = Role::refused(&message)
+                    {
+                        refusals(&unreadable);
+                        self.owed_answer = Some(Owed::Queue(unreadable.error, unreadable.id));
+                        continue;
+                    }
+                    return Some(message);
+                }
                 Decoded::Ignored => {}
                 Decoded::Unparsable(error) => {
                     tracing::debug!("Unparsable incoming message: {error}");

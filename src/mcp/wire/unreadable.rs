@@ -85,6 +85,25 @@ pub(crate) fn invalid_params(method: &str) -> ErrorData {
     )
 }
 
+/// An `initialize` whose parameters are not initialize's (rmcp reads it as
+/// a custom request): rmcp answers it before any handler runs, with an
+/// error about something else (over stdio a missing `_meta`, over HTTP a
+/// missing session), and nothing records it. Answered invalid params
+/// under its id, and recorded, by the gateway's transports instead.
+pub(crate) fn unread_initialize(
+    request: &rmcp::model::JsonRpcRequest<rmcp::model::ClientRequest>,
+) -> Option<Unreadable> {
+    let rmcp::model::ClientRequest::CustomRequest(custom) = &request.request else {
+        return None;
+    };
+    (custom.method == "initialize").then(|| Unreadable {
+        id: Some(request.id.clone()),
+        method: Some(custom.method.clone()),
+        error: invalid_params(&custom.method),
+        recorded: custom.params.clone().unwrap_or_default(),
+    })
+}
+
 /// Only the envelope; every other value is skipped unchecked.
 #[derive(Deserialize)]
 struct Envelope {
