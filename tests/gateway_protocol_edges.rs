@@ -18,6 +18,48 @@ use serde_json::{Value, json};
 /// How long an answer may take: a client must not wait out its timeout.
 const PROMPT: Duration = Duration::from_secs(5);
 
+/// Raw JSON-RPC over HTTP to a gateway started with `--listen`.
+struct RawHttp<'a> {
+    http: reqwest::Client,
+    gateway: &'a Listening,
+}
+
+impl<'a> RawHttp<'a> {
+    fn new(gateway: &'a Listening) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(PROMPT)
+            .build()
+            .expect("reqwest client");
+        RawHttp { http, gateway }
+    }
+
+    /// POSTs `body` as JSON with the clients' token, a `Host` header of
+    /// `host` when given, inside `session` when given.
+    fn post(
+        &self,
+        body: String,
+        host: Option<&str>,
+        session: Option<&str>,
+    ) -> impl Future<Output = reqwest::Result<reqwest::Response>> + use<> {
+        let mut request = self
+            .http
+            .post(&self.gateway.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", format!("Bearer {}", self.gateway.bearer()))
+            .body(body);
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.send()
+    }
+}
+
 /// `warden gateway --stdio`, initialized, its stdout read by a thread.
 struct Gateway {
     raw: RawStdio,
@@ -264,27 +306,9 @@ async fn http_answers_and_records_every_request_it_cannot_read() {
     let world = World::new();
     world.write_config(&standard_config(&world));
     let gateway = Listening::start(&world, &[]).await;
-    let http = reqwest::Client::builder()
-        .timeout(PROMPT)
-        .build()
-        .expect("reqwest client");
-    let post = |body: String, host: Option<&str>, session: Option<&str>| {
-        let mut request = http
-            .post(&gateway.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("authorization", format!("Bearer {}", gateway.bearer()))
-            .body(body);
-        if let Some(host) = host {
-            request = request.header("host", host);
-        }
-        if let Some(session) = session {
-            request = request
-                .header("mcp-session-id", session)
-                .header("mcp-protocol-version", "2025-11-25");
-        }
-        request.send()
-    };
+    let raw = RawHttp::new(&gateway);
+    let post =
+        |body: String, host: Option<&str>, session: Option<&str>| raw.post(body, host, session);
     let init = post(
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -402,18 +426,8 @@ async fn http_answers_and_records_an_initialize_it_cannot_read() {
     let world = World::new();
     world.write_config(&standard_config(&world));
     let gateway = Listening::start(&world, &[]).await;
-    let http = reqwest::Client::builder()
-        .timeout(PROMPT)
-        .build()
-        .expect("reqwest client");
-    let post = |body: Value| {
-        http.post(&gateway.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("authorization", format!("Bearer {}", gateway.bearer()))
-            .body(body.to_string())
-            .send()
-    };
+    let raw = RawHttp::new(&gateway);
+    let post = |body: Value| raw.post(body.to_string(), None, None);
     for (id, params) in [
         (7, json!({"protocolVersion": 2025, "capabilities": {}})),
         (
@@ -601,24 +615,8 @@ async fn http_records_requests_for_methods_not_served() {
     let world = World::new();
     world.write_config(&standard_config(&world));
     let gateway = Listening::start(&world, &[]).await;
-    let http = reqwest::Client::builder()
-        .timeout(PROMPT)
-        .build()
-        .expect("reqwest client");
-    let post = |body: Value, session: Option<&str>| {
-        let mut request = http
-            .post(&gateway.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("authorization", format!("Bearer {}", gateway.bearer()))
-            .body(body.to_string());
-        if let Some(session) = session {
-            request = request
-                .header("mcp-session-id", session)
-                .header("mcp-protocol-version", "2025-11-25");
-        }
-        request.send()
-    };
+    let raw = RawHttp::new(&gateway);
+    let post = |body: Value, session: Option<&str>| raw.post(body.to_string(), None, session);
     let init = post(
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                "params": {"protocolVersion": "2025-11-25", "capabilities": {},

@@ -49,6 +49,19 @@ fn sampling_records(world: &World) -> Vec<Value> {
         .collect()
 }
 
+/// `warden run` of task "go" with `model`, which must end well; its stdout.
+fn run_to_the_end(world: &World, model: &str) -> String {
+    let out = run_detached(world, &["--model", model, "run", "--task", "go"], "");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// The three model turns of a sampling round trip: call the tool, answer
 /// the server's sampling request (seeing the server's prompt), then see
 /// the tool's result.
@@ -73,14 +86,7 @@ fn run_answers_allowed_sampling_with_its_model_and_caps_max_tokens() {
         &world,
         json!(sampling_turns("hello from the model", "done")),
     );
-    let out = run_detached(&world, &["--model", &model, "run", "--task", "go"], "");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_to_the_end(&world, &model);
     assert!(stdout.contains("done"), "{stdout}");
     let records = sampling_records(&world);
     let request = records
@@ -121,14 +127,7 @@ fn tool_calls_in_a_models_answer_to_sampling_are_recorded_and_not_run() {
         {"name": "mcp__fx__no_such_tool", "arguments": {"x": 1}}
     ]);
     let model = write_script(&world, Value::Array(turns));
-    let out = run_detached(&world, &["--model", &model, "run", "--task", "go"], "");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_to_the_end(&world, &model);
     let records = audit_lines(&world.path("audit.jsonl"));
     let calls: Vec<&Value> = records
         .iter()

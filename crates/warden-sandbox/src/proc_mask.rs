@@ -51,11 +51,16 @@ pub(crate) fn host_root_only() -> Option<Vec<RootOnly>> {
     static LIST: OnceLock<Option<Vec<RootOnly>>> = OnceLock::new();
     LIST.get_or_init(|| {
         let proc = Path::new("/proc");
-        let net = std::thread::spawn(move || walk_relative(proc, &proc.join(NET_PART), 2, false));
+        let walk_net = move || walk_relative(proc, &proc.join(NET_PART), 2, false);
+        // Without a thread to spare, one after the other.
+        let net = std::thread::Builder::new().spawn(walk_net);
         let mut list = walk_relative(proc, proc, 0, true)?;
         // A walk that could not run leaves nothing uncovered: the helper
         // then walks its own `/proc` whole.
-        list.extend(net.join().ok()??);
+        list.extend(match net {
+            Ok(thread) => thread.join().ok()??,
+            Err(_) => walk_net()?,
+        });
         Some(list)
     })
     .clone()
@@ -65,7 +70,8 @@ pub(crate) fn host_root_only() -> Option<Vec<RootOnly>> {
 /// short-lived command's first launch finds it made (or under way).
 pub fn begin_proc_walk() {
     if nix::unistd::geteuid().is_root() {
-        std::thread::spawn(host_root_only);
+        // Without a thread, the first launch walks.
+        let _ = std::thread::Builder::new().spawn(host_root_only);
     }
 }
 
