@@ -226,18 +226,31 @@ impl Client {
 
     /// VmRSS and VmHWM of the child, in kB.
     fn memory_kb(&self) -> (u64, u64) {
-        let Some(pid) = self.child.id() else {
-            return (0, 0);
-        };
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let field = |name: &str| {
+        let field = self.status();
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    /// The resident memory's anonymous and file-backed parts (the binary's
+    /// pages are most of the second).
+    fn rss_parts_kb(&self) -> (u64, u64) {
+        let field = self.status();
+        (field("RssAnon:"), field("RssFile:"))
+    }
+
+    /// A field of the gateway's `/proc/PID/status`, in kB (0 if absent).
+    fn status(&self) -> impl Fn(&str) -> u64 + use<> {
+        let status = self
+            .child
+            .id()
+            .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+            .unwrap_or_default();
+        move |name: &str| {
             status
                 .lines()
                 .find_map(|l| l.strip_prefix(name))
                 .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
                 .unwrap_or(0)
-        };
-        (field("VmRSS:"), field("VmHWM:"))
+        }
     }
 
     async fn stop(self) {
@@ -709,6 +722,7 @@ async fn memory(scale: Scale) {
     let tools = gateway.service.list_all_tools().await.expect("list");
     assert!(tools.len() >= 10, "{} tools", tools.len());
     let (connected, _) = gateway.memory_kb();
+    let (anon, file) = gateway.rss_parts_kb();
     let caller = Echo::Peer {
         peer: gateway.service.peer().clone(),
         tool: "everything3__echo".into(),
@@ -721,6 +735,8 @@ async fn memory(scale: Scale) {
         "servers": 10,
         "tools": tools.len(),
         "rss_connected_kb": connected,
+        "rss_connected_anon_kb": anon,
+        "rss_connected_file_kb": file,
         "rss_after_kb": after,
         "peak_kb": peak,
         "calls": scale.rss_calls,
