@@ -560,6 +560,7 @@ fn launches_servers(command: &Command) -> bool {
             | Command::Gateway { .. }
             | Command::Mcp(McpCommand::Status)
             | Command::Sandbox(_)
+            | Command::Doctor { .. }
     )
 }
 
