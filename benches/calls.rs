@@ -547,16 +547,7 @@ fn bwrap(plan: &Value) -> Option<Vec<String>> {
         };
         let path = Path::new(src);
         if bind["kind"] == "hidden" {
-            if path.is_dir() {
-                args.extend([
-                    "--tmpfs".into(),
-                    src.into(),
-                    "--remount-ro".into(),
-                    src.into(),
-                ]);
-            } else {
-                args.extend(["--ro-bind".into(), "/dev/null".into(), src.into()]);
-            }
+            cover(&mut args, src, path.is_dir());
         } else if let (Ok(target), true) = (
             std::fs::read_link(path),
             path.parent() == Some(Path::new("/")),
@@ -576,12 +567,8 @@ fn bwrap(plan: &Value) -> Option<Vec<String>> {
     // bwrap refuses a cover over what its fresh /proc lacks (the host's
     // own network devices' files): keep those one probe finds.
     let present = present_in_fresh_proc(&bwrap, &covers);
-    for (path, is_dir) in covers.into_iter().filter(|(p, _)| present.contains(p)) {
-        if is_dir {
-            args.extend(["--tmpfs".into(), path.clone(), "--remount-ro".into(), path]);
-        } else {
-            args.extend(["--ro-bind".into(), "/dev/null".into(), path]);
-        }
+    for (path, is_dir) in covers.iter().filter(|(p, _)| present.contains(p)) {
+        cover(&mut args, path, *is_dir);
     }
     args.extend(
         [
@@ -599,6 +586,17 @@ fn bwrap(plan: &Value) -> Option<Vec<String>> {
     );
     args.insert(0, bwrap.display().to_string());
     Some(args)
+}
+
+/// bwrap's arguments covering `path` as warden does: a folder by an empty
+/// read-only tmpfs, a file by `/dev/null` (bwrap's binds are `nodev`).
+fn cover(args: &mut Vec<String>, path: &str, is_dir: bool) {
+    let path = path.to_string();
+    if is_dir {
+        args.extend(["--tmpfs".into(), path.clone(), "--remount-ro".into(), path]);
+    } else {
+        args.extend(["--ro-bind".into(), "/dev/null".into(), path]);
+    }
 }
 
 /// Which of `covers` exist in a /proc like the one bwrap mounts.

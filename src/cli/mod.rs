@@ -547,7 +547,6 @@ fn parse_error(args: &[std::ffi::OsString], json_requested: bool, error: &clap::
     ExitCode::from(exit::USAGE)
 }
 
-/// The command's path as `--json` names it (`"mcp status"`).
 /// Whether `command` may start sandboxed servers (or describe their
 /// sandboxes).
 fn launches_servers(command: &Command) -> bool {
@@ -564,6 +563,7 @@ fn launches_servers(command: &Command) -> bool {
     )
 }
 
+/// The command's path as `--json` names it (`"mcp status"`).
 fn command_path(command: &Command) -> String {
     let path = match command {
         Command::Demo => "demo",

@@ -96,15 +96,15 @@ pub(super) async fn answer_unreadable(
         return response;
     };
     let read = json.then(|| serde_json::from_slice::<ClientJsonRpcMessage>(&bytes));
-    // Inside a session rmcp hands it to the handler ([`custom_request`]).
-    if let Some(Ok(ClientJsonRpcMessage::Request(request))) = &read
-        && !parts.headers.contains_key("mcp-session-id")
-        && let Some(unreadable) = unreadable::unread_initialize(request)
-    {
-        record(&host, &unreadable);
-        return answer(unreadable);
-    }
     if let Some(Ok(ClientJsonRpcMessage::Request(request))) = &read {
+        // An initialize it cannot read, outside a session (inside one rmcp
+        // hands it to the handler: [`custom_request`]).
+        if !parts.headers.contains_key("mcp-session-id")
+            && let Some(unreadable) = unreadable::unread_initialize(request)
+        {
+            record(&host, &unreadable);
+            return answer(unreadable);
+        }
         // rmcp answers these before any handler runs: "method not found",
         // or a `_meta` it refuses.
         let request = &request.request;

@@ -45,7 +45,8 @@ pub(crate) type RootOnly = (PathBuf, bool);
 
 /// The owner-only entries of this process's `/proc`, walked once per
 /// process: `sys/net` (two thirds of the entries) on a thread of its own
-/// beside the rest, so that two cores take half the time. `None` when
+/// beside the rest (measured, the two overlap little: the kernel's
+/// dentry lookups of `/proc/sys` take most of the time). `None` when
 /// `/proc` cannot be listed (the helper then walks its own).
 pub(crate) fn host_root_only() -> Option<Vec<RootOnly>> {
     static LIST: OnceLock<Option<Vec<RootOnly>>> = OnceLock::new();
