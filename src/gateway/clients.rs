@@ -495,14 +495,15 @@ where
     // request's future.
     let (tx, mut rx) = token
         .as_ref()
-        .map(|_| mpsc::unbounded_channel::<ProgressNotificationParam>())
+        .map(|_| mpsc::unbounded_channel::<Box<ProgressNotificationParam>>())
         .unzip();
     let running = work(tx);
     tokio::pin!(running);
     let (Some(token), Some(rx)) = (token, rx.as_mut()) else {
         return running.await;
     };
-    let relay = |mut p: ProgressNotificationParam| {
+    let relay = |p: Box<ProgressNotificationParam>| {
+        let mut p = *p;
         p.progress_token = token.clone();
         p
     };

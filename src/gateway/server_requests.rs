@@ -26,12 +26,15 @@ type Reply<T> = oneshot::Sender<Result<T, ErrorData>>;
 enum Forward {
     Elicit(ElicitRequestParams, Reply<ElicitResult>),
     Sample(CreateMessageRequestParams, Reply<CreateMessageResult>),
-    Approve(Box<AskPrompt>, oneshot::Sender<AskAnswer>),
+    Approve(AskPrompt, oneshot::Sender<AskAnswer>),
 }
 
-/// One gateway client, as the party of one tool call.
+/// One gateway client, as the party of one tool call. What it forwards is
+/// boxed: the channel holds its first block of 32 slots from the start,
+/// for every call in flight, and 32 `Forward`s inline are 7.5 KB
+/// (BENCHMARKS.md, "Eighteenth pass").
 struct ClientDownstream {
-    tx: mpsc::Sender<Forward>,
+    tx: mpsc::Sender<Box<Forward>>,
     can_elicit: bool,
     can_elicit_url: bool,
     can_sample: bool,
@@ -62,7 +65,7 @@ impl Downstream for ClientDownstream {
         }
         Some(Box::pin(async move {
             let (reply, answer) = oneshot::channel();
-            let asked = Forward::Approve(Box::new(prompt.clone()), reply);
+            let asked = Box::new(Forward::Approve(prompt.clone(), reply));
             if self.tx.send(asked).await.is_err() {
                 return AskAnswer::Deny;
             }
@@ -77,7 +80,7 @@ impl Downstream for ClientDownstream {
         Box::pin(async move {
             let (reply, answer) = oneshot::channel();
             self.tx
-                .send(Forward::Elicit(params, reply))
+                .send(Box::new(Forward::Elicit(params, reply)))
                 .await
                 .map_err(|_| gone())?;
             answer.await.map_err(|_| gone())?
@@ -91,7 +94,7 @@ impl Downstream for ClientDownstream {
         Box::pin(async move {
             let (reply, answer) = oneshot::channel();
             self.tx
-                .send(Forward::Sample(params, reply))
+                .send(Box::new(Forward::Sample(params, reply)))
                 .await
                 .map_err(|_| gone())?;
             answer.await.map_err(|_| gone())?
@@ -143,7 +146,7 @@ where
                 // Boxed: a rare path whose future would otherwise add its
                 // size to every call's.
                 tokio::select! {
-                    () = Box::pin(serve(peer, asker, forward)) => {}
+                    () = Box::pin(serve(peer, asker, *forward)) => {}
                     () = context.ct.cancelled() => {}
                 }
             }

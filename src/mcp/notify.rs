@@ -23,8 +23,12 @@ use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::sync::{broadcast, mpsc};
 
-/// Where one request's progress goes (in order).
-pub type ProgressSink = mpsc::UnboundedSender<ProgressNotificationParam>;
+/// Where one request's progress goes (in order). Boxed: a channel holds
+/// its first block of 32 slots from the start, and a gateway makes one
+/// for every call that carries a progress token (rmcp's clients send one
+/// with every request): 32 boxes are 256 bytes, 32 notifications 3 KB, for
+/// each call in flight (BENCHMARKS.md, "Eighteenth pass").
+pub type ProgressSink = mpsc::UnboundedSender<Box<ProgressNotificationParam>>;
 
 /// A notification of one upstream server that is not about one request.
 #[derive(Debug, Clone)]
@@ -82,7 +86,7 @@ impl Router {
             .collect();
         inner.early.retain(|p| p.progress_token != token);
         for p in early {
-            let _ = sink.send(p);
+            let _ = sink.send(Box::new(p));
         }
         inner.sinks.insert(token.clone(), sink);
         Registered {
@@ -97,7 +101,7 @@ impl Router {
                 let mut inner = self.lock();
                 match inner.sinks.get(&p.params.progress_token) {
                     Some(sink) => {
-                        let _ = sink.send(p.params.clone());
+                        let _ = sink.send(Box::new(p.params.clone()));
                     }
                     None => {
                         if inner.early.len() == EARLY_PROGRESS {
