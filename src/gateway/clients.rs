@@ -507,17 +507,19 @@ where
         p.progress_token = token.clone();
         p
     };
+    // Each notification's send is boxed: it is 1 KB, and most calls
+    // report no progress.
     loop {
         tokio::select! {
             biased;
             Some(p) = rx.recv() => {
-                if let Err(error) = peer.notify_progress(relay(p)).await {
+                if let Err(error) = Box::pin(peer.notify_progress(relay(p))).await {
                     tracing::debug!(%error, "progress could not be passed on");
                 }
             }
             out = &mut running => {
                 while let Ok(p) = rx.try_recv() {
-                    let _ = peer.notify_progress(relay(p)).await;
+                    let _ = Box::pin(peer.notify_progress(relay(p))).await;
                 }
                 return out;
             }

@@ -400,15 +400,22 @@ impl Manager {
             return Err(CallError::PermitMismatch);
         }
         let method = request.method();
+        // Subscriptions are boxed: a rare path whose futures (4.5–5 KB)
+        // would otherwise set the size of every call's future.
         match &request {
             Mediated::Subscribe { uri } => {
-                return self.subscribe_shared(permit.server(), uri, options).await;
+                return Box::pin(self.subscribe_shared(permit.server(), uri, options)).await;
             }
             Mediated::Unsubscribe { uri, share } => {
                 return match share {
                     Some(generation) => {
-                        self.unsubscribe_shared(permit.server(), uri, *generation, options)
-                            .await
+                        Box::pin(self.unsubscribe_shared(
+                            permit.server(),
+                            uri,
+                            *generation,
+                            options,
+                        ))
+                        .await
                     }
                     // Allowed and recorded; the caller holds no share, so
                     // there is nothing to let go of upstream.
