@@ -17,7 +17,8 @@
 //! (`/bin/true` spawned plainly, through warden's launch seam unsandboxed
 //! and sandboxed, and under bwrap with similar restrictions), and the RSS
 //! of a gateway with 10 servers connected, then its peak during a run of
-//! 10,000 calls.
+//! 10,000 calls (64 concurrent callers; `BENCH_RSS_CALLERS=N`: N, which
+//! shows what each call in flight holds).
 //!
 //! Results are JSON lines on stdout (one object per measurement);
 //! `scripts/bench.sh` runs this with the cold-start and build figures and
@@ -726,7 +727,11 @@ async fn memory(scale: Scale) {
         tool: "everything3__echo".into(),
     };
     let started = Instant::now();
-    let rate = throughput(&caller, &message(16), 64, scale.rss_calls).await;
+    let callers = std::env::var("BENCH_RSS_CALLERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    let rate = throughput(&caller, &message(16), callers, scale.rss_calls).await;
     let (after, peak) = gateway.memory_kb();
     emit(json!({
         "kind": "rss",
@@ -738,6 +743,7 @@ async fn memory(scale: Scale) {
         "rss_after_kb": after,
         "peak_kb": peak,
         "calls": scale.rss_calls,
+        "callers": callers,
         "calls_per_s": rate,
         "seconds": started.elapsed().as_secs_f64(),
     }));

@@ -19,6 +19,7 @@
 #                      installed or packaged, Cargo.toml; release builds
 #                      faster, and its 16 B calls take about 1.15x the CPU)
 #   BENCH_OUT          keep the raw results here (default: a temp folder)
+#   BENCH_RSS_CALLERS  concurrent callers of the RSS run (default 64)
 #
 # Needs: cargo, node + tests/npm (scripts/test-deps.sh), python3 (only to
 # print the table), hyperfine and bubblewrap (installed with apt-get when
@@ -206,7 +207,7 @@ for mode, t in json.load(open(sys.argv[5])).items():
 for r in [r for r in rows if r["kind"] == "rss"]:
     print(f"| RSS of `warden gateway --stdio`, {r['servers']} servers ({r['tools']} tools) connected | gateway | plain | | "
           f"{r['rss_connected_kb'] / 1024:.1f} MB | | | | | | | |")
-    print(f"| peak RSS (VmHWM) over {r['calls']:,} calls, 64 callers | gateway | plain | 16 B | "
+    print(f"| peak RSS (VmHWM) over {r['calls']:,} calls, {r.get('callers', 64)} callers | gateway | plain | 16 B | "
           f"{r['peak_kb'] / 1024:.1f} MB | | | | | {r['calls_per_s']:,.0f}/s | after: {r['rss_after_kb'] / 1024:.1f} MB | |")
 PY
 echo "raw results: $OUT" >&2
