@@ -124,7 +124,7 @@
 //! caller's thread, or by a writer thread, each serialising, chaining and
 //! writing the whole batch with one `write(2)` under one file lock. The
 //! writer `fdatasync`s at most [`BATCH_INTERVAL`] after the first unsynced
-//! record or once [`BATCH_MAX_RECORDS`] are unsynced, and on close/drop. It
+//! record or once [`BATCH_SYNC_RECORDS`] are unsynced, and on close/drop. It
 //! is woken by an `append` only when no sync is pending (else the record
 //! waits for the next `write_ahead` or for that sync, at most
 //! [`BATCH_INTERVAL`]) or the queue holds a batch: a call's result record
@@ -255,8 +255,8 @@ pub use head::{Head, HeadError, HeadRead, SLOT_SIZE as HEAD_SLOT_SIZE, head_path
 pub use key::{args_digest, load_key, result_digest};
 pub use log::{
     AcceptedHead, AuditLog, AuditOptions, BATCH_INTERVAL, BATCH_MAX_RECORDS, BATCH_QUEUE_CAP,
-    DEFAULT_MAX_VALUE_BYTES, MAX_ARGUMENTS_BYTES, MAX_LINE_BYTES, MAX_REASONS, MAX_TEXT_BYTES,
-    TEXT_KEPT, accept_head,
+    BATCH_SYNC_RECORDS, DEFAULT_MAX_VALUE_BYTES, MAX_ARGUMENTS_BYTES, MAX_LINE_BYTES, MAX_REASONS,
+    MAX_TEXT_BYTES, TEXT_KEPT, accept_head,
 };
 pub use record::{
     ApprovalAction, Caller, DecisionRecord, Event, FsyncMode, KEY_ENV, OnFailure, Outcome,

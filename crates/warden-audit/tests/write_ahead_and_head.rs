@@ -143,7 +143,7 @@ fn wait_for_head(path: &Path, seq: u64, hash: &str) {
 /// The writer thread is woken by the first unsynced write-ahead record
 /// only (later ones find it already waiting for the sync's deadline): each
 /// record must still be synced, and the head moved, without a close; also
-/// after a sync, and past `BATCH_MAX_RECORDS` written in a row.
+/// after a sync, and past `BATCH_SYNC_RECORDS` written in a row.
 #[test]
 fn batch_syncs_write_ahead_records_after_each_sync_and_in_bursts() {
     let dir = tempfile::tempdir().unwrap();
@@ -155,7 +155,7 @@ fn batch_syncs_write_ahead_records_after_each_sync_and_in_bursts() {
         let (seq, hash) = log.last();
         wait_for_head(&path, seq, &hash);
     }
-    for i in 0..(warden_audit::BATCH_MAX_RECORDS * 2 + 7) {
+    for i in 0..(warden_audit::BATCH_SYNC_RECORDS * 2 + 7) {
         log.write_ahead(pending(&format!("burst{i}"), json!({"i": i})))
             .unwrap();
     }

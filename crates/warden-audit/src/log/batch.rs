@@ -2,14 +2,14 @@
 
 use std::sync::PoisonError;
 
-use super::{BATCH_INTERVAL, BATCH_MAX_RECORDS, BATCH_QUEUE_CAP, Dropped, Inner, note_dropped};
+use super::{BATCH_INTERVAL, BATCH_QUEUE_CAP, BATCH_SYNC_RECORDS, Dropped, Inner, note_dropped};
 
 /// `batch` mode: drains the queue whenever it wakes (an `append` wakes it
 /// only when no sync is pending or the queue holds a batch; a pending
 /// sync's deadline, or the next `write_ahead`, writes the others), writing
 /// each batch with one `write(2)`; `fdatasync`s at most [`BATCH_INTERVAL`] after
 /// the first unsynced record (its own or a [`AuditLog::write_ahead`]'s) or
-/// once [`BATCH_MAX_RECORDS`] are unsynced, and a last time on shutdown,
+/// once [`BATCH_SYNC_RECORDS`] are unsynced, and a last time on shutdown,
 /// moving the head file after each sync.
 pub(super) fn batch_writer(inner: &Inner) {
     loop {
@@ -76,7 +76,7 @@ pub(super) fn batch_writer(inner: &Inner) {
         let due = st
             .unsynced_since
             .is_some_and(|since| since.elapsed() >= BATCH_INTERVAL);
-        if st.unsynced > 0 && (finishing || due || st.unsynced >= BATCH_MAX_RECORDS) {
+        if st.unsynced > 0 && (finishing || due || st.unsynced >= BATCH_SYNC_RECORDS) {
             st.unsynced = 0;
             st.unsynced_since = None;
             let synced = st.written.clone();

@@ -34,8 +34,17 @@ use lock::FileLock;
 
 /// `batch`: the longest a written record waits for its `fdatasync`.
 pub const BATCH_INTERVAL: Duration = Duration::from_millis(50);
-/// `batch`: this many written, unsynced records trigger an `fdatasync`.
+/// `batch`: this many queued records are written by the writer thread at
+/// once, without waiting for the next `write_ahead` or the sync's deadline.
 pub const BATCH_MAX_RECORDS: usize = 256;
+/// `batch`: this many written, unsynced records trigger an `fdatasync`
+/// before [`BATCH_INTERVAL`] is up. High enough that under load the
+/// interval decides: an `fdatasync` costs the writer thread about a
+/// millisecond of CPU whatever it syncs, and at 256 records a gateway
+/// answering 12,500 calls/s (two records each) synced 100 times a second,
+/// a sixth of warden's CPU (BENCHMARKS.md, "Eighteenth pass"). What a
+/// power loss can take is bounded by the interval either way.
+pub const BATCH_SYNC_RECORDS: usize = 4096;
 /// `batch`: appends wait when this many records are queued (a stalled disk
 /// slows callers down instead of growing memory without bound).
 pub const BATCH_QUEUE_CAP: usize = 16_384;
@@ -107,7 +116,7 @@ impl Default for AuditOptions {
 ///   under one file lock by the next [`AuditLog::write_ahead`] (on its
 ///   caller's thread) or by a writer thread, which `fdatasync`s at most
 ///   [`BATCH_INTERVAL`] after the first unsynced record or at
-///   [`BATCH_MAX_RECORDS`] and writes the queue at the latest then. Close/
+///   [`BATCH_SYNC_RECORDS`] and writes the queue at the latest then. Close/
 ///   drop writes and syncs what is left. A write or sync failure is
 ///   returned by the next `append` and by `close`. `kill -9` can lose the
 ///   records appended in the last [`BATCH_INTERVAL`], as a power loss can.

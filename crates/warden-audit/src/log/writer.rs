@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 
-use super::{BATCH_MAX_RECORDS, Chain, Inner, State};
+use super::{BATCH_SYNC_RECORDS, Chain, Inner, State};
 use crate::chain::{Tail, read_tail};
 use crate::{AuditError, Event, FsyncMode, ZERO_HASH};
 
@@ -59,7 +59,7 @@ impl Inner {
     /// the writer thread syncs them. It is woken only when it must act
     /// sooner than it planned: when these are the first unsynced records
     /// (it waits without a deadline while nothing is unsynced) or when
-    /// [`BATCH_MAX_RECORDS`] are unsynced. Otherwise it already waits for
+    /// [`BATCH_SYNC_RECORDS`] are unsynced. Otherwise it already waits for
     /// the sync's deadline, and waking it would cost a task switch per
     /// record for nothing.
     pub(super) fn note_written(&self, st: &mut State, n: usize, seq: u64, hash: &str) {
@@ -79,7 +79,7 @@ impl Inner {
             }
             None => st.written = Some((seq, hash.to_string())),
         }
-        if (first || st.unsynced >= BATCH_MAX_RECORDS) && std::mem::take(&mut st.writer_idle) {
+        if (first || st.unsynced >= BATCH_SYNC_RECORDS) && std::mem::take(&mut st.writer_idle) {
             self.wake.notify_one();
         }
     }
