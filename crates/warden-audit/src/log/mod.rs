@@ -41,9 +41,10 @@ pub const BATCH_MAX_RECORDS: usize = 256;
 /// before [`BATCH_INTERVAL`] is up. High enough that under load the
 /// interval decides: an `fdatasync` costs the writer thread about a
 /// millisecond of CPU whatever it syncs, and at 256 records a gateway
-/// answering 12,500 calls/s (two records each) synced 100 times a second,
-/// a sixth of warden's CPU (BENCHMARKS.md, "Eighteenth pass"). What a
-/// power loss can take is bounded by the interval either way.
+/// answering 12,500 calls/s (two records each) synced 100 times a second:
+/// those syncs, and the writes they slowed, were a quarter of warden's CPU
+/// per call (67 → 51 µs; BENCHMARKS.md, "Eighteenth pass"). What a power
+/// loss can take is bounded by the interval either way.
 pub const BATCH_SYNC_RECORDS: usize = 4096;
 /// `batch`: appends wait when this many records are queued (a stalled disk
 /// slows callers down instead of growing memory without bound).
