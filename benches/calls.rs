@@ -94,6 +94,14 @@ impl Scale {
     }
 }
 
+/// The number in environment variable `name`, or `default`.
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// One measurement, printed as a JSON line.
 fn emit(value: Value) {
     println!("{value}");
@@ -727,10 +735,7 @@ async fn memory(scale: Scale) {
         tool: "everything3__echo".into(),
     };
     let started = Instant::now();
-    let callers = std::env::var("BENCH_RSS_CALLERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
+    let callers = env_number("BENCH_RSS_CALLERS", 64);
     let rate = throughput(&caller, &message(16), callers, scale.rss_calls).await;
     let (after, peak) = gateway.memory_kb();
     emit(json!({
@@ -854,14 +859,8 @@ async fn growth(scale: Scale) {
 /// run twice with different counts, the difference of the two profiles is
 /// the cost of the calls alone.
 async fn profile() {
-    let number = |name: &str, default: usize| {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
-    let calls = number("BENCH_CALLS", 200);
-    let bytes = number("BENCH_BYTES", 16);
+    let calls = env_number("BENCH_CALLS", 200);
+    let bytes = env_number("BENCH_BYTES", 16);
     let wrap: Vec<String> = std::env::var("BENCH_WRAP")
         .unwrap_or_default()
         .split_whitespace()
@@ -874,7 +873,7 @@ async fn profile() {
         peer: gateway.service.peer().clone(),
         tool: "everything__echo".into(),
     };
-    let callers = number("BENCH_CALLERS", 1);
+    let callers = env_number("BENCH_CALLERS", 1);
     let m = message(bytes);
     let started = Instant::now();
     if callers > 1 {

@@ -302,10 +302,7 @@ fn stdio_answers_and_records_every_request_it_cannot_read() {
 /// refused as before (403), and not recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_answers_and_records_every_request_it_cannot_read() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let world = World::new();
-    world.write_config(&standard_config(&world));
-    let gateway = Listening::start(&world, &[]).await;
+    let (world, gateway) = standard_listening().await;
     let raw = RawHttp::new(&gateway);
     let post =
         |body: String, host: Option<&str>, session: Option<&str>| raw.post(body, host, session);
@@ -422,10 +419,7 @@ fn stdio_answers_and_records_an_initialize_it_cannot_read() {
 /// well-formed `initialize` after it still opens a session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_answers_and_records_an_initialize_it_cannot_read() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let world = World::new();
-    world.write_config(&standard_config(&world));
-    let gateway = Listening::start(&world, &[]).await;
+    let (world, gateway) = standard_listening().await;
     let raw = RawHttp::new(&gateway);
     let post = |body: Value| raw.post(body.to_string(), None, None);
     for (id, params) in [
@@ -611,10 +605,7 @@ fn requests_for_methods_not_served_and_unreadable_notifications_are_recorded() {
 /// recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_records_requests_for_methods_not_served() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let world = World::new();
-    world.write_config(&standard_config(&world));
-    let gateway = Listening::start(&world, &[]).await;
+    let (world, gateway) = standard_listening().await;
     let raw = RawHttp::new(&gateway);
     let post = |body: Value, session: Option<&str>| raw.post(body.to_string(), None, session);
     let init = post(
@@ -874,4 +865,14 @@ fn list_changes_reach_a_client_only_from_a_server_it_can_see_something_of() {
             "{kind} changes of a visible server: {changes:?}"
         );
     }
+}
+
+/// A `--listen` gateway over the standard configuration, in a world of
+/// its own.
+async fn standard_listening() -> (World, Listening) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let world = World::new();
+    world.write_config(&standard_config(&world));
+    let gateway = Listening::start(&world, &[]).await;
+    (world, gateway)
 }
