@@ -857,7 +857,8 @@ async fn growth(scale: Scale) {
 /// `BENCH_CALLERS` concurrent callers) through a plain gateway started
 /// under `BENCH_WRAP` (e.g. `valgrind --tool=callgrind`):
 /// run twice with different counts, the difference of the two profiles is
-/// the cost of the calls alone.
+/// the cost of the calls alone. `BENCH_TARGET=proxy` or `direct` runs the
+/// same calls through the bare rmcp passthrough or to the server itself.
 async fn profile() {
     let calls = env_number("BENCH_CALLS", 200);
     let bytes = env_number("BENCH_BYTES", 16);
@@ -868,10 +869,44 @@ async fn profile() {
         .collect();
     let warden = std::env::var("BENCH_WARDEN").unwrap_or_else(|_| WARDEN.to_string());
     let world = World::new(1, false);
-    let gateway = Client::start(world.gateway_of(&warden, &wrap)).await;
+    // BENCH_TARGET: what is called (gateway, the default; proxy: the bare
+    // rmcp passthrough; direct: the server itself), so a profile or a
+    // timing of warden can be set against its floor the same way.
+    let target = std::env::var("BENCH_TARGET").unwrap_or_else(|_| "gateway".into());
+    let wrapped = |inner: tokio::process::Command| match wrap.split_first() {
+        Some((first, rest)) => {
+            let inner = inner.as_std();
+            let mut cmd = tokio::process::Command::new(first);
+            cmd.args(rest)
+                .arg(inner.get_program())
+                .args(inner.get_args());
+            for (key, value) in inner.get_envs() {
+                match value {
+                    Some(value) => cmd.env(key, value),
+                    None => cmd.env_remove(key),
+                };
+            }
+            if let Some(dir) = inner.get_current_dir() {
+                cmd.current_dir(dir);
+            }
+            cmd
+        }
+        None => inner,
+    };
+    let (command, tool) = match target.as_str() {
+        "gateway" => (world.gateway_of(&warden, &wrap), "everything__echo"),
+        "proxy" => (wrapped(passthrough_command(&world)), "echo"),
+        "direct" => {
+            let mut cmd = tokio::process::Command::new(everything());
+            cmd.arg("stdio");
+            (wrapped(cmd), "echo")
+        }
+        other => panic!("BENCH_TARGET={other}: gateway, proxy or direct"),
+    };
+    let gateway = Client::start(command).await;
     let caller = Echo::Peer {
         peer: gateway.service.peer().clone(),
-        tool: "everything__echo".into(),
+        tool: tool.into(),
     };
     let callers = env_number("BENCH_CALLERS", 1);
     let m = message(bytes);
@@ -885,6 +920,7 @@ async fn profile() {
     }
     emit(json!({
         "kind": "profile",
+        "target": target,
         "calls": calls,
         "callers": callers,
         "bytes": bytes,
