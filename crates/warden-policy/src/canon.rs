@@ -470,10 +470,10 @@ pub fn canon_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
     let mut c = read_str(raw, ctx);
     // Every URL spelling in use has `//` after its scheme: one search
     // keeps this off the path of ordinary values.
-    if raw.contains("//") {
+    if has(raw, "//") {
         python_client_readings(&mut c);
     }
-    if raw.contains("proc") {
+    if has(raw, "proc") {
         proc_link_readings(&mut c, ctx);
     }
     // Most values are ASCII: one fast scan, and nothing else to do.
@@ -516,7 +516,7 @@ fn read_str(raw: &str, ctx: &Context<'_>) -> CanonStr {
         (Shape::Absolute, readings[0].as_str().to_string())
     } else if has_dot_segments(raw) {
         (Shape::RelativeDots, readings[0].as_str().to_string())
-    } else if raw.contains('/') {
+    } else if has_byte(raw, b'/') {
         // What a path means is the file it names: `input.arguments` shows
         // `WORKSPACE/src/a.rs` for `src/a.rs`, as the rules read it.
         (Shape::Relative, readings[0].as_str().to_string())
@@ -732,7 +732,7 @@ impl Scan {
             Some("it contains `?` or `#`, which URL parsers read as a query or fragment")
         } else if self.escape {
             Some("it contains a percent-escape, which URL parsers decode")
-        } else if split_scheme(raw).is_some_and(|(_, rest)| rest.contains('/')) {
+        } else if split_scheme(raw).is_some_and(|(_, rest)| has_byte(rest, b'/')) {
             Some("it starts with `NAME:`, which URL parsers read as a scheme")
         } else {
             self.expansion_reason(raw)
@@ -747,12 +747,12 @@ impl Scan {
                 "it contains `$NAME` or `${…}`, which servers that expand environment \
                  variables (`os.path.expandvars`) replace",
             )
-        } else if self.glob && raw.contains('/') {
+        } else if self.glob && has_byte(raw, b'/') {
             Some(
                 "it contains `*`, `?`, `[` or `{`, which a server that expands globs reads as a \
                  pattern matching other paths",
             )
-        } else if last_segment(raw).contains(';') {
+        } else if has_byte(last_segment(raw), b';') {
             Some(
                 "its last segment contains `;`, where URL parsers (Python's `urlparse`) cut it \
                  (`a/..;x` is `a/..`)",
@@ -772,7 +772,21 @@ fn plain_uncertainty(raw: &str) -> Option<&'static str> {
 
 /// What follows the last `/` (all of `s` without one).
 fn last_segment(s: &str) -> &str {
-    s.rfind('/').map_or(s, |i| &s[i + 1..])
+    memchr::memrchr(b'/', s.as_bytes()).map_or(s, |i| &s[i + 1..])
+}
+
+/// Whether `s` contains the ASCII byte `b`. UTF-8 writes an ASCII
+/// character as that byte and never uses it inside another character, so
+/// this is `s.contains(char::from(b))`, searched with SIMD: the plain
+/// value path asks it of every string argument, up to the largest.
+fn has_byte(s: &str, b: u8) -> bool {
+    debug_assert!(b.is_ascii());
+    memchr::memchr(b, s.as_bytes()).is_some()
+}
+
+/// `s.contains(needle)`, searched with SIMD.
+fn has(s: &str, needle: &str) -> bool {
+    memchr::memmem::find(s.as_bytes(), needle.as_bytes()).is_some()
 }
 
 /// Bytes [`Scan::of`] skips in one test when none is notable.
@@ -1018,7 +1032,7 @@ pub fn canon_resource_uri(raw: &str, ctx: &Context<'_>) -> CanonStr {
 
 /// `scheme:rest` when `value` starts with an RFC 3986 scheme.
 pub fn split_scheme(value: &str) -> Option<(&str, &str)> {
-    let colon = value.find(':')?;
+    let colon = memchr::memchr(b':', value.as_bytes())?;
     let scheme = &value[..colon];
     let mut chars = scheme.chars();
     let first = chars.next()?;
@@ -2007,6 +2021,30 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The byte searches of the plain value path answer as `str`'s own
+        /// searches, non-ASCII text (whose bytes are all at least 0x80)
+        /// included.
+        #[test]
+        fn byte_searches_are_str_searches(s in "[a/:;.pro\u{80}\u{2f}\u{ff1a}é\u{10000}x]{0,24}") {
+            for b in [b'/', b':', b';'] {
+                proptest::prop_assert_eq!(has_byte(&s, b), s.contains(char::from(b)));
+            }
+            for needle in ["//", "proc"] {
+                proptest::prop_assert_eq!(has(&s, needle), s.contains(needle));
+            }
+            let by_str = s.rfind('/').map_or(s.as_str(), |i| &s[i + 1..]);
+            proptest::prop_assert_eq!(last_segment(&s), by_str);
+            let by_find = s.find(':').and_then(|colon| {
+                let scheme = &s[..colon];
+                let mut chars = scheme.chars();
+                let first = chars.next()?;
+                (first.is_ascii_alphabetic()
+                    && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+                .then(|| (scheme, &s[colon + 1..]))
+            });
+            proptest::prop_assert_eq!(split_scheme(&s), by_find);
+        }
+
         /// The run-by-run NFC check is the library's.
         #[test]
         fn nfc_by_runs_is_nfc_anywhere(s in "\\PC{0,16}") {
