@@ -162,14 +162,7 @@ impl World {
     /// `warden gateway --stdio` of this build, or of `warden` (another
     /// build, for a before/after in one run), under `wrap` (e.g. valgrind).
     fn gateway_of(&self, warden: &str, wrap: &[String]) -> tokio::process::Command {
-        let mut cmd = match wrap.split_first() {
-            Some((first, rest)) => {
-                let mut cmd = tokio::process::Command::new(first);
-                cmd.args(rest).arg(warden);
-                cmd
-            }
-            None => tokio::process::Command::new(warden),
-        };
+        let mut cmd = tokio::process::Command::new(warden);
         cmd.arg("--config")
             .arg(self.path("warden.json"))
             .arg("--workspace")
@@ -179,7 +172,7 @@ impl World {
             .env("HOME", self.path("home"))
             .env("TMPDIR", self.dir.path())
             .env_remove("RUST_LOG");
-        cmd
+        under(wrap, cmd)
     }
 
     fn gateway(&self) -> tokio::process::Command {
@@ -853,6 +846,30 @@ async fn growth(scale: Scale) {
     }
 }
 
+/// `inner` run under `wrap` (e.g. `valgrind --tool=callgrind`), with
+/// `inner`'s environment and working folder; `inner` itself when `wrap`
+/// is empty.
+fn under(wrap: &[String], inner: tokio::process::Command) -> tokio::process::Command {
+    let Some((first, rest)) = wrap.split_first() else {
+        return inner;
+    };
+    let inner = inner.as_std();
+    let mut cmd = tokio::process::Command::new(first);
+    cmd.args(rest)
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    for (key, value) in inner.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    if let Some(dir) = inner.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    cmd
+}
+
 /// `BENCH_CALLS` calls of `BENCH_BYTES` (sequential, or spread over
 /// `BENCH_CALLERS` concurrent callers) through a plain gateway started
 /// under `BENCH_WRAP` (e.g. `valgrind --tool=callgrind`):
@@ -873,33 +890,13 @@ async fn profile() {
     // rmcp passthrough; direct: the server itself), so a profile or a
     // timing of warden can be set against its floor the same way.
     let target = std::env::var("BENCH_TARGET").unwrap_or_else(|_| "gateway".into());
-    let wrapped = |inner: tokio::process::Command| match wrap.split_first() {
-        Some((first, rest)) => {
-            let inner = inner.as_std();
-            let mut cmd = tokio::process::Command::new(first);
-            cmd.args(rest)
-                .arg(inner.get_program())
-                .args(inner.get_args());
-            for (key, value) in inner.get_envs() {
-                match value {
-                    Some(value) => cmd.env(key, value),
-                    None => cmd.env_remove(key),
-                };
-            }
-            if let Some(dir) = inner.get_current_dir() {
-                cmd.current_dir(dir);
-            }
-            cmd
-        }
-        None => inner,
-    };
     let (command, tool) = match target.as_str() {
         "gateway" => (world.gateway_of(&warden, &wrap), "everything__echo"),
-        "proxy" => (wrapped(passthrough_command(&world)), "echo"),
+        "proxy" => (under(&wrap, passthrough_command(&world)), "echo"),
         "direct" => {
             let mut cmd = tokio::process::Command::new(everything());
             cmd.arg("stdio");
-            (wrapped(cmd), "echo")
+            (under(&wrap, cmd), "echo")
         }
         other => panic!("BENCH_TARGET={other}: gateway, proxy or direct"),
     };
