@@ -856,8 +856,8 @@ fn uri_reference_readings(raw: &str) -> Vec<String> {
 /// `path` without the `;params` of its last segment, as Python's
 /// `urlparse` splits them off (`/a/..;x` → `/a/..`).
 fn without_params(path: &str) -> &str {
-    let from = path.rfind('/').map_or(0, |i| i + 1);
-    match path[from..].find(';') {
+    let from = path.len() - last_segment(path).len();
+    match memchr::memchr(b';', &path.as_bytes()[from..]) {
         Some(i) => &path[..from + i],
         None => path,
     }
